@@ -1,0 +1,17 @@
+"""kernelgd: kernel machines trained by gradient descent, scikit-learn style."""
+
+from ._classifier import KernelGDClassifier
+from ._features import AllSubsetsFeatures
+from ._regressor import KernelGDRegressor
+from .kernels import kernel_matrix, register_kernel
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "KernelGDRegressor",
+    "KernelGDClassifier",
+    "AllSubsetsFeatures",
+    "kernel_matrix",
+    "register_kernel",
+    "__version__",
+]

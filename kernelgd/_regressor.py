@@ -1,0 +1,112 @@
+"""KernelGDRegressor: kernel regression trained by gradient descent."""
+
+import numpy as np
+from sklearn.base import MultiOutputMixin, RegressorMixin, _fit_context
+from sklearn.utils.validation import validate_data
+
+from . import _docs
+from ._base import BaseKernelGD
+
+
+class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
+    """Kernel regression trained by gradient descent on the dual coefficients.
+
+    Learns ``f(x) = sum_i dual_coef_[i] k(X_fit_[i], x) + intercept_`` by
+    the update of the course notes (see Notes). With ``alpha > 0`` it
+    converges to the kernel ridge solution.
+
+    Parameters
+    ----------
+%(parameters)s
+
+    Attributes
+    ----------
+    dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        The coefficients ``a`` of the training points.
+    intercept_ : float or ndarray of shape (n_targets,)
+        The intercept ``b`` (0 when ``fit_intercept=False``).
+    X_fit_ : ndarray of shape (n_samples, n_features)
+        The training inputs (the training kernel matrix when precomputed).
+    sigma_ : float or None
+        The bandwidth used, None for kernels without one.
+    step_size_ : float
+        The step size used.
+    n_iter_ : int
+        The number of updates run.
+    loss_curve_ : list of float
+        The objective after each update.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when X has string column names.
+
+    See Also
+    --------
+    KernelGDClassifier : The same model for classification.
+    sklearn.kernel_ridge.KernelRidge : Closed-form kernel ridge regression.
+
+    Notes
+    -----
+%(notes)s
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelgd import KernelGDRegressor
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.uniform(-3, 3, size=(100, 1))
+    >>> y = np.sin(X).ravel()
+    >>> model = KernelGDRegressor(sigma=1.0, max_iter=500).fit(X, y)
+    >>> round(model.score(X, y), 3)
+    0.999
+    """
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit the model by gradient descent.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs, or the (n_samples, n_samples) kernel matrix if
+            ``kernel="precomputed"``.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Targets; a 2-D y fits every column at once.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights, normalised to sum to one.
+
+        Returns
+        -------
+        self : KernelGDRegressor
+            The fitted estimator.
+        """
+        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64)
+        self._fit(X, y.reshape(len(y), -1), sample_weight)
+        if y.ndim == 1:
+            self.dual_coef_ = self.dual_coef_.ravel()
+            self.intercept_ = float(self.intercept_[0])
+        return self
+
+    def predict(self, X):
+        """Predict with the fitted model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs, or the (n_samples, n_train) kernel matrix against the
+            training points if ``kernel="precomputed"``.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets)
+            The predictions.
+        """
+        F = self._decision(X)
+        return F.ravel() if self.dual_coef_.ndim == 1 else F
+
+
+KernelGDRegressor.__doc__ = KernelGDRegressor.__doc__ % {
+    "parameters": _docs.PARAMETERS,
+    "notes": _docs.NOTES,
+}

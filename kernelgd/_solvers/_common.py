@@ -1,0 +1,98 @@
+"""What every solver takes and returns, and helpers they share."""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+
+from .._losses import SquaredLoss
+
+
+class NonPSDKernelWarning(UserWarning):
+    """The kernel (matrix) is not positive semi-definite."""
+
+
+@dataclass
+class SolverSettings:
+    """The estimator's optimisation settings, as one object."""
+
+    alpha: float = 0.0
+    step_size: object = "auto"
+    max_iter: int = 1000
+    tol: float = 1e-6
+    fit_intercept: bool = True
+    coef_init: np.ndarray = None
+    intercept_init: np.ndarray = None
+    verbose: int = 0
+    psd: bool = True
+    kernel_name: str = "kernel"
+    loss: object = SquaredLoss
+
+
+@dataclass
+class SolverResult:
+    """What a solver returns; the estimator stores it as fitted attributes."""
+
+    dual_coef: np.ndarray
+    intercept: np.ndarray
+    n_iter: int
+    loss_curve: list = field(default_factory=list)
+    step_size: float = None
+    converged: bool = True
+
+
+def objective(KA, A, b, Y, w, alpha, loss=SquaredLoss):
+    """``sum_i w_i (f(x_i) - y_i)^2 + alpha * sum_t A_t' K A_t``."""
+    value = loss.value(KA + b, Y, w)
+    if alpha:
+        value += alpha * float(np.einsum("ij,ij->", A, KA))
+    return value
+
+
+# Dense eigensolver below this size: exact and cheap, and far below the size
+# where multithreaded LAPACK is hazardous here.
+_DENSE_EIG_MAX = 300
+
+
+def top_eigenvalue(operator, w, fit_intercept):
+    """Largest eigenvalue of ``W^1/2 (K [+ 1 1']) W^1/2``, deterministically.
+
+    ``W = diag(w)``; the ``1 1'`` term accounts for an unpenalised
+    intercept. Lanczos (ARPACK) starts from a fixed pseudo-random vector, so
+    the same data always give the same estimate.
+    """
+    s = np.sqrt(w)
+    n = operator.n
+    if n <= _DENSE_EIG_MAX:
+        M = operator.rows(slice(None)) * np.outer(s, s)
+        if fit_intercept:
+            M += np.outer(s, s)
+        return float(np.linalg.eigvalsh((M + M.T) / 2)[-1])
+
+    def matvec(v):
+        v = np.ravel(v)
+        out = s * operator.matvec(s * v)
+        if fit_intercept:
+            out += s * (s @ v)
+        return out
+
+    A = LinearOperator((n, n), matvec=matvec, dtype=np.float64)
+    v0 = np.random.RandomState(0).uniform(0.5, 1.5, n)
+    try:
+        return float(eigsh(A, k=1, which="LA", v0=v0, tol=1e-6, return_eigenvectors=False)[0])
+    except ArpackNoConvergence as exc:  # pragma: no cover - rare on PSD matrices
+        if len(exc.eigenvalues):
+            return float(np.max(exc.eigenvalues)) * 1.1
+        raise
+
+
+def stable_step_bound(operator, w, alpha, fit_intercept):
+    """The step size below which gradient descent on the dual converges.
+
+    The update ``a <- a - eta (2 W (K a + b - y) + 2 alpha a)`` is primal
+    gradient descent whose Hessian is ``2 (W^1/2 (K [+11']) W^1/2 + alpha)``
+    in the sense of eigenvalues; it converges iff ``eta < 1 / (lambda_max +
+    alpha)``.
+    """
+    denom = top_eigenvalue(operator, w, fit_intercept) + alpha
+    return 1.0 / denom if denom > 0 else np.inf

@@ -1,0 +1,565 @@
+"""The kernel registry.
+
+Every kernel is one small function ``function(X, Y, **params)`` that returns
+the block ``K[i, j] = k(X[i], Y[j])``, plus one registry entry that says
+which estimator parameters it takes, whether it is positive semi-definite
+(PSD) and how to compute its diagonal ``k(x, x)`` cheaply.
+
+The formulas are those of the kernelgd documentation (the course notes
+disagree on some constants; these are ours):
+
+==============  ==============================================  =====
+name            k(x, z)                                         PSD
+==============  ==============================================  =====
+linear          x'z                                             yes
+polynomial      (coef0 + x'z) ** degree                         yes*
+rbf             exp(-||x - z||^2 / sigma^2)                     yes
+exponential     exp(-||x - z|| / (2 sigma^2))                   yes
+laplacian       exp(-||x - z||_1 / sigma)                       yes
+sigmoid         tanh(a x'z + coef0)                             no
+all_subsets     prod_k (1 + x_k z_k)                            yes
+==============  ==============================================  =====
+
+(*) for an integer degree and coef0 >= 0. ``poly`` is an alias of
+``polynomial`` and ``gaussian`` one of ``rbf``.
+"""
+
+import inspect
+from dataclasses import dataclass
+from numbers import Real
+from typing import Callable
+
+import numpy as np
+from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances
+from sklearn.utils import check_array
+
+__all__ = [
+    "kernel_matrix",
+    "register_kernel",
+    "available_kernels",
+    "linear",
+    "polynomial",
+    "rbf",
+    "exponential",
+    "laplacian",
+    "sigmoid",
+    "all_subsets",
+]
+
+# Estimator parameters that a kernel may ask for through ``params``.
+ESTIMATOR_PARAMS = ("sigma", "degree", "coef0")
+
+
+def _as_float64(X):
+    return np.asarray(X, dtype=np.float64)
+
+
+def _raise_not_representable(name, what):
+    raise ValueError(
+        f"The {name} kernel is not representable in float64 for this data: "
+        f"{what}. Standardize or scale down the features (for example with "
+        "sklearn.preprocessing.StandardScaler), or choose a smaller degree."
+    )
+
+
+def _safe_product(factor, n_factors, shape, name):
+    """Product of ``factor(k)`` for k < n_factors without spurious overflow.
+
+    The running product is kept as mantissa * 2**exponent (``np.frexp``), so
+    partial products may leave float64's range as long as the result fits.
+    """
+    mantissa = np.ones(shape)
+    exponent = np.zeros(shape, dtype=np.int64)
+    for k in range(n_factors):
+        mantissa *= factor(k)
+        mantissa, e = np.frexp(mantissa)
+        exponent += e
+    if not np.all(np.isfinite(mantissa)):
+        _raise_not_representable(name, "a factor (1 + x_k z_k) overflows")
+    # ldexp takes int32 exponents; clip far beyond float64's range first.
+    np.clip(exponent, -2000, 2000, out=exponent)
+    with np.errstate(over="ignore", under="ignore"):
+        out = np.ldexp(mantissa, exponent.astype(np.int32))
+    if not np.all(np.isfinite(out)):
+        _raise_not_representable(
+            name, "some values exceed the largest float64 (about 1.8e308)"
+        )
+    return out
+
+
+# ---------------------------------------------------------------- built-ins
+
+
+def linear(X, Y):
+    """Linear kernel ``k(x, z) = x'z``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_X, n_features)
+    Y : ndarray of shape (n_Y, n_features)
+
+    Returns
+    -------
+    K : ndarray of shape (n_X, n_Y)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelgd.kernels import linear
+    >>> linear(np.array([[1.0, 2.0]]), np.array([[3.0, 4.0]]))
+    array([[11.]])
+    """
+    return _as_float64(X) @ _as_float64(Y).T
+
+
+def polynomial(X, Y, degree=3, coef0=1.0):
+    """Polynomial kernel ``k(x, z) = (coef0 + x'z) ** degree``.
+
+    Values that do not fit in float64 raise a ValueError instead of
+    becoming inf.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_X, n_features)
+    Y : ndarray of shape (n_Y, n_features)
+    degree : float, default=3
+        The exponent; a non-integer degree needs ``coef0 + x'z >= 0``.
+    coef0 : float, default=1.0
+        The constant added to the inner product.
+
+    Returns
+    -------
+    K : ndarray of shape (n_X, n_Y)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelgd.kernels import polynomial
+    >>> polynomial(np.array([[1.0, 2.0]]), np.array([[3.0, 4.0]]), degree=2)
+    array([[144.]])
+    """
+    K = linear(X, Y)
+    K += coef0
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.power(K, degree, out=K)
+    if not np.all(np.isfinite(K)):
+        if np.any(np.isnan(K)):
+            raise ValueError(
+                f"The polynomial kernel with non-integer degree={degree} is "
+                "undefined where coef0 + x'z < 0. Use an integer degree or a "
+                "larger coef0."
+            )
+        _raise_not_representable(
+            "polynomial", "(coef0 + x'z) ** degree exceeds about 1.8e308"
+        )
+    return K
+
+
+def _squared_distances(X, Y):
+    D = euclidean_distances(_as_float64(X), _as_float64(Y), squared=True)
+    return np.maximum(D, 0, out=D)
+
+
+def rbf(X, Y, sigma=1.0):
+    """Gaussian (RBF) kernel ``k(x, z) = exp(-||x - z||^2 / sigma^2)``.
+
+    This is scikit-learn's ``rbf_kernel`` with ``gamma = 1 / sigma**2``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_X, n_features)
+    Y : ndarray of shape (n_Y, n_features)
+    sigma : float, default=1.0
+        The bandwidth, > 0.
+
+    Returns
+    -------
+    K : ndarray of shape (n_X, n_Y)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelgd.kernels import rbf
+    >>> rbf(np.array([[0.0, 0.0]]), np.array([[1.0, 1.0]]), sigma=1.0)
+    array([[0.13533528]])
+    """
+    D = _squared_distances(X, Y)
+    D *= -1.0 / sigma**2
+    return np.exp(D, out=D)
+
+
+def exponential(X, Y, sigma=1.0):
+    """Exponential kernel ``k(x, z) = exp(-||x - z|| / (2 sigma^2))``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_X, n_features)
+    Y : ndarray of shape (n_Y, n_features)
+    sigma : float, default=1.0
+        The bandwidth, > 0.
+
+    Returns
+    -------
+    K : ndarray of shape (n_X, n_Y)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelgd.kernels import exponential
+    >>> exponential(np.array([[0.0, 0.0]]), np.array([[3.0, 4.0]]), sigma=1.0)
+    array([[0.082085]])
+    """
+    D = np.sqrt(_squared_distances(X, Y))
+    D *= -1.0 / (2.0 * sigma**2)
+    return np.exp(D, out=D)
+
+
+def laplacian(X, Y, sigma=1.0):
+    """Laplacian kernel ``k(x, z) = exp(-||x - z||_1 / sigma)``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_X, n_features)
+    Y : ndarray of shape (n_Y, n_features)
+    sigma : float, default=1.0
+        The bandwidth, > 0.
+
+    Returns
+    -------
+    K : ndarray of shape (n_X, n_Y)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelgd.kernels import laplacian
+    >>> laplacian(np.array([[0.0, 0.0]]), np.array([[1.0, -1.0]]), sigma=2.0)
+    array([[0.36787944]])
+    """
+    D = manhattan_distances(_as_float64(X), _as_float64(Y))
+    D *= -1.0 / sigma
+    return np.exp(D, out=D)
+
+
+def sigmoid(X, Y, coef0=1.0, a=None):
+    """Sigmoid kernel ``k(x, z) = tanh(a x'z + coef0)``; not PSD.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_X, n_features)
+    Y : ndarray of shape (n_Y, n_features)
+    coef0 : float, default=1.0
+        The offset.
+    a : float, default=None
+        The slope; ``None`` means ``1 / n_features``. Pass it through the
+        estimators' ``kernel_params={"a": ...}``.
+
+    Returns
+    -------
+    K : ndarray of shape (n_X, n_Y)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelgd.kernels import sigmoid
+    >>> sigmoid(np.array([[1.0, 1.0]]), np.array([[1.0, 1.0]]), coef0=0.0)
+    array([[0.76159416]])
+    """
+    a = 1.0 / np.shape(X)[1] if a is None else a
+    K = linear(X, Y)
+    K *= a
+    K += coef0
+    return np.tanh(K, out=K)
+
+
+def all_subsets(X, Y):
+    """All-subsets kernel ``k(x, z) = prod_k (1 + x_k z_k)``.
+
+    It is the inner product of the 2**d features "all products of subsets
+    of the inputs" (see :class:`kernelgd.AllSubsetsFeatures`), computed in
+    O(d) per pair. The product is formed without overflow wherever the
+    result fits in float64, and a ValueError is raised where it does not.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_X, n_features)
+    Y : ndarray of shape (n_Y, n_features)
+
+    Returns
+    -------
+    K : ndarray of shape (n_X, n_Y)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelgd.kernels import all_subsets
+    >>> all_subsets(np.array([[1.0, 2.0]]), np.array([[3.0, 4.0]]))
+    array([[36.]])
+    """
+    X, Y = _as_float64(X), _as_float64(Y)
+
+    def factor(k):
+        f = np.multiply.outer(X[:, k], Y[:, k])
+        f += 1.0
+        return f
+
+    return _safe_product(factor, X.shape[1], (X.shape[0], Y.shape[0]), "all_subsets")
+
+
+# ------------------------------------------------------------- diagonals
+
+
+def _sq_norms(X):
+    X = _as_float64(X)
+    return np.einsum("ij,ij->i", X, X)
+
+
+def _ones_diag(X, **params):
+    return np.ones(len(X))
+
+
+def _linear_diag(X):
+    return _sq_norms(X)
+
+
+def _polynomial_diag(X, degree=3, coef0=1.0):
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = (_sq_norms(X) + coef0) ** degree
+    if not np.all(np.isfinite(d)):
+        polynomial(X, X, degree=degree, coef0=coef0)  # raises the clear error
+    return d
+
+
+def _sigmoid_diag(X, coef0=1.0, a=None):
+    a = 1.0 / np.shape(X)[1] if a is None else a
+    return np.tanh(a * _sq_norms(X) + coef0)
+
+
+def _all_subsets_diag(X):
+    X = _as_float64(X)
+    return _safe_product(lambda k: 1.0 + X[:, k] ** 2, X.shape[1], len(X), "all_subsets")
+
+
+# ---------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A registry entry: a kernel function and what is known about it."""
+
+    name: str
+    function: Callable
+    params: tuple = ()
+    psd: bool = True
+    diag: Callable = None
+
+
+_REGISTRY = {}
+_ALIASES = {"poly": "polynomial", "gaussian": "rbf"}
+_BUILTINS = set()
+
+
+def _add(spec, builtin=False):
+    _REGISTRY[spec.name] = spec
+    if builtin:
+        _BUILTINS.add(spec.name)
+
+
+_add(KernelSpec("linear", linear, (), True, _linear_diag), True)
+_add(KernelSpec("polynomial", polynomial, ("degree", "coef0"), True, _polynomial_diag), True)
+_add(KernelSpec("rbf", rbf, ("sigma",), True, _ones_diag), True)
+_add(KernelSpec("exponential", exponential, ("sigma",), True, _ones_diag), True)
+_add(KernelSpec("laplacian", laplacian, ("sigma",), True, _ones_diag), True)
+_add(KernelSpec("sigmoid", sigmoid, ("coef0",), False, _sigmoid_diag), True)
+_add(KernelSpec("all_subsets", all_subsets, (), True, _all_subsets_diag), True)
+
+
+def available_kernels():
+    """Names of the registered kernels, aliases included.
+
+    Returns
+    -------
+    names : list of str
+        Sorted names usable as ``kernel=`` in the estimators.
+
+    Examples
+    --------
+    >>> from kernelgd.kernels import available_kernels
+    >>> "rbf" in available_kernels()
+    True
+    """
+    return sorted(set(_REGISTRY) | set(_ALIASES))
+
+
+def register_kernel(name, function, *, params=(), psd=True, diag=None):
+    """Register a kernel under a name usable everywhere a built-in is.
+
+    After registration ``kernel=name`` works in the estimators, in
+    :func:`kernel_matrix`, in grid searches and in pickled fitted models
+    (a model unpickled in another process needs the same registration to
+    have run there, for example at import of the module defining it).
+
+    Parameters
+    ----------
+    name : str
+        The new kernel's name. Built-in names and aliases cannot be reused;
+        registering a user name again replaces the earlier entry.
+    function : callable
+        ``function(X, Y, **p)`` returning the block of shape
+        ``(len(X), len(Y))`` with ``K[i, j] = k(X[i], Y[j])``.
+    params : tuple of str, default=()
+        The estimator parameters passed on to ``function`` (any of
+        ``"sigma"``, ``"degree"``, ``"coef0"``). ``p`` also holds the
+        estimator's ``kernel_params``.
+    psd : bool, default=True
+        Whether the kernel is positive semi-definite; fitting with a kernel
+        registered with ``psd=False`` warns.
+    diag : callable, default=None
+        ``diag(X, **p)`` returning ``k(X[i], X[i])``; by default it is
+        computed from ``function`` in small blocks.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelgd import kernel_matrix, register_kernel
+    >>> def cosine(X, Y):
+    ...     Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
+    ...     Yn = Y / np.linalg.norm(Y, axis=1, keepdims=True)
+    ...     return Xn @ Yn.T
+    >>> register_kernel("cosine", cosine)
+    >>> kernel_matrix([[1.0, 0.0]], [[1.0, 1.0]], kernel="cosine")
+    array([[0.70710678]])
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"A kernel name must be a non-empty string, got {name!r}.")
+    if name in _BUILTINS or name in _ALIASES or name == "precomputed":
+        raise ValueError(f"{name!r} is a built-in kernel name; choose another name.")
+    if not callable(function):
+        raise ValueError(f"function must be callable, got {type(function).__name__}.")
+    params = tuple(params)
+    unknown = set(params) - set(ESTIMATOR_PARAMS)
+    if unknown:
+        raise ValueError(
+            f"params may only name {ESTIMATOR_PARAMS}; got unknown {sorted(unknown)}."
+        )
+    _add(KernelSpec(name, function, params, bool(psd), diag))
+
+
+def get_spec(kernel):
+    """The registry entry of a kernel name or callable (private helper)."""
+    if callable(kernel):
+        name = getattr(kernel, "__name__", "callable")
+        return KernelSpec(name, kernel, (), True, None)
+    if isinstance(kernel, str):
+        key = _ALIASES.get(kernel, kernel)
+        if key in _REGISTRY:
+            return _REGISTRY[key]
+    raise ValueError(
+        f"Unknown kernel {kernel!r}. Use one of {available_kernels()}, "
+        "'precomputed', a callable f(X, Y) -> matrix, or register a new one "
+        "with kernelgd.register_kernel."
+    )
+
+
+class BoundKernel:
+    """A kernel with its parameters fixed: ``K = bound(X, Y)``.
+
+    Validates what the kernel function returns, so no solver ever sees a
+    wrongly shaped, infinite or NaN block.
+    """
+
+    def __init__(self, spec, params):
+        self.spec = spec
+        self.params = dict(params)
+        self.name = spec.name
+        self.psd = spec.psd
+        try:
+            sig = inspect.signature(spec.function)
+        except (TypeError, ValueError):  # some builtins have no signature
+            return
+        try:
+            sig.bind(None, None, **self.params)
+        except TypeError as exc:
+            raise ValueError(
+                f"The {spec.name} kernel does not accept the parameters "
+                f"{sorted(self.params)}: {exc}. Check kernel_params."
+            ) from None
+
+    def __call__(self, X, Y):
+        K = np.asarray(self.spec.function(X, Y, **self.params), dtype=np.float64)
+        expected = (len(X), len(Y))
+        if K.shape != expected:
+            raise ValueError(
+                f"The {self.name} kernel returned shape {K.shape}; expected "
+                f"{expected}, one row per X sample and one column per Y sample."
+            )
+        if not np.all(np.isfinite(K)):
+            raise ValueError(
+                f"The {self.name} kernel returned inf or NaN values for this "
+                "data. Scale the features or change the kernel parameters."
+            )
+        return K
+
+    def diag(self, X):
+        """``k(X[i], X[i])`` for every row."""
+        if self.spec.diag is not None:
+            return np.asarray(self.spec.diag(X, **self.params), dtype=np.float64)
+        out = np.empty(len(X))
+        for start in range(0, len(X), 256):
+            block = X[start : start + 256]
+            out[start : start + len(block)] = np.diagonal(self(block, block))
+        return out
+
+
+def bind_kernel(kernel, *, sigma=1.0, degree=3, coef0=1.0, kernel_params=None):
+    """A :class:`BoundKernel` from a name or callable and the estimator params."""
+    spec = get_spec(kernel)
+    values = {"sigma": sigma, "degree": degree, "coef0": coef0}
+    params = {p: values[p] for p in spec.params}
+    params.update(kernel_params or {})
+    if "sigma" in params and not (isinstance(params["sigma"], Real) and params["sigma"] > 0):
+        raise ValueError(f"sigma must be a float > 0, got {params['sigma']!r}.")
+    return BoundKernel(spec, params)
+
+
+def kernel_matrix(X, Y=None, *, kernel="rbf", sigma=1.0, degree=3, coef0=1.0, **kernel_params):
+    """The kernel matrix ``K[i, j] = k(X[i], Y[j])``.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_X, n_features)
+    Y : array-like of shape (n_Y, n_features), default=None
+        ``None`` means ``Y = X``.
+    kernel : str or callable, default="rbf"
+        A registered name (see :func:`available_kernels`) or a callable
+        ``f(X, Y, **kernel_params)`` returning the block.
+    sigma : float, default=1.0
+        Bandwidth of ``rbf``, ``exponential`` and ``laplacian``.
+    degree : float, default=3
+        Degree of ``polynomial``.
+    coef0 : float, default=1.0
+        Constant of ``polynomial`` and ``sigmoid``.
+    **kernel_params
+        Further keyword arguments of the kernel function (``a`` of
+        ``sigmoid``, the parameters of a registered or callable kernel).
+
+    Returns
+    -------
+    K : ndarray of shape (n_X, n_Y)
+
+    Examples
+    --------
+    >>> from kernelgd import kernel_matrix
+    >>> kernel_matrix([[0.0], [1.0]], kernel="rbf", sigma=1.0)
+    array([[1.        , 0.36787944],
+           [0.36787944, 1.        ]])
+    """
+    X = check_array(X, dtype=np.float64)
+    Y = X if Y is None else check_array(Y, dtype=np.float64)
+    if X.shape[1] != Y.shape[1]:
+        raise ValueError(
+            f"X has {X.shape[1]} features but Y has {Y.shape[1]}; they must match."
+        )
+    bound = bind_kernel(
+        kernel, sigma=sigma, degree=degree, coef0=coef0, kernel_params=kernel_params
+    )
+    return bound(X, Y)
