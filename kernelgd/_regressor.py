@@ -57,8 +57,8 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
     >>> X = rng.uniform(-3, 3, size=(100, 1))
     >>> y = np.sin(X).ravel()
     >>> model = KernelGDRegressor(sigma=1.0, max_iter=500).fit(X, y)
-    >>> round(model.score(X, y), 3)
-    0.999
+    >>> model.score(X, y) > 0.99
+    True
     """
 
     @_fit_context(prefer_skip_nested_validation=True)

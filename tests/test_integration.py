@@ -1,0 +1,72 @@
+"""Pipelines, grid search, clone and pickle."""
+
+import pickle
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.base import clone
+from sklearn.datasets import make_friedman1, make_moons
+from sklearn.kernel_ridge import KernelRidge
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from kernelgd import KernelGDClassifier, KernelGDRegressor, kernel_matrix
+
+X, y = make_friedman1(120, noise=0.1, random_state=0)
+
+
+def test_pipeline_with_scaler():
+    pipe = make_pipeline(StandardScaler(), KernelGDRegressor(alpha=1e-3, max_iter=300))
+    scores = cross_val_score(pipe, X, y, cv=3)
+    assert scores.mean() > 0.6
+
+
+def test_grid_search_over_sigma_degree_step():
+    grid = GridSearchCV(
+        KernelGDRegressor(max_iter=200, alpha=1e-3),
+        {"sigma": [0.5, 2.0, 8.0], "step_size": ["auto", 0.05]},
+        cv=3,
+    ).fit(X, y)
+    assert grid.best_params_["sigma"] in (0.5, 2.0, 8.0)
+    poly = GridSearchCV(
+        KernelGDClassifier(kernel="poly", max_iter=200),
+        {"degree": [1, 2, 3]},
+        cv=3,
+    ).fit(*make_moons(90, noise=0.1, random_state=0))
+    assert poly.best_params_["degree"] in (1, 2, 3)
+    assert poly.best_score_ > 0.8
+
+
+def test_clone_copies_parameters_only():
+    model = KernelGDRegressor(kernel="sigmoid", alpha=1.0, kernel_params={"a": 0.1}).fit(X, y)
+    copy = clone(model)
+    assert copy.get_params() == model.get_params()
+    assert not hasattr(copy, "dual_coef_")
+
+
+@pytest.mark.parametrize("Est", [KernelGDRegressor, KernelGDClassifier])
+def test_pickle_round_trip(Est):
+    target = y if Est is KernelGDRegressor else (y > y.mean())
+    model = Est(max_iter=100).fit(X, target)
+    again = pickle.loads(pickle.dumps(model))
+    assert_allclose(again.predict(X[:10]) * 1.0, model.predict(X[:10]) * 1.0)
+
+
+def test_precomputed_equals_named_kernel():
+    params = dict(alpha=1e-3, max_iter=100, tol=0)
+    named = KernelGDRegressor(kernel="rbf", sigma=3.0, **params).fit(X[:80], y[:80])
+    pre = KernelGDRegressor(kernel="precomputed", **params)
+    pre.fit(kernel_matrix(X[:80], sigma=3.0), y[:80])
+    assert_allclose(pre.predict(kernel_matrix(X[80:], X[:80], sigma=3.0)), named.predict(X[80:]))
+
+
+def test_sigma_scale_matches_svc_gamma_scale():
+    model = KernelGDRegressor(max_iter=1).fit(X, y)
+    assert_allclose(model.sigma_**2, X.shape[1] * X.var())
+    # rbf with sigma^2 = d Var(X) is KernelRidge's rbf with gamma = 1/(d Var(X))
+    ref = KernelRidge(kernel="rbf", gamma=1 / (X.shape[1] * X.var()), alpha=1.0)
+    assert_allclose(
+        kernel_matrix(X, sigma=model.sigma_), ref._get_kernel(X), rtol=1e-12
+    )

@@ -1,0 +1,171 @@
+"""The kernel registry against brute-force formulas and scikit-learn."""
+
+import pickle
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.metrics import pairwise
+
+from kernelgd import KernelGDRegressor, kernel_matrix, register_kernel
+from kernelgd.kernels import available_kernels, bind_kernel
+
+rng = np.random.RandomState(0)
+X = rng.normal(size=(7, 3))
+Y = rng.normal(size=(5, 3))
+SIGMA, DEGREE, COEF0 = 1.3, 3, 0.7
+
+# One brute-force formula per pair: the table of the issue, word for word.
+BRUTE = {
+    "linear": lambda x, z: x @ z,
+    "polynomial": lambda x, z: (COEF0 + x @ z) ** DEGREE,
+    "rbf": lambda x, z: np.exp(-np.sum((x - z) ** 2) / SIGMA**2),
+    "exponential": lambda x, z: np.exp(-np.sqrt(np.sum((x - z) ** 2)) / (2 * SIGMA**2)),
+    "laplacian": lambda x, z: np.exp(-np.sum(np.abs(x - z)) / SIGMA),
+    "sigmoid": lambda x, z: np.tanh(x @ z / 3 + COEF0),
+    "all_subsets": lambda x, z: np.prod(1 + x * z),
+}
+ALIASES = {"poly": "polynomial", "gaussian": "rbf"}
+
+
+def brute_matrix(name, A, B):
+    return np.array([[BRUTE[name](a, b) for b in B] for a in A])
+
+
+@pytest.mark.parametrize("name", list(BRUTE) + list(ALIASES))
+def test_builtin_matches_brute_force_formula(name):
+    K = kernel_matrix(X, Y, kernel=name, sigma=SIGMA, degree=DEGREE, coef0=COEF0)
+    assert_allclose(K, brute_matrix(ALIASES.get(name, name), X, Y), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", list(BRUTE))
+def test_diagonal_matches_matrix(name):
+    bound = bind_kernel(name, sigma=SIGMA, degree=DEGREE, coef0=COEF0)
+    assert_allclose(bound.diag(X), np.diagonal(bound(X, X)), rtol=1e-12)
+
+
+def test_agrees_with_scikit_learn_pairwise():
+    gamma = 1 / SIGMA**2
+    assert_allclose(kernel_matrix(X, Y, sigma=SIGMA), pairwise.rbf_kernel(X, Y, gamma=gamma))
+    assert_allclose(
+        kernel_matrix(X, Y, kernel="laplacian", sigma=SIGMA),
+        pairwise.laplacian_kernel(X, Y, gamma=1 / SIGMA),
+    )
+    assert_allclose(
+        kernel_matrix(X, Y, kernel="poly", degree=4, coef0=2.0),
+        pairwise.polynomial_kernel(X, Y, degree=4, gamma=1.0, coef0=2.0),
+    )
+    assert_allclose(
+        kernel_matrix(X, Y, kernel="sigmoid", coef0=0.5, a=0.2),
+        pairwise.sigmoid_kernel(X, Y, gamma=0.2, coef0=0.5),
+    )
+
+
+def test_y_none_means_x():
+    assert_allclose(kernel_matrix(X), kernel_matrix(X, X))
+
+
+@pytest.mark.parametrize("name", [n for n in BRUTE if n != "sigmoid"])
+def test_psd_kernels_give_psd_matrices(name):
+    Z = np.random.RandomState(1).uniform(-1, 1, size=(40, 3))
+    K = kernel_matrix(Z, kernel=name, sigma=SIGMA, degree=DEGREE, coef0=COEF0)
+    assert np.linalg.eigvalsh(K).min() > -1e-9 * np.abs(K).max()
+    assert bind_kernel(name).psd
+
+
+def test_sigmoid_is_flagged_and_can_be_indefinite():
+    assert not bind_kernel("sigmoid").psd
+    Z = np.random.RandomState(2).normal(size=(30, 2))
+    K = kernel_matrix(Z, kernel="sigmoid", coef0=-1.0, a=2.0)
+    assert np.linalg.eigvalsh(K).min() < -1e-3
+
+
+def test_all_subsets_survives_intermediate_overflow():
+    # 200 factors of 101 then 200 factors of about 1/101: the running product
+    # passes 1e400 (inf in float64) but the kernel value is about 1.
+    x = np.concatenate([np.full(200, 10.0), np.full(200, 10.0)])[None, :]
+    z = np.concatenate([np.full(200, 10.0), np.full(200, -0.1 + 0.1 / 101)])[None, :]
+    factors = 1 + x[0] * z[0]
+    with np.errstate(over="ignore"):
+        assert not np.isfinite(np.prod(factors))  # the naive product overflows
+    reference = np.exp(np.sum(np.log(factors)))
+    assert_allclose(kernel_matrix(x, z, kernel="all_subsets"), [[reference]], rtol=1e-10)
+
+
+def test_all_subsets_unrepresentable_raises():
+    x = np.full((2, 400), 3.0)  # 10**400 > float64 max
+    with pytest.raises(ValueError, match="not representable.*Standardize"):
+        kernel_matrix(x, kernel="all_subsets")
+    with pytest.raises(ValueError, match="not representable"):
+        KernelGDRegressor(kernel="all_subsets").fit(x, [0.0, 1.0])
+
+
+def test_polynomial_overflow_and_bad_degree_raise():
+    with pytest.raises(ValueError, match="not representable"):
+        kernel_matrix(np.full((2, 3), 10.0), kernel="polynomial", degree=200)
+    Z = np.array([[1.0], [-3.0]])
+    with pytest.raises(ValueError, match="non-integer degree"):
+        kernel_matrix(Z, kernel="polynomial", degree=2.5)
+    # an integer degree is fine with a negative base
+    assert_allclose(kernel_matrix(Z, kernel="polynomial", degree=2), [[4.0, 4.0], [4.0, 100.0]])
+
+
+def test_unknown_kernel_name():
+    with pytest.raises(ValueError, match="Unknown kernel 'nope'.*register_kernel"):
+        kernel_matrix(X, kernel="nope")
+
+
+def test_feature_mismatch():
+    with pytest.raises(ValueError, match="features"):
+        kernel_matrix(X, Y[:, :2])
+
+
+def _scaled_cosine(X, Y, sigma=1.0, power=1):
+    Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
+    Yn = Y / np.linalg.norm(Y, axis=1, keepdims=True)
+    return (Xn @ Yn.T / sigma) ** power
+
+
+def test_register_kernel_everywhere():
+    register_kernel("test_scaled_cosine", _scaled_cosine, params=("sigma",))
+    assert "test_scaled_cosine" in available_kernels()
+    expected = brute_matrix_custom(X, Y, sigma=2.0, power=3)
+    got = kernel_matrix(X, Y, kernel="test_scaled_cosine", sigma=2.0, power=3)
+    assert_allclose(got, expected)
+    model = KernelGDRegressor(
+        kernel="test_scaled_cosine", sigma=2.0, kernel_params={"power": 3}, max_iter=20
+    ).fit(X, X[:, 0])
+    clone = pickle.loads(pickle.dumps(model))
+    assert_allclose(clone.predict(Y), model.predict(Y))
+
+
+def brute_matrix_custom(A, B, sigma, power):
+    def k(a, b):
+        return (a @ b / np.linalg.norm(a) / np.linalg.norm(b) / sigma) ** power
+
+    return np.array([[k(a, b) for b in B] for a in A])
+
+
+def test_register_kernel_rejects_bad_input():
+    with pytest.raises(ValueError, match="built-in"):
+        register_kernel("rbf", _scaled_cosine)
+    with pytest.raises(ValueError, match="built-in"):
+        register_kernel("gaussian", _scaled_cosine)
+    with pytest.raises(ValueError, match="unknown"):
+        register_kernel("x", _scaled_cosine, params=("gamma",))
+    with pytest.raises(ValueError, match="callable"):
+        register_kernel("x", 3)
+
+
+def test_bad_kernel_params_are_clear():
+    with pytest.raises(ValueError, match="does not accept.*kernel_params"):
+        kernel_matrix(X, kernel="rbf", gamma=2.0)
+
+
+def test_callable_kernel_and_its_validation():
+    K = kernel_matrix(X, Y, kernel=lambda A, B: A @ B.T)
+    assert_allclose(K, X @ Y.T)
+    with pytest.raises(ValueError, match="returned shape"):
+        kernel_matrix(X, Y, kernel=lambda A, B: A @ A.T)
+    with pytest.raises(ValueError, match="inf or NaN"):
+        kernel_matrix(X, Y, kernel=lambda A, B: np.full((len(A), len(B)), np.nan))

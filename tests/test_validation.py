@@ -1,0 +1,91 @@
+"""Bad input gives clear errors."""
+
+import numpy as np
+import pytest
+
+from kernelgd import KernelGDClassifier, KernelGDRegressor
+
+ESTIMATORS = [KernelGDRegressor, KernelGDClassifier]
+rng = np.random.RandomState(0)
+X = rng.normal(size=(20, 3))
+y = (X[:, 0] > 0).astype(int)
+
+
+@pytest.mark.parametrize("Est", ESTIMATORS)
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_input(Est, bad):
+    Xb = X.copy()
+    Xb[3, 1] = bad
+    with pytest.raises(ValueError, match="(NaN|infinity)"):
+        Est().fit(Xb, y)
+    fitted = Est(max_iter=5).fit(X, y)
+    with pytest.raises(ValueError, match="(NaN|infinity)"):
+        fitted.predict(Xb)
+
+
+def test_non_finite_target():
+    yb = y.astype(float)
+    yb[0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        KernelGDRegressor().fit(X, yb)
+
+
+@pytest.mark.parametrize("Est", ESTIMATORS)
+def test_shapes(Est):
+    with pytest.raises(ValueError, match="2D array"):
+        Est().fit(X[:, 0], y)
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        Est().fit(X, y[:-1])
+    fitted = Est(max_iter=5).fit(X, y)
+    with pytest.raises(ValueError, match="3 features"):
+        fitted.predict(X[:, :2])
+
+
+@pytest.mark.parametrize("Est", ESTIMATORS)
+def test_empty_data(Est):
+    with pytest.raises(ValueError, match="0 sample"):
+        Est().fit(np.empty((0, 3)), np.empty(0))
+
+
+@pytest.mark.parametrize("Est", ESTIMATORS)
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        (dict(sigma=-1.0), "sigma"),
+        (dict(sigma=0.0), "sigma"),
+        (dict(step_size=-0.1), "step_size"),
+        (dict(alpha=-1.0), "alpha"),
+        (dict(max_iter=0), "max_iter"),
+        (dict(solver="newton"), "solver"),
+    ],
+)
+def test_bad_parameters(Est, params, match):
+    with pytest.raises(ValueError, match=match):
+        Est(**params).fit(X, y)
+
+
+@pytest.mark.parametrize("Est", ESTIMATORS)
+def test_unknown_kernel(Est):
+    with pytest.raises(ValueError, match="Unknown kernel 'rbff'"):
+        Est(kernel="rbff").fit(X, y)
+
+
+def test_not_fitted():
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        KernelGDRegressor().predict(X)
+
+
+def test_sample_weight_errors():
+    with pytest.raises(ValueError, match="(non-zero|positive sum)"):
+        KernelGDRegressor().fit(X, y, sample_weight=np.zeros(20))
+    with pytest.raises(ValueError, match="Negative values"):
+        KernelGDRegressor().fit(X, y, sample_weight=-np.ones(20))
+    with pytest.raises(ValueError, match="shape"):
+        KernelGDRegressor().fit(X, y, sample_weight=np.ones(5))
+
+
+def test_precomputed_must_be_square():
+    with pytest.raises(ValueError, match="square"):
+        KernelGDRegressor(kernel="precomputed").fit(X, y)
