@@ -43,7 +43,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         The objective after each update (summed over the class columns).
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit, when X has string column names.
 
     See Also

@@ -37,7 +37,7 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         The objective after each update.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit, when X has string column names.
 
     See Also
