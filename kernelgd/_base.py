@@ -1,6 +1,7 @@
 """Shared estimator machinery: parameters, validation and the fit flow.
 
-fit: validate -> weights -> bound kernel -> KernelOperator -> solver -> store.
+fit: validate -> weights -> (validation split) -> bound kernel -> centers ->
+KernelOperator -> solver -> store.
 """
 
 import warnings
@@ -8,13 +9,59 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._operator import KernelOperator, cross_kernel_dot
-from ._solvers import SOLVERS, SolverSettings
+from ._operator import DEFAULT_MEMORY_BUDGET, KernelOperator, cross_kernel_dot, resolve_dtype
+from ._solvers import CENTER_SOLVERS, SOLVERS, SolverSettings, choose_solver
 from ._solvers._common import NonPSDKernelWarning
 from .kernels import bind_kernel, get_spec
+
+OPTION_DEFAULTS = {"memory_budget": DEFAULT_MEMORY_BUDGET, "dtype": "auto"}
+
+
+def resolve_options(options):
+    """The performance options with defaults filled in, validated."""
+    options = dict(options or {})
+    unknown = set(options) - set(OPTION_DEFAULTS)
+    if unknown:
+        raise ValueError(
+            f"Unknown options {sorted(unknown)}; the options are {sorted(OPTION_DEFAULTS)}."
+        )
+    resolved = {**OPTION_DEFAULTS, **options}
+    budget = resolved["memory_budget"]
+    if not (isinstance(budget, Real) and budget > 0):
+        raise ValueError(f"options['memory_budget'] must be a number of bytes > 0, got {budget!r}.")
+    if resolved["dtype"] not in ("auto", "float32", "float64", np.float32, np.float64):
+        raise ValueError(
+            f"options['dtype'] must be 'auto', 'float32' or 'float64', got {resolved['dtype']!r}."
+        )
+    return resolved
+
+
+class _ValidationMonitor:
+    """Early stopping: the validation loss after every iteration; keeps the best."""
+
+    def __init__(self, kernel, X_val, Y_val, w_val, centers, n_iter_no_change, tol, options, precomputed):
+        self.K_val = X_val if precomputed else None
+        self.op = None if precomputed else KernelOperator(
+            X_val, kernel, centers=centers, memory_budget=options["memory_budget"] // 4,
+            dtype=options["dtype"],
+        )
+        self.Y, self.w = Y_val, w_val / w_val.sum()
+        self.patience, self.tol = n_iter_no_change, tol
+        self.curve, self.best, self.best_loss, self.waited = [], None, np.inf, 0
+
+    def __call__(self, A, b):
+        F = (self.K_val @ A if self.op is None else self.op.matvec(A)) + b
+        loss = float(np.einsum("i,ij,ij->", self.w, F - self.Y, F - self.Y))
+        self.curve.append(loss)
+        if loss < self.best_loss * (1 - self.tol):
+            self.best, self.best_loss, self.waited = (A.copy(), b.copy()), loss, 0
+        else:
+            self.waited += 1
+        return self.waited >= self.patience
 
 
 class BaseKernelGD(BaseEstimator):
@@ -30,9 +77,15 @@ class BaseKernelGD(BaseEstimator):
         "step_size": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
-        "solver": [StrOptions(set(SOLVERS))],
+        "solver": [StrOptions(set(SOLVERS) | {"auto"})],
+        "n_centers": [Interval(Integral, 1, None, closed="left"), None],
         "fit_intercept": ["boolean"],
+        "early_stopping": ["boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "warm_start": ["boolean"],
+        "random_state": ["random_state"],
+        "options": [dict, None],
         "verbose": ["verbose"],
     }
 
@@ -45,12 +98,18 @@ class BaseKernelGD(BaseEstimator):
         coef0=1.0,
         kernel_params=None,
         alpha=0.0,
+        solver="auto",
         step_size="auto",
         max_iter=1000,
-        tol=1e-6,
-        solver="gd",
+        tol=1e-3,
+        n_centers=None,
         fit_intercept=True,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=5,
         warm_start=False,
+        random_state=None,
+        options=None,
         verbose=0,
     ):
         self.kernel = kernel
@@ -59,12 +118,18 @@ class BaseKernelGD(BaseEstimator):
         self.coef0 = coef0
         self.kernel_params = kernel_params
         self.alpha = alpha
+        self.solver = solver
         self.step_size = step_size
         self.max_iter = max_iter
         self.tol = tol
-        self.solver = solver
+        self.n_centers = n_centers
         self.fit_intercept = fit_intercept
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
         self.warm_start = warm_start
+        self.random_state = random_state
+        self.options = options
         self.verbose = verbose
 
     def __sklearn_tags__(self):
@@ -104,49 +169,100 @@ class BaseKernelGD(BaseEstimator):
             kernel_params=self.kernel_params,
         )
 
-    def _validate_precomputed(self, X, fitting):
-        if self._precomputed and fitting and X.shape[0] != X.shape[1]:
+    def _validate_precomputed(self, X):
+        if self._precomputed and X.shape[0] != X.shape[1]:
             raise ValueError(
                 "With kernel='precomputed', X must be the square training kernel "
                 f"matrix of shape (n_samples, n_samples); got shape {X.shape}."
             )
 
-    def _warm_start_init(self, n_samples, n_targets):
+    def _warm_start_init(self, n_coef, n_targets):
         if not (self.warm_start and hasattr(self, "dual_coef_")):
             return None, None
         coef = self.dual_coef_.reshape(len(self.dual_coef_), -1)
-        if coef.shape != (n_samples, n_targets):
+        if coef.shape != (n_coef, n_targets):
             return None, None
         return coef, np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64)).copy()
 
+    def _split(self, n_samples, w, stratify, rng):
+        """Indices of the training and validation parts for early stopping."""
+        from sklearn.model_selection import train_test_split
+
+        idx = np.arange(n_samples)
+        if not self.early_stopping:
+            return idx, None
+        n_val = int(np.ceil(self.validation_fraction * n_samples))
+        if n_val < 1 or n_samples - n_val < 2:
+            raise ValueError(
+                f"early_stopping needs a validation set: validation_fraction="
+                f"{self.validation_fraction} of {n_samples} samples leaves none. "
+                "Use more samples or a larger validation_fraction."
+            )
+        tr, val = train_test_split(idx, test_size=n_val, random_state=rng, stratify=stratify)
+        if w[val].sum() <= 0 or w[tr].sum() <= 0:
+            raise ValueError("early_stopping: a split has zero total sample_weight.")
+        return np.sort(tr), np.sort(val)
+
     # ---------------------------------------------------------- fit flow
 
-    def _fit(self, X, Y, sample_weight):
+    def _fit(self, X, Y, sample_weight, stratify=None):
         """Fit on validated X and a 2-D float target Y; sets the attributes."""
-        self._validate_precomputed(X, fitting=True)
+        self._validate_precomputed(X)
+        options = resolve_options(self.options)
         n_samples = X.shape[0]
         if sample_weight is None:
             w = np.full(n_samples, 1.0 / n_samples)
         else:
             w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-            total = w.sum()
-            if not total > 0:
-                raise ValueError(
-                    "sample_weight must have a positive sum; got all zero weights."
-                )
-            w = w / total
+            if not w.sum() > 0:
+                raise ValueError("sample_weight must have a positive sum; got all zero weights.")
+            w = w / w.sum()
+        rng = check_random_state(self.random_state)
+        seed = rng.randint(np.iinfo(np.int32).max)
 
-        self.sigma_ = self._resolve_sigma(X, w)
+        tr, val = self._split(n_samples, w, stratify, rng)
+        X_tr = X[np.ix_(tr, tr)] if self._precomputed else X[tr]
+        Y_tr, w_tr = Y[tr], w[tr] / w[tr].sum()
+
+        self.sigma_ = self._resolve_sigma(X_tr, w_tr)
         kernel = self._bound_kernel()
-        if kernel is not None and not kernel.psd:
+        psd = True if kernel is None else kernel.psd
+        if not psd:
             warnings.warn(
                 f"The {kernel.name} kernel is not positive semi-definite: the "
                 "objective may be non-convex and gradient descent may diverge. "
                 "A positive alpha helps.",
                 NonPSDKernelWarning,
             )
-        operator = KernelOperator(X, kernel)
-        coef_init, intercept_init = self._warm_start_init(n_samples, Y.shape[1])
+
+        centers = None
+        if self.n_centers is not None and self.n_centers < len(tr):
+            if self._precomputed:
+                raise ValueError("n_centers cannot be used with kernel='precomputed'.")
+            candidates = np.flatnonzero(w_tr > 0)
+            chosen = np.sort(rng.choice(candidates, min(self.n_centers, len(candidates)), replace=False))
+            centers = X_tr[chosen]
+        solver = self.solver
+        if solver == "auto":
+            solver = choose_solver(alpha=self.alpha, psd=psd, centers=centers is not None)
+        if centers is not None and solver not in CENTER_SOLVERS:
+            raise ValueError(
+                f"n_centers is supported by solver in {sorted(CENTER_SOLVERS | {'auto'})}, "
+                f"not solver={solver!r}."
+            )
+
+        operator = KernelOperator(
+            X_tr, kernel, centers=centers, memory_budget=options["memory_budget"], dtype=options["dtype"]
+        )
+        monitor = None
+        if val is not None:
+            X_val = X[np.ix_(val, tr)] if self._precomputed else X[val]
+            monitor = _ValidationMonitor(
+                kernel, X_val, Y[val], w[val], X_tr if centers is None else centers,
+                self.n_iter_no_change, self.tol, options, self._precomputed,
+            )
+        n_coef = operator.m
+        coef_init, intercept_init = self._warm_start_init(n_coef, Y.shape[1])
         settings = SolverSettings(
             alpha=float(self.alpha),
             step_size=self.step_size,
@@ -156,17 +272,33 @@ class BaseKernelGD(BaseEstimator):
             coef_init=coef_init,
             intercept_init=intercept_init,
             verbose=self.verbose,
-            psd=True if kernel is None else kernel.psd,
+            psd=psd,
             kernel_name="precomputed" if kernel is None else kernel.name,
+            random_state=seed,
+            callback=monitor,
+            memory_budget=int(options["memory_budget"]),
         )
-        result = SOLVERS[self.solver](operator, Y, w, settings)
+        result = SOLVERS[solver](operator, Y_tr, w_tr, settings)
+        coef, intercept = result.dual_coef, result.intercept
+        if monitor is not None and monitor.best is not None:
+            coef, intercept = monitor.best
 
-        self.X_fit_ = X
-        self.dual_coef_ = result.dual_coef
-        self.intercept_ = result.intercept
+        if self._precomputed and val is not None:
+            # predict takes kernels against all training samples: zero weight
+            # for the validation part.
+            full = np.zeros((n_samples, coef.shape[1]))
+            full[tr] = coef
+            coef, self.X_fit_ = full, X
+        else:
+            self.X_fit_ = X_tr if centers is None else centers
+        self.dual_coef_ = coef
+        self.intercept_ = intercept
         self.n_iter_ = result.n_iter
         self.loss_curve_ = list(result.loss_curve)
+        self.validation_loss_curve_ = None if monitor is None else monitor.curve
         self.step_size_ = result.step_size
+        self.solver_ = solver
+        self._compute_dtype = operator.dtype
         return self
 
     def _decision(self, X):
@@ -175,4 +307,9 @@ class BaseKernelGD(BaseEstimator):
         X = validate_data(self, X, reset=False, dtype=np.float64)
         coef = self.dual_coef_.reshape(len(self.dual_coef_), -1)
         intercept = np.atleast_1d(self.intercept_)
-        return cross_kernel_dot(self._bound_kernel(), X, self.X_fit_, coef) + intercept
+        options = resolve_options(self.options)
+        dtype = getattr(self, "_compute_dtype", resolve_dtype(options["dtype"], len(X), len(self.X_fit_)))
+        F = cross_kernel_dot(
+            self._bound_kernel(), X, self.X_fit_, coef, memory_budget=options["memory_budget"], dtype=dtype
+        )
+        return F + intercept

@@ -23,27 +23,60 @@ PARAMETERS = """\
     alpha : float, default=0.0
         Ridge strength (>= 0) in the objective below. ``alpha`` here equals
         scikit-learn's ``KernelRidge(alpha=n_samples * alpha)``.
+    solver : {"auto", "gd", "cg", "eigenpro"}, default="auto"
+        ``"gd"``: the gradient-descent update of the course notes (see
+        Notes). ``"cg"``: preconditioned conjugate gradient on the ridge
+        system. ``"eigenpro"``: gradient descent preconditioned by the top
+        eigen-directions of a subsample (EigenPro), stochastic without
+        ridge. ``"auto"``: ``"cg"`` when ``alpha > 0`` or ``n_centers`` is
+        set, ``"eigenpro"`` without ridge, ``"gd"`` for kernels that are not
+        positive semi-definite. All minimise the same objective; the one
+        used is ``solver_``.
     step_size : float or "auto", default="auto"
-        Gradient-descent step. ``"auto"`` takes 0.9 times the stable bound
+        Step of solver ``"gd"``. ``"auto"`` takes 0.9 times the stable bound
         ``1 / (lambda_max + alpha)``, with ``lambda_max`` the largest
         eigenvalue of the weighted kernel matrix (estimated
         deterministically by Lanczos). A float above the bound makes the
         fit raise a ValueError that states the bound.
     max_iter : int, default=1000
-        Maximum number of gradient-descent updates.
-    tol : float, default=1e-6
-        Stop when the objective changes by at most ``tol`` times its value
-        in one update. ``tol=0`` runs exactly ``max_iter`` updates.
-    solver : {"gd"}, default="gd"
-        ``"gd"``: the update of the course notes (see Notes).
+        Maximum number of iterations: updates for ``"gd"`` and ``"cg"``,
+        epochs for ``"eigenpro"``.
+    tol : float, default=1e-3
+        Stopping tolerance. ``"gd"`` and ``"eigenpro"`` stop when one
+        iteration lowers the objective by at most ``tol`` times its initial
+        value; ``"cg"`` when the relative residual of the linear system is
+        at most ``tol``. ``tol=0`` runs exactly ``max_iter`` iterations.
+    n_centers : int, default=None
+        Restrict f to ``n_centers`` training points drawn at random (the
+        Nystroem / FALKON model): memory O(n * n_centers) instead of
+        O(n^2), at some loss of accuracy for small ``n_centers``. None uses
+        all training points.
     fit_intercept : bool, default=True
-        Whether to learn an unpenalised intercept by its own gradient.
+        Whether to learn an unpenalised intercept.
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training data, stop when its
+        loss has not improved by ``tol`` (relative) for
+        ``n_iter_no_change`` iterations, and keep the best iterate.
+    validation_fraction : float, default=0.1
+        Share of the training data held out for early stopping.
+    n_iter_no_change : int, default=5
+        Patience of early stopping, in iterations.
     warm_start : bool, default=False
         Start from the previous ``dual_coef_`` and ``intercept_`` when the
-        new training set has as many samples and targets as the last one.
+        new fit has as many coefficients and targets as the last one.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the random choices: landmarks and centers, EigenPro's
+        subsample and batches, the early-stopping split.
+    options : dict, default=None
+        Performance settings, apart from the statistical ones:
+        ``"memory_budget"`` (bytes, default 2 GiB) bounds the kernel matrix
+        kept in memory (K is stored when it fits, else streamed in row
+        blocks); ``"dtype"`` (``"auto"``, ``"float32"``, ``"float64"``) is
+        the precision of kernel values, ``"auto"`` meaning float64 up to
+        4096^2 entries and float32 above (products accumulate in float64).
     verbose : int, default=0
-        ``1`` prints the objective every tenth of ``max_iter``; ``2`` every
-        update."""
+        ``1`` prints progress lines every so often (iteration, objective,
+        step); ``2`` every iteration."""
 
 NOTES = """\
     The estimator minimises
@@ -60,5 +93,5 @@ NOTES = """\
 
     which is exactly gradient descent on the primal weights
     ``beta = sum_i a_i phi(x_i)``. Each update costs one product ``K @ a``;
-    K is stored when it fits in 1 GiB and recomputed in row blocks
-    otherwise."""
+    K is stored when it fits in the memory budget and recomputed in row
+    blocks otherwise."""

@@ -1,81 +1,218 @@
 """KernelOperator: the only code that evaluates kernel matrices for fitting.
 
-Solvers see the training kernel matrix K only through ``K @ V``, row blocks
-``K[rows]`` and ``diag(K)``. The operator stores K whole when it fits in the
-memory budget and otherwise recomputes row blocks on every product, so the
-memory a fit needs stays bounded whatever n is.
+Solvers see the training kernel matrix ``K = k(X, C)`` (n training rows, m
+centers; ``C = X`` unless the model is restricted to centers) only through
+products (``K @ V``, ``K.T @ U``, ``K.T W K @ V``), row blocks and the
+diagonal. The operator stores K whole when it fits in the memory budget and
+otherwise recomputes row blocks on every product, so a fit's memory stays
+bounded by the budget whatever n is.
+
+Blocks are evaluated on a small thread pool with single-threaded BLAS: the
+kernel GEMMs are thin (k = n_features) and the elementwise work (exp) is
+single-threaded in numpy, so two blocks at once beat one block on two BLAS
+threads (benchmarks/bench_operator.py).
 """
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import numpy as np
 from sklearn.utils import gen_batches
+from threadpoolctl import threadpool_limits
 
-DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes: 1 GiB
+GiB = 1 << 30
+DEFAULT_MEMORY_BUDGET = 2 * GiB
+# Largest streamed block: bigger blocks are no faster and raise the peak.
+MAX_BLOCK_BYTES = 64 << 20
+# Stored-K products up to this many columns run one GEMV per column:
+# OpenBLAS's GEMM on thin right-hand sides is slower (bench_operator.py).
+GEMV_MAX_COLUMNS = 3
+# "auto" computes in float64 up to this many kernel entries, float32 above.
+AUTO_FLOAT64_MAX_ENTRIES = 4096**2
+
+
+def n_threads():
+    """Cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def resolve_dtype(dtype, n_rows, n_cols):
+    """The compute dtype: "auto" is float64 for small problems, float32 above."""
+    if dtype == "auto":
+        return np.float64 if n_rows * n_cols <= AUTO_FLOAT64_MAX_ENTRIES else np.float32
+    return np.dtype(dtype).type
+
+
+class MemoryBudgetError(ValueError):
+    """A fit would need more memory than the budget allows."""
+
+
+def check_budget(n_bytes, what, budget, fix):
+    """Raise a MemoryBudgetError naming the option that avoids it."""
+    if n_bytes > budget:
+        raise MemoryBudgetError(
+            f"{what} needs {n_bytes / GiB:.2f} GiB, more than the memory budget of "
+            f"{budget / GiB:.2f} GiB. {fix}"
+        )
+
+
+@contextmanager
+def single_threaded_blas():
+    """Single-threaded BLAS, for work spread over threads or large factorizations."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 class KernelOperator:
-    """The n x n training kernel matrix, as products and row blocks.
+    """The n x m training kernel matrix ``K = k(X, C)``, as products and rows.
 
     Parameters
     ----------
-    X : ndarray of shape (n_samples, n_features)
+    X : ndarray of shape (n, n_features)
         Training inputs; for ``kernel=None`` the precomputed (n, n) matrix.
     kernel : BoundKernel or None
         The kernel with its parameters; None when X is precomputed.
+    centers : ndarray of shape (m, n_features), default=None
+        The centers C; None means ``C = X`` (K square and symmetric).
     memory_budget : int
-        Bytes that K (or one row block of it) may take.
+        Bytes that K, or the blocks being streamed, may take.
+    dtype : {"auto", "float32", "float64"}
+        Precision of the kernel values; products accumulate into float64.
+    store : bool, default=None
+        Whether to store K; None stores it when it fits in the budget.
     """
 
-    def __init__(self, X, kernel, *, memory_budget=DEFAULT_MEMORY_BUDGET):
-        self.X = X
+    def __init__(
+        self, X, kernel, *, centers=None, memory_budget=DEFAULT_MEMORY_BUDGET, dtype="auto", store=None
+    ):
         self.kernel = kernel
+        self.symmetric = centers is None
         self.n = X.shape[0]
+        self.m = self.n if centers is None else centers.shape[0]
+        self.dtype = resolve_dtype(dtype, self.n, self.m)
+        self.itemsize = np.dtype(self.dtype).itemsize
         self.memory_budget = int(memory_budget)
-        itemsize = 8
-        # At least one row at a time, whatever the budget.
-        self.block_rows = max(1, min(self.n, self.memory_budget // (itemsize * max(self.n, 1))))
-        if kernel is None:
-            self.K = X
-        elif self.block_rows >= self.n:
-            self.K = kernel(X, X)
-        else:
-            self.K = None
+        self.n_threads = n_threads()
+        row_bytes = self.m * self.itemsize
+        block_bytes = min(MAX_BLOCK_BYTES, self.memory_budget // (2 * self.n_threads))
+        self.block_rows = int(max(1, min(self.n, block_bytes // row_bytes)))
+        if kernel is None:  # precomputed: K is given
+            self.X = self.C = None
+            self.K = np.asarray(X, dtype=self.dtype)
+            return
+        self.X = np.ascontiguousarray(X, dtype=self.dtype)
+        self.C = self.X if centers is None else np.ascontiguousarray(centers, dtype=self.dtype)
+        if store is None:
+            store = self.n * row_bytes <= self.memory_budget
+        self.K = self._evaluate_all() if store else None
+
+    # ------------------------------------------------------------ blocks
 
     @property
     def stored(self):
         """Whether K is held whole in memory."""
         return self.K is not None
 
+    def _map_blocks(self, func, n_rows):
+        """``func(batch)`` for row batches of K, on the thread pool, in order."""
+        batches = list(gen_batches(n_rows, self.block_rows))
+        if len(batches) == 1 or self.n_threads == 1:
+            return [func(batch) for batch in batches]
+        with single_threaded_blas(), ThreadPoolExecutor(self.n_threads) as pool:
+            return list(pool.map(func, batches))
+
+    def _evaluate_all(self):
+        K = np.empty((self.n, self.m), dtype=self.dtype)
+
+        def fill(batch):
+            K[batch] = self.kernel(self.X[batch], self.C)
+
+        self._map_blocks(fill, self.n)
+        return K
+
     def rows(self, idx):
         """``K[idx, :]`` for a slice or an index array."""
         if self.K is not None:
             return self.K[idx]
-        return self.kernel(self.X[idx], self.X)
+        return self.kernel(self.X[idx], self.C)
 
-    def matvec(self, V):
-        """``K @ V`` for V of shape (n,) or (n, k)."""
+    def columns(self, idx):
+        """``K[:, idx]`` as float64, for an index array of centers."""
+        if self.symmetric:  # contiguous rows are much faster to gather
+
+            return np.asarray(self.rows(idx).T, dtype=np.float64)
         if self.K is not None:
-            return self.K @ V
-        out = np.empty((self.n,) + V.shape[1:])
-        for batch in gen_batches(self.n, self.block_rows):
-            out[batch] = self.rows(batch) @ V
-        return out
+            return np.asarray(self.K[:, idx], dtype=np.float64)
+        return np.asarray(self.kernel(self.X, self.C[idx]), dtype=np.float64)
+
+    def center_matrix(self):
+        """``k(C, C)`` (m x m) in float64."""
+        if self.kernel is None:
+            return np.asarray(self.K, dtype=np.float64)
+        C = self.C.astype(np.float64)
+        return np.asarray(self.kernel(C, C), dtype=np.float64)
 
     def diag(self):
-        """``diag(K)`` without forming K."""
+        """``diag(K)`` for a square K, without forming K."""
+        if self.K is not None and self.symmetric:
+            return np.diagonal(self.K).astype(np.float64)
+        return self.kernel.diag(self.X.astype(np.float64))
+
+    # ---------------------------------------------------------- products
+
+    def dot(self, block, V):
+        """``block @ V`` in the compute dtype, returned as float64."""
+        Vc = V.astype(self.dtype, copy=False)
+        if Vc.ndim == 2 and Vc.shape[1] <= GEMV_MAX_COLUMNS:
+            return np.column_stack([block @ Vc[:, j] for j in range(Vc.shape[1])]).astype(np.float64)
+        return (block @ Vc).astype(np.float64)
+
+    def matvec(self, V):
+        """``K @ V`` for V of shape (m,) or (m, k); float64 result."""
         if self.K is not None:
-            return np.diagonal(self.K).copy()
-        return self.kernel.diag(self.X)
+            return self.dot(self.K, V)
+        out = np.empty((self.n,) + V.shape[1:])
+
+        def product(batch):
+            out[batch] = self.dot(self.rows(batch), V)
+
+        self._map_blocks(product, self.n)
+        return out
+
+    def rmatvec(self, U):
+        """``K.T @ U`` for U of shape (n,) or (n, k); float64 result."""
+        if self.symmetric:
+            return self.matvec(U)
+        if self.K is not None:
+            return self.dot(self.K.T, U)
+        parts = self._map_blocks(lambda batch: self.dot(self.rows(batch).T, U[batch]), self.n)
+        return np.sum(parts, axis=0)
+
+    def gram_matvec(self, V, w):
+        """``(K.T diag(w) K @ V, K @ V)`` in one pass over K; V of shape (m, k)."""
+        if self.K is not None:
+            KV = self.matvec(V)
+            return self.rmatvec(w[:, None] * KV), KV
+        KV = np.empty((self.n, V.shape[1]))
+
+        def product(batch):
+            block = self.rows(batch)
+            KV[batch] = self.dot(block, V)
+            return self.dot(block.T, w[batch, None] * KV[batch])
+
+        return np.sum(self._map_blocks(product, self.n), axis=0), KV
 
 
-def cross_kernel_dot(kernel, Z, X, coef, *, memory_budget=DEFAULT_MEMORY_BUDGET):
-    """``K(Z, X) @ coef`` in row blocks of Z, under the memory budget.
+def cross_kernel_dot(kernel, Z, C, coef, *, memory_budget=DEFAULT_MEMORY_BUDGET, dtype=np.float64):
+    """``k(Z, C) @ coef`` in row blocks of Z, under the memory budget.
 
-    With ``kernel=None``, Z is a precomputed (n_Z, n_X) kernel matrix.
+    With ``kernel=None``, Z is a precomputed (n_Z, n_C) kernel matrix.
     """
     if kernel is None:
         return Z @ coef
-    rows = max(1, memory_budget // (8 * max(len(X), 1)))
-    out = np.empty((len(Z),) + coef.shape[1:])
-    for batch in gen_batches(len(Z), rows):
-        out[batch] = kernel(Z[batch], X) @ coef
-    return out
+    op = KernelOperator(Z, kernel, centers=C, memory_budget=memory_budget, dtype=dtype, store=False)
+    return op.matvec(coef)

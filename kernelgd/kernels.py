@@ -54,6 +54,13 @@ def _as_float64(X):
     return np.asarray(X, dtype=np.float64)
 
 
+def _as_float(X, Y):
+    """X and Y as one float dtype: float32 if both are float32, else float64."""
+    dtype = np.result_type(np.asarray(X).dtype, np.asarray(Y).dtype, np.float32)
+    dtype = np.float32 if dtype == np.float32 else np.float64
+    return np.asarray(X, dtype=dtype), np.asarray(Y, dtype=dtype)
+
+
 def _raise_not_representable(name, what):
     raise ValueError(
         f"The {name} kernel is not representable in float64 for this data: "
@@ -109,7 +116,8 @@ def linear(X, Y):
     >>> linear(np.array([[1.0, 2.0]]), np.array([[3.0, 4.0]]))
     array([[11.]])
     """
-    return _as_float64(X) @ _as_float64(Y).T
+    X, Y = _as_float(X, Y)
+    return X @ Y.T
 
 
 def polynomial(X, Y, degree=3, coef0=1.0):
@@ -149,15 +157,24 @@ def polynomial(X, Y, degree=3, coef0=1.0):
                 "undefined where coef0 + x'z < 0. Use an integer degree or a "
                 "larger coef0."
             )
-        _raise_not_representable(
-            "polynomial", "(coef0 + x'z) ** degree exceeds about 1.8e308"
-        )
+        limit = "3.4e38 in float32; options={'dtype': 'float64'} goes to 1.8e308" if K.dtype == np.float32 else "1.8e308"
+        _raise_not_representable("polynomial", f"(coef0 + x'z) ** degree exceeds about {limit}")
     return K
 
 
-def _squared_distances(X, Y):
-    D = euclidean_distances(_as_float64(X), _as_float64(Y), squared=True)
-    return np.maximum(D, 0, out=D)
+def _scaled_neg_sq_distances(X, Y, scale):
+    """``-scale * ||x - z||^2`` by one GEMM on augmented inputs, clipped at 0.
+
+    ``[x, |x|^2, 1] . [2s z, -s, -s |z|^2] = -s (|x|^2 - 2 x'z + |z|^2)``: one
+    pass of GEMM plus one in-place clip, in the inputs' precision.
+    """
+    X, Y = _as_float(X, Y)
+    xx = np.einsum("ij,ij->i", X, X)[:, None]
+    yy = np.einsum("ij,ij->i", Y, Y)[:, None]
+    A = np.hstack([X, xx, np.ones_like(xx)])
+    B = np.hstack([(2 * scale) * Y, np.full_like(yy, -scale), -scale * yy])
+    D = A @ B.T
+    return np.minimum(D, 0, out=D)
 
 
 def rbf(X, Y, sigma=1.0):
@@ -183,8 +200,7 @@ def rbf(X, Y, sigma=1.0):
     >>> rbf(np.array([[0.0, 0.0]]), np.array([[1.0, 1.0]]), sigma=1.0)
     array([[0.13533528]])
     """
-    D = _squared_distances(X, Y)
-    D *= -1.0 / sigma**2
+    D = _scaled_neg_sq_distances(X, Y, 1.0 / sigma**2)
     return np.exp(D, out=D)
 
 
@@ -209,9 +225,12 @@ def exponential(X, Y, sigma=1.0):
     >>> exponential(np.array([[0.0, 0.0]]), np.array([[3.0, 4.0]]), sigma=1.0)
     array([[0.082085]])
     """
-    D = np.sqrt(_squared_distances(X, Y))
+    # Distances (not squared) need float64: the square root would amplify
+    # the rounding of the GEMM expansion to about sqrt(eps).
+    X, Y = _as_float(X, Y)
+    D = euclidean_distances(_as_float64(X), None if Y is X else _as_float64(Y))
     D *= -1.0 / (2.0 * sigma**2)
-    return np.exp(D, out=D)
+    return np.exp(D, out=D).astype(X.dtype, copy=False)
 
 
 def laplacian(X, Y, sigma=1.0):
@@ -235,7 +254,8 @@ def laplacian(X, Y, sigma=1.0):
     >>> laplacian(np.array([[0.0, 0.0]]), np.array([[1.0, -1.0]]), sigma=2.0)
     array([[0.36787944]])
     """
-    D = manhattan_distances(_as_float64(X), _as_float64(Y))
+    X, Y = _as_float(X, Y)
+    D = manhattan_distances(X, Y).astype(X.dtype, copy=False)
     D *= -1.0 / sigma
     return np.exp(D, out=D)
 
@@ -485,7 +505,9 @@ class BoundKernel:
             ) from None
 
     def __call__(self, X, Y):
-        K = np.asarray(self.spec.function(X, Y, **self.params), dtype=np.float64)
+        """The block ``K(X, Y)``, in float32 if X and Y are float32."""
+        dtype = np.float32 if X.dtype == Y.dtype == np.float32 else np.float64
+        K = np.asarray(self.spec.function(X, Y, **self.params), dtype=dtype)
         expected = (len(X), len(Y))
         if K.shape != expected:
             raise ValueError(
@@ -493,9 +515,13 @@ class BoundKernel:
                 f"{expected}, one row per X sample and one column per Y sample."
             )
         if not np.all(np.isfinite(K)):
+            hint = (
+                " In float32 the range ends at 3.4e38: options={'dtype': 'float64'} "
+                "computes in float64." if dtype == np.float32 else ""
+            )
             raise ValueError(
                 f"The {self.name} kernel returned inf or NaN values for this "
-                "data. Scale the features or change the kernel parameters."
+                "data. Scale the features or change the kernel parameters." + hint
             )
         return K
 

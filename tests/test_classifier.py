@@ -11,7 +11,7 @@ from kernelgd import KernelGDClassifier
 
 X_iris, y_iris = load_iris(return_X_y=True)
 X_iris = StandardScaler().fit_transform(X_iris)
-CONVERGED = dict(sigma=2.0, alpha=1e-2, max_iter=20_000, tol=0, fit_intercept=False)
+CONVERGED = dict(solver="gd", sigma=2.0, alpha=1e-2, max_iter=20_000, tol=0, fit_intercept=False)
 
 
 def test_binary_decision_function_equals_kernel_ridge_on_pm1_targets():
@@ -44,7 +44,7 @@ def test_label_types_round_trip():
 
 def test_integer_weights_equal_repeated_rows():
     counts = np.random.RandomState(0).randint(0, 3, size=150)
-    params = dict(max_iter=200, tol=0)
+    params = dict(solver="gd", max_iter=200, tol=0)
     a = KernelGDClassifier(**params).fit(X_iris, y_iris, sample_weight=counts)
     b = KernelGDClassifier(**params).fit(np.repeat(X_iris, counts, 0), np.repeat(y_iris, counts))
     assert_allclose(a.decision_function(X_iris), b.decision_function(X_iris), rtol=1e-7, atol=1e-9)
@@ -56,7 +56,7 @@ def test_one_class_is_a_clear_error():
 
 
 def test_warm_start_with_other_classes_restarts():
-    clf = KernelGDClassifier(warm_start=True, max_iter=50, tol=0).fit(X_iris, y_iris)
+    clf = KernelGDClassifier(solver="gd", warm_start=True, max_iter=50, tol=0).fit(X_iris, y_iris)
     clf.fit(X_iris[:100], y_iris[:100])  # two classes now
-    fresh = KernelGDClassifier(max_iter=50, tol=0).fit(X_iris[:100], y_iris[:100])
+    fresh = KernelGDClassifier(solver="gd", max_iter=50, tol=0).fit(X_iris[:100], y_iris[:100])
     assert_allclose(clf.decision_function(X_iris), fresh.decision_function(X_iris))

@@ -31,7 +31,7 @@ def test_inner_products_equal_the_kernel():
 
 @pytest.mark.parametrize("alpha", [0.0, 1e-2])
 def test_linear_model_on_phi_equals_all_subsets_model(alpha):
-    params = dict(alpha=alpha, step_size=0.01, max_iter=300, tol=0)
+    params = dict(solver="gd", alpha=alpha, step_size=0.01, max_iter=300, tol=0)
     Phi = AllSubsetsFeatures().fit_transform(X)
     explicit = KernelGDRegressor(kernel="linear", **params).fit(Phi, y)
     trick = KernelGDRegressor(kernel="all_subsets", **params).fit(X, y)

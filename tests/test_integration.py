@@ -55,7 +55,7 @@ def test_pickle_round_trip(Est):
 
 
 def test_precomputed_equals_named_kernel():
-    params = dict(alpha=1e-3, max_iter=100, tol=0)
+    params = dict(solver="gd", alpha=1e-3, max_iter=100, tol=0)
     named = KernelGDRegressor(kernel="rbf", sigma=3.0, **params).fit(X[:80], y[:80])
     pre = KernelGDRegressor(kernel="precomputed", **params)
     pre.fit(kernel_matrix(X[:80], sigma=3.0), y[:80])

@@ -27,6 +27,10 @@ class SolverSettings:
     psd: bool = True
     kernel_name: str = "kernel"
     loss: object = SquaredLoss
+    random_state: object = None
+    # callback(A, b) -> bool, called after every iteration; True stops the fit.
+    callback: object = None
+    memory_budget: int = 2 << 30
 
 
 @dataclass
@@ -47,6 +51,52 @@ def objective(KA, A, b, Y, w, alpha, loss=SquaredLoss):
     if alpha:
         value += alpha * float(np.einsum("ij,ij->", A, KA))
     return value
+
+
+# Dense factorizations above this size run on one BLAS thread: multithreaded
+# OpenBLAS has crashed on large dense Cholesky/solve on the target machines.
+_THREADED_LAPACK_MAX = 2048
+
+
+def cholesky(M, what="matrix"):
+    """Upper Cholesky factor of a PSD matrix, with a small jitter if needed.
+
+    Large factorizations run with single-threaded BLAS (see above).
+    """
+    from contextlib import nullcontext
+
+    from scipy.linalg import LinAlgError, cholesky as _chol
+
+    from .._operator import single_threaded_blas
+
+    guard = single_threaded_blas() if len(M) > _THREADED_LAPACK_MAX else nullcontext()
+    scale = max(np.trace(M) / max(len(M), 1), np.finfo(float).tiny)
+    with guard:
+        for jitter in (0.0, 1e-12, 1e-10, 1e-8, 1e-6):
+            try:
+                return _chol(M + (jitter * scale) * np.eye(len(M)), lower=False)
+            except LinAlgError:
+                continue
+    raise ValueError(
+        f"The {what} is numerically singular even with jitter; the kernel may be "
+        "degenerate on this data (duplicate points?). Increase alpha."
+    )
+
+
+def eliminate_intercept(w, Y, F_y, F_1, X_y, X_1):
+    """Combine the solutions for [Y, 1] into coefficients and intercept.
+
+    The optimum is linear in the intercept b: ``X = X_y - b X_1`` where X_y
+    and X_1 solve the system for the right-hand sides Y and 1, with training
+    predictions F_y = K X_y and F_1 = K X_1. Setting the b-gradient
+    ``sum_i w_i (F_i + b - Y_i)`` to zero gives b.
+    """
+    denom = 1.0 - w @ F_1
+    if abs(denom) < 1e-10:  # 1 in the range of K without ridge: any b fits
+        b = w @ Y
+    else:
+        b = (w @ (Y - F_y)) / denom
+    return X_y - np.outer(X_1, b), b, F_y - np.outer(F_1, b) + b
 
 
 # Dense eigensolver below this size: exact and cheap, and far below the size

@@ -100,7 +100,8 @@ def solve(operator, Y, w, settings):
         curve.append(current)
         if settings.verbose and (it % report_every == 0 or it == settings.max_iter):
             print(f"[gd] iter {it:6d}  objective {current:.6e}  step_size {eta:.4g}")
-        if settings.tol > 0 and abs(previous - current) <= settings.tol * previous:
+        # stop when an update lowers the objective by at most tol times its start
+        if settings.tol > 0 and previous - current <= settings.tol * initial:
             converged = True
             break
         previous = current
@@ -109,7 +110,8 @@ def solve(operator, Y, w, settings):
         if settings.tol > 0:
             warnings.warn(
                 f"Solver 'gd' did not converge in max_iter={settings.max_iter} "
-                f"iterations (relative objective change above tol={settings.tol:g}). "
+                f"iterations (objective still falling by more than tol={settings.tol:g} "
+                "times its initial value per update). "
                 "Increase max_iter, or use a faster solver.",
                 ConvergenceWarning,
             )

@@ -1,0 +1,186 @@
+"""Solver "eigenpro": gradient descent preconditioned by top eigen-directions.
+
+The EigenPro idea (Ma and Belkin, 2017, 2019). Plain gradient descent on the
+dual is slow because its step is limited by the largest eigenvalue of the
+(weighted) kernel operator. EigenPro shrinks the top q eigen-directions of a
+subsample's kernel matrix down to the (q+1)-th eigenvalue ``tau``:
+
+    P = I - sum_{j <= q} (1 - tau / lambda_j) phi_j (x) phi_j,
+
+so a step about ``lambda_1 / tau`` times larger is stable. The ``phi_j`` are
+exact RKHS-orthonormal eigenfunctions of the subsample, so P is positive
+definite and the minimiser is the one of solver "gd".
+
+In dual coefficients, one step on a mini-batch B with residuals g is
+
+    a_B -= eta * grad_B,    a_S += eta * V D V' K[S, B] grad_B,
+    grad_B = (n / |B|) * 2 w_B g_B,    D = diag((1 - tau / lambda_j) / theta_j),
+
+with ``theta_j, V`` the eigenpairs of the subsample matrix K[S, S] and
+``lambda_j = theta_j / |S|``. The batch size is EigenPro 2's critical size
+``beta / tau`` (beta: the largest preconditioned diagonal) and the step
+``bs / (2 (beta + (bs - 1) tau + bs alpha))``. With ridge (``alpha > 0``) the
+batch is the whole training set, so the iteration converges to the exact
+minimiser. Without ridge, early stopping (``max_iter`` epochs, ``tol``,
+``early_stopping``) regularises. The intercept is minimised exactly before
+every step. One iteration is one epoch, about one pass over K.
+"""
+
+import warnings
+
+import numpy as np
+import scipy.linalg
+from sklearn.utils import gen_batches
+
+from ._common import NonPSDKernelWarning, SolverResult
+
+SUBSAMPLE = 2000  # subsample size |S| for the eigen-directions
+TOP_Q = 100  # at most this many eigen-directions are flattened
+# Flatten no eigenvalue below this fraction of the largest: below it lie
+# float32 rounding and the directions early stopping should fit last.
+EIGEN_FLOOR = 1e-4
+MIN_BATCH = 64
+MAX_HALVINGS = 20
+
+
+def _preconditioner(operator, w, rng):
+    """The subsample S and what the update needs from it.
+
+    With at most SUBSAMPLE weighted points, S is all of them with their
+    weights (exact eigen-directions of the weighted kernel operator, so
+    integer weights and repeated rows give the same preconditioner);
+    otherwise S is drawn with probability w and weighted uniformly.
+
+    Returns S, K[S, S], Vt, D, tau, beta, exact: the correction is
+    ``Vt D Vt' K[S, :] grad``.
+    """
+    candidates = np.flatnonzero(w > 0)
+    exact = len(candidates) <= SUBSAMPLE
+    if exact:
+        S, omega = candidates, w[candidates]
+    else:
+        p = w[candidates] / w[candidates].sum()
+        S = np.sort(rng.choice(candidates, SUBSAMPLE, replace=False, p=p))
+        omega = np.full(len(S), 1.0 / len(S))
+    K_SS = np.asarray(operator.rows(S)[:, S], dtype=np.float64)
+    K_SS = (K_SS + K_SS.T) / 2
+    root = np.sqrt(omega)
+    size = len(S)
+    q = min(TOP_Q, size - 1)
+    if q < 1:  # a single point: nothing to flatten
+        return S, K_SS, np.zeros((size, 0)), np.zeros(0), float(K_SS[0, 0] * omega[0]), 0.0, exact
+    lam, U = scipy.linalg.eigh(root[:, None] * K_SS * root[None, :], subset_by_index=[size - q - 1, size - 1])
+    lam, U = lam[::-1], U[:, ::-1]
+    # tau: the (k+1)-th eigenvalue, with k the flattened directions above the floor
+    k = int(np.searchsorted(-lam[1:], -EIGEN_FLOOR * lam[0], side="right"))
+    tau = max(float(lam[k]), EIGEN_FLOOR * float(lam[0]), np.finfo(float).tiny)
+    lam, U = lam[:k], U[:, :k]
+    shrink = 1.0 - tau / lam
+    Vt = root[:, None] * U
+    D = shrink / lam
+    # preconditioned diagonal k_P(x, x) on S; phi_j(x_i) = sqrt(lam_j) U_ij / root_i
+    k_P = np.diagonal(K_SS) - (shrink * lam * U**2).sum(axis=1) / omega
+    beta = operator.n * float((w[S] * np.maximum(k_P, 0)).max())
+    return S, K_SS, Vt, D, tau, beta, exact
+
+
+def solve(operator, Y, w, settings):
+    """Run EigenPro-preconditioned (stochastic) gradient descent.
+
+    Parameters
+    ----------
+    operator : KernelOperator
+        Square: all training points are centers.
+    Y : ndarray of shape (n_samples, n_targets)
+    w : ndarray of shape (n_samples,)
+        Sample weights summing to 1.
+    settings : SolverSettings
+
+    Returns
+    -------
+    SolverResult
+        ``n_iter`` counts epochs; ``loss_curve`` holds the objective of each
+        epoch (for mini-batches, the mean of the batch losses seen during it).
+    """
+    rng = np.random.RandomState(settings.random_state)
+    n, t = Y.shape
+    alpha = settings.alpha
+    S, K_SS, V, D, tau, beta, exact = _preconditioner(operator, w, rng)
+
+    if exact:  # exact eigen-directions: the top of P (K + alpha) is tau + alpha
+        bs, eta = n, 0.9 / (tau + alpha)
+    else:
+        bs = n if alpha > 0 else int(np.clip(beta / tau, MIN_BATCH, n))
+        bs = n if bs >= n // 2 else bs
+        # a streamed batch of rows must fit in the budget
+        bs = int(max(1, min(bs, settings.memory_budget // (operator.itemsize * n))))
+        eta = bs / (2.0 * (beta + (bs - 1) * tau + bs * alpha))
+
+    A = np.zeros((n, t)) if settings.coef_init is None else settings.coef_init.copy()
+    b = np.zeros(t) if settings.intercept_init is None else settings.intercept_init.copy()
+    if not settings.fit_intercept:
+        b[:] = 0.0
+    u = np.asarray(operator.rows(S) @ A.astype(operator.dtype), dtype=np.float64)  # K[S] @ A
+    best = (np.inf, A.copy(), b.copy(), u.copy())
+    curve, converged, halvings = [], False, 0
+    previous = np.inf
+
+    epoch = 0
+    while epoch < settings.max_iter:
+        epoch += 1
+        order = rng.permutation(n) if bs < n else np.arange(n)
+        value = 0.0
+        for batch in gen_batches(n, bs):
+            idx = order[batch]
+            KB = operator.rows(idx)
+            G = operator.dot(KB, A) + b - Y[idx]
+            wB = w[idx]
+            if settings.fit_intercept:  # exact minimisation over b first
+                shift = (wB @ G) / max(wB.sum(), 1e-300)
+                b -= shift
+                G -= shift
+            value += float(np.einsum("i,ij,ij->", wB, G, G))
+            grad = (n / len(idx)) * 2.0 * wB[:, None] * G
+            K_SB = np.asarray(KB[:, S].T, dtype=np.float64)
+            Kg = K_SB @ grad
+            if alpha:  # full batch: the ridge part of the gradient is 2 alpha A
+                value += alpha * float(np.einsum("ij,ij->", A, G + Y[idx] - b))
+                Kg += 2.0 * alpha * u
+                A *= 1.0 - 2.0 * eta * alpha
+                u *= 1.0 - 2.0 * eta * alpha
+            corr = V @ (D[:, None] * (V.T @ Kg))
+            A[idx] -= eta * grad
+            A[S] += eta * corr
+            u += K_SS @ (eta * corr) - K_SB @ (eta * grad)
+
+        reference = curve[0] if curve else value
+        if not np.isfinite(value) or (
+            value > 4 * min(best[0], previous) and value > 1e-8 * reference
+        ):
+            _, A, b, u = (best[0],) + tuple(x.copy() for x in best[1:])
+            halvings += 1
+            if exact or halvings > MAX_HALVINGS:
+                # a stable step diverges only along negative eigenvalues
+                warnings.warn(
+                    f"Solver 'eigenpro' stopped at epoch {epoch}: the objective rose "
+                    f"with a stable step, so the {settings.kernel_name} kernel matrix is "
+                    "not positive semi-definite. Increase alpha or use a PSD kernel.",
+                    NonPSDKernelWarning,
+                )
+                break
+            eta /= 2  # the estimated step was too large for this data
+            continue
+        curve.append(value)
+        if value < best[0]:
+            best = (value, A.copy(), b.copy(), u.copy())
+        if settings.verbose and (settings.verbose > 1 or epoch % 10 == 0 or epoch == 1):
+            print(f"[eigenpro] epoch {epoch:4d}  objective {value:.6e}  batch {bs}  step {eta:.4g}")
+        if settings.callback is not None and settings.callback(A, b):
+            break
+        # stop when an epoch lowers the objective by at most tol times its start
+        if settings.tol > 0 and len(curve) > 1 and previous - value <= settings.tol * curve[0]:
+            converged = True
+            break
+        previous = value
+
+    return SolverResult(A, b, len(curve), curve, eta, converged)
