@@ -18,13 +18,14 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
+from scipy.linalg import get_blas_funcs
 from sklearn.utils import gen_batches
 from threadpoolctl import threadpool_limits
 
 GiB = 1 << 30
 DEFAULT_MEMORY_BUDGET = 2 * GiB
-# Largest streamed block: bigger blocks are no faster and raise the peak.
-MAX_BLOCK_BYTES = 64 << 20
+# Largest evaluated block: bigger blocks are no faster and raise the peak.
+MAX_BLOCK_BYTES = 32 << 20
 # Stored-K products up to this many columns run one GEMV per column:
 # OpenBLAS's GEMM on thin right-hand sides is slower (bench_operator.py).
 GEMV_MAX_COLUMNS = 3
@@ -45,6 +46,24 @@ def resolve_dtype(dtype, n_rows, n_cols):
     if dtype == "auto":
         return np.float64 if n_rows * n_cols <= AUTO_FLOAT64_MAX_ENTRIES else np.float32
     return np.dtype(dtype).type
+
+
+def blas_dot(A, V):
+    """``A @ V`` through scipy's BLAS, without copying A.
+
+    numpy and scipy ship separate OpenBLAS builds whose idle threads spin for
+    a while after each call; alternating the two in a loop halves the speed
+    of both (benchmarks/bench_operator.py). Every product in the solvers'
+    loops therefore goes through scipy's BLAS, as symv must.
+    """
+    V = np.asarray(V, dtype=A.dtype)
+    transposed = not A.flags.f_contiguous
+    At = A.T if transposed else A  # Fortran order either way: no copy
+    if not At.flags.f_contiguous:
+        At, transposed = np.asfortranarray(A), False
+    if V.ndim == 1:
+        return get_blas_funcs("gemv", (At,))(1.0, At, V, trans=int(transposed))
+    return get_blas_funcs("gemm", (At,))(1.0, At, V, trans_a=int(transposed))
 
 
 class MemoryBudgetError(ValueError):
@@ -100,6 +119,10 @@ class KernelOperator:
         row_bytes = self.m * self.itemsize
         block_bytes = min(MAX_BLOCK_BYTES, self.memory_budget // (2 * self.n_threads))
         self.block_rows = int(max(1, min(self.n, block_bytes // row_bytes)))
+        # A stored symmetric K holds only its upper triangle until a solver
+        # needs whole rows (mirror_lower): half the kernel evaluations, and
+        # symv reads half the memory of gemv per product.
+        self.upper_only = False
         if kernel is None:  # precomputed: K is given
             self.X = self.C = None
             self.K = np.asarray(X, dtype=self.dtype)
@@ -127,16 +150,35 @@ class KernelOperator:
 
     def _evaluate_all(self):
         K = np.empty((self.n, self.m), dtype=self.dtype)
+        if self.symmetric:
 
-        def fill(batch):
-            K[batch] = self.kernel(self.X[batch], self.C)
+            def fill(batch):  # upper triangle: columns from the block's first row on
+                K[batch, batch.start :] = self.kernel(self.X[batch], self.X[batch.start :])
+
+            self.upper_only = True
+        else:
+
+            def fill(batch):
+                K[batch] = self.kernel(self.X[batch], self.C)
 
         self._map_blocks(fill, self.n)
         return K
 
+    def mirror_lower(self):
+        """Fill the lower triangle of a stored symmetric K (for row access)."""
+        if not self.upper_only:
+            return
+        K = self.K
+
+        def fill(batch):
+            K[batch, : batch.start] = K[: batch.start, batch].T
+
+        self._map_blocks(fill, self.n)
+        self.upper_only = False
+
     def rows(self, idx):
         """``K[idx, :]`` for a slice or an index array."""
-        if self.K is not None:
+        if self.K is not None and not self.upper_only:
             return self.K[idx]
         return self.kernel(self.X[idx], self.C)
 
@@ -158,7 +200,7 @@ class KernelOperator:
 
     def diag(self):
         """``diag(K)`` for a square K, without forming K."""
-        if self.K is not None and self.symmetric:
+        if self.K is not None and self.symmetric:  # the diagonal is in both triangles
             return np.diagonal(self.K).astype(np.float64)
         return self.kernel.diag(self.X.astype(np.float64))
 
@@ -168,11 +210,21 @@ class KernelOperator:
         """``block @ V`` in the compute dtype, returned as float64."""
         Vc = V.astype(self.dtype, copy=False)
         if Vc.ndim == 2 and Vc.shape[1] <= GEMV_MAX_COLUMNS:
-            return np.column_stack([block @ Vc[:, j] for j in range(Vc.shape[1])]).astype(np.float64)
-        return (block @ Vc).astype(np.float64)
+            return np.column_stack([blas_dot(block, Vc[:, j]) for j in range(Vc.shape[1])]).astype(np.float64)
+        return np.asarray(blas_dot(block, Vc), dtype=np.float64)
+
+    def _symv(self, V):
+        """``K @ V`` from the upper triangle of a stored symmetric K."""
+        symv = get_blas_funcs("symv", (self.K,))
+        # K.T of the C-ordered K is Fortran-ordered: its lower triangle is K's upper.
+        columns = V.astype(self.dtype, copy=False).reshape(self.n, -1)
+        out = np.column_stack([symv(1.0, self.K.T, columns[:, j], lower=1) for j in range(columns.shape[1])])
+        return out.astype(np.float64).reshape(V.shape)
 
     def matvec(self, V):
         """``K @ V`` for V of shape (m,) or (m, k); float64 result."""
+        if self.upper_only:
+            return self._symv(V)
         if self.K is not None:
             return self.dot(self.K, V)
         out = np.empty((self.n,) + V.shape[1:])

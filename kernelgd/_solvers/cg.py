@@ -23,7 +23,7 @@ import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 from sklearn.exceptions import ConvergenceWarning
 
-from .._operator import check_budget
+from .._operator import blas_dot, check_budget
 from ._common import SolverResult, cholesky, eliminate_intercept, objective
 
 # Landmarks of the Nystroem preconditioner for the full system.
@@ -93,14 +93,14 @@ class NystroemPreconditioner:
         C = operator.columns(idx)
         C *= s[:, None]
         C *= s[idx][None, :]
-        G = C.T @ C
+        G = blas_dot(C.T, C)
         G += mu * C[idx]
         self.C, self.mu = C, mu
         self.G_factor = (cholesky((G + G.T) / 2, "preconditioner matrix"), False)
 
     def __call__(self, V):
-        inner = cho_solve(self.G_factor, self.C.T @ V)
-        return (V - self.C @ inner) / self.mu
+        inner = cho_solve(self.G_factor, blas_dot(self.C.T, V))
+        return (V - blas_dot(self.C, inner)) / self.mu
 
 
 def _solve_full(operator, Y, w, settings, rng):

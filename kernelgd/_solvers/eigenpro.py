@@ -105,6 +105,7 @@ def solve(operator, Y, w, settings):
     rng = np.random.RandomState(settings.random_state)
     n, t = Y.shape
     alpha = settings.alpha
+    operator.mirror_lower()  # mini-batches read whole rows of K
     S, K_SS, V, D, tau, beta, exact = _preconditioner(operator, w, rng)
 
     if exact:  # exact eigen-directions: the top of P (K + alpha) is tau + alpha
