@@ -251,8 +251,13 @@ class BaseKernelGD(BaseEstimator):
                 f"not solver={solver!r}."
             )
 
+        dtype = options["dtype"]
+        if dtype == "auto" and centers is not None:
+            # FALKON's change of variables amplifies float32 rounding in K_nm
+            # products far beyond the signal when alpha is small.
+            dtype = "float64"
         operator = KernelOperator(
-            X_tr, kernel, centers=centers, memory_budget=options["memory_budget"], dtype=options["dtype"]
+            X_tr, kernel, centers=centers, memory_budget=options["memory_budget"], dtype=dtype
         )
         monitor = None
         if val is not None:

@@ -73,7 +73,9 @@ PARAMETERS = """\
         kept in memory (K is stored when it fits, else streamed in row
         blocks); ``"dtype"`` (``"auto"``, ``"float32"``, ``"float64"``) is
         the precision of kernel values, ``"auto"`` meaning float64 up to
-        4096^2 entries and float32 above (products accumulate in float64).
+        4096^2 entries and float32 above (products accumulate in float64),
+        except float64 always with ``n_centers``, whose preconditioner would
+        amplify float32 rounding.
     verbose : int, default=0
         ``1`` prints progress lines every so often (iteration, objective,
         step); ``2`` every iteration."""

@@ -169,6 +169,7 @@ def _scaled_neg_sq_distances(X, Y, scale):
     pass of GEMM plus one in-place clip, in the inputs' precision.
     """
     X, Y = _as_float(X, Y)
+    scale = X.dtype.type(scale)  # a float64 scalar would promote float32 blocks
     xx = np.einsum("ij,ij->i", X, X)[:, None]
     yy = np.einsum("ij,ij->i", Y, Y)[:, None]
     A = np.hstack([X, xx, np.ones_like(xx)])
@@ -256,7 +257,7 @@ def laplacian(X, Y, sigma=1.0):
     """
     X, Y = _as_float(X, Y)
     D = manhattan_distances(X, Y).astype(X.dtype, copy=False)
-    D *= -1.0 / sigma
+    D *= X.dtype.type(-1.0 / sigma)
     return np.exp(D, out=D)
 
 

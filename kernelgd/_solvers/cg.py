@@ -21,6 +21,7 @@ import warnings
 
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
+from scipy.linalg.blas import dsyrk as syrk
 from sklearn.exceptions import ConvergenceWarning
 
 from .._operator import blas_dot, check_budget
@@ -83,7 +84,9 @@ class NystroemPreconditioner:
     """``P^-1`` for ``P = C M^+ C' + mu I``, the Nystroem approximation of S K S.
 
     ``C = (S K S)[:, landmarks]`` and ``M = C[landmarks]``; by Woodbury
-    ``P^-1 v = (v - C G^-1 C' v) / mu`` with ``G = mu M + C' C``.
+    ``P^-1 v = (v - C G^-1 C' v) / mu`` with ``G = mu M + C' C``, all in
+    float64: in float32 the subtraction loses the small components that make
+    the preconditioner good (30 iterations instead of 21 on Cal-16k).
     """
 
     def __init__(self, operator, s, mu, n_landmarks, rng):
@@ -93,7 +96,8 @@ class NystroemPreconditioner:
         C = operator.columns(idx)
         C *= s[:, None]
         C *= s[idx][None, :]
-        G = blas_dot(C.T, C)
+        G = syrk(1.0, C, trans=1)  # C'C, upper triangle, through scipy's BLAS
+        G = np.triu(G) + np.triu(G, 1).T
         G += mu * C[idx]
         self.C, self.mu = C, mu
         self.G_factor = (cholesky((G + G.T) / 2, "preconditioner matrix"), False)
@@ -150,7 +154,11 @@ def _solve_centers(operator, Y, w, settings, rng):
         "Use fewer centers (n_centers) or raise options['memory_budget'].",
     )
     Kmm = operator.center_matrix()
-    T = cholesky(Kmm, "center kernel matrix")  # Kmm = T'T
+    # FALKON's jitter m * eps(dtype): K_mm is nearly singular for smooth
+    # kernels, and beta = B z is an exact change of variables, so the jitter
+    # only shapes the preconditioner, never the solution.
+    jitter = m * np.finfo(operator.dtype).eps * float(np.mean(np.diagonal(Kmm)))
+    T = cholesky(Kmm + jitter * np.eye(m), "center kernel matrix")  # Kmm = T'T
     A_fac = cholesky(T @ T.T / m + alpha * np.eye(m), "FALKON preconditioner")
 
     def apply_B(V):  # B = T^-1 A^-1
