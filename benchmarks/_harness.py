@@ -136,7 +136,8 @@ def load_sklearn_extra_eigenpro():
 
     Its package __init__ imports compiled modules built against numpy 1,
     which fail under numpy 2; the EigenPro module itself is pure Python,
-    so it is loaded from its file.
+    so it is loaded from its file, with its call of scipy's eigh translated
+    from the removed ``eigvals=`` to ``subset_by_index=`` (same algorithm).
     """
     import importlib.util
 
@@ -149,4 +150,13 @@ def load_sklearn_extra_eigenpro():
     module_spec = importlib.util.spec_from_file_location("_sklearn_extra_eigenpro", path)
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
+
+    def eigh(a, *args, eigvals=None, **kwargs):  # scipy removed eigvals= in 1.14
+        if eigvals is not None:
+            kwargs["subset_by_index"] = eigvals
+        return scipy.linalg.eigh(a, *args, **kwargs)
+
+    import scipy.linalg
+
+    module.eigh = eigh
     return module.EigenProRegressor

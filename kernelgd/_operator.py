@@ -153,13 +153,13 @@ class KernelOperator:
         if self.symmetric:
 
             def fill(batch):  # upper triangle: columns from the block's first row on
-                K[batch, batch.start :] = self.kernel(self.X[batch], self.X[batch.start :])
+                self.kernel.fill(K[batch, batch.start :], self.X[batch], self.X[batch.start :])
 
             self.upper_only = True
         else:
 
             def fill(batch):
-                K[batch] = self.kernel(self.X[batch], self.C)
+                self.kernel.fill(K[batch], self.X[batch], self.C)
 
         self._map_blocks(fill, self.n)
         return K

@@ -162,7 +162,7 @@ def polynomial(X, Y, degree=3, coef0=1.0):
     return K
 
 
-def _scaled_neg_sq_distances(X, Y, scale):
+def _scaled_neg_sq_distances(X, Y, scale, out=None):
     """``-scale * ||x - z||^2`` by one GEMM on augmented inputs, clipped at 0.
 
     ``[x, |x|^2, 1] . [2s z, -s, -s |z|^2] = -s (|x|^2 - 2 x'z + |z|^2)``: one
@@ -174,11 +174,11 @@ def _scaled_neg_sq_distances(X, Y, scale):
     yy = np.einsum("ij,ij->i", Y, Y)[:, None]
     A = np.hstack([X, xx, np.ones_like(xx)])
     B = np.hstack([(2 * scale) * Y, np.full_like(yy, -scale), -scale * yy])
-    D = A @ B.T
+    D = np.matmul(A, B.T, out=out)
     return np.minimum(D, 0, out=D)
 
 
-def rbf(X, Y, sigma=1.0):
+def rbf(X, Y, sigma=1.0, out=None):
     """Gaussian (RBF) kernel ``k(x, z) = exp(-||x - z||^2 / sigma^2)``.
 
     This is scikit-learn's ``rbf_kernel`` with ``gamma = 1 / sigma**2``.
@@ -189,6 +189,8 @@ def rbf(X, Y, sigma=1.0):
     Y : ndarray of shape (n_Y, n_features)
     sigma : float, default=1.0
         The bandwidth, > 0.
+    out : ndarray of shape (n_X, n_Y), default=None
+        Where to write K (its dtype must be that of X and Y).
 
     Returns
     -------
@@ -201,7 +203,7 @@ def rbf(X, Y, sigma=1.0):
     >>> rbf(np.array([[0.0, 0.0]]), np.array([[1.0, 1.0]]), sigma=1.0)
     array([[0.13533528]])
     """
-    D = _scaled_neg_sq_distances(X, Y, 1.0 / sigma**2)
+    D = _scaled_neg_sq_distances(X, Y, 1.0 / sigma**2, out=out)
     return np.exp(D, out=D)
 
 
@@ -372,6 +374,8 @@ class KernelSpec:
     params: tuple = ()
     psd: bool = True
     diag: Callable = None
+    # Never inf or NaN for finite inputs (values bounded by construction).
+    finite: bool = False
 
 
 _REGISTRY = {}
@@ -387,10 +391,10 @@ def _add(spec, builtin=False):
 
 _add(KernelSpec("linear", linear, (), True, _linear_diag), True)
 _add(KernelSpec("polynomial", polynomial, ("degree", "coef0"), True, _polynomial_diag), True)
-_add(KernelSpec("rbf", rbf, ("sigma",), True, _ones_diag), True)
-_add(KernelSpec("exponential", exponential, ("sigma",), True, _ones_diag), True)
-_add(KernelSpec("laplacian", laplacian, ("sigma",), True, _ones_diag), True)
-_add(KernelSpec("sigmoid", sigmoid, ("coef0",), False, _sigmoid_diag), True)
+_add(KernelSpec("rbf", rbf, ("sigma",), True, _ones_diag, finite=True), True)
+_add(KernelSpec("exponential", exponential, ("sigma",), True, _ones_diag, finite=True), True)
+_add(KernelSpec("laplacian", laplacian, ("sigma",), True, _ones_diag, finite=True), True)
+_add(KernelSpec("sigmoid", sigmoid, ("coef0",), False, _sigmoid_diag, finite=True), True)
 _add(KernelSpec("all_subsets", all_subsets, (), True, _all_subsets_diag), True)
 
 
@@ -493,10 +497,12 @@ class BoundKernel:
         self.params = dict(params)
         self.name = spec.name
         self.psd = spec.psd
+        self.writes_out = False
         try:
             sig = inspect.signature(spec.function)
         except (TypeError, ValueError):  # some builtins have no signature
             return
+        self.writes_out = "out" in sig.parameters
         try:
             sig.bind(None, None, **self.params)
         except TypeError as exc:
@@ -504,6 +510,15 @@ class BoundKernel:
                 f"The {spec.name} kernel does not accept the parameters "
                 f"{sorted(self.params)}: {exc}. Check kernel_params."
             ) from None
+
+    def fill(self, out, X, Y):
+        """Write ``K(X, Y)`` into ``out`` (in place when the kernel supports it)."""
+        if self.writes_out and out.dtype == X.dtype == Y.dtype:
+            self.spec.function(X, Y, out=out, **self.params)
+            if not self.spec.finite:
+                self._check(out)
+        else:
+            out[...] = self(X, Y)
 
     def __call__(self, X, Y):
         """The block ``K(X, Y)``, in float32 if X and Y are float32."""
@@ -515,6 +530,11 @@ class BoundKernel:
                 f"The {self.name} kernel returned shape {K.shape}; expected "
                 f"{expected}, one row per X sample and one column per Y sample."
             )
+        if not self.spec.finite:
+            self._check(K)
+        return K
+
+    def _check(self, K):
         # One reduction finds any inf or NaN; the full test only if it fails
         # (a finite sum can overflow).
         with np.errstate(over="ignore", invalid="ignore"):
@@ -522,13 +542,12 @@ class BoundKernel:
         if not total_finite and not np.all(np.isfinite(K)):
             hint = (
                 " In float32 the range ends at 3.4e38: options={'dtype': 'float64'} "
-                "computes in float64." if dtype == np.float32 else ""
+                "computes in float64." if K.dtype == np.float32 else ""
             )
             raise ValueError(
                 f"The {self.name} kernel returned inf or NaN values for this "
                 "data. Scale the features or change the kernel parameters." + hint
             )
-        return K
 
     def diag(self, X):
         """``k(X[i], X[i])`` for every row."""

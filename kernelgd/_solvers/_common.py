@@ -54,8 +54,9 @@ def objective(KA, A, b, Y, w, alpha, loss=SquaredLoss):
 
 
 # Dense factorizations above this size run on one BLAS thread: multithreaded
-# OpenBLAS has crashed on large dense Cholesky/solve on the target machines.
-_THREADED_LAPACK_MAX = 2048
+# OpenBLAS has crashed on dense Cholesky/solve from about 16,000 rows on the
+# target machines; 4096 keeps a factor of four from that.
+_THREADED_LAPACK_MAX = 4096
 
 
 def cholesky(M, what="matrix"):

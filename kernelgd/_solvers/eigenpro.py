@@ -22,8 +22,9 @@ with ``theta_j, V`` the eigenpairs of the subsample matrix K[S, S] and
 ``bs / (2 (beta + (bs - 1) tau + bs alpha))``. With ridge (``alpha > 0``) the
 batch is the whole training set, so the iteration converges to the exact
 minimiser. Without ridge, early stopping (``max_iter`` epochs, ``tol``,
-``early_stopping``) regularises. The intercept is minimised exactly before
-every step. One iteration is one epoch, about one pass over K.
+``early_stopping``) regularises. The intercept is eliminated exactly, as in
+solver "cg", by iterating on the right-hand sides ``[Y, 1]``. One iteration
+is one epoch, about one pass over K.
 """
 
 import warnings
@@ -32,7 +33,7 @@ import numpy as np
 import scipy.linalg
 from sklearn.utils import gen_batches
 
-from ._common import NonPSDKernelWarning, SolverResult
+from ._common import NonPSDKernelWarning, SolverResult, eliminate_intercept
 
 SUBSAMPLE = 2000  # subsample size |S| for the eigen-directions
 TOP_Q = 100  # at most this many eigen-directions are flattened
@@ -117,11 +118,19 @@ def solve(operator, Y, w, settings):
         bs = int(max(1, min(bs, settings.memory_budget // (operator.itemsize * n))))
         eta = bs / (2.0 * (beta + (bs - 1) * tau + bs * alpha))
 
-    A = np.zeros((n, t)) if settings.coef_init is None else settings.coef_init.copy()
-    b = np.zeros(t) if settings.intercept_init is None else settings.intercept_init.copy()
-    if not settings.fit_intercept:
-        b[:] = 0.0
+    # The intercept is eliminated as in solver "cg": iterate on the
+    # right-hand sides [Y, 1] and combine (the iteration is linear in them).
+    intercept = settings.fit_intercept
+    R = np.column_stack([Y, np.ones(n)]) if intercept else Y
+    A = np.zeros((n, R.shape[1]))
+    if settings.coef_init is not None:
+        A[:, :t] = settings.coef_init
     u = np.asarray(operator.rows(S) @ A.astype(operator.dtype), dtype=np.float64)  # K[S] @ A
+    b = np.zeros(t)
+
+    def combined(A, b):
+        return (A[:, :t] - np.outer(A[:, t], b), b) if intercept else (A, b)
+
     best = (np.inf, A.copy(), b.copy(), u.copy())
     curve, converged, halvings = [], False, 0
     previous = np.inf
@@ -130,22 +139,25 @@ def solve(operator, Y, w, settings):
     while epoch < settings.max_iter:
         epoch += 1
         order = rng.permutation(n) if bs < n else np.arange(n)
-        value = 0.0
+        value, sum_y, sum_1 = 0.0, np.zeros(t), 0.0
         for batch in gen_batches(n, bs):
             idx = order[batch]
             KB = operator.rows(idx)
-            G = operator.dot(KB, A) + b - Y[idx]
+            F = operator.dot(KB, A)
             wB = w[idx]
-            if settings.fit_intercept:  # exact minimisation over b first
-                shift = (wB @ G) / max(wB.sum(), 1e-300)
-                b -= shift
-                G -= shift
-            value += float(np.einsum("i,ij,ij->", wB, G, G))
+            G = F - R[idx]
+            # the objective of the combined model, with this epoch's intercept
+            Fc = F[:, :t] - np.outer(F[:, t], b) + b if intercept else F
+            value += float(np.einsum("i,ij,ij->", wB, Fc - Y[idx], Fc - Y[idx]))
+            if intercept:
+                sum_y += wB @ (Y[idx] - F[:, :t])
+                sum_1 += float(wB @ F[:, t])
             grad = (n / len(idx)) * 2.0 * wB[:, None] * G
             K_SB = np.asarray(KB[:, S].T, dtype=np.float64)
             Kg = K_SB @ grad
             if alpha:  # full batch: the ridge part of the gradient is 2 alpha A
-                value += alpha * float(np.einsum("ij,ij->", A, G + Y[idx] - b))
+                Ac, _ = combined(A, b)
+                value += alpha * float(np.einsum("ij,ij->", Ac, Fc - b))
                 Kg += 2.0 * alpha * u
                 A *= 1.0 - 2.0 * eta * alpha
                 u *= 1.0 - 2.0 * eta * alpha
@@ -153,6 +165,9 @@ def solve(operator, Y, w, settings):
             A[idx] -= eta * grad
             A[S] += eta * corr
             u += K_SS @ (eta * corr) - K_SB @ (eta * grad)
+        if intercept:  # b minimising the objective of this epoch's predictions
+            denom = 1.0 - sum_1
+            b = sum_y / denom if abs(denom) > 1e-10 else w @ Y
 
         reference = curve[0] if curve else value
         if not np.isfinite(value) or (
@@ -176,7 +191,7 @@ def solve(operator, Y, w, settings):
             best = (value, A.copy(), b.copy(), u.copy())
         if settings.verbose and (settings.verbose > 1 or epoch % 10 == 0 or epoch == 1):
             print(f"[eigenpro] epoch {epoch:4d}  objective {value:.6e}  batch {bs}  step {eta:.4g}")
-        if settings.callback is not None and settings.callback(A, b):
+        if settings.callback is not None and settings.callback(*combined(A, b)):
             break
         # stop when an epoch lowers the objective by at most tol times its start
         if settings.tol > 0 and len(curve) > 1 and previous - value <= settings.tol * curve[0]:
@@ -184,4 +199,7 @@ def solve(operator, Y, w, settings):
             break
         previous = value
 
+    if intercept:  # exact elimination with one more product
+        F = operator.matvec(A)
+        A, b, _ = eliminate_intercept(w, Y, F[:, :t], F[:, t], A[:, :t], A[:, t])
     return SolverResult(A, b, len(curve), curve, eta, converged)

@@ -98,6 +98,8 @@ def solve(operator, Y, w, settings):
             A, b, it = A_prev, b_prev, it - 1
             break
         curve.append(current)
+        if settings.callback is not None and settings.callback(A, b):
+            break
         if settings.verbose and (it % report_every == 0 or it == settings.max_iter):
             print(f"[gd] iter {it:6d}  objective {current:.6e}  step_size {eta:.4g}")
         # stop when an update lowers the objective by at most tol times its start

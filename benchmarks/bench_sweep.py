@@ -1,0 +1,110 @@
+"""n-sweep: fit time, peak memory and test error from 1,000 to 250,000 rows.
+
+    python benchmarks/bench_sweep.py
+
+A synthetic smooth regression problem (8 features, noise 0.1; see
+datasets.make_synthetic), rbf kernel with sigma^2 = 8, ridge alpha = 1e-6.
+Each (system, n) fits in a fresh process; systems are skipped above the size
+where they stop being sensible on a 2-core, 24 GiB machine (KernelRidge's
+dense solve beyond 16,000 rows; the full kernelgd model beyond 32,000, whose
+streamed K then costs minutes per pass). Writes benchmarks/results/sweep.json.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _harness import format_table, machine, measure_fit, run_repeated, write_json  # noqa: E402
+from datasets import make_synthetic  # noqa: E402
+
+SIGMA2, ALPHA = 8.0, 1e-6
+SIZES = [1000, 4000, 16000, 64000, 250000]
+# system -> (description, largest n it runs at)
+SYSTEMS = {
+    "kernelgd": ("kernelgd defaults (all points as centers)", 32000),
+    "kernelgd-centers-2000": ("kernelgd n_centers=2000", 10**9),
+    "krr-1thread": ("scikit-learn KernelRidge, 1 BLAS thread", 16000),
+    "nystroem-2000": ("Nystroem(2000) + Ridge", 10**9),
+}
+
+
+def make_fit(name, n, X, y):
+    if name.startswith("kernelgd"):
+        from kernelgd import KernelGDRegressor
+
+        params = dict(sigma=np.sqrt(SIGMA2), alpha=ALPHA, random_state=0)
+        if name == "kernelgd-centers-2000":
+            # the n x 2000 float64 K_nm of 250,000 rows is 3.7 GiB: allow it
+            params.update(n_centers=2000, options={"memory_budget": 6 << 30})
+        model = KernelGDRegressor(**params)
+        return lambda: model.fit(X, y).predict
+    if name == "krr-1thread":
+        from sklearn.kernel_ridge import KernelRidge
+        from threadpoolctl import threadpool_limits
+
+        model = KernelRidge(alpha=ALPHA * n, kernel="rbf", gamma=1 / SIGMA2)
+
+        def fit():
+            with threadpool_limits(1):
+                model.fit(X, y)
+            return model.predict
+        return fit
+    if name == "nystroem-2000":
+        from sklearn.kernel_approximation import Nystroem
+        from sklearn.linear_model import Ridge
+        from sklearn.pipeline import make_pipeline
+
+        model = make_pipeline(
+            Nystroem(kernel="rbf", gamma=1 / SIGMA2, n_components=2000, random_state=0),
+            Ridge(alpha=ALPHA * n),
+        )
+        return lambda: model.fit(X, y).predict
+    raise ValueError(name)
+
+
+def worker(name, n):
+    X, y, X_test, y_test = make_synthetic(n)
+    predict, stats = measure_fit(make_fit(name, n, X, y))
+    stats["test_rmse"] = float(np.sqrt(np.mean((predict(X_test) - y_test) ** 2)))
+    print(json.dumps(stats))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", nargs="*", type=int, default=SIZES)
+    parser.add_argument("--systems", nargs="*", default=list(SYSTEMS), choices=list(SYSTEMS))
+    parser.add_argument("--timeout", type=int, default=900)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--out", default=str(HERE / "results" / "sweep.json"))
+    parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker(args.worker[0], int(args.worker[1]))
+
+    rows = []
+    for n in args.sizes:
+        for name in args.systems:
+            description, limit = SYSTEMS[name]
+            if n > limit:
+                continue
+            result = run_repeated(__file__, [name, str(n)], args.timeout, args.repeat)
+            rows.append({"n": n, "system": name, "description": description, **result})
+            print(f"  n={n} {name}: {result}", file=sys.stderr, flush=True)
+    columns = [
+        ("n", "n", "{:,}"), ("description", "system", None), ("fit_time", "fit time (s)", "{:.2f}"),
+        ("peak_mem_gib", "peak mem (GiB)", "{:.2f}"), ("test_rmse", "test RMSE", "{:.4f}"),
+        ("status", "status", None),
+    ]
+    print(format_table(rows, columns))
+    path = write_json(args.out, {"machine": machine(), "rows": rows})
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""KernelOperator against dense kernel matrices, and the memory guarantees."""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+import kernelgd._operator as operator_module
+from kernelgd import KernelGDRegressor, kernel_matrix
+from kernelgd._operator import KernelOperator, MemoryBudgetError, blas_dot, cross_kernel_dot
+from kernelgd._solvers._common import cholesky
+from kernelgd.kernels import bind_kernel
+
+rng = np.random.RandomState(0)
+X = rng.normal(size=(300, 4))
+C = X[::7]
+V = rng.normal(size=(300, 3))
+w = rng.uniform(size=300)
+RBF = bind_kernel("rbf", sigma=2.0)
+
+
+@pytest.mark.parametrize("store", [True, False])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_symmetric_operator_products(store, dtype):
+    op = KernelOperator(X, RBF, dtype=dtype, store=store, memory_budget=1 << 20)
+    K = kernel_matrix(X, sigma=2.0)
+    rtol = 1e-12 if dtype == "float64" else 1e-5
+    assert op.stored == store and op.upper_only == store
+    assert_allclose(op.matvec(V), K @ V, rtol=rtol, atol=rtol)
+    assert_allclose(op.matvec(V[:, 0]), K @ V[:, 0], rtol=rtol, atol=rtol)
+    assert_allclose(op.rows(np.array([5, 2, 7])), K[[5, 2, 7]], rtol=rtol, atol=rtol)
+    assert_allclose(op.columns(np.array([1, 9])), K[:, [1, 9]], rtol=rtol, atol=rtol)
+    assert_allclose(op.diag(), np.ones(300), rtol=rtol)
+    op.mirror_lower()
+    assert_allclose(op.rows(slice(0, 300)), K, rtol=rtol, atol=rtol)
+    assert_allclose(op.matvec(V), K @ V, rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("store", [True, False])
+def test_center_operator_products(store):
+    op = KernelOperator(X, RBF, centers=C, dtype="float64", store=store, memory_budget=1 << 16)
+    Knm = kernel_matrix(X, C, sigma=2.0)
+    U = rng.normal(size=(len(C), 2))
+    assert_allclose(op.matvec(U), Knm @ U, rtol=1e-12)
+    assert_allclose(op.rmatvec(V), Knm.T @ V, rtol=1e-12)
+    gram, inner = op.gram_matvec(U, w)
+    assert_allclose(gram, Knm.T @ (w[:, None] * (Knm @ U)), rtol=1e-12)
+    assert_allclose(inner, Knm @ U, rtol=1e-12)
+    assert_allclose(op.center_matrix(), kernel_matrix(C, sigma=2.0), rtol=1e-12)
+
+
+def test_streaming_uses_small_blocks():
+    op = KernelOperator(X, RBF, dtype="float64", memory_budget=64 << 10)
+    assert not op.stored
+    assert op.block_rows * 300 * 8 <= (64 << 10) // 2
+
+
+def test_cross_kernel_dot_in_blocks():
+    coef = rng.normal(size=(len(C), 2))
+    Z = rng.normal(size=(50, 4))
+    out = cross_kernel_dot(RBF, Z, C, coef, memory_budget=4096)
+    assert_allclose(out, kernel_matrix(Z, C, sigma=2.0) @ coef, rtol=1e-12)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("shape", [(7,), (7, 1), (7, 4)])
+def test_blas_dot(order, shape):
+    A = np.asarray(rng.normal(size=(5, 7)), order=order)
+    B = rng.normal(size=shape)
+    assert_allclose(blas_dot(A, B), A @ B, rtol=1e-12)
+    assert_allclose(blas_dot(A.T.copy(order=order).T, B), A @ B, rtol=1e-12)
+
+
+def test_precomputed_operator():
+    K = kernel_matrix(X, sigma=2.0)
+    op = KernelOperator(K, None, dtype="float64")
+    assert_allclose(op.matvec(V), K @ V)
+    assert_allclose(op.diag(), np.diagonal(K))
+
+
+def test_streaming_fit_stays_within_its_memory_budget():
+    # K of 3000 points is 72 MB in float64; with a 4 MiB budget the fit must
+    # stream it and allocate no more than the budget plus O(n m) vectors
+    # (m: the preconditioner's landmarks).
+    Xb = np.random.RandomState(1).normal(size=(3000, 5))
+    yb = np.sin(Xb[:, 0])
+    budget = 4 << 20
+    model = KernelGDRegressor(alpha=1e-3, options={"memory_budget": budget, "dtype": "float64"}, max_iter=5)
+    tracemalloc.start()
+    model.fit(Xb, yb)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    from kernelgd._solvers.cg import N_LANDMARKS
+
+    allowance = budget + 3000 * (N_LANDMARKS + 50) * 8 * 2
+    assert peak < allowance < 3000**2 * 8
+    # the same fit with K stored allocates the whole matrix
+    tracemalloc.start()
+    KernelGDRegressor(alpha=1e-3, options={"dtype": "float64"}, max_iter=5).fit(Xb, yb)
+    _, peak_stored = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak_stored > 3000**2 * 8 / 2
+
+
+def test_too_many_centers_for_the_budget_is_a_clear_error():
+    with pytest.raises(MemoryBudgetError, match="n_centers.*memory_budget"):
+        KernelGDRegressor(n_centers=200, alpha=1e-3, options={"memory_budget": 100_000}).fit(X, w)
+
+
+def test_large_factorizations_run_single_threaded(monkeypatch):
+    entered = []
+    original = operator_module.single_threaded_blas
+
+    def spy():
+        entered.append(True)
+        return original()
+
+    monkeypatch.setattr(operator_module, "single_threaded_blas", spy)
+    n = 4100  # just above the threaded limit
+    A = np.random.RandomState(0).normal(size=(n, 50))
+    M = A @ A.T + n * np.eye(n)
+    T = cholesky(M)
+    assert entered
+    assert_allclose(T.T @ T, M, rtol=1e-10)

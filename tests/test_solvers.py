@@ -1,0 +1,218 @@
+"""Solvers "cg", "eigenpro" and "auto": all minimise the same objective.
+
+References: scikit-learn's KernelRidge, and the optimality conditions of the
+objective solved directly by dense linear algebra.
+"""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.kernel_ridge import KernelRidge
+
+from kernelgd import KernelGDClassifier, KernelGDRegressor, kernel_matrix
+
+rng = np.random.RandomState(0)
+X = rng.normal(size=(60, 3))
+y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.normal(size=60)
+Z = rng.normal(size=(12, 3))
+SIGMA, ALPHA = 1.5, 1e-2
+CONVERGED = {
+    "gd": dict(solver="gd", max_iter=20_000, tol=0),
+    "cg": dict(solver="cg", max_iter=500, tol=1e-12),
+    "eigenpro": dict(solver="eigenpro", max_iter=3000, tol=0),
+}
+
+
+def krr(alpha=ALPHA, sw=None, kernel="rbf"):
+    gamma = {"rbf": 1 / SIGMA**2, "laplacian": 1 / SIGMA}[kernel]
+    total = len(y) if sw is None else sw.sum()
+    return KernelRidge(alpha=alpha * total, kernel=kernel, gamma=gamma).fit(X, y, sample_weight=sw)
+
+
+@pytest.mark.parametrize("solver", ["gd", "cg", "eigenpro"])
+def test_all_solvers_converge_to_kernel_ridge(solver):
+    model = KernelGDRegressor(
+        sigma=SIGMA, alpha=ALPHA, fit_intercept=False, random_state=0, **CONVERGED[solver]
+    ).fit(X, y)
+    ref = krr()
+    assert_allclose(model.dual_coef_, ref.dual_coef_, rtol=1e-6, atol=1e-8)
+    assert_allclose(model.predict(Z), ref.predict(Z), rtol=1e-6, atol=1e-8)
+    assert model.solver_ == solver
+
+
+@pytest.mark.parametrize("solver", ["cg", "eigenpro"])
+def test_weighted_solvers_converge_to_weighted_kernel_ridge(solver):
+    sw = rng.uniform(0.2, 3.0, size=len(y))
+    model = KernelGDRegressor(
+        sigma=SIGMA, alpha=ALPHA, fit_intercept=False, random_state=0, **CONVERGED[solver]
+    ).fit(X, y, sample_weight=sw)
+    assert_allclose(model.predict(Z), krr(sw=sw).predict(Z), rtol=1e-6, atol=1e-8)
+
+
+def stationary_point(K, y, w, alpha):
+    """Solve W (K a + b - y) + alpha a = 0, sum_i w_i (K a + b - y)_i = 0 directly."""
+    n = len(y)
+    M = np.zeros((n + 1, n + 1))
+    M[:n, :n] = w[:, None] * K + alpha * np.eye(n)
+    M[:n, n] = w
+    M[n, :n] = w @ K
+    M[n, n] = w.sum()
+    sol = np.linalg.solve(M, np.concatenate([w * y, [w @ y]]))
+    return sol[:n], sol[n]
+
+
+@pytest.mark.parametrize("solver", ["gd", "cg", "eigenpro"])
+def test_all_solvers_agree_with_intercept(solver):
+    target = y + 5.0
+    a, b = stationary_point(kernel_matrix(X, sigma=SIGMA), target, np.full(60, 1 / 60), ALPHA)
+    model = KernelGDRegressor(sigma=SIGMA, alpha=ALPHA, random_state=0, **CONVERGED[solver])
+    model.fit(X, target)
+    assert_allclose(model.intercept_, b, rtol=1e-6)
+    assert_allclose(model.dual_coef_, a, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("solver", ["cg", "eigenpro"])
+def test_multi_output_and_classifier(solver):
+    Y = np.column_stack([y, X[:, 2] ** 2])
+    params = dict(sigma=SIGMA, alpha=ALPHA, fit_intercept=False, random_state=0, **CONVERGED[solver])
+    multi = KernelGDRegressor(**params).fit(X, Y)
+    ref = KernelRidge(alpha=ALPHA * 60, kernel="rbf", gamma=1 / SIGMA**2).fit(X, Y)
+    assert_allclose(multi.predict(Z), ref.predict(Z), rtol=1e-6, atol=1e-7)
+    labels = np.array(["a", "b", "c"])[np.digitize(y, [-0.5, 0.5])]
+    clf = KernelGDClassifier(**params).fit(X, labels)
+    pm1 = np.where(labels[:, None] == np.array(["a", "b", "c"]), 1.0, -1.0)
+    ref = KernelRidge(alpha=ALPHA * 60, kernel="rbf", gamma=1 / SIGMA**2).fit(X, pm1)
+    assert_allclose(clf.decision_function(Z), ref.predict(Z), rtol=1e-6, atol=1e-7)
+
+
+def test_eigenpro_without_ridge_interpolates():
+    # A well-conditioned kernel (laplacian, small sigma): the minimiser
+    # without ridge is the interpolant K^-1 y.
+    K = kernel_matrix(X, kernel="laplacian", sigma=0.5)
+    model = KernelGDRegressor(
+        kernel="laplacian", sigma=0.5, solver="eigenpro", max_iter=500, tol=0, fit_intercept=False
+    ).fit(X, y)
+    assert_allclose(model.dual_coef_, np.linalg.solve(K, y), rtol=1e-6, atol=1e-8)
+
+
+def test_eigenpro_minibatch_on_a_larger_problem():
+    # n above the subsample size: EigenPro's stochastic regime.
+    Xl = np.random.RandomState(1).normal(size=(3000, 4))
+    yl = np.sin(Xl[:, 0]) * np.cos(Xl[:, 1])
+    model = KernelGDRegressor(sigma=2.0, solver="eigenpro", max_iter=20, random_state=0).fit(Xl, yl)
+    assert model.score(Xl, yl) > 0.99
+    assert np.all(np.diff(model.loss_curve_[:5]) < 0)
+
+
+def test_auto_picks_by_problem():
+    assert KernelGDRegressor(alpha=1e-3).fit(X, y).solver_ == "cg"
+    assert KernelGDRegressor(alpha=0.0).fit(X, y).solver_ == "eigenpro"
+    assert KernelGDRegressor(alpha=1e-3, n_centers=20).fit(X, y).solver_ == "cg"
+    with pytest.warns(UserWarning, match="not positive semi-definite"):
+        sig = KernelGDRegressor(kernel="sigmoid", alpha=1.0).fit(X, y)
+    assert sig.solver_ == "gd"
+
+
+def centers_reference(X, y, C, w, alpha, intercept):
+    """Minimise sum_i w_i (K_nm beta + b - y)^2 + alpha beta' K_mm beta directly."""
+    Knm, Kmm = kernel_matrix(X, C, sigma=SIGMA), kernel_matrix(C, sigma=SIGMA)
+    if not intercept:
+        return np.linalg.solve(Knm.T @ (w[:, None] * Knm) + alpha * Kmm, Knm.T @ (w * y)), 0.0
+    F = np.column_stack([Knm, np.ones(len(y))])
+    R = np.zeros((F.shape[1], F.shape[1]))
+    R[:-1, :-1] = alpha * Kmm
+    sol = np.linalg.solve(F.T @ (w[:, None] * F) + R, F.T @ (w * y))
+    return sol[:-1], sol[-1]
+
+
+@pytest.mark.parametrize("intercept", [False, True])
+def test_centers_solve_the_restricted_problem(intercept):
+    target = y + (2.0 if intercept else 0.0)
+    sw = rng.uniform(0.5, 2.0, size=60)
+    model = KernelGDRegressor(
+        sigma=SIGMA, alpha=ALPHA, n_centers=15, fit_intercept=intercept, tol=1e-12, max_iter=500,
+        random_state=0,
+    ).fit(X, target, sample_weight=sw)
+    assert model.X_fit_.shape == (15, 3) and model.dual_coef_.shape == (15,)
+    beta, b = centers_reference(X, target, model.X_fit_, sw / sw.sum(), ALPHA, intercept)
+    assert_allclose(model.dual_coef_, beta, rtol=1e-6, atol=1e-8)
+    assert_allclose(model.intercept_, b, atol=1e-8)
+    assert_allclose(model.predict(Z), kernel_matrix(Z, model.X_fit_, sigma=SIGMA) @ beta + b, rtol=1e-6, atol=1e-8)
+    # the centers are training points
+    assert all(any(np.array_equal(c, x) for x in X) for c in model.X_fit_)
+
+
+def test_centers_need_a_center_solver():
+    with pytest.raises(ValueError, match="n_centers is supported by solver"):
+        KernelGDRegressor(solver="gd", n_centers=10).fit(X, y)
+    with pytest.raises(ValueError, match="precomputed"):
+        KernelGDRegressor(kernel="precomputed", n_centers=10).fit(kernel_matrix(X), y)
+
+
+def test_n_centers_at_least_n_is_the_full_model():
+    full = KernelGDRegressor(alpha=ALPHA, tol=1e-12, max_iter=500).fit(X, y)
+    many = KernelGDRegressor(alpha=ALPHA, tol=1e-12, max_iter=500, n_centers=1000).fit(X, y)
+    assert_allclose(many.predict(Z), full.predict(Z), rtol=1e-8)
+
+
+@pytest.mark.parametrize("solver", ["cg", "eigenpro"])
+def test_float32_close_to_float64(solver):
+    params = dict(sigma=SIGMA, alpha=ALPHA, random_state=0, **CONVERGED[solver])
+    if solver == "cg":
+        params["tol"] = 1e-6
+    f64 = KernelGDRegressor(options={"dtype": "float64"}, **params).fit(X, y)
+    f32 = KernelGDRegressor(options={"dtype": "float32"}, **params).fit(X, y)
+    assert_allclose(f32.predict(Z), f64.predict(Z), rtol=1e-3, atol=1e-3)
+
+
+def test_bad_options():
+    with pytest.raises(ValueError, match="Unknown options"):
+        KernelGDRegressor(options={"memory": 1}).fit(X, y)
+    with pytest.raises(ValueError, match="memory_budget"):
+        KernelGDRegressor(options={"memory_budget": -1}).fit(X, y)
+    with pytest.raises(ValueError, match="dtype"):
+        KernelGDRegressor(options={"dtype": "float16"}).fit(X, y)
+
+
+def test_early_stopping_keeps_the_best_iterate():
+    Xn = np.random.RandomState(3).uniform(-2, 2, size=(300, 2))
+    yn = np.sin(2 * Xn[:, 0]) + 0.5 * np.random.RandomState(4).normal(size=300)
+    model = KernelGDRegressor(
+        sigma=0.3, solver="gd", step_size="auto", early_stopping=True, n_iter_no_change=3,
+        validation_fraction=0.2, max_iter=5000, tol=0, random_state=0,
+    ).fit(Xn, yn)
+    curve = np.asarray(model.validation_loss_curve_)
+    assert len(curve) == model.n_iter_ == len(model.loss_curve_)
+    best = int(np.argmin(curve))
+    assert model.n_iter_ == best + 1 + 3  # stopped by patience
+    assert model.X_fit_.shape[0] == 240  # the training part only
+    # the stored model is the best iterate, not the last one: refitting
+    # exactly best + 1 updates without early stopping on the same 240 rows
+    # gives the same coefficients
+    same = KernelGDRegressor(
+        sigma=0.3, solver="gd", max_iter=best + 1, tol=0, random_state=0,
+    ).fit(model.X_fit_, yn[[np.flatnonzero((Xn == r).all(1))[0] for r in model.X_fit_]])
+    assert_allclose(same.dual_coef_, model.dual_coef_, rtol=1e-10)
+
+
+@pytest.mark.parametrize("solver", ["cg", "eigenpro"])
+def test_early_stopping_runs_with_each_solver(solver):
+    model = KernelGDRegressor(
+        solver=solver, alpha=0.0 if solver == "eigenpro" else 1e-6, early_stopping=True,
+        random_state=0,
+    ).fit(X, y)
+    assert model.validation_loss_curve_ and len(model.validation_loss_curve_) == model.n_iter_
+
+
+def test_early_stopping_precomputed_and_classifier():
+    K = kernel_matrix(X, sigma=SIGMA)
+    model = KernelGDRegressor(kernel="precomputed", early_stopping=True, random_state=0).fit(K, y)
+    assert model.dual_coef_.shape == (60,)
+    assert np.sum(model.dual_coef_ == 0) == 6  # the validation rows
+    clf = KernelGDClassifier(early_stopping=True, random_state=0).fit(X, y > 0)
+    assert clf.score(X, y > 0) > 0.8
+
+
+def test_early_stopping_needs_data():
+    with pytest.raises(ValueError, match="validation"):
+        KernelGDRegressor(early_stopping=True, validation_fraction=0.5).fit(X[:3], y[:3])
