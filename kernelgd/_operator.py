@@ -184,9 +184,8 @@ class KernelOperator:
 
     def columns(self, idx):
         """``K[:, idx]`` as float64, for an index array of centers."""
-        if self.symmetric:  # contiguous rows are much faster to gather
-
-            return np.asarray(self.rows(idx).T, dtype=np.float64)
+        if self.symmetric:  # contiguous rows: gather and convert, then transpose
+            return self.rows(idx).astype(np.float64).T
         if self.K is not None:
             return np.asarray(self.K[:, idx], dtype=np.float64)
         return np.asarray(self.kernel(self.X, self.C[idx]), dtype=np.float64)
