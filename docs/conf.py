@@ -14,7 +14,7 @@ extensions = [
 ]
 autosummary_generate = True
 numpydoc_show_class_members = False
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "_bench_*.rst"]  # included by benchmarks.rst
 html_theme = "pydata_sphinx_theme"
 # Inherited scikit-learn docstrings (score, ...) point at scikit-learn's labels.
 suppress_warnings = ["ref.ref"]
