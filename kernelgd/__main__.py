@@ -31,7 +31,7 @@ def _models(task):
     return [
         ("LogisticRegression (linear)", LogisticRegression(max_iter=1000)),
         ("SVC rbf", SVC()),
-        ("KernelGDClassifier rbf", KernelGDClassifier()),
+        ("KernelGDClassifier rbf", KernelGDClassifier(alpha=1e-3)),
     ]
 
 

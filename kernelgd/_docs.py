@@ -22,7 +22,10 @@ PARAMETERS = """\
         sigmoid kernel, parameters of a registered or callable kernel).
     alpha : float, default=0.0
         Ridge strength (>= 0) in the objective below. ``alpha`` here equals
-        scikit-learn's ``KernelRidge(alpha=n_samples * alpha)``.
+        scikit-learn's ``KernelRidge(alpha=n_samples * alpha)``. With
+        ``alpha=0`` the minimiser interpolates the training data, and only
+        stopping early (``tol``, ``max_iter``, ``early_stopping``)
+        regularises: for noisy data, set a small ``alpha`` such as 1e-4.
     solver : {"auto", "gd", "cg", "eigenpro"}, default="auto"
         ``"gd"``: the gradient-descent update of the course notes (see
         Notes). ``"cg"``: preconditioned conjugate gradient on the ridge

@@ -26,7 +26,7 @@ from scipy.linalg.lapack import dlauum as lauum
 from sklearn.exceptions import ConvergenceWarning
 
 from .._operator import blas_dot, check_budget
-from ._common import SolverResult, cholesky, eliminate_intercept, objective
+from ._common import SolverResult, cholesky, eliminate_intercept
 
 # Landmarks of the Nystroem preconditioner for the full system.
 N_LANDMARKS = 500
@@ -131,14 +131,7 @@ def _solve_full(operator, Y, w, settings, rng):
         return A, np.zeros(t), KX
 
     curve = []
-
-    def on_iter(Xc, step):
-        state["KX"] += step * state["last"]
-        A, b, F = combine(Xc, state["KX"])
-        curve.append(objective(F - b, A, b, Y, w, alpha, settings.loss))
-        _report(settings, len(curve), curve[-1])
-        return settings.callback is not None and settings.callback(A, b)
-
+    on_iter = _monitor(settings, Y, w, state, combine, lambda A, KA: np.einsum("ij,ij->", A, KA), curve)
     Xc, n_iter, converged = block_pcg(
         apply_A, B, precond, max_iter=settings.max_iter, tol=settings.tol, on_iter=on_iter
     )
@@ -186,17 +179,7 @@ def _solve_centers(operator, Y, w, settings, rng):
         return beta, np.zeros(t), KX
 
     curve = []
-
-    def on_iter(Z, step):
-        state["KX"] += step * state["last"]
-        beta, b, F = combine(Z, state["KX"])
-        value = settings.loss.value(F, Y, w)
-        if alpha:
-            value += alpha * float(np.einsum("ij,ij->", beta, Kmm @ beta))
-        curve.append(value)
-        _report(settings, len(curve), value)
-        return settings.callback is not None and settings.callback(beta, b)
-
+    on_iter = _monitor(settings, Y, w, state, combine, lambda beta, _: np.einsum("ij,ij->", beta, Kmm @ beta), curve)
     Z, n_iter, converged = block_pcg(
         apply_A, apply_Bt(rhs), lambda V: V, max_iter=settings.max_iter, tol=settings.tol,
         on_iter=on_iter,
@@ -205,9 +188,27 @@ def _solve_centers(operator, Y, w, settings, rng):
     return beta, b, n_iter, curve, converged
 
 
-def _report(settings, it, value):
-    if settings.verbose and (settings.verbose > 1 or it % 10 == 0 or it == 1):
-        print(f"[cg] iter {it:5d}  objective {value:.6e}")
+def _monitor(settings, Y, w, state, combine, penalty, curve):
+    """The per-iteration step of block_pcg: objective, progress line, callback.
+
+    ``state["KX"]`` tracks K times the iterate from the products already
+    computed (``state["last"]``), so the objective costs no extra product;
+    ``penalty(coef, K coef)`` is ``||f||_H^2``.
+    """
+
+    def on_iter(X, step):
+        state["KX"] += step * state["last"]
+        coef, b, F = combine(X, state["KX"])
+        value = settings.loss.value(F, Y, w)
+        if settings.alpha:
+            value += settings.alpha * float(penalty(coef, F - b))
+        curve.append(value)
+        it = len(curve)
+        if settings.verbose and (settings.verbose > 1 or it % 10 == 0 or it == 1):
+            print(f"[cg] iter {it:5d}  objective {value:.6e}")
+        return settings.callback is not None and settings.callback(coef, b)
+
+    return on_iter
 
 
 def solve(operator, Y, w, settings):
