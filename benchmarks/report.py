@@ -2,7 +2,7 @@
 
     python benchmarks/report.py --out-dir docs
 
-Reads benchmarks/results/{cal16k,sweep,uci}.json where present and writes
+Reads benchmarks/results/{cal16k,sweep,uci,operator}.json where present and writes
 docs/_bench_<name>.rst for each (or prints them without --out-dir), so the
 numbers in docs/benchmarks.rst are exactly those the scripts measured.
 """
@@ -70,11 +70,16 @@ def uci(data):
     return rst_table(["set", "n_train", "system", "test RMSE", "fit time / split (s)", "status"], rows)
 
 
+def operator(data):
+    rows = [[r["measure"], f"{r['seconds']:.4f}"] for r in data["rows"]]
+    return f"n = {data['n']:,}, float32\n\n" + rst_table(["measure", "median time (s)"], rows)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out-dir", help="write _bench_<name>.rst files here")
     args = parser.parse_args(argv)
-    for name, render in (("cal16k", cal16k), ("sweep", sweep), ("uci", uci)):
+    for name, render in (("cal16k", cal16k), ("sweep", sweep), ("uci", uci), ("operator", operator)):
         path = RESULTS / f"{name}.json"
         if not path.exists():
             continue

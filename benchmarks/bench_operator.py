@@ -1,0 +1,101 @@
+"""The measurements behind KernelOperator's design choices.
+
+    python benchmarks/bench_operator.py [--n 16000]
+
+1. Kernel blocks on two threads with single-threaded BLAS, against one
+   block at a time on multithreaded BLAS (the GEMM is thin, k = n_features,
+   and numpy's exp is single-threaded).
+2. K @ v from the upper triangle (BLAS symv) against the full matrix (gemv).
+3. K @ V for thin V (2 columns): one gemv per column against one gemm.
+4. scipy's symv right after a numpy product, against after a scipy product:
+   numpy and scipy ship separate OpenBLAS builds whose idle threads spin.
+
+Prints a table of median times and writes benchmarks/results/operator.json.
+"""
+
+import argparse
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from scipy.linalg import blas
+from threadpoolctl import threadpool_limits
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _harness import format_table, machine, write_json  # noqa: E402
+
+
+def median_time(func, repeat=5, before=None):
+    times = []
+    for _ in range(repeat):
+        if before is not None:
+            before()
+        start = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=16000)
+    parser.add_argument("--out", default=str(HERE / "results" / "operator.json"))
+    args = parser.parse_args(argv)
+    n, d, block = args.n, 8, 512
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    sq = np.einsum("ij,ij->i", X, X)[:, None]
+    A = np.hstack([X, sq, np.ones_like(sq)])
+    B = np.hstack([X, -0.5 * np.ones_like(sq), -0.5 * sq]).T.copy()
+    K = np.empty((n, n), dtype=np.float32)
+
+    def fill(start):
+        out = K[start : start + block]
+        np.matmul(A[start : start + block], B, out=out)
+        np.minimum(out, 0, out=out)
+        np.exp(out, out=out)
+
+    starts = list(range(0, n, block))
+
+    def serial():
+        for s in starts:
+            fill(s)
+
+    def pooled():
+        with threadpool_limits(1), ThreadPoolExecutor(2) as pool:
+            list(pool.map(fill, starts))
+
+    rows = [
+        {"measure": "K build: one block at a time, BLAS threads", "seconds": median_time(serial, 3)},
+        {"measure": "K build: two blocks at once, 1-thread BLAS", "seconds": median_time(pooled, 3)},
+    ]
+    K = (K + K.T) / 2  # symmetric, as the kernel matrix
+    v = rng.normal(size=n).astype(np.float32)
+    V = rng.normal(size=(n, 2)).astype(np.float32)
+    rows += [
+        {"measure": "K @ v: gemv on the full matrix", "seconds": median_time(lambda: K @ v)},
+        {"measure": "K @ v: symv on the upper triangle",
+         "seconds": median_time(lambda: blas.ssymv(1.0, K.T, v, lower=1))},
+        {"measure": "K @ V (2 columns): one gemm", "seconds": median_time(lambda: K @ V)},
+        {"measure": "K @ V (2 columns): one gemv per column",
+         "seconds": median_time(lambda: np.column_stack([K @ V[:, 0], K @ V[:, 1]]))},
+    ]
+    C = rng.normal(size=(n, 500))
+    r = rng.normal(size=n)
+    rows += [
+        {"measure": "symv after a scipy product", "seconds": median_time(
+            lambda: blas.ssymv(1.0, K.T, v, lower=1), before=lambda: blas.dgemv(1.0, C, r, trans=1))},
+        {"measure": "symv after a numpy product", "seconds": median_time(
+            lambda: blas.ssymv(1.0, K.T, v, lower=1), before=lambda: C.T @ r)},
+    ]
+    print(f"n = {n:,}, float32\n")
+    print(format_table(rows, [("measure", "measure", None), ("seconds", "median time (s)", "{:.4f}")]))
+    print(f"wrote {write_json(args.out, {'machine': machine(), 'n': n, 'rows': rows})}")
+
+
+if __name__ == "__main__":
+    main()
