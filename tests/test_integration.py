@@ -2,7 +2,6 @@
 
 import pickle
 
-import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 from sklearn.base import clone
