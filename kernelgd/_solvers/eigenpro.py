@@ -125,7 +125,9 @@ def solve(operator, Y, w, settings):
     A = np.zeros((n, R.shape[1]))
     if settings.coef_init is not None:
         A[:, :t] = settings.coef_init
-    u = np.asarray(operator.rows(S) @ A.astype(operator.dtype), dtype=np.float64)  # K[S] @ A
+    u = np.zeros((len(S), A.shape[1]))  # K[S] @ A, kept up to date by every step
+    if settings.coef_init is not None:  # a cold start needs no kernel rows here
+        u = np.asarray(operator.rows(S) @ A.astype(operator.dtype), dtype=np.float64)
     b = np.zeros(t)
 
     def combined(A, b):
