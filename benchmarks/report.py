@@ -2,7 +2,7 @@
 
     python benchmarks/report.py --out-dir docs
 
-Reads benchmarks/results/{cal16k,sweep,uci,operator}.json where present and writes
+Reads benchmarks/results/{cal16k,sweep,uci,operator,preconditioner}.json where present and writes
 docs/_bench_<name>.rst for each (or prints them without --out-dir), so the
 numbers in docs/benchmarks.rst are exactly those the scripts measured.
 """
@@ -75,11 +75,23 @@ def operator(data):
     return f"n = {data['n']:,}, float32\n\n" + rst_table(["measure", "median time (s)"], rows)
 
 
+def preconditioner(data):
+    rows = [
+        [r["landmarks"], r["selection"], f"{r['setup_s']:.3f}", f"{r['iterations']:.0f}",
+         f"{r['cg_s']:.3f}", f"{r['total_s']:.3f}", f"{r['test_mse']:.5f}"]
+        for r in data["rows"]
+    ]
+    header = ["landmarks", "selection", "setup (s)", "CG iterations", "CG (s)", "setup + CG (s)", "test MSE"]
+    return (f"n = {data['n']:,}, tol = {data['tol']}, medians over {data['seeds']} seeds\n\n"
+            + rst_table(header, rows))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out-dir", help="write _bench_<name>.rst files here")
     args = parser.parse_args(argv)
-    for name, render in (("cal16k", cal16k), ("sweep", sweep), ("uci", uci), ("operator", operator)):
+    for name, render in (("cal16k", cal16k), ("sweep", sweep), ("uci", uci), ("operator", operator),
+                         ("preconditioner", preconditioner)):
         path = RESULTS / f"{name}.json"
         if not path.exists():
             continue

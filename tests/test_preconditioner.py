@@ -1,0 +1,130 @@
+"""The cg solver's Nystroem preconditioner and its randomly pivoted Cholesky.
+
+References: the Nystroem approximation ``K[:, P] K[P, P]^+ K[P, :]`` on the
+pivots P formed densely, and scikit-learn's KernelRidge.
+"""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.kernel_ridge import KernelRidge
+
+from kernelgd import KernelGDRegressor, kernel_matrix
+from kernelgd._operator import KernelOperator
+from kernelgd._solvers import cg
+from kernelgd.kernels import bind_kernel
+
+
+def clustered(n=400, seed=0):
+    """One large cluster and a few small, far ones: uneven leverage."""
+    rng = np.random.RandomState(seed)
+    centers = np.array([[0.0, 0.0], [8.0, 0.0], [0.0, 8.0], [8.0, 8.0], [-8.0, 4.0]])
+    sizes = [n - 4 * (n // 40)] + [n // 40] * 4
+    return np.vstack([c + 0.7 * rng.normal(size=(k, 2)) for c, k in zip(centers, sizes)])
+
+
+def rpc(K, rank, block, seed=0, diag=None):
+    columns = lambda idx: np.asfortranarray(K[:, idx])  # noqa: E731
+    d = np.diag(K).copy() if diag is None else diag
+    return cg.rp_cholesky(columns, d, rank, np.random.RandomState(seed), block=block)
+
+
+def nystroem(K, pivots):
+    return K[:, pivots] @ np.linalg.pinv(K[np.ix_(pivots, pivots)], rcond=1e-12) @ K[pivots]
+
+
+@pytest.mark.parametrize("block", [1, 7, 30])
+def test_rp_cholesky_is_the_nystroem_approximation_on_its_pivots(block):
+    K = kernel_matrix(clustered(300), kernel="rbf", sigma=0.5)  # K[P, P] well conditioned
+    F, pivots = rpc(K, 30, block)
+    assert F.shape == (300, 30) and len(np.unique(pivots)) == 30
+    assert_allclose(F @ F.T, nystroem(K, pivots), atol=1e-9)
+
+
+def test_rp_cholesky_recovers_a_low_rank_matrix_and_stops():
+    X = np.random.RandomState(0).normal(size=(200, 4))
+    K = kernel_matrix(X, kernel="linear")  # rank 4
+    F, pivots = rpc(K, 50, 10)
+    assert F.shape[1] == 4
+    assert_allclose(F @ F.T, K, atol=1e-9)
+
+
+def test_rp_cholesky_duplicate_points():
+    X = np.repeat(np.random.RandomState(1).normal(size=(15, 2)), 20, axis=0)  # 15 distinct
+    K = kernel_matrix(X, kernel="rbf", sigma=1.0)
+    F, pivots = rpc(K, 40, 40)
+    assert F.shape[1] <= 15
+    assert len(np.unique(X[pivots], axis=0)) == len(pivots)  # one pivot per distinct point
+    assert_allclose(F @ F.T, nystroem(K, pivots), atol=1e-8)
+
+
+def test_rp_cholesky_never_pivots_on_a_zero_diagonal():
+    K = kernel_matrix(clustered(200), kernel="rbf", sigma=1.5)
+    d = np.diag(K).copy()
+    d[::2] = 0.0  # as for zero sample weights
+    _, pivots = rpc(K, 60, 10, diag=d)
+    assert np.all(pivots % 2 == 1)
+
+
+def test_rp_cholesky_beats_uniform_landmarks_on_uneven_data():
+    # The point of the pivoting: for the same rank, a much smaller residual
+    # trace where some points have high leverage (averaged over seeds).
+    K = kernel_matrix(clustered(400), kernel="rbf", sigma=1.0)
+    trace = {
+        name: np.mean([np.trace(K) - np.sum(rpc(K, 40, block, seed)[0] ** 2) for seed in range(5)])
+        for name, block in [("pivoted", 5), ("uniform", 40)]  # one round of 40 = uniform
+    }
+    assert trace["pivoted"] < 0.75 * trace["uniform"]
+
+
+def _system(X, alpha, sigma):
+    op = KernelOperator(X, bind_kernel("rbf", sigma=sigma))
+    s = np.full(len(X), 1 / np.sqrt(len(X)))
+    return op, s, lambda V: s[:, None] * op.matvec(s[:, None] * V) + alpha * V
+
+
+@pytest.mark.parametrize("block", [10, 40])
+def test_preconditioner_is_the_inverse_of_nystroem_plus_shift(block):
+    X = clustered(250)
+    op, s, _ = _system(X, 1e-3, 1.0)
+    P = cg.NystroemPreconditioner(op, s, 1e-3, 40, np.random.RandomState(0), block=block)
+    A = kernel_matrix(X, kernel="rbf", sigma=1.0) / len(X)
+    dense = nystroem(A, P.pivots) + 1e-3 * np.eye(len(X))
+    V = np.random.RandomState(1).normal(size=(len(X), 2))
+    assert_allclose(P(V), np.linalg.solve(dense, V), rtol=1e-6, atol=1e-8 * np.abs(P(V)).max())
+
+
+def test_pivoted_preconditioner_needs_fewer_cg_iterations():
+    X = clustered(600)
+    y = np.sin(X[:, 0]) + np.cos(X[:, 1])
+    op, s, apply_A = _system(X, 1e-6, 1.0)
+    B = (s * y)[:, None]
+    iterations = {}
+    for name, block in [("pivoted", 10), ("uniform", 60)]:
+        P = cg.NystroemPreconditioner(op, s, 1e-6, 60, np.random.RandomState(0), block=block)
+        _, iterations[name], converged = cg.block_pcg(apply_A, B, P, max_iter=500, tol=1e-8)
+        assert converged
+    assert iterations["pivoted"] < iterations["uniform"]
+
+
+def test_cg_with_few_landmarks_iterates_to_kernel_ridge(monkeypatch):
+    # With fewer landmarks than points the preconditioner is inexact, so cg
+    # must do the work (the other solver tests have n < N_LANDMARKS).
+    monkeypatch.setattr(cg, "N_LANDMARKS", 15)
+    X = clustered(300)
+    y = np.sin(X[:, 0]) + 0.1 * X[:, 1]
+    model = KernelGDRegressor(
+        sigma=1.0, alpha=1e-4, solver="cg", tol=1e-12, max_iter=500, fit_intercept=False, random_state=0
+    ).fit(X, y)
+    ref = KernelRidge(alpha=1e-4 * len(X), kernel="rbf", gamma=1.0).fit(X, y)
+    assert model.n_iter_ > 3
+    assert_allclose(model.dual_coef_, ref.dual_coef_, rtol=1e-6, atol=1e-6 * np.abs(ref.dual_coef_).max())
+
+
+def test_cg_on_a_zero_kernel():
+    # No pivots at all: the preconditioner is 1 / mu and the fit is exact.
+    X = np.zeros((30, 2))
+    model = KernelGDRegressor(kernel="linear", alpha=1e-2, solver="cg", fit_intercept=True).fit(
+        X, np.arange(30.0)
+    )
+    assert_allclose(model.predict(X), np.full(30, 14.5))
