@@ -14,7 +14,7 @@ linear system solved by conjugate gradient with a Nystroem preconditioner.
   Cholesky factors of ``K_mm`` and ``K_mm / m + alpha I``.
 
 The intercept is eliminated exactly by solving for the right-hand sides
-``[Y, 1]`` at once (see ``eliminate_intercept``). One pass over K per
+``[Y, 1]`` at once (see ``dual_sum_intercept`` and ``eliminate_intercept``). One pass over K per
 iteration. ``tol`` bounds the relative residual of every column.
 """
 
@@ -30,7 +30,7 @@ from scipy.linalg.lapack import dlauum as lauum
 from sklearn.exceptions import ConvergenceWarning
 
 from .._operator import blas_dot, check_budget, single_threaded_blas
-from ._common import SolverResult, cholesky, eliminate_intercept
+from ._common import SolverResult, cholesky, dual_sum_intercept, eliminate_intercept
 
 # Landmarks of the Nystroem preconditioner for the full system, and the
 # pivots drawn per round of randomly pivoted Cholesky.
@@ -190,7 +190,8 @@ def _solve_full(operator, Y, w, settings, rng):
     def combine(Xc, KX):
         A = s[:, None] * Xc
         if settings.fit_intercept:
-            return eliminate_intercept(w, Y, KX[:, :t], KX[:, t], A[:, :t], A[:, t])
+            coef, b = dual_sum_intercept(w, Y, A[:, :t], A[:, t])
+            return coef, b, KX[:, :t] - np.outer(KX[:, t], b) + b
         return A, np.zeros(t), KX
 
     curve = []

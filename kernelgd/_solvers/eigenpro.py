@@ -33,7 +33,7 @@ import numpy as np
 import scipy.linalg
 from sklearn.utils import gen_batches
 
-from ._common import NonPSDKernelWarning, SolverResult, eliminate_intercept
+from ._common import NonPSDKernelWarning, SolverResult, dual_sum_intercept
 
 SUBSAMPLE = 2000  # subsample size |S| for the eigen-directions
 TOP_Q = 100  # at most this many eigen-directions are flattened
@@ -133,15 +133,18 @@ def solve(operator, Y, w, settings):
     def combined(A, b):
         return (A[:, :t] - np.outer(A[:, t], b), b) if intercept else (A, b)
 
+    # Divergence is judged on the objective of the iteration itself, summed
+    # over the columns [Y, 1] (monotone for a stable step on a PSD kernel);
+    # the combined model's objective also moves with the intercept.
     best = (np.inf, A.copy(), b.copy(), u.copy())
     curve, converged, halvings = [], False, 0
-    previous = np.inf
+    previous_raw, first_raw = np.inf, None
 
     epoch = 0
     while epoch < settings.max_iter:
         epoch += 1
         order = rng.permutation(n) if bs < n else np.arange(n)
-        value, sum_y, sum_1 = 0.0, np.zeros(t), 0.0
+        value = raw = 0.0
         for batch in gen_batches(n, bs):
             idx = order[batch]
             KB = operator.rows(idx)
@@ -151,15 +154,14 @@ def solve(operator, Y, w, settings):
             # the objective of the combined model, with this epoch's intercept
             Fc = F[:, :t] - np.outer(F[:, t], b) + b if intercept else F
             value += float(np.einsum("i,ij,ij->", wB, Fc - Y[idx], Fc - Y[idx]))
-            if intercept:
-                sum_y += wB @ (Y[idx] - F[:, :t])
-                sum_1 += float(wB @ F[:, t])
+            raw += float(np.einsum("i,ij,ij->", wB, G, G))
             grad = (n / len(idx)) * 2.0 * wB[:, None] * G
             K_SB = np.asarray(KB[:, S].T, dtype=np.float64)
             Kg = K_SB @ grad
             if alpha:  # full batch: the ridge part of the gradient is 2 alpha A
                 Ac, _ = combined(A, b)
                 value += alpha * float(np.einsum("ij,ij->", Ac, Fc - b))
+                raw += alpha * float(np.einsum("ij,ij->", A, F))
                 Kg += 2.0 * alpha * u
                 A *= 1.0 - 2.0 * eta * alpha
                 u *= 1.0 - 2.0 * eta * alpha
@@ -167,14 +169,11 @@ def solve(operator, Y, w, settings):
             A[idx] -= eta * grad
             A[S] += eta * corr
             u += K_SS @ (eta * corr) - K_SB @ (eta * grad)
-        if intercept:  # b minimising the objective of this epoch's predictions
-            denom = 1.0 - sum_1
-            b = sum_y / denom if abs(denom) > 1e-10 else w @ Y
+        if intercept:  # the intercept of this epoch's solutions (see dual_sum_intercept)
+            b = dual_sum_intercept(w, Y, A[:, :t], A[:, t])[1]
 
-        reference = curve[0] if curve else value
-        if not np.isfinite(value) or (
-            value > 4 * min(best[0], previous) and value > 1e-8 * reference
-        ):
+        first_raw = raw if first_raw is None else first_raw
+        if not np.isfinite(raw) or (raw > 4 * min(best[0], previous_raw) and raw > 1e-8 * first_raw):
             _, A, b, u = (best[0],) + tuple(x.copy() for x in best[1:])
             halvings += 1
             if exact or halvings > MAX_HALVINGS:
@@ -189,19 +188,18 @@ def solve(operator, Y, w, settings):
             eta /= 2  # the estimated step was too large for this data
             continue
         curve.append(value)
-        if value < best[0]:
-            best = (value, A.copy(), b.copy(), u.copy())
+        if raw < best[0]:
+            best = (raw, A.copy(), b.copy(), u.copy())
         if settings.verbose and (settings.verbose > 1 or epoch % 10 == 0 or epoch == 1):
             print(f"[eigenpro] epoch {epoch:4d}  objective {value:.6e}  batch {bs}  step {eta:.4g}")
         if settings.callback is not None and settings.callback(*combined(A, b)):
             break
         # stop when an epoch lowers the objective by at most tol times its start
-        if settings.tol > 0 and len(curve) > 1 and previous - value <= settings.tol * curve[0]:
+        if settings.tol > 0 and len(curve) > 1 and previous_raw - raw <= settings.tol * first_raw:
             converged = True
             break
-        previous = value
+        previous_raw = raw
 
-    if intercept:  # exact elimination with one more product
-        F = operator.matvec(A)
-        A, b, _ = eliminate_intercept(w, Y, F[:, :t], F[:, t], A[:, :t], A[:, t])
+    if intercept:
+        A, b = dual_sum_intercept(w, Y, A[:, :t], A[:, t])
     return SolverResult(A, b, len(curve), curve, eta, converged)
