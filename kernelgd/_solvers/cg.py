@@ -167,7 +167,7 @@ class NystroemPreconditioner:
         self.G_factor = (cholesky(G, "preconditioner matrix"), False)
 
     def __call__(self, V):
-        inner = cho_solve(self.G_factor, blas_dot(self.F.T, V))
+        inner = cho_solve(self.G_factor, blas_dot(self.F.T, V), check_finite=False)
         return (V - blas_dot(self.F, inner)) / self.mu
 
 
@@ -221,11 +221,14 @@ def _solve_centers(operator, Y, w, settings, rng):
     TTt = np.triu(TTt) + np.triu(TTt, 1).T
     A_fac = cholesky(TTt / m + alpha * np.eye(m), "FALKON preconditioner")
 
+    # The factors are finite (checked by cholesky): skip scipy's O(m^2)
+    # finiteness scan on every one of the loop's solves.
     def apply_B(V):  # B = T^-1 A^-1
-        return solve_triangular(T, solve_triangular(A_fac, V), lower=False)
+        return solve_triangular(T, solve_triangular(A_fac, V, check_finite=False), check_finite=False)
 
     def apply_Bt(V):  # B' = A^-T T^-T
-        return solve_triangular(A_fac, solve_triangular(T, V, trans="T"), trans="T")
+        inner = solve_triangular(T, V, trans="T", check_finite=False)
+        return solve_triangular(A_fac, inner, trans="T", check_finite=False)
 
     rhs = operator.rmatvec(w[:, None] * _rhs_columns(Y, settings.fit_intercept))
     state = {"KX": np.zeros((n, rhs.shape[1])), "last": None}
@@ -234,7 +237,7 @@ def _solve_centers(operator, Y, w, settings, rng):
         BV = apply_B(V)
         H, KBV = operator.gram_matvec(BV, w)
         state["last"] = KBV
-        return apply_Bt(H + alpha * (Kmm @ BV))
+        return apply_Bt(H + alpha * blas_dot(Kmm, BV))
 
     def combine(Z, KX):
         beta = apply_B(Z)
@@ -243,7 +246,7 @@ def _solve_centers(operator, Y, w, settings, rng):
         return beta, np.zeros(t), KX
 
     curve = []
-    on_iter = _monitor(settings, Y, w, state, combine, lambda beta, _: np.einsum("ij,ij->", beta, Kmm @ beta), curve)
+    on_iter = _monitor(settings, Y, w, state, combine, lambda beta, _: np.einsum("ij,ij->", beta, blas_dot(Kmm, beta)), curve)
     Z, n_iter, converged = block_pcg(
         apply_A, apply_Bt(rhs), lambda V: V, max_iter=settings.max_iter, tol=settings.tol,
         on_iter=on_iter,
