@@ -47,7 +47,8 @@ PARAMETERS = """\
     tol : float, default=1e-3
         Stopping tolerance. ``"gd"`` and ``"eigenpro"`` stop when one
         iteration lowers the objective by at most ``tol`` times its initial
-        value; ``"cg"`` when the relative residual of the linear system is
+        value (for ``"eigenpro"`` with an intercept, the objective of its
+        iteration on ``[y, 1]``); ``"cg"`` when the relative residual of the linear system is
         at most ``tol``. ``tol=0`` runs exactly ``max_iter`` iterations.
     n_centers : int, default=None
         Restrict f to ``n_centers`` training points drawn at random (the

@@ -14,8 +14,9 @@ linear system solved by conjugate gradient with a Nystroem preconditioner.
   Cholesky factors of ``K_mm`` and ``K_mm / m + alpha I``.
 
 The intercept is eliminated exactly by solving for the right-hand sides
-``[Y, 1]`` at once (see ``dual_sum_intercept`` and ``eliminate_intercept``). One pass over K per
-iteration. ``tol`` bounds the relative residual of every column.
+``[Y, 1]`` at once (see ``dual_sum_intercept`` and ``eliminate_intercept``).
+One pass over K per iteration. ``tol`` bounds the relative residual of every
+column.
 """
 
 import warnings
