@@ -1,9 +1,11 @@
 """What every solver takes and returns, and helpers they share."""
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+from sklearn.exceptions import ConvergenceWarning
 
 from .._losses import SquaredLoss
 
@@ -45,12 +47,88 @@ class SolverResult:
     converged: bool = True
 
 
-def objective(KA, A, b, Y, w, alpha, loss=SquaredLoss):
-    """``sum_i w_i (f(x_i) - y_i)^2 + alpha * sum_t A_t' K A_t``."""
+def objective(KA, A, b, Y, w, alpha, loss=SquaredLoss, penalty=None):
+    """``sum_i w_i (f(x_i) - y_i)^2 + alpha * ||f||_H^2``.
+
+    ``||f||_H^2`` is ``sum_t A_t' K A_t`` for the full model, or
+    ``penalty(A)`` (``beta' K_mm beta``) for a model on centers.
+    """
     value = loss.value(KA + b, Y, w)
     if alpha:
-        value += alpha * float(np.einsum("ij,ij->", A, KA))
+        norm = np.einsum("ij,ij->", A, KA) if penalty is None else penalty(A)
+        value += alpha * float(norm)
     return value
+
+
+def baseline(Y, w, fit_intercept):
+    """The model every fit must beat: the weighted mean (or zero), and its objective."""
+    b = np.einsum("i,ij->j", w, Y) if fit_intercept else np.zeros(Y.shape[1])
+    R = Y - b
+    return b, float(np.einsum("i,ij,ij->", w, R, R))
+
+
+class IterateLog:
+    """The objective of every iterate a solver evaluates, and the best one.
+
+    ``record`` is called with the objective of iterate k (k = 1, 2, ...)
+    and keeps a copy of the best iterate, so a solver can always return the
+    best model it has seen, whatever happens after it.
+    """
+
+    def __init__(self):
+        self.curve = []
+        self.best_value, self.best, self.best_index = np.inf, None, 0
+
+    def record(self, value, coef, b):
+        self.curve.append(value)
+        if np.isfinite(value) and value < self.best_value:
+            self.best_value, self.best_index = value, len(self.curve)
+            self.best = (coef.copy(), np.array(b, dtype=np.float64, copy=True))
+
+    def since_best(self):
+        """Iterates recorded since the best one."""
+        return len(self.curve) - self.best_index
+
+
+def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step_size=None, penalty=None):
+    """The SolverResult of a run: the best of the last iterate and the logged ones.
+
+    The last iterate's objective is recomputed exactly (one product with K),
+    so ``loss_curve[-1]`` is the objective of the returned model. A model
+    that is worse than the intercept-only one, or not finite, is never
+    returned: the intercept-only model is, with a warning.
+    """
+    value = np.inf
+    if np.all(np.isfinite(coef)) and np.all(np.isfinite(b)):
+        with np.errstate(all="ignore"):
+            value = objective(operator.matvec(coef), coef, b, Y, w, settings.alpha, settings.loss, penalty)
+    curve = list(log.curve[:n_iter])
+    if len(curve) == n_iter and n_iter:
+        curve[-1] = value  # the exact value of the iterate the log estimated
+    else:
+        curve.append(value)
+    b0, value0 = baseline(Y, w, settings.fit_intercept)
+    # differences at the level of rounding do not count as worse
+    slack = 1e-12 * (value0 + float(np.einsum("i,ij,ij->", w, Y, Y)))
+    if log.best is not None and not log.best_value >= value - slack:
+        coef, b = log.best
+        curve, value = list(log.curve[: log.best_index]), log.best_value
+    if not (np.isfinite(value) and value <= value0 + slack):
+        warnings.warn(
+            f"Solver {name!r} found no model better than the intercept-only one "
+            f"(objective {value:.6g} against {value0:.6g}): the problem is too badly "
+            "conditioned in this precision. The intercept-only model is returned. "
+            "Increase alpha, scale the features, or change the kernel parameters.",
+            ConvergenceWarning,
+        )
+        coef, b = np.zeros_like(coef), b0
+        curve, converged = [value0], False
+    return SolverResult(coef, np.asarray(b, dtype=np.float64), n_iter, curve, step_size, converged)
+
+
+def warn_not_converged(name, reason, advice):
+    """A ConvergenceWarning that says why a solver stopped and what to do."""
+    warnings.warn(f"Solver {name!r} {reason}. {advice}", ConvergenceWarning, stacklevel=3)
 
 
 # Dense factorizations above this size run on one BLAS thread: multithreaded

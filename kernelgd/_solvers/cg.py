@@ -5,21 +5,21 @@ through its optimality conditions, a symmetric positive (semi-)definite
 linear system solved by conjugate gradient with a Nystroem preconditioner.
 
 * All training points as centers (``f = K a + b``): with ``S = W^1/2``,
-  ``(S K S + alpha I) c = S (y - b)`` and ``a = S c``. The preconditioner
-  is ``P = N + mu I`` with ``N`` the Nystroem approximation of ``S K S`` on
-  500 landmarks chosen by randomly pivoted Cholesky, applied by the Woodbury
-  identity in O(n m).
-* m centers (``f = K_nm beta + b``): ``(K_nm' W K_nm + alpha K_mm) beta =
-  K_nm' W (y - b)``, preconditioned as in FALKON (Rudi et al., 2017) by
-  Cholesky factors of ``K_mm`` and ``K_mm / m + alpha I``.
+  ``(Q S K S Q + alpha I) c = Q S y`` and ``a = S c``, where ``Q = I - s s'``
+  (``s = sqrt(w)``) removes the intercept: for any a the best intercept is
+  ``b = w'(y - K a)``. The preconditioner is ``Q P^-1 Q`` with ``P = N + mu I``
+  and ``N`` the Nystroem approximation of ``S K S`` on 500 landmarks chosen
+  by randomly pivoted Cholesky, applied by the Woodbury identity in O(n m).
+* m centers (``f = K_nm beta + b``): ``(K_c' W K_c + alpha K_mm) beta =
+  K_c' W y`` with the centred ``K_c = (I - 1 w') K_nm``, preconditioned as in
+  FALKON (Rudi et al., 2017) by Cholesky factors of ``K_mm`` and
+  ``K_mm / m + alpha I``; alpha is at least ``CENTERS_MIN_RIDGE`` times the
+  mean of ``k(c, c)``.
 
-The intercept is eliminated exactly by solving for the right-hand sides
-``[Y, 1]`` at once (see ``dual_sum_intercept`` and ``eliminate_intercept``).
-One pass over K per iteration. ``tol`` bounds the relative residual of every
-column.
+Centring eliminates the intercept without a division and without a second
+right-hand side. One pass over K per iteration. ``tol`` bounds the relative
+residual of every column; the best iterate by the objective is returned.
 """
-
-import warnings
 
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
@@ -28,18 +28,21 @@ from scipy.linalg.blas import dsyrk as syrk
 from scipy.linalg.blas import dtrsm as trsm
 from scipy.linalg.lapack import dpstrf as pstrf
 from scipy.linalg.lapack import dlauum as lauum
-from sklearn.exceptions import ConvergenceWarning
 
 from .._operator import blas_dot, check_budget, single_threaded_blas
-from ._common import SolverResult, cholesky, dual_sum_intercept, eliminate_intercept
+from ._common import IterateLog, cholesky, finish, warn_not_converged
 
 # Landmarks of the Nystroem preconditioner for the full system, and the
 # pivots drawn per round of randomly pivoted Cholesky.
 N_LANDMARKS = 500
 RPC_BLOCK = 100
+# With centers, the ridge is at least this times the mean of k(c, c).
+CENTERS_MIN_RIDGE = 1e-7
+# Iterations without a new best objective before stopping for lack of progress.
+NO_PROGRESS_PATIENCE = 20
 
 
-def block_pcg(apply_A, B, apply_P, *, max_iter, tol, on_iter=None):
+def block_pcg(apply_A, B, apply_P, *, max_iter, tol, on_iter=None, x0=None, state=None):
     """Conjugate gradient on ``A X = B``, one independent run per column of B.
 
     Parameters
@@ -50,42 +53,56 @@ def block_pcg(apply_A, B, apply_P, *, max_iter, tol, on_iter=None):
     on_iter : callable, default=None
         ``on_iter(X, step) -> bool`` after every iteration, with the column
         steps taken; True stops.
+    x0 : ndarray of shape (n, k), default=None
+        The starting point (zero by default).
+    state : dict, default=None
+        With x0, ``state["KX"]`` is set to ``state["last"]`` after the
+        product ``A x0`` (the callers' record of K times the iterate).
 
     Returns
     -------
-    X, n_iter, converged
+    X, n_iter, status
+        status is "converged" (every relative residual at most tol),
+        "max_iter", "stalled" (a column lost conjugacy: ``p'A p <= 0`` in
+        rounding) or "stopped" (on_iter returned True).
     """
-    X = np.zeros_like(B)
-    R = B.copy()
+    if x0 is None:
+        X, R = np.zeros_like(B), B.copy()
+    else:
+        X = np.array(x0, dtype=np.float64)
+        R = B - apply_A(X)
+        if state is not None:
+            state["KX"] = state["last"].copy()
     Z = apply_P(R)
     P = Z.copy()
     rz = np.einsum("ij,ij->j", R, Z)
     b_norm = np.linalg.norm(B, axis=0)
     b_norm[b_norm == 0] = 1.0
     active = np.linalg.norm(R, axis=0) / b_norm > tol
+    stalled = False
     it = 0
     for it in range(1, max_iter + 1):
         if not active.any():
-            return X, it - 1, True
+            return X, it - 1, "stalled" if stalled else "converged"
         AP = apply_A(P)
         pap = np.einsum("ij,ij->j", P, AP)
-        ok = active & (pap > 0)
-        step = np.where(ok, rz / np.where(ok, pap, 1.0), 0.0)
+        lost = active & ~(pap > 0) | active & ~(rz > 0)
+        if lost.any():  # no descent left in these columns: they stop here
+            stalled, active = True, active & ~lost
+        step = np.where(active, rz / np.where(active, pap, 1.0), 0.0)
         X += step * P
         R -= step * AP
         if on_iter is not None and on_iter(X, step):
-            return X, it, False
+            return X, it, "stopped"
         active &= np.linalg.norm(R, axis=0) / b_norm > tol
         Z = apply_P(R)
         rz_new = np.einsum("ij,ij->j", R, Z)
         beta = np.where(rz > 0, rz_new / np.where(rz > 0, rz, 1.0), 0.0)
         P = Z + beta * P
         rz = rz_new
-    return X, it, not active.any()
-
-
-def _rhs_columns(Y, fit_intercept):
-    return np.column_stack([Y, np.ones(len(Y))]) if fit_intercept else Y
+    if not active.any():
+        return X, it, "stalled" if stalled else "converged"
+    return X, it, "max_iter"
 
 
 def rp_cholesky(columns, diag, rank, rng, block=RPC_BLOCK):
@@ -176,47 +193,59 @@ def _solve_full(operator, Y, w, settings, rng):
     n, t = Y.shape
     alpha = settings.alpha
     s = np.sqrt(w)
+    center = settings.fit_intercept
     diag_mean = float(np.mean(operator.diag() * w))
-    # The preconditioner needs a positive shift even without ridge.
-    mu = max(alpha, 1e-6 * diag_mean)
+    # mu = alpha makes P^-1 (N + alpha I) + ... well conditioned (the Nystroem
+    # residual only adds eigenvalues above 1); without ridge P needs a shift.
+    mu = alpha if alpha > 0 else max(1e-6 * diag_mean, np.finfo(float).tiny)
     precond = NystroemPreconditioner(operator, s, mu, N_LANDMARKS, rng)
-    B = s[:, None] * _rhs_columns(Y, settings.fit_intercept)
-    state = {"KX": np.zeros_like(B), "last": None}
+    y_bar = np.einsum("i,ij->j", w, Y) if center else np.zeros(t)
+
+    def project(V):  # Q = I - s s': b is eliminated by centring (s's = 1)
+        return V - np.outer(s, s @ V) if center else V
 
     def apply_A(V):
         KV = operator.matvec(s[:, None] * V)
         state["last"] = KV
-        return s[:, None] * KV + alpha * V
+        return project(s[:, None] * KV) + alpha * V
 
-    def combine(Xc, KX):
-        A = s[:, None] * Xc
-        if settings.fit_intercept:
-            coef, b = dual_sum_intercept(w, Y, A[:, :t], A[:, t])
-            return coef, b, KX[:, :t] - np.outer(KX[:, t], b) + b
-        return A, np.zeros(t), KX
+    def combine(C, KX):
+        A = s[:, None] * C
+        b = y_bar - np.einsum("i,ij->j", w, KX) if center else np.zeros(t)
+        return A, b, KX + b
 
-    curve = []
-    on_iter = _monitor(settings, Y, w, state, combine, lambda A, KA: np.einsum("ij,ij->", A, KA), curve)
-    Xc, n_iter, converged = block_pcg(
-        apply_A, B, precond, max_iter=settings.max_iter, tol=settings.tol, on_iter=on_iter
+    state = {"last": None, "KX": np.zeros((n, t))}
+    X0 = None
+    if settings.coef_init is not None:  # warm start: c = a / s on the weighted rows
+        X0 = project(np.divide(settings.coef_init, s[:, None], out=np.zeros((n, t)), where=s[:, None] > 0))
+    log = IterateLog()
+    on_iter = _monitor(settings, Y, w, state, combine, lambda A, KA: np.einsum("ij,ij->", A, KA), log)
+    C, n_iter, status = block_pcg(
+        apply_A, project(s[:, None] * (Y - y_bar)), lambda V: project(precond(V)),
+        max_iter=settings.max_iter, tol=settings.tol, on_iter=on_iter, x0=X0, state=state,
     )
-    A, b, _ = combine(Xc, state["KX"])
-    return A, b, n_iter, curve, converged
+    A, b, _ = combine(C, state["KX"])
+    return A, b, n_iter, log, _status(status, state), None
 
 
 def _solve_centers(operator, Y, w, settings, rng):
     n, t = Y.shape
     m = operator.m
-    alpha = settings.alpha
+    center = settings.fit_intercept
     check_budget(
         3 * m * m * 8, f"n_centers={m} (three m x m matrices)", settings.memory_budget,
         "Use fewer centers (n_centers) or raise options['memory_budget'].",
     )
     Kmm = operator.center_matrix()
+    diag_mean = float(np.mean(np.diagonal(Kmm)))
+    # FALKON needs a positive ridge: without one, K_nm'W K_nm is as singular
+    # as K_mm and CG stalls. The floor is far below any statistically useful
+    # ridge (documented with the alpha parameter).
+    alpha = max(settings.alpha, CENTERS_MIN_RIDGE * diag_mean)
     # FALKON's jitter m * eps(dtype): K_mm is nearly singular for smooth
     # kernels, and beta = B z is an exact change of variables, so the jitter
     # only shapes the preconditioner, never the solution.
-    jitter = m * np.finfo(operator.dtype).eps * float(np.mean(np.diagonal(Kmm)))
+    jitter = m * np.finfo(operator.dtype).eps * diag_mean
     T = cholesky(Kmm + jitter * np.eye(m), "center kernel matrix")  # Kmm = T'T
     TTt = lauum(T, lower=0)[0]  # T T' in place from the triangle: m^3/3 flops
     TTt = np.triu(TTt) + np.triu(TTt, 1).T
@@ -231,32 +260,48 @@ def _solve_centers(operator, Y, w, settings, rng):
         inner = solve_triangular(T, V, trans="T", check_finite=False)
         return solve_triangular(A_fac, inner, trans="T", check_finite=False)
 
-    rhs = operator.rmatvec(w[:, None] * _rhs_columns(Y, settings.fit_intercept))
-    state = {"KX": np.zeros((n, rhs.shape[1])), "last": None}
+    # The intercept is eliminated by centring: for a given beta the best b is
+    # w'(y - K beta), which leaves K_c = (I - 1 w') K in the normal equations,
+    # K_c' W K_c = K'W K - k_w k_w' with k_w = K'w. No division, no extra column.
+    y_bar = np.einsum("i,ij->j", w, Y) if center else np.zeros(t)
+    k_w = operator.rmatvec(w) if center else None
+    rhs = operator.rmatvec(w[:, None] * (Y - y_bar))
 
     def apply_A(V):
         BV = apply_B(V)
         H, KBV = operator.gram_matvec(BV, w)
         state["last"] = KBV
+        if center:
+            H -= np.outer(k_w, k_w @ BV)
         return apply_Bt(H + alpha * blas_dot(Kmm, BV))
 
     def combine(Z, KX):
         beta = apply_B(Z)
-        if settings.fit_intercept:
-            return eliminate_intercept(w, Y, KX[:, :t], KX[:, t], beta[:, :t], beta[:, t])
-        return beta, np.zeros(t), KX
+        b = y_bar - k_w @ beta if center else np.zeros(t)
+        return beta, b, KX + b
 
-    curve = []
-    on_iter = _monitor(settings, Y, w, state, combine, lambda beta, _: np.einsum("ij,ij->", beta, blas_dot(Kmm, beta)), curve)
-    Z, n_iter, converged = block_pcg(
+    def penalty(beta):
+        return np.einsum("ij,ij->", beta, blas_dot(Kmm, beta))
+
+    state = {"last": None, "KX": np.zeros((n, t))}
+    Z0 = None
+    if settings.coef_init is not None:  # warm start: z = B^-1 beta = A_fac T beta
+        Z0 = blas_dot(A_fac, blas_dot(T, settings.coef_init))
+    log = IterateLog()
+    on_iter = _monitor(settings, Y, w, state, combine, lambda beta, _: penalty(beta), log)
+    Z, n_iter, status = block_pcg(
         apply_A, apply_Bt(rhs), lambda V: V, max_iter=settings.max_iter, tol=settings.tol,
-        on_iter=on_iter,
+        on_iter=on_iter, x0=Z0, state=state,
     )
     beta, b, _ = combine(Z, state["KX"])
-    return beta, b, n_iter, curve, converged
+    return beta, b, n_iter, log, _status(status, state), penalty
 
 
-def _monitor(settings, Y, w, state, combine, penalty, curve):
+def _status(status, state):
+    return "no_progress" if status == "stopped" and state.get("no_progress") else status
+
+
+def _monitor(settings, Y, w, state, combine, penalty, log):
     """The per-iteration step of block_pcg: objective, progress line, callback.
 
     ``state["KX"]`` tracks K times the iterate from the products already
@@ -270,10 +315,13 @@ def _monitor(settings, Y, w, state, combine, penalty, curve):
         value = settings.loss.value(F, Y, w)
         if settings.alpha:
             value += settings.alpha * float(penalty(coef, F - b))
-        curve.append(value)
-        it = len(curve)
+        log.record(value, coef, b)
+        it = len(log.curve)
         if settings.verbose and (settings.verbose > 1 or it % 10 == 0 or it == 1):
             print(f"[cg] iter {it:5d}  objective {value:.6e}")
+        if settings.tol > 0 and log.since_best() >= NO_PROGRESS_PATIENCE:
+            state["no_progress"] = True  # rounding has taken over: stop
+            return True
         return settings.callback is not None and settings.callback(coef, b)
 
     return on_iter
@@ -297,17 +345,22 @@ def solve(operator, Y, w, settings):
     """
     rng = np.random.RandomState(settings.random_state)
     run = _solve_full if operator.symmetric else _solve_centers
-    coef, b, n_iter, curve, converged = run(operator, Y, w, settings, rng)
-    if not converged and settings.tol > 0 and n_iter == settings.max_iter:
-        warnings.warn(
-            f"Solver 'cg' did not reach tol={settings.tol:g} in max_iter="
-            f"{settings.max_iter} iterations. Increase max_iter or alpha.",
-            ConvergenceWarning,
+    coef, b, n_iter, log, status, penalty = run(operator, Y, w, settings, rng)
+    if status == "stalled":
+        warn_not_converged(
+            "cg", f"stopped at iteration {n_iter} for lack of progress: the search directions "
+            "lost conjugacy in rounding",
+            "The model is the best iterate seen. Increase alpha or use options={'dtype': 'float64'}.",
         )
-    if not (np.all(np.isfinite(coef)) and np.all(np.isfinite(b))):
-        raise ValueError(
-            "Solver 'cg' produced non-finite coefficients: the system is too badly "
-            "conditioned in this precision. Increase alpha or use "
-            "options={'dtype': 'float64'}."
+    elif status == "no_progress":
+        warn_not_converged(
+            "cg", f"stopped at iteration {n_iter} for lack of progress: the objective has not "
+            f"decreased for {NO_PROGRESS_PATIENCE} iterations (rounding)",
+            "The model is the best iterate seen. Increase alpha or use options={'dtype': 'float64'}.",
         )
-    return SolverResult(coef, b, n_iter, curve, None, converged)
+    elif status == "max_iter" and settings.tol > 0:
+        warn_not_converged(
+            "cg", f"did not reach tol={settings.tol:g} in max_iter={settings.max_iter} iterations",
+            "Increase max_iter or alpha.",
+        )
+    return finish("cg", operator, Y, w, settings, coef, b, log, n_iter, status == "converged", None, penalty)

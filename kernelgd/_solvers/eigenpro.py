@@ -33,8 +33,8 @@ import numpy as np
 import scipy.linalg
 from sklearn.utils import gen_batches
 
-from .._operator import blas_dot
-from ._common import NonPSDKernelWarning, SolverResult, dual_sum_intercept
+from .._operator import blas_dot, single_threaded_blas
+from ._common import NonPSDKernelWarning, IterateLog, baseline, dual_sum_intercept, finish, warn_not_converged
 
 SUBSAMPLE = 2000  # subsample size |S| for the eigen-directions
 TOP_Q = 100  # at most this many eigen-directions are flattened
@@ -43,6 +43,10 @@ TOP_Q = 100  # at most this many eigen-directions are flattened
 EIGEN_FLOOR = 1e-4
 MIN_BATCH = 64
 MAX_HALVINGS = 20
+# Rows per batch whose kernel block estimates the gradient norm.
+GRAD_SAMPLE = 2000
+# Epochs without a new best objective before stopping for lack of progress.
+NO_PROGRESS_PATIENCE = 10
 
 
 def _preconditioner(operator, w, rng):
@@ -71,8 +75,9 @@ def _preconditioner(operator, w, rng):
     q = min(TOP_Q, size - 1)
     if q < 1:  # a single point: nothing to flatten
         return S, K_SS, np.zeros((size, 0)), np.zeros(0), float(K_SS[0, 0] * omega[0]), 0.0, exact
-    lam, U = scipy.linalg.eigh(root[:, None] * K_SS * root[None, :], subset_by_index=[size - q - 1, size - 1])
-    lam, U = lam[::-1], U[:, ::-1]
+    lam, U = _top_eigenpairs(root[:, None] * K_SS * root[None, :], q)
+    if not lam[0] > 0:  # no positive direction: the caller returns the baseline
+        return S, K_SS, np.zeros((size, 0)), np.zeros(0), 0.0, 0.0, exact
     # tau: the (k+1)-th eigenvalue, with k the flattened directions above the floor
     k = int(np.searchsorted(-lam[1:], -EIGEN_FLOOR * lam[0], side="right"))
     tau = max(float(lam[k]), EIGEN_FLOOR * float(lam[0]), np.finfo(float).tiny)
@@ -84,6 +89,66 @@ def _preconditioner(operator, w, rng):
     k_P = np.diagonal(K_SS) - (shrink * lam * U**2).sum(axis=1) / omega
     beta = operator.n * float((w[S] * np.maximum(k_P, 0)).max())
     return S, K_SS, Vt, D, tau, beta, exact
+
+
+def _top_eigenpairs(M, q):
+    """The q + 1 largest eigenpairs of the symmetric M, largest first.
+
+    One BLAS thread (multithreaded eigh ran 50x slower on a loaded 2-core
+    machine); LAPACK's MRRR driver can fail on clustered spectra (a kernel
+    near the identity), where bisection (evx) and then the full
+    decomposition still succeed.
+    """
+    size = len(M)
+    with single_threaded_blas():
+        for driver in ("evr", "evx"):
+            try:
+                lam, U = scipy.linalg.eigh(M, subset_by_index=[size - q - 1, size - 1], driver=driver)
+                break
+            except (np.linalg.LinAlgError, ValueError):
+                continue
+        else:
+            lam, U = scipy.linalg.eigh(M)
+            lam, U = lam[size - q - 1 :], U[:, size - q - 1 :]
+    return lam[::-1], U[:, ::-1]
+
+
+class _GradientNorm:
+    """``||grad L||^2 = g'K g + (sum_i g_i)^2`` of an iterate, from the batches of an epoch.
+
+    ``g'K g`` is estimated without a pass over K: each batch contributes the
+    rows of a random subset R of it and the block ``K[R, R]`` it has already
+    read; diagonal and off-diagonal terms are reweighted by the chance that a
+    row, or a pair, is sampled. Exact when one batch of at most
+    ``GRAD_SAMPLE`` rows covers the data.
+    """
+
+    def __init__(self, n, rng):
+        self.n, self.rng = n, rng
+        self.diag = self.off = self.gsum = 0.0
+        self.rows = self.pairs = 0
+
+    def add(self, KB, idx, G, Gsum):
+        size = len(idx)
+        pos = np.arange(size) if size <= GRAD_SAMPLE else np.sort(self.rng.choice(size, GRAD_SAMPLE, replace=False))
+        K_RR = np.asarray(np.take(KB[pos], idx[pos], axis=1), dtype=np.float64)
+        GR = G[pos]
+        quad = float(np.einsum("ij,ik,kj->", GR, K_RR, GR))
+        d = float(np.einsum("ij,i,ij->", GR, np.diagonal(K_RR), GR))
+        self.diag += d
+        self.off += quad - d
+        self.rows += len(pos)
+        self.pairs += len(pos) * (len(pos) - 1)
+        self.gsum = self.gsum + Gsum
+
+    def value(self, fit_intercept):
+        n = self.n
+        est = n / self.rows * self.diag
+        if self.pairs:
+            est += n * (n - 1) / self.pairs * self.off
+        if fit_intercept:
+            est += float(np.sum(np.asarray(self.gsum) ** 2))
+        return max(est, 0.0)
 
 
 def solve(operator, Y, w, settings):
@@ -101,14 +166,23 @@ def solve(operator, Y, w, settings):
     Returns
     -------
     SolverResult
-        ``n_iter`` counts epochs; ``loss_curve`` holds the objective of each
-        epoch (for mini-batches, the mean of the batch losses seen during it).
+        ``n_iter`` counts epochs; ``loss_curve`` holds the exact objective of
+        the iterate after each epoch, up to the one returned.
     """
     rng = np.random.RandomState(settings.random_state)
     n, t = Y.shape
     alpha = settings.alpha
     operator.mirror_lower()  # mini-batches read whole rows of K
     S, K_SS, V, D, tau, beta, exact = _preconditioner(operator, w, rng)
+    log = IterateLog()
+    if not tau > 0:  # K[S, S] has no positive eigenvalue: nothing to descend on
+        warnings.warn(
+            f"Solver 'eigenpro': the {settings.kernel_name} kernel matrix has no positive "
+            "eigenvalue on the training data; the intercept-only model is returned.",
+            NonPSDKernelWarning,
+        )
+        A0 = np.zeros((n, t))
+        return finish("eigenpro", operator, Y, w, settings, A0, baseline(Y, w, settings.fit_intercept)[0], log, 0, False)
 
     if exact:  # exact eigen-directions: the top of P (K + alpha) is tau + alpha
         bs, eta = n, 0.9 / (tau + alpha)
@@ -119,50 +193,66 @@ def solve(operator, Y, w, settings):
         bs = int(max(1, min(bs, settings.memory_budget // (operator.itemsize * n))))
         eta = bs / (2.0 * (beta + (bs - 1) * tau + bs * alpha))
 
-    # The intercept is eliminated as in solver "cg": iterate on the
-    # right-hand sides [Y, 1] and combine (the iteration is linear in them).
+    # The intercept is eliminated as the sum of the dual coefficients: iterate
+    # on the right-hand sides [Y, 1] and combine (the iteration is linear in them).
     intercept = settings.fit_intercept
     R = np.column_stack([Y, np.ones(n)]) if intercept else Y
-    A = np.zeros((n, R.shape[1]))
+    k = R.shape[1]
+    A = np.zeros((n, k))
+    b = np.zeros(t)
     if settings.coef_init is not None:
         A[:, :t] = settings.coef_init
-    u = np.zeros((len(S), A.shape[1]))  # K[S] @ A, kept up to date by every step
+        if intercept:  # the warm intercept rides on the constant column's fit
+            b = settings.intercept_init.copy()
+    u = np.zeros((len(S), k))  # K[S] @ A, kept up to date by every step
     if settings.coef_init is not None:  # a cold start needs no kernel rows here
         u = np.asarray(operator.rows(S) @ A.astype(operator.dtype), dtype=np.float64)
-    b = np.zeros(t)
 
     def combined(A, b):
         return (A[:, :t] - np.outer(A[:, t], b), b) if intercept else (A, b)
 
-    # Divergence is judged on the objective of the iteration itself, summed
-    # over the columns [Y, 1] (monotone for a stable step on a PSD kernel);
-    # the combined model's objective also moves with the intercept.
-    best = (np.inf, A.copy(), b.copy(), u.copy())
-    curve, converged, halvings = [], False, 0
-    previous_raw, first_raw = np.inf, None
+    from .gd import reference_gradient_norm2
 
+    ref2 = reference_gradient_norm2(operator, Y, w, settings)
+    best_raw, best_raw_value, previous_raw, first_raw = None, np.inf, np.inf, None
+    converged, reason, halvings = False, None, 0
     epoch = 0
     while epoch < settings.max_iter:
         epoch += 1
+        snap = (A.copy(), u.copy(), b.copy())  # the iterate this epoch evaluates
+        Ac_snap, b_snap = combined(snap[0], snap[2])
         order = rng.permutation(n) if bs < n else np.arange(n)
-        value = raw = 0.0
+        value, raw, grad_norm = 0.0, 0.0, _GradientNorm(n, rng)
         for batch in gen_batches(n, bs):
             idx = order[batch]
             KB = operator.rows(idx)
-            F = operator.dot(KB, A)
+            if bs < n:  # A moves within the epoch: evaluate the snapshot too, in one product
+                both = operator.dot(KB, np.hstack([A, snap[0]]))
+                F, F_snap = both[:, :k], both[:, k:]
+            else:
+                F = F_snap = operator.dot(KB, A)
             wB = w[idx]
+            # the objective of the iteration on [Y, 1] (monotone for a stable step)
+            Gs = F_snap - R[idx]
+            raw += float(np.einsum("i,ij,ij->", wB, Gs, Gs))
+            if alpha:
+                raw += alpha * float(np.einsum("ij,ij->", snap[0][idx], F_snap))
+            # the exact objective and gradient of the snapshot's combined model
+            Fc = F_snap[:, :t] - np.outer(F_snap[:, t], b_snap) + b_snap if intercept else F_snap
+            Rc = Fc - Y[idx]
+            value += float(np.einsum("i,ij,ij->", wB, Rc, Rc))
+            Gc = 2.0 * wB[:, None] * Rc
+            Gsum = Gc.sum(axis=0)
+            if alpha:
+                value += alpha * float(np.einsum("ij,ij->", Ac_snap[idx], Fc - b_snap))
+                Gc += 2.0 * alpha * Ac_snap[idx]
+            grad_norm.add(KB, idx, Gc, Gsum)
+            # the EigenPro step on the current iterate
             G = F - R[idx]
-            # the objective of the combined model, with this epoch's intercept
-            Fc = F[:, :t] - np.outer(F[:, t], b) + b if intercept else F
-            value += float(np.einsum("i,ij,ij->", wB, Fc - Y[idx], Fc - Y[idx]))
-            raw += float(np.einsum("i,ij,ij->", wB, G, G))
             grad = (n / len(idx)) * 2.0 * wB[:, None] * G
             K_SB = np.take(KB, S, axis=1).astype(np.float64).T  # take: 2x faster than KB[:, S]
             Kg = blas_dot(K_SB, grad)
-            if alpha:  # full batch: the ridge part of the gradient is 2 alpha A
-                Ac, _ = combined(A, b)
-                value += alpha * float(np.einsum("ij,ij->", Ac, Fc - b))
-                raw += alpha * float(np.einsum("ij,ij->", A, F))
+            if alpha:  # the ridge part of the gradient is 2 alpha A
                 Kg += 2.0 * alpha * u
                 A *= 1.0 - 2.0 * eta * alpha
                 u *= 1.0 - 2.0 * eta * alpha
@@ -173,34 +263,54 @@ def solve(operator, Y, w, settings):
         if intercept:  # the intercept of this epoch's solutions (see dual_sum_intercept)
             b = dual_sum_intercept(w, Y, A[:, :t], A[:, t])[1]
 
-        first_raw = raw if first_raw is None else first_raw
-        if not np.isfinite(raw) or (raw > 4 * min(best[0], previous_raw) and raw > 1e-8 * first_raw):
-            _, A, b, u = (best[0],) + tuple(x.copy() for x in best[1:])
-            halvings += 1
-            if exact or halvings > MAX_HALVINGS:
-                # a stable step diverges only along negative eigenvalues
-                warnings.warn(
-                    f"Solver 'eigenpro' stopped at epoch {epoch}: the objective rose "
-                    f"with a stable step, so the {settings.kernel_name} kernel matrix is "
-                    "not positive semi-definite. Increase alpha or use a PSD kernel.",
-                    NonPSDKernelWarning,
-                )
-                break
-            eta /= 2  # the estimated step was too large for this data
-            continue
-        curve.append(value)
-        if raw < best[0]:
-            best = (raw, A.copy(), b.copy(), u.copy())
+        first_raw = raw if epoch == 1 else first_raw
+        if epoch > 1:  # the snapshot is the iterate after epoch - 1
+            if not np.isfinite(raw) or (raw > 4 * min(best_raw_value, previous_raw) and raw > 1e-8 * first_raw):
+                halvings += 1
+                if best_raw is not None:
+                    A, u, b = (x.copy() for x in best_raw)
+                if exact or halvings > MAX_HALVINGS:
+                    # a stable step diverges only along negative eigenvalues
+                    warnings.warn(
+                        f"Solver 'eigenpro' stopped at epoch {epoch}: the objective rose "
+                        f"with a stable step, so the {settings.kernel_name} kernel matrix is "
+                        "not positive semi-definite. The best iterate seen is returned; "
+                        "increase alpha or use a PSD kernel.",
+                        NonPSDKernelWarning,
+                    )
+                    reason, epoch = "diverged", log.best_index
+                    break
+                eta /= 2  # the estimated step was too large for this data
+                continue
+            log.record(value, Ac_snap, b_snap)
+            if log.best_index == len(log.curve):
+                best_raw = snap
+            best_raw_value = min(best_raw_value, raw)
+        previous_raw = raw
         if settings.verbose and (settings.verbose > 1 or epoch % 10 == 0 or epoch == 1):
             print(f"[eigenpro] epoch {epoch:4d}  objective {value:.6e}  batch {bs}  step {eta:.4g}")
-        if settings.callback is not None and settings.callback(*combined(A, b)):
-            break
-        # stop when an epoch lowers the objective by at most tol times its start
-        if settings.tol > 0 and len(curve) > 1 and previous_raw - raw <= settings.tol * first_raw:
+        grad2 = grad_norm.value(intercept)
+        if settings.tol > 0 and grad2 <= settings.tol**2 * ref2:
             converged = True
             break
-        previous_raw = raw
+        if settings.callback is not None and settings.callback(*combined(A, b)):
+            reason = "callback"
+            break
+        if settings.tol > 0 and log.since_best() >= NO_PROGRESS_PATIENCE:
+            reason = "stalled"
+            break
 
-    if intercept:
-        A, b = dual_sum_intercept(w, Y, A[:, :t], A[:, t])
-    return SolverResult(A, b, len(curve), curve, eta, converged)
+    if reason == "stalled":
+        warn_not_converged(
+            "eigenpro", f"stopped at epoch {epoch} for lack of progress: the objective has not "
+            f"decreased for {NO_PROGRESS_PATIENCE} epochs",
+            "The model is the best iterate seen. Increase alpha, or use solver='cg'.",
+        )
+    elif not converged and reason is None and settings.tol > 0:
+        warn_not_converged(
+            "eigenpro", f"did not converge in max_iter={settings.max_iter} epochs (the gradient "
+            f"norm is {np.sqrt(grad2 / max(ref2, 1e-300)):.2e} of its initial value, above tol={settings.tol:g})",
+            "Increase max_iter or alpha, or use early_stopping=True.",
+        )
+    coef, b = combined(A, b)
+    return finish("eigenpro", operator, Y, w, settings, coef, b, log, epoch, converged, eta)

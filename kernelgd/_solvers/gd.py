@@ -8,24 +8,26 @@ iteration applies
     b   <- b   - eta * sum_i 2 w_i (f(x_i) - y_i)          (fit_intercept)
 
 which is primal gradient descent on ``beta = sum_i a_i phi(x_i)`` carried
-out through the kernel. One product ``K @ a`` per iteration.
+out through the kernel. One product ``K @ g`` per iteration: the dual
+gradient ``g`` times K gives both the next ``K a`` and the norm of the
+primal gradient, ``||grad L||^2 = g'K g + (sum_i g_i)^2``.
+
+The fit stops when that norm is at most ``tol`` times its value at the
+intercept-only model (the zero model without intercept): a scale-free test
+that does not depend on where the iteration started, so a warm start from a
+converged model stops at once.
 """
 
 import warnings
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
-from ._common import NonPSDKernelWarning, SolverResult, objective, stable_step_bound
+from ._common import NonPSDKernelWarning, IterateLog, baseline, finish, stable_step_bound, warn_not_converged
 
 # Safety factor on the stable bound for step_size="auto".
 AUTO_STEP_FRACTION = 0.9
-
-
-def _diverged(loss, previous, initial):
-    # For a stable step the objective of a convex quadratic never increases;
-    # allow rounding-level increases only.
-    return not np.isfinite(loss) or loss > previous * (1 + 1e-7) + 1e-13 * initial
+# Iterations without a new best objective before stopping for lack of progress.
+NO_PROGRESS_PATIENCE = 10
 
 
 def _step_error(eta, it, bound):
@@ -34,6 +36,22 @@ def _step_error(eta, it, bound):
         f"iteration {it}. The stable bound for this data is step_size < "
         f"{bound:.6g}; use a smaller step_size or step_size='auto'."
     )
+
+
+def gradient_norm2(G, KG, gb):
+    """``||grad L||^2`` of the primal from the dual gradient G, K G and the intercept's gradient."""
+    value = float(np.einsum("ij,ij->", G, KG))
+    if gb is not None:
+        value += float(np.sum(gb**2))
+    return max(value, 0.0)
+
+
+def reference_gradient_norm2(operator, Y, w, settings):
+    """``||grad L||^2`` at the intercept-only model: the scale of the stopping test."""
+    b0, _ = baseline(Y, w, settings.fit_intercept)
+    G0 = settings.loss.gradient(np.broadcast_to(b0, Y.shape), Y, w)
+    gb = G0.sum(axis=0) if settings.fit_intercept else None
+    return gradient_norm2(G0, operator.matvec(G0), gb)
 
 
 def solve(operator, Y, w, settings):
@@ -66,55 +84,70 @@ def solve(operator, Y, w, settings):
     if not settings.fit_intercept:
         b[:] = 0.0
     KA = np.zeros_like(A) if settings.coef_init is None else operator.matvec(A)
-    previous = initial = objective(KA, A, b, Y, w, alpha, loss)
-    curve = []
-    converged = False
+    ref2 = reference_gradient_norm2(operator, Y, w, settings)
+    log = IterateLog()
+    previous = loss.value(KA + b, Y, w) + alpha * float(np.einsum("ij,ij->", A, KA))
+    converged, reason = False, None
     report_every = max(1, settings.max_iter // 10) if settings.verbose < 2 else 1
 
     it = 0
-    for it in range(1, settings.max_iter + 1):
-        A_prev, b_prev = A.copy(), b.copy()
+    while it < settings.max_iter:
         G = loss.gradient(KA + b, Y, w)  # 2 w_i (f(x_i) - y_i)
-        if settings.fit_intercept:
-            b -= eta * G.sum(axis=0)
+        gb = G.sum(axis=0)
         if alpha:
             G += 2.0 * alpha * A
+        it += 1
+        if settings.fit_intercept:
+            b -= eta * gb
         A -= eta * G
-        KA = operator.matvec(A)
-        current = objective(KA, A, b, Y, w, alpha, loss)
-        if _diverged(current, previous, initial):
+        KA_prev, KA = KA, operator.matvec(A)
+        # K G = (K a_old - K a_new) / eta: the gradient norm at the previous
+        # iterate for free (its cancellation is harmless down to tol ~ 1e-6).
+        grad2 = gradient_norm2(G, (KA_prev - KA) / eta, gb if settings.fit_intercept else None)
+        current = loss.value(KA + b, Y, w) + alpha * float(np.einsum("ij,ij->", A, KA))
+        if not np.isfinite(current) or current > previous * (1 + 1e-7) + 1e-13 * abs(previous):
             bound = stable_step_bound(operator, w, alpha, settings.fit_intercept)
             if eta >= bound:
                 raise _step_error(eta, it, bound)
-            # A stable step can only diverge along negative eigenvalues of K:
-            # keep the last iterate before the objective rose.
+            # A stable step can only raise the objective along negative
+            # eigenvalues of K: the best iterate so far is returned.
             warnings.warn(
-                f"Gradient descent stopped at iteration {it}: the objective rose "
-                f"although step_size={eta:.4g} is below the stable bound, because "
-                f"the {settings.kernel_name} kernel matrix is not positive "
-                "semi-definite. Increase alpha or use a PSD kernel.",
+                f"Solver 'gd' stopped at iteration {it}: the objective rose although "
+                f"step_size={eta:.4g} is below the stable bound, because the "
+                f"{settings.kernel_name} kernel matrix is not positive semi-definite. "
+                "The best iterate seen is returned; increase alpha or use a PSD kernel.",
                 NonPSDKernelWarning,
             )
-            A, b, it = A_prev, b_prev, it - 1
+            A += eta * G  # undo the step: the last iterate is the one before it
+            if settings.fit_intercept:
+                b += eta * gb
+            it -= 1
+            reason = "diverged"
             break
-        curve.append(current)
-        if settings.callback is not None and settings.callback(A, b):
-            break
+        log.record(current, A, b)
         if settings.verbose and (it % report_every == 0 or it == settings.max_iter):
-            print(f"[gd] iter {it:6d}  objective {current:.6e}  step_size {eta:.4g}")
-        # stop when an update lowers the objective by at most tol times its start
-        if settings.tol > 0 and previous - current <= settings.tol * initial:
-            converged = True
+            print(f"[gd] iter {it:6d}  objective {current:.6e}  gradient {np.sqrt(grad2 / max(ref2, 1e-300)):.3e}")
+        if settings.tol > 0 and grad2 <= settings.tol**2 * ref2:
+            converged = True  # the previous iterate passed; this one is better still
+            break
+        if settings.callback is not None and settings.callback(A, b):
+            reason = "callback"
+            break
+        if settings.tol > 0 and log.since_best() >= NO_PROGRESS_PATIENCE:
+            reason = "stalled"
             break
         previous = current
 
-    else:  # no break: max_iter updates ran
-        if settings.tol > 0:
-            warnings.warn(
-                f"Solver 'gd' did not converge in max_iter={settings.max_iter} "
-                f"iterations (objective still falling by more than tol={settings.tol:g} "
-                "times its initial value per update). "
-                "Increase max_iter, or use a faster solver.",
-                ConvergenceWarning,
-            )
-    return SolverResult(A, b, it, curve, eta, converged)
+    if reason == "stalled":
+        warn_not_converged(
+            "gd", f"stopped at iteration {it} for lack of progress: the objective has not "
+            f"decreased for {NO_PROGRESS_PATIENCE} iterations (rounding)",
+            "The model is the best iterate seen; a larger tol or options={'dtype': 'float64'} may help.",
+        )
+    elif not converged and reason is None and settings.tol > 0:
+        warn_not_converged(
+            "gd", f"did not converge in max_iter={settings.max_iter} iterations (the gradient "
+            f"norm is {np.sqrt(grad2 / max(ref2, 1e-300)):.2e} of its initial value, above tol={settings.tol:g})",
+            "Increase max_iter, or use a faster solver such as 'cg' or 'eigenpro'.",
+        )
+    return finish("gd", operator, Y, w, settings, A, b, log, it, converged, eta)
