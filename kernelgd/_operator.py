@@ -66,6 +66,18 @@ def blas_dot(A, V):
     return get_blas_funcs("gemm", (At,))(1.0, At, V, trans_a=int(transposed))
 
 
+def _compute_array(X, dtype):
+    """X as a C-contiguous array of the compute dtype; a clear error where float32 overflows."""
+    out = np.ascontiguousarray(X, dtype=dtype)
+    if dtype == np.float32 and not np.isfinite(out).all():
+        raise ValueError(
+            "Some features exceed the float32 range (about 3.4e38) in which this fit "
+            "computes the kernel. Scale the features (for example with "
+            "sklearn.preprocessing.StandardScaler) or use options={'dtype': 'float64'}."
+        )
+    return out
+
+
 class MemoryBudgetError(ValueError):
     """A fit would need more memory than the budget allows."""
 
@@ -127,8 +139,14 @@ class KernelOperator:
             self.X = self.C = None
             self.K = np.asarray(X, dtype=self.dtype)
             return
-        self.X = np.ascontiguousarray(X, dtype=self.dtype)
-        self.C = self.X if centers is None else np.ascontiguousarray(centers, dtype=self.dtype)
+        if kernel.spec.stationary:
+            # A common shift leaves the kernel unchanged and, taken before the
+            # cast, keeps float32 distances accurate far from zero.
+            shift = np.mean(X if centers is None else centers, axis=0, dtype=np.float64)
+            X = X - shift
+            centers = None if centers is None else centers - shift
+        self.X = _compute_array(X, self.dtype)
+        self.C = self.X if centers is None else _compute_array(centers, self.dtype)
         if store is None:
             store = self.n * row_bytes <= self.memory_budget
         self.K = self._evaluate_all() if store else None

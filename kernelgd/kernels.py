@@ -162,26 +162,57 @@ def polynomial(X, Y, degree=3, coef0=1.0):
     return K
 
 
-def _scaled_neg_sq_distances(X, Y, scale, out=None):
-    """``-scale * ||x - z||^2`` by one GEMM on augmented inputs, clipped at 0.
+def _centred_scaled(X, Y, scale):
+    """``(X - c) * scale`` and ``(Y - c) * scale`` with c the mean of Y, in the inputs' precision.
 
-    ``[x, |x|^2, 1] . [2s z, -s, -s |z|^2] = -s (|x|^2 - 2 x'z + |z|^2)``: one
+    Distances do not change under a common shift, but their expansion
+    ``|x|^2 - 2 x'z + |z|^2`` cancels catastrophically for features far from
+    zero (a time stamp of 1.7e9 leaves no digit of a float32 distance), and
+    ``|x|^2`` can overflow where ``|x - z| / sigma`` does not. The shift and
+    scale are applied in float64.
+    """
+    dtype = X.dtype
+    c = np.mean(Y, axis=0, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        Xs = ((X - c) * scale).astype(dtype, copy=False)
+        Ys = ((Y - c) * scale).astype(dtype, copy=False)
+    return Xs, Ys
+
+
+def _neg_sq_distances(X, Y, out=None):
+    """``-||x - z||^2`` by one GEMM on augmented inputs, clipped at 0.
+
+    ``[x, |x|^2, 1] . [2 z, -1, -|z|^2] = -(|x|^2 - 2 x'z + |z|^2)``: one
     pass of GEMM plus one in-place clip, in the inputs' precision.
     """
-    X, Y = _as_float(X, Y)
-    scale = X.dtype.type(scale)  # a float64 scalar would promote float32 blocks
     xx = np.einsum("ij,ij->i", X, X)[:, None]
     yy = np.einsum("ij,ij->i", Y, Y)[:, None]
     A = np.hstack([X, xx, np.ones_like(xx)])
-    B = np.hstack([(2 * scale) * Y, np.full_like(yy, -scale), -scale * yy])
-    D = np.matmul(A, B.T, out=out)
+    B = np.hstack([2 * Y, -np.ones_like(yy), -yy])
+    with np.errstate(invalid="ignore", over="ignore"):
+        D = np.matmul(A, B.T, out=out)
     return np.minimum(D, 0, out=D)
+
+
+def _inverse_scale(sigma, power, name):
+    """``1 / sigma**power`` as a float64, or a clear error where it is not representable."""
+    with np.errstate(over="ignore", divide="ignore", under="ignore"):
+        value = 1.0 / np.float64(sigma) ** power
+    if not np.isfinite(value):
+        raise ValueError(
+            f"sigma={sigma!r} is too small for the {name} kernel: 1 / sigma**{power} "
+            "overflows float64. Use a larger sigma, or scale the features up."
+        )
+    return float(value)
 
 
 def rbf(X, Y, sigma=1.0, out=None):
     """Gaussian (RBF) kernel ``k(x, z) = exp(-||x - z||^2 / sigma^2)``.
 
     This is scikit-learn's ``rbf_kernel`` with ``gamma = 1 / sigma**2``.
+    The inputs are shifted by a common point and divided by sigma before the
+    distances are expanded, so float32 blocks stay accurate for features far
+    from zero.
 
     Parameters
     ----------
@@ -203,7 +234,9 @@ def rbf(X, Y, sigma=1.0, out=None):
     >>> rbf(np.array([[0.0, 0.0]]), np.array([[1.0, 1.0]]), sigma=1.0)
     array([[0.13533528]])
     """
-    D = _scaled_neg_sq_distances(X, Y, 1.0 / sigma**2, out=out)
+    X, Y = _as_float(X, Y)
+    Xs, Ys = _centred_scaled(X, Y, _inverse_scale(sigma, 1, "rbf"))
+    D = _neg_sq_distances(Xs, Ys, out=out)
     return np.exp(D, out=D)
 
 
@@ -231,8 +264,10 @@ def exponential(X, Y, sigma=1.0):
     # Distances (not squared) need float64: the square root would amplify
     # the rounding of the GEMM expansion to about sqrt(eps).
     X, Y = _as_float(X, Y)
-    D = euclidean_distances(_as_float64(X), None if Y is X else _as_float64(Y))
-    D *= -1.0 / (2.0 * sigma**2)
+    scale = _inverse_scale(sigma, 1, "exponential")
+    Xs, Ys = _centred_scaled(_as_float64(X), _as_float64(Y), scale)
+    D = euclidean_distances(Xs, None if Y is X else Ys)  # None: an exact zero diagonal
+    D *= -1.0 / (2.0 * sigma)  # ||x - z|| / (2 sigma^2) = ||x/sigma - z/sigma|| / (2 sigma)
     return np.exp(D, out=D).astype(X.dtype, copy=False)
 
 
@@ -258,8 +293,10 @@ def laplacian(X, Y, sigma=1.0):
     array([[0.36787944]])
     """
     X, Y = _as_float(X, Y)
-    D = manhattan_distances(X, Y).astype(X.dtype, copy=False)
-    D *= X.dtype.type(-1.0 / sigma)
+    scale = _inverse_scale(sigma, 1, "laplacian")
+    Xs, Ys = _centred_scaled(X, Y, scale)  # |x - z| directly: the shift only keeps |x/sigma| finite
+    D = manhattan_distances(Xs, Ys).astype(X.dtype, copy=False)
+    D *= -1
     return np.exp(D, out=D)
 
 
@@ -374,8 +411,9 @@ class KernelSpec:
     params: tuple = ()
     psd: bool = True
     diag: Callable = None
-    # Never inf or NaN for finite inputs (values bounded by construction).
-    finite: bool = False
+    # Translation invariant (k(x + c, z + c) = k(x, z)): the operator may
+    # shift the data to keep float32 distances accurate.
+    stationary: bool = False
 
 
 _REGISTRY = {}
@@ -391,10 +429,10 @@ def _add(spec, builtin=False):
 
 _add(KernelSpec("linear", linear, (), True, _linear_diag), True)
 _add(KernelSpec("polynomial", polynomial, ("degree", "coef0"), True, _polynomial_diag), True)
-_add(KernelSpec("rbf", rbf, ("sigma",), True, _ones_diag, finite=True), True)
-_add(KernelSpec("exponential", exponential, ("sigma",), True, _ones_diag, finite=True), True)
-_add(KernelSpec("laplacian", laplacian, ("sigma",), True, _ones_diag, finite=True), True)
-_add(KernelSpec("sigmoid", sigmoid, ("coef0",), False, _sigmoid_diag, finite=True), True)
+_add(KernelSpec("rbf", rbf, ("sigma",), True, _ones_diag, stationary=True), True)
+_add(KernelSpec("exponential", exponential, ("sigma",), True, _ones_diag, stationary=True), True)
+_add(KernelSpec("laplacian", laplacian, ("sigma",), True, _ones_diag, stationary=True), True)
+_add(KernelSpec("sigmoid", sigmoid, ("coef0",), False, _sigmoid_diag), True)
 _add(KernelSpec("all_subsets", all_subsets, (), True, _all_subsets_diag), True)
 
 
@@ -515,8 +553,7 @@ class BoundKernel:
         """Write ``K(X, Y)`` into ``out`` (in place when the kernel supports it)."""
         if self.writes_out and out.dtype == X.dtype == Y.dtype:
             self.spec.function(X, Y, out=out, **self.params)
-            if not self.spec.finite:
-                self._check(out)
+            self._check(out)
         else:
             out[...] = self(X, Y)
 
@@ -530,8 +567,7 @@ class BoundKernel:
                 f"The {self.name} kernel returned shape {K.shape}; expected "
                 f"{expected}, one row per X sample and one column per Y sample."
             )
-        if not self.spec.finite:
-            self._check(K)
+        self._check(K)
         return K
 
     def _check(self, K):
@@ -544,8 +580,9 @@ class BoundKernel:
                 " In float32 the range ends at 3.4e38: options={'dtype': 'float64'} "
                 "computes in float64." if K.dtype == np.float32 else ""
             )
+            params = f" with {self.params}" if self.params else ""
             raise ValueError(
-                f"The {self.name} kernel returned inf or NaN values for this "
+                f"The {self.name} kernel{params} returned inf or NaN values for this "
                 "data. Scale the features or change the kernel parameters." + hint
             )
 
