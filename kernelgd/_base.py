@@ -14,7 +14,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._operator import DEFAULT_MEMORY_BUDGET, KernelOperator, cross_kernel_dot, resolve_dtype
-from ._solvers import CENTER_SOLVERS, SOLVERS, SolverSettings, choose_solver
+from ._solvers import CENTER_SOLVERS, SOLVERS, SolverSettings, choose_solver, run_solver
 from ._solvers._common import NonPSDKernelWarning
 from .kernels import bind_kernel, get_spec
 
@@ -40,6 +40,21 @@ def resolve_options(options):
     return resolved
 
 
+def _power_of_two_scale(Y):
+    """A power of two near max|Y| (1 for zero targets): dividing by it is exact."""
+    top = float(np.max(np.abs(Y))) if Y.size else 0.0
+    if not (top > 0 and np.isfinite(top)):
+        return 1.0
+    return float(np.ldexp(1.0, np.frexp(top)[1] - 1))
+
+
+def _unscale_curve(curve, y_scale):
+    """Objective values back in the units of y**2, capped at the largest float."""
+    with np.errstate(over="ignore"):
+        values = np.asarray(curve, dtype=np.float64) * y_scale * y_scale
+    return [float(v) for v in np.minimum(values, np.finfo(np.float64).max)]
+
+
 class _ValidationMonitor:
     """Early stopping: the validation loss after every iteration; keeps the best."""
 
@@ -52,6 +67,7 @@ class _ValidationMonitor:
         self.Y, self.w = Y_val, w_val / w_val.sum()
         self.patience, self.tol = n_iter_no_change, tol
         self.curve, self.best, self.best_loss, self.waited = [], None, np.inf, 0
+        self.best_iter = 0
 
     def __call__(self, A, b):
         F = (self.K_val @ A if self.op is None else self.op.matvec(A)) + b
@@ -59,6 +75,7 @@ class _ValidationMonitor:
         self.curve.append(loss)
         if loss < self.best_loss * (1 - self.tol):
             self.best, self.best_loss, self.waited = (A.copy(), b.copy()), loss, 0
+            self.best_iter = len(self.curve)
         else:
             self.waited += 1
         return self.waited >= self.patience
@@ -153,10 +170,15 @@ class BaseKernelGD(BaseEstimator):
             return None
         if self.sigma != "scale":
             return float(self.sigma)
-        mean = np.average(X.mean(axis=1), weights=w)
-        var = np.average(((X - mean) ** 2).mean(axis=1), weights=w)
-        sigma2 = X.shape[1] * var
-        return float(np.sqrt(sigma2)) if sigma2 > 0 else 1.0
+        # Computed on X / max|X| so that the variance of huge features does not overflow.
+        top = float(np.max(np.abs(X))) if X.size else 0.0
+        if top == 0.0:
+            return 1.0
+        Xs = X / top
+        mean = np.average(Xs.mean(axis=1), weights=w)
+        var = np.average(((Xs - mean) ** 2).mean(axis=1), weights=w)
+        sigma = top * float(np.sqrt(X.shape[1] * var))
+        return sigma if sigma > 0 else 1.0
 
     def _bound_kernel(self):
         if self._precomputed:
@@ -170,11 +192,26 @@ class BaseKernelGD(BaseEstimator):
         )
 
     def _validate_precomputed(self, X):
-        if self._precomputed and X.shape[0] != X.shape[1]:
+        """The square, symmetric training kernel matrix (symmetrised, with a warning)."""
+        if not self._precomputed:
+            return X
+        if X.shape[0] != X.shape[1]:
             raise ValueError(
                 "With kernel='precomputed', X must be the square training kernel "
                 f"matrix of shape (n_samples, n_samples); got shape {X.shape}."
             )
+        scale = np.max(np.abs(X)) if X.size else 0.0
+        gap = np.max(np.abs(X - X.T)) if X.size else 0.0
+        if gap > 1e-8 * scale:
+            warnings.warn(
+                "With kernel='precomputed', X must be a symmetric kernel matrix "
+                f"K[i, j] = k(x_i, x_j); here |K - K.T| reaches {gap:.3g} (largest "
+                f"entry {scale:.3g}). It is fitted as (K + K.T) / 2. Pass the kernel "
+                "matrix of the training points against themselves.",
+                UserWarning,
+            )
+            return (X + X.T) / 2
+        return X
 
     def _warm_start_init(self, n_coef, n_targets):
         if not (self.warm_start and hasattr(self, "dual_coef_")):
@@ -192,42 +229,52 @@ class BaseKernelGD(BaseEstimator):
         if not self.early_stopping:
             return idx, None
         n_val = int(np.ceil(self.validation_fraction * n_samples))
-        if n_val < 1 or n_samples - n_val < 2:
+        if n_samples - n_val < 2:
             raise ValueError(
-                f"early_stopping needs a validation set: validation_fraction="
-                f"{self.validation_fraction} of {n_samples} samples leaves none. "
-                "Use more samples or a larger validation_fraction."
+                f"early_stopping: validation_fraction={self.validation_fraction} of "
+                f"{n_samples} samples leaves {n_samples - n_val} for training, fewer than 2. "
+                "Use more samples or a smaller validation_fraction."
             )
+        if stratify is not None:
+            n_classes = len(np.unique(stratify))
+            if min(n_val, n_samples - n_val) < n_classes:
+                stratify = None  # too few samples to put every class in both parts
         tr, val = train_test_split(idx, test_size=n_val, random_state=rng, stratify=stratify)
         if w[val].sum() <= 0 or w[tr].sum() <= 0:
-            raise ValueError("early_stopping: a split has zero total sample_weight.")
+            raise ValueError(
+                "early_stopping: the training or the validation part has zero total "
+                "sample_weight. Use early_stopping=False or weights that are positive "
+                "on more samples."
+            )
         return np.sort(tr), np.sort(val)
 
-    # ---------------------------------------------------------- fit flow
-
-    def _fit(self, X, Y, sample_weight, stratify=None):
-        """Fit on validated X and a 2-D float target Y; sets the attributes."""
-        self._validate_precomputed(X)
-        options = resolve_options(self.options)
+    def _sample_weights(self, X, sample_weight):
+        """Sample weights normalised to sum to one."""
         n_samples = X.shape[0]
         if sample_weight is None:
-            w = np.full(n_samples, 1.0 / n_samples)
-        else:
-            w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-            if not w.sum() > 0:
-                raise ValueError("sample_weight must have a positive sum; got all zero weights.")
-            w = w / w.sum()
-        rng = check_random_state(self.random_state)
-        seed = rng.randint(np.iinfo(np.int32).max)
+            return np.full(n_samples, 1.0 / n_samples)
+        w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        top = w.max()
+        if not top > 0:
+            raise ValueError("sample_weight must have a positive sum; got all zero weights.")
+        w = w / top  # first by the largest, so that the sum cannot overflow
+        return w / w.sum()
 
-        tr, val = self._split(n_samples, w, stratify, rng)
-        X_tr = X[np.ix_(tr, tr)] if self._precomputed else X[tr]
-        Y_tr, w_tr = Y[tr], w[tr] / w[tr].sum()
+    def _choose_centers(self, X_tr, w_tr, rng):
+        """The rows of X_tr the model is restricted to (None: all of them)."""
+        if self.n_centers is None or self.n_centers >= len(X_tr):
+            return None
+        if self._precomputed:
+            raise ValueError(
+                "n_centers cannot be used with kernel='precomputed': the centers must be "
+                "a subset of the inputs. Pass the inputs with a kernel name or callable."
+            )
+        candidates = np.flatnonzero(w_tr > 0)
+        chosen = np.sort(rng.choice(candidates, min(self.n_centers, len(candidates)), replace=False))
+        return X_tr[chosen]
 
-        self.sigma_ = self._resolve_sigma(X_tr, w_tr)
-        kernel = self._bound_kernel()
-        psd = True if kernel is None else kernel.psd
-        if not psd:
+    def _warn_if_not_psd(self, kernel):
+        if kernel is not None and not kernel.psd:
             warnings.warn(
                 f"The {kernel.name} kernel is not positive semi-definite: the "
                 "objective may be non-convex and gradient descent may diverge. "
@@ -235,20 +282,36 @@ class BaseKernelGD(BaseEstimator):
                 NonPSDKernelWarning,
             )
 
-        centers = None
-        if self.n_centers is not None and self.n_centers < len(tr):
-            if self._precomputed:
-                raise ValueError("n_centers cannot be used with kernel='precomputed'.")
-            candidates = np.flatnonzero(w_tr > 0)
-            chosen = np.sort(rng.choice(candidates, min(self.n_centers, len(candidates)), replace=False))
-            centers = X_tr[chosen]
+    # ---------------------------------------------------------- fit flow
+
+    def _fit(self, X, Y, sample_weight, stratify=None):
+        """Fit on validated X and a 2-D float target Y; sets the attributes."""
+        X = self._validate_precomputed(X)
+        options = resolve_options(self.options)
+        w = self._sample_weights(X, sample_weight)
+        rng = check_random_state(self.random_state)
+        seed = rng.randint(np.iinfo(np.int32).max)
+
+        tr, val = self._split(X.shape[0], w, stratify, rng)
+        X_tr = X[np.ix_(tr, tr)] if self._precomputed else X[tr]
+        w_tr = w[tr] / w[tr].sum()
+        # Targets of any representable size: solve for Y / s, s a power of two.
+        y_scale = _power_of_two_scale(Y[tr])
+        Y = Y / y_scale
+
+        self.sigma_ = self._resolve_sigma(X_tr, w_tr)
+        kernel = self._bound_kernel()
+        psd = True if kernel is None else kernel.psd
+        self._warn_if_not_psd(kernel)
+        centers = self._choose_centers(X_tr, w_tr, rng)
         solver = self.solver
         if solver == "auto":
             solver = choose_solver(alpha=self.alpha, psd=psd, centers=centers is not None)
         if centers is not None and solver not in CENTER_SOLVERS:
             raise ValueError(
-                f"n_centers is supported by solver in {sorted(CENTER_SOLVERS | {'auto'})}, "
-                f"not solver={solver!r}."
+                f"n_centers is supported by solver={sorted(CENTER_SOLVERS)[0]!r} (and "
+                f"solver='auto', which picks it), not solver={solver!r}. Use "
+                "solver='auto' or n_centers=None."
             )
 
         dtype = options["dtype"]
@@ -266,16 +329,15 @@ class BaseKernelGD(BaseEstimator):
                 kernel, X_val, Y[val], w[val], X_tr if centers is None else centers,
                 self.n_iter_no_change, self.tol, options, self._precomputed,
             )
-        n_coef = operator.m
-        coef_init, intercept_init = self._warm_start_init(n_coef, Y.shape[1])
+        coef_init, intercept_init = self._warm_start_init(operator.m, Y.shape[1])
         settings = SolverSettings(
             alpha=float(self.alpha),
             step_size=self.step_size,
             max_iter=self.max_iter,
             tol=float(self.tol),
             fit_intercept=self.fit_intercept,
-            coef_init=coef_init,
-            intercept_init=intercept_init,
+            coef_init=None if coef_init is None else coef_init / y_scale,
+            intercept_init=None if intercept_init is None else intercept_init / y_scale,
             verbose=self.verbose,
             psd=psd,
             kernel_name="precomputed" if kernel is None else kernel.name,
@@ -283,24 +345,25 @@ class BaseKernelGD(BaseEstimator):
             callback=monitor,
             memory_budget=int(options["memory_budget"]),
         )
-        result = SOLVERS[solver](operator, Y_tr, w_tr, settings)
-        coef, intercept = result.dual_coef, result.intercept
+        result = run_solver(solver, operator, Y[tr], w_tr, settings)
+        coef, intercept, curve = result.dual_coef, result.intercept, list(result.loss_curve)
         if monitor is not None and monitor.best is not None:
             coef, intercept = monitor.best
+            curve = curve[: monitor.best_iter]  # loss_curve_ ends at the returned model
 
         if self._precomputed and val is not None:
             # predict takes kernels against all training samples: zero weight
             # for the validation part.
-            full = np.zeros((n_samples, coef.shape[1]))
+            full = np.zeros((X.shape[0], coef.shape[1]))
             full[tr] = coef
             coef, self.X_fit_ = full, X
         else:
             self.X_fit_ = X_tr if centers is None else centers
-        self.dual_coef_ = coef
-        self.intercept_ = intercept
+        self.dual_coef_ = coef * y_scale
+        self.intercept_ = intercept * y_scale
         self.n_iter_ = result.n_iter
-        self.loss_curve_ = list(result.loss_curve)
-        self.validation_loss_curve_ = None if monitor is None else monitor.curve
+        self.loss_curve_ = _unscale_curve(curve, y_scale)
+        self.validation_loss_curve_ = None if monitor is None else _unscale_curve(monitor.curve, y_scale)
         self.step_size_ = result.step_size
         self.solver_ = solver
         self._compute_dtype = operator.dtype

@@ -182,9 +182,10 @@ def test_early_stopping_keeps_the_best_iterate():
         validation_fraction=0.2, max_iter=5000, tol=0, random_state=0,
     ).fit(Xn, yn)
     curve = np.asarray(model.validation_loss_curve_)
-    assert len(curve) == model.n_iter_ == len(model.loss_curve_)
+    assert len(curve) == model.n_iter_
     best = int(np.argmin(curve))
     assert model.n_iter_ == best + 1 + 3  # stopped by patience
+    assert len(model.loss_curve_) == best + 1  # the curve ends at the returned model
     assert model.X_fit_.shape[0] == 240  # the training part only
     # the stored model is the best iterate, not the last one: refitting
     # exactly best + 1 updates without early stopping on the same 240 rows

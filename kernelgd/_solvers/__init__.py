@@ -5,8 +5,10 @@ and is listed in :data:`SOLVERS`; the estimators choose one by name, and
 :func:`choose_solver` resolves ``"auto"``.
 """
 
+import numpy as np
+
 from . import cg, eigenpro, gd
-from ._common import SolverResult, SolverSettings
+from ._common import SolverResult, SolverSettings, baseline
 
 SOLVERS = {"gd": gd.solve, "cg": cg.solve, "eigenpro": eigenpro.solve}
 
@@ -28,4 +30,17 @@ def choose_solver(*, alpha, psd, centers):
     return "eigenpro"
 
 
-__all__ = ["SOLVERS", "CENTER_SOLVERS", "SolverResult", "SolverSettings", "choose_solver"]
+def run_solver(name, operator, Y, w, settings):
+    """Run solver ``name``; a kernel that is zero on the data needs no solver.
+
+    For a PSD kernel, ``k(x, x) = 0`` on every weighted point means
+    ``k(x, .) = 0`` there, so every f is constant on the data and the
+    intercept-only model is the exact minimiser.
+    """
+    if settings.psd and not np.any(operator.diag() * w > 0):
+        b, value = baseline(Y, w, settings.fit_intercept)
+        return SolverResult(np.zeros((operator.m, Y.shape[1])), b, 0, [value], None, True)
+    return SOLVERS[name](operator, Y, w, settings)
+
+
+__all__ = ["SOLVERS", "CENTER_SOLVERS", "SolverResult", "SolverSettings", "choose_solver", "run_solver"]

@@ -178,13 +178,18 @@ class NystroemPreconditioner:
             return np.asfortranarray(C)
 
         F, self.pivots = rp_cholesky(columns, operator.diag() * s**2, n_landmarks, rng, block)
+        self.F, self.mu = F, mu
+        if F.shape[1] == 0:  # nothing to approximate: P = mu I
+            self.G_factor = None
+            return
         G = syrk(1.0, F, trans=1)  # F'F, upper triangle, through scipy's BLAS
         G = np.triu(G) + np.triu(G, 1).T
         G[np.diag_indices_from(G)] += mu
-        self.F, self.mu = F, mu
         self.G_factor = (cholesky(G, "preconditioner matrix"), False)
 
     def __call__(self, V):
+        if self.G_factor is None:
+            return V / self.mu
         inner = cho_solve(self.G_factor, blas_dot(self.F.T, V), check_finite=False)
         return (V - blas_dot(self.F, inner)) / self.mu
 
