@@ -68,7 +68,8 @@ def blas_dot(A, V):
 
 def _compute_array(X, dtype):
     """X as a C-contiguous array of the compute dtype; a clear error where float32 overflows."""
-    out = np.ascontiguousarray(X, dtype=dtype)
+    with np.errstate(over="ignore"):
+        out = np.ascontiguousarray(X, dtype=dtype)
     if dtype == np.float32 and not np.isfinite(out).all():
         raise ValueError(
             "Some features exceed the float32 range (about 3.4e38) in which this fit "
@@ -220,6 +221,12 @@ class KernelOperator:
         if self.K is not None and self.symmetric:  # the diagonal is in both triangles
             return np.diagonal(self.K).astype(np.float64)
         return self.kernel.diag(self.X.astype(np.float64))
+
+    def center_diag(self):
+        """``k(c, c)`` for every center (``diag`` for a square K)."""
+        if self.symmetric:
+            return self.diag()
+        return self.kernel.diag(self.C.astype(np.float64))
 
     # ---------------------------------------------------------- products
 

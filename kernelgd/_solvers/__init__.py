@@ -5,10 +5,12 @@ and is listed in :data:`SOLVERS`; the estimators choose one by name, and
 :func:`choose_solver` resolves ``"auto"``.
 """
 
+import warnings
+
 import numpy as np
 
 from . import cg, eigenpro, gd
-from ._common import SolverResult, SolverSettings, baseline
+from ._common import NonPSDKernelWarning, SolverResult, SolverSettings, baseline
 
 SOLVERS = {"gd": gd.solve, "cg": cg.solve, "eigenpro": eigenpro.solve}
 
@@ -37,7 +39,15 @@ def run_solver(name, operator, Y, w, settings):
     ``k(x, .) = 0`` there, so every f is constant on the data and the
     intercept-only model is the exact minimiser.
     """
-    if settings.psd and not np.any(operator.diag() * w > 0):
+    diag = operator.diag()[w > 0]
+    if settings.psd and np.any(diag < 0):
+        warnings.warn(
+            f"The {settings.kernel_name} kernel is declared positive semi-definite but "
+            f"k(x, x) < 0 on {np.count_nonzero(diag < 0)} training points, so it is not; "
+            "the fit may stop early. Check the kernel function.",
+            NonPSDKernelWarning,
+        )
+    elif settings.psd and not np.any(diag > 0):
         b, value = baseline(Y, w, settings.fit_intercept)
         return SolverResult(np.zeros((operator.m, Y.shape[1])), b, 0, [value], None, True)
     return SOLVERS[name](operator, Y, w, settings)

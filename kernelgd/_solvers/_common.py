@@ -113,17 +113,44 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
     if log.best is not None and not log.best_value >= value - slack:
         coef, b = log.best
         curve, value = list(log.curve[: log.best_index]), log.best_value
-    if not (np.isfinite(value) and value <= value0 + slack):
+    noise = _rounding_noise(operator, w, coef)
+    # accepted only if better than the baseline by more than rounding could fake
+    if not (
+        np.isfinite(value)
+        and value + 2 * np.sqrt(value0) * noise <= value0 + slack
+        and noise <= NOISE_FRACTION * np.sqrt(value0)
+    ):
         warnings.warn(
             f"Solver {name!r} found no model better than the intercept-only one "
-            f"(objective {value:.6g} against {value0:.6g}): the problem is too badly "
-            "conditioned in this precision. The intercept-only model is returned. "
+            f"(objective {value:.6g} against {value0:.6g}), or only one whose predictions "
+            "are dominated by rounding: the problem is too badly conditioned in this precision. The intercept-only model is returned. "
             "Increase alpha, scale the features, or change the kernel parameters.",
             ConvergenceWarning,
         )
         coef, b = np.zeros_like(coef), b0
         curve, converged = [value0], False
     return SolverResult(coef, np.asarray(b, dtype=np.float64), n_iter, curve, step_size, converged)
+
+
+# A model whose predictions carry rounding noise above this fraction of the
+# targets' spread cannot be told from noise (huge cancelling coefficients).
+NOISE_FRACTION = 0.03
+
+
+def _rounding_noise(operator, w, coef):
+    """The root weighted mean square of the rounding in ``K @ coef``, estimated.
+
+    The rounding of a sum of products is about ``eps ||K_i * a||_2``; with
+    ``|K_ij| <= sqrt(k_ii k_jj)`` (PSD) its weighted mean square is at most
+    ``eps^2 (w'|d_rows|) (sum_j |d_j| a_j^2)``, computed in O(n + m).
+    """
+    if not coef.size:
+        return 0.0
+    eps = np.finfo(operator.dtype).eps
+    rows = float(np.dot(w, np.abs(operator.diag())))
+    with np.errstate(over="ignore"):
+        cols = float(np.max(np.abs(operator.center_diag()) @ (coef**2)))
+    return eps * np.sqrt(rows * cols)
 
 
 def warn_not_converged(name, reason, advice):

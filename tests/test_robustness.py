@@ -1,0 +1,274 @@
+"""A fit is right or it is an error: regression tests for the defects of issue 7.
+
+Each test is a reproducer that once returned a silently wrong model (worse
+than the intercept-only one, NaN, or a loss curve that does not describe the
+model). References: the intercept-only model's objective, dense solves of
+the same objective, and scikit-learn's KernelRidge.
+"""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.kernel_ridge import KernelRidge
+
+from kernelgd import KernelGDClassifier, KernelGDRegressor, kernel_matrix
+from kernelgd._solvers._common import NonPSDKernelWarning
+
+rng = np.random.RandomState(0)
+X = rng.randn(80, 3)
+y = np.sin(X[:, 0]) + 0.1 * rng.randn(80)
+
+
+def objective(model, X, y, alpha, K=None, Kmm=None):
+    """The training objective of a fitted regressor, by brute force."""
+    a, b = model.dual_coef_, model.intercept_
+    f = model.predict(X)
+    if K is not None:
+        penalty = a @ K @ a
+    else:
+        penalty = a @ Kmm @ a
+    return np.mean((f - y) ** 2) + alpha * penalty
+
+
+def quiet_fit(model, X, y, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model.fit(X, y, **kw)
+
+
+# ------------------------------------------------- the centers path of "cg"
+
+
+def test_centers_more_iterations_never_make_the_model_worse():
+    # Regression: b = w'(y - F_y) / (1 - w'F_1) swung to -353 as the
+    # denominator fell to 1e-6; the loss curve reached -501.
+    r = np.random.RandomState(0)
+    Xc = r.rand(4000, 3)
+    yc = (np.sin(6 * Xc[:, 0]) + np.cos(6 * Xc[:, 1]) + Xc[:, 2] > 0.5).astype(int)
+    scores, finals = [], []
+    for it in (10, 30, 100, 300):
+        m = quiet_fit(
+            KernelGDClassifier(sigma=1.0, n_centers=500, alpha=1e-6, max_iter=it, tol=0, random_state=0),
+            Xc[:2000], yc[:2000],
+        )
+        assert min(m.loss_curve_) >= 0
+        finals.append(m.loss_curve_[-1])
+        scores.append(m.score(Xc[2000:], yc[2000:]))
+    assert np.all(np.diff(finals) <= 1e-12)
+    assert min(scores) > 0.95
+
+
+def test_centers_objective_matches_a_dense_solve():
+    # The centred elimination gives the optimum of
+    # mean((K_nm beta + b - y)^2) + alpha beta' K_mm beta.
+    alpha = 1e-3
+    m = KernelGDRegressor(sigma=1.5, n_centers=30, alpha=alpha, tol=1e-12, max_iter=500, random_state=0)
+    m.fit(X, y + 3.0)
+    C = m.X_fit_
+    Knm, Kmm = kernel_matrix(X, C, sigma=1.5), kernel_matrix(C, sigma=1.5)
+    n = len(y)
+    J = np.column_stack([Knm, np.ones(n)])
+    H = J.T @ J / n
+    H[:-1, :-1] += alpha * Kmm
+    sol = np.linalg.solve(H, J.T @ (y + 3.0) / n)
+    assert_allclose(m.dual_coef_, sol[:-1], rtol=1e-5, atol=1e-6)
+    assert_allclose(m.intercept_, sol[-1], rtol=1e-7)
+    assert_allclose(m.loss_curve_[-1], objective(m, X, y + 3.0, alpha, Kmm=Kmm), rtol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "params, data",
+    [
+        (dict(kernel="linear", n_centers=20), "randn"),
+        (dict(n_centers=400), "rand2"),
+    ],
+)
+def test_centers_without_ridge_are_sound(params, data):
+    # Regression: MSE 8e7 and R^2 = -2840 with alpha=0 and centers.
+    r = np.random.RandomState(0)
+    if data == "rand2":
+        Xd = r.rand(1000, 2)
+        yd = np.sin(4 * Xd[:, 0]) + 0.1 * r.randn(1000)
+    else:
+        Xd, yd = X, y
+    m = quiet_fit(KernelGDRegressor(random_state=0, **params), Xd, yd)
+    assert m.score(Xd, yd) > 0.5
+
+
+# ----------------------------------------------- ill-conditioned problems
+
+
+@pytest.mark.parametrize(
+    "params, scale",
+    [
+        (dict(kernel="poly", degree=20, alpha=1e-2), 1.0),
+        (dict(kernel="linear", alpha=1e-2), 1e10),
+        (dict(solver="cg"), 0.0),  # constant X
+    ],
+)
+def test_ill_conditioned_fits_are_never_worse_than_the_mean(params, scale):
+    Xs = X * scale if scale else np.ones_like(X)
+    m = quiet_fit(KernelGDRegressor(**params), Xs, y)
+    pred = m.predict(Xs)
+    assert np.all(np.isfinite(pred))
+    assert np.mean((pred - y) ** 2) <= np.var(y) * (1 + 1e-9) + 1e-12
+
+
+def test_ill_conditioned_fallback_says_so():
+    with pytest.warns(ConvergenceWarning, match="intercept-only"):
+        KernelGDRegressor(kernel="linear", alpha=1e-2).fit(X * 1e10, y)
+
+
+# ----------------------------------------------- eigenpro and indefinite kernels
+
+
+def test_eigenpro_on_a_non_psd_kernel_returns_its_best_iterate():
+    # Regression: loss_curve_ showed 0.44 while the model's MSE was 1551.
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        m = KernelGDRegressor(kernel="sigmoid", solver="eigenpro").fit(X, y)
+    pred = m.predict(X)
+    assert np.mean((pred - y) ** 2) <= np.var(y) + 1e-12
+    assert_allclose(m.loss_curve_[-1], np.mean((pred - y) ** 2), rtol=1e-9)
+
+
+def test_negative_definite_callable_is_not_trusted():
+    # Regression: predicted -3e306.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = KernelGDRegressor(kernel=lambda A, B: -A @ B.T - 1.0, solver="eigenpro").fit(X, y)
+    pred = m.predict(X)
+    assert np.all(np.isfinite(pred))
+    assert np.mean((pred - y) ** 2) <= np.var(y) + 1e-12
+    assert any(issubclass(w.category, (NonPSDKernelWarning, ConvergenceWarning)) for w in caught)
+
+
+@pytest.mark.parametrize("solver", ["gd", "cg", "eigenpro"])
+def test_loss_curve_ends_at_the_returned_model(solver):
+    alpha = 1e-3
+    m = KernelGDRegressor(sigma=1.5, alpha=alpha, solver=solver, max_iter=7, tol=0, random_state=0).fit(X, y)
+    K = kernel_matrix(X, sigma=1.5)
+    assert_allclose(m.loss_curve_[-1], objective(m, X, y, alpha, K=K), rtol=1e-9)
+
+
+def test_eigenpro_near_identity_kernel():
+    # Regression: LinAlgError "Internal Error." from eigh's MRRR driver.
+    r = np.random.RandomState(0)
+    Xi, yi = r.randn(150, 10), r.randn(150)
+    m = quiet_fit(KernelGDRegressor(sigma=0.3), Xi, yi)
+    assert m.solver_ == "eigenpro" and np.all(np.isfinite(m.predict(Xi)))
+
+
+# ----------------------------------------------- scale, precision, degenerate data
+
+
+@pytest.mark.parametrize("factor", [1e160, 1e-170, 1e300])
+@pytest.mark.parametrize("solver", ["gd", "cg", "eigenpro"])
+def test_targets_of_any_scale(factor, solver):
+    # Regression: cg predicted zeros, the others a constant with a "not PSD" warning.
+    alpha = 1e-3
+    ref = KernelRidge(alpha=alpha * 80, kernel="rbf", gamma=1 / 1.5**2).fit(X, y)
+    m = KernelGDRegressor(sigma=1.5, alpha=alpha, solver=solver, fit_intercept=False, random_state=0,
+                          max_iter=20_000, tol=1e-10)
+    m = quiet_fit(m, X, y * factor)
+    assert_allclose(m.predict(X) / factor, ref.predict(X), rtol=1e-4, atol=1e-6)
+    assert all(np.isfinite(m.loss_curve_))
+
+
+def test_float32_kernel_far_from_zero():
+    # Regression: a time stamp feature (1.7e9 + seconds) gave test MSE 3.78
+    # in float32 against 0.01 in float64.
+    r = np.random.RandomState(0)
+    t = 1.7e9 + r.rand(5000, 1) * 3e7
+    yt = np.sin(t[:, 0] / 3e6)
+    m32 = KernelGDRegressor(alpha=1e-6, options={"dtype": "float32"}).fit(t[:4500], yt[:4500])
+    assert m32._compute_dtype == np.float32
+    assert np.mean((m32.predict(t[4500:]) - yt[4500:]) ** 2) < 1e-4
+
+
+def test_float32_rbf_block_is_accurate_far_from_zero():
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    r = np.random.RandomState(1)
+    A = (1.7e9 + r.rand(50, 2) * 3e7).astype(np.float32)
+    B = (1.7e9 + r.rand(40, 2) * 3e7).astype(np.float32)
+    K = kernel_matrix(A, B, sigma=1e7)
+    ref = rbf_kernel(A.astype(np.float64), B.astype(np.float64), gamma=1e-14)
+    assert_allclose(K, ref, atol=1e-6)
+
+
+@pytest.mark.parametrize("solver", ["auto", "gd", "cg", "eigenpro"])
+@pytest.mark.parametrize("n", [1, 80])
+def test_zero_kernel_gives_the_intercept_only_model(solver, n):
+    # Regression: NaN predictions, ZeroDivisionError (n=1), a DSYRK error.
+    Z = np.zeros((n, 3))
+    m = KernelGDRegressor(kernel="linear", solver=solver).fit(Z, y[:n])
+    assert_allclose(m.predict(X[:5]), np.full(5, y[:n].mean()))
+
+
+def test_non_symmetric_precomputed_kernel_is_symmetrised_with_a_warning():
+    # Regression: predictions of 35 or 6e17 for targets in +-1.2.
+    K = rng.randn(80, 80)
+    with pytest.warns(UserWarning, match="symmetric"):
+        m = KernelGDRegressor(kernel="precomputed", alpha=1e-2).fit(K, y)
+    pred = m.predict(K)
+    assert np.all(np.isfinite(pred))
+
+
+@pytest.mark.parametrize("sigma", [1e-160, 1e-300, 1e-320])
+def test_tiny_sigma_is_a_clear_error(sigma):
+    # Regression: NaN predictions, ZeroDivisionError.
+    with pytest.raises(ValueError, match="sigma"):
+        KernelGDRegressor(sigma=sigma).fit(X, y)
+    with pytest.raises(ValueError, match="sigma"):
+        kernel_matrix(X, sigma=sigma)
+
+
+def test_huge_sigma_and_huge_features():
+    # Regression: OverflowError for sigma=1e160; "scale" on X * 1e300.
+    m = KernelGDRegressor(sigma=1e160).fit(X, y)
+    assert np.all(np.isfinite(m.predict(X)))
+    m = quiet_fit(KernelGDRegressor(alpha=1e-3), X * 1e300, y)
+    assert np.isfinite(m.sigma_)
+    assert m.score(X * 1e300, y) > 0.5
+
+
+def test_features_beyond_float32_choose_a_clear_error():
+    Xb = X * 1e39
+    with pytest.raises(ValueError, match="float32"):
+        KernelGDRegressor(kernel="linear", options={"dtype": "float32"}).fit(Xb, y)
+
+
+# ----------------------------------------------------------------- stopping
+
+
+@pytest.mark.parametrize("solver", ["gd", "eigenpro", "cg"])
+def test_max_iter_warns(solver):
+    with pytest.warns(ConvergenceWarning):
+        KernelGDRegressor(sigma=1.5, alpha=1e-6, solver=solver, max_iter=2, tol=1e-12).fit(X, y)
+
+
+@pytest.mark.parametrize("solver", ["gd", "cg", "eigenpro"])
+def test_warm_start_from_a_converged_model(solver):
+    params = dict(sigma=1.5, alpha=1e-2, solver=solver, tol=1e-5, random_state=0, max_iter=5000)
+    m = KernelGDRegressor(warm_start=True, **params).fit(X, y)
+    first = m.n_iter_
+    m.fit(X, y)
+    assert m.n_iter_ <= max(1, first // 5)
+
+
+def test_sample_weight_sum_overflow_is_fine():
+    # Regression: IndexError / ZeroDivisionError.
+    sw = np.full(80, 1e308)
+    a = KernelGDRegressor(alpha=1e-3).fit(X, y, sample_weight=sw)
+    b = KernelGDRegressor(alpha=1e-3).fit(X, y)
+    assert_allclose(a.predict(X), b.predict(X), rtol=1e-6)
+
+
+def test_fitted_model_pickles():
+    m = KernelGDRegressor(alpha=1e-3).fit(X, y)
+    assert_allclose(pickle.loads(pickle.dumps(m)).predict(X), m.predict(X))
