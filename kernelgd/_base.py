@@ -13,12 +13,12 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._operator import DEFAULT_MEMORY_BUDGET, KernelOperator, cross_kernel_dot, resolve_dtype
+from ._operator import KernelOperator, cross_kernel_dot, resolve_dtype, resolve_memory_budget
 from ._solvers import CENTER_SOLVERS, SOLVERS, SolverSettings, choose_solver, run_solver
 from ._solvers._common import NonPSDKernelWarning
 from .kernels import bind_kernel, get_spec
 
-OPTION_DEFAULTS = {"memory_budget": DEFAULT_MEMORY_BUDGET, "dtype": "auto"}
+OPTION_DEFAULTS = {"memory_budget": "auto", "dtype": "auto"}
 
 
 def resolve_options(options):
@@ -31,8 +31,15 @@ def resolve_options(options):
         )
     resolved = {**OPTION_DEFAULTS, **options}
     budget = resolved["memory_budget"]
-    if not (isinstance(budget, Real) and budget > 0):
-        raise ValueError(f"options['memory_budget'] must be a number of bytes > 0, got {budget!r}.")
+    if not (
+        budget == "auto"
+        or (isinstance(budget, Real) and not isinstance(budget, bool) and 0 < budget < 2**63)
+    ):
+        raise ValueError(
+            "options['memory_budget'] must be 'auto' or a finite number of bytes > 0 "
+            f"(for example 4 * 2**30 for 4 GiB), got {budget!r}."
+        )
+    resolved["memory_budget"] = resolve_memory_budget(budget)
     if resolved["dtype"] not in ("auto", "float32", "float64", np.float32, np.float64):
         raise ValueError(
             f"options['dtype'] must be 'auto', 'float32' or 'float64', got {resolved['dtype']!r}."

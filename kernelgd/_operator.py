@@ -23,7 +23,9 @@ from sklearn.utils import gen_batches
 from threadpoolctl import threadpool_limits
 
 GiB = 1 << 30
-DEFAULT_MEMORY_BUDGET = 2 * GiB
+DEFAULT_MEMORY_BUDGET = 2 * GiB  # where the available memory cannot be read
+# memory_budget="auto": this share of the memory available when the fit starts.
+AUTO_BUDGET_FRACTION = 0.5
 # Largest evaluated block: bigger blocks are no faster and raise the peak.
 MAX_BLOCK_BYTES = 32 << 20
 # Stored-K products up to this many columns run one GEMV per column:
@@ -39,6 +41,51 @@ def n_threads():
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+def _read_int(path):
+    try:
+        with open(path) as fh:
+            text = fh.read().split()[0]
+    except (OSError, IndexError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def available_memory():
+    """Bytes this process can still allocate: the OS's MemAvailable, within cgroup limits.
+
+    Reads /proc/meminfo and the cgroup v2 (``memory.max``) or v1
+    (``memory.limit_in_bytes``) limit less its usage; None where none of them
+    can be read (not Linux).
+    """
+    candidates = []
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    candidates.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError):
+        pass
+    for limit_file, usage_file in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    ):
+        limit, usage = _read_int(limit_file), _read_int(usage_file)
+        if limit is not None and limit < 1 << 60:  # "max" or a huge v1 value: no limit
+            candidates.append(max(limit - (usage or 0), 0))
+            break
+    return min(candidates) if candidates else None
+
+
+def resolve_memory_budget(budget):
+    """Bytes for a memory_budget option: "auto" is a share of the available memory."""
+    if budget != "auto":
+        return int(budget)
+    free = available_memory()
+    if free is None:
+        return DEFAULT_MEMORY_BUDGET
+    return max(int(AUTO_BUDGET_FRACTION * free), 64 << 20)
 
 
 def resolve_dtype(dtype, n_rows, n_cols):
@@ -87,9 +134,17 @@ def check_budget(n_bytes, what, budget, fix):
     """Raise a MemoryBudgetError naming the option that avoids it."""
     if n_bytes > budget:
         raise MemoryBudgetError(
-            f"{what} needs {n_bytes / GiB:.2f} GiB, more than the memory budget of "
-            f"{budget / GiB:.2f} GiB. {fix}"
+            f"{what} needs {format_bytes(n_bytes)}, more than the memory budget of "
+            f"{format_bytes(budget)}. {fix}"
         )
+
+
+def format_bytes(n_bytes):
+    """``"1.50 GiB"``, ``"12.0 MiB"``, ``"300 bytes"``."""
+    for unit, size in (("GiB", GiB), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n_bytes >= size:
+            return f"{n_bytes / size:.3g} {unit}"
+    return f"{int(n_bytes)} bytes"
 
 
 @contextmanager
