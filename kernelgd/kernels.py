@@ -34,6 +34,7 @@ from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances
 from sklearn.utils import check_array
 
 __all__ = [
+    "KernelSpec",
     "kernel_matrix",
     "register_kernel",
     "available_kernels",
@@ -404,7 +405,13 @@ def _all_subsets_diag(X):
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """A registry entry: a kernel function and what is known about it."""
+    """A registered kernel: its function and what is known about it.
+
+    :func:`register_kernel` returns one. It can be passed as ``kernel=`` to
+    the estimators and :func:`kernel_matrix`, and it pickles with its
+    function by reference, so it works in joblib/loky and Dask workers that
+    never ran the registration. Calling it evaluates the kernel function.
+    """
 
     name: str
     function: Callable
@@ -414,6 +421,9 @@ class KernelSpec:
     # Translation invariant (k(x + c, z + c) = k(x, z)): the operator may
     # shift the data to keep float32 distances accurate.
     stationary: bool = False
+
+    def __call__(self, X, Y, **params):
+        return self.function(X, Y, **params)
 
 
 _REGISTRY = {}
@@ -456,10 +466,14 @@ def available_kernels():
 def register_kernel(name, function, *, params=(), psd=True, diag=None):
     """Register a kernel under a name usable everywhere a built-in is.
 
-    After registration ``kernel=name`` works in the estimators, in
-    :func:`kernel_matrix`, in grid searches and in pickled fitted models
-    (a model unpickled in another process needs the same registration to
-    have run there, for example at import of the module defining it).
+    After registration ``kernel=name`` works in the estimators and in
+    :func:`kernel_matrix` in this process. The returned :class:`KernelSpec`
+    works everywhere, also in other processes (joblib/loky, Dask): pass it
+    as ``kernel=`` in grid searches with ``n_jobs``, or in models that are
+    pickled. Installed packages can also register kernels by name through
+    the entry-point group ``"kernelgd.kernels"`` (each entry point names a
+    ``KernelSpec``, for example the result of ``register_kernel`` in the
+    package's module); such names resolve in any process.
 
     Parameters
     ----------
@@ -469,7 +483,7 @@ def register_kernel(name, function, *, params=(), psd=True, diag=None):
     function : callable
         ``function(X, Y, **p)`` returning the block of shape
         ``(len(X), len(Y))`` with ``K[i, j] = k(X[i], Y[j])``.
-    params : tuple of str, default=()
+    params : str or tuple of str, default=()
         The estimator parameters passed on to ``function`` (any of
         ``"sigma"``, ``"degree"``, ``"coef0"``). ``p`` also holds the
         estimator's ``kernel_params``.
@@ -480,6 +494,11 @@ def register_kernel(name, function, *, params=(), psd=True, diag=None):
         ``diag(X, **p)`` returning ``k(X[i], X[i])``; by default it is
         computed from ``function`` in small blocks.
 
+    Returns
+    -------
+    spec : KernelSpec
+        The registered kernel, usable as ``kernel=spec``.
+
     Examples
     --------
     >>> import numpy as np
@@ -488,8 +507,10 @@ def register_kernel(name, function, *, params=(), psd=True, diag=None):
     ...     Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
     ...     Yn = Y / np.linalg.norm(Y, axis=1, keepdims=True)
     ...     return Xn @ Yn.T
-    >>> register_kernel("cosine", cosine)
+    >>> spec = register_kernel("cosine", cosine)
     >>> kernel_matrix([[1.0, 0.0]], [[1.0, 1.0]], kernel="cosine")
+    array([[0.70710678]])
+    >>> kernel_matrix([[1.0, 0.0]], [[1.0, 1.0]], kernel=spec)
     array([[0.70710678]])
     """
     if not isinstance(name, str) or not name:
@@ -498,17 +519,41 @@ def register_kernel(name, function, *, params=(), psd=True, diag=None):
         raise ValueError(f"{name!r} is a built-in kernel name; choose another name.")
     if not callable(function):
         raise ValueError(f"function must be callable, got {type(function).__name__}.")
-    params = tuple(params)
+    params = (params,) if isinstance(params, str) else tuple(params)
     unknown = set(params) - set(ESTIMATOR_PARAMS)
     if unknown:
         raise ValueError(
             f"params may only name {ESTIMATOR_PARAMS}; got unknown {sorted(unknown)}."
         )
-    _add(KernelSpec(name, function, params, bool(psd), diag))
+    spec = KernelSpec(name, function, params, bool(psd), diag)
+    _add(spec)
+    return spec
+
+
+ENTRY_POINT_GROUP = "kernelgd.kernels"
+
+
+def _from_entry_points(name):
+    """The KernelSpec an installed package registers under ``name``, or None."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            spec = ep.load()
+            if not isinstance(spec, KernelSpec):
+                raise ValueError(
+                    f"The entry point {ep.value!r} of group {ENTRY_POINT_GROUP!r} must name "
+                    f"a kernelgd.kernels.KernelSpec (from register_kernel), got {type(spec).__name__}."
+                )
+            _add(spec)
+            return spec
+    return None
 
 
 def get_spec(kernel):
-    """The registry entry of a kernel name or callable (private helper)."""
+    """The registry entry of a kernel name, KernelSpec or callable (private helper)."""
+    if isinstance(kernel, KernelSpec):
+        return kernel
     if callable(kernel):
         name = getattr(kernel, "__name__", "callable")
         return KernelSpec(name, kernel, (), True, None)
@@ -516,6 +561,9 @@ def get_spec(kernel):
         key = _ALIASES.get(kernel, kernel)
         if key in _REGISTRY:
             return _REGISTRY[key]
+        spec = _from_entry_points(key)
+        if spec is not None:
+            return spec
     raise ValueError(
         f"Unknown kernel {kernel!r}. Use one of {available_kernels()}, "
         "'precomputed', a callable f(X, Y) -> matrix, or register a new one "

@@ -169,3 +169,69 @@ def test_callable_kernel_and_its_validation():
         kernel_matrix(X, Y, kernel=lambda A, B: A @ A.T)
     with pytest.raises(ValueError, match="inf or NaN"):
         kernel_matrix(X, Y, kernel=lambda A, B: np.full((len(A), len(B)), np.nan))
+
+
+# ------------------------------------------- registered kernels in other processes
+
+def _cauchy(X, Y, sigma=1.0):
+    d2 = ((X[:, None, :] - Y[None, :, :]) ** 2).sum(-1)
+    return 1.0 / (1.0 + d2 / sigma**2)
+
+
+def test_register_kernel_returns_a_spec_usable_as_kernel():
+    spec = register_kernel("test_cauchy", _cauchy, params="sigma")  # a single name is fine
+    assert spec.params == ("sigma",)
+    assert_allclose(kernel_matrix(X, Y, kernel=spec, sigma=2.0), _cauchy(X, Y, 2.0), rtol=1e-12)
+    import pickle
+
+    model = KernelGDRegressor(kernel=spec, sigma=2.0, alpha=1e-2).fit(X, X[:, 0])
+    again = pickle.loads(pickle.dumps(model))
+    assert_allclose(again.predict(Y), model.predict(Y))
+
+
+def test_registered_spec_works_in_loky_workers():
+    from sklearn.model_selection import GridSearchCV
+
+    spec = register_kernel("test_cauchy_loky", _cauchy, params=("sigma",))
+    r = np.random.RandomState(0)
+    Xg = r.normal(size=(60, 2))
+    yg = np.sin(Xg[:, 0])
+    search = GridSearchCV(
+        KernelGDRegressor(kernel=spec, alpha=1e-3), {"sigma": [0.5, 2.0]}, cv=3, n_jobs=2
+    ).fit(Xg, yg)
+    serial = GridSearchCV(
+        KernelGDRegressor(kernel=spec, alpha=1e-3), {"sigma": [0.5, 2.0]}, cv=3, n_jobs=1
+    ).fit(Xg, yg)
+    assert_allclose(search.cv_results_["mean_test_score"], serial.cv_results_["mean_test_score"])
+
+
+def test_registered_spec_works_in_dask_workers():
+    distributed = pytest.importorskip("distributed")
+    import joblib
+    from sklearn.model_selection import GridSearchCV
+
+    spec = register_kernel("test_cauchy_dask", _cauchy, params=("sigma",))
+    Xg = np.random.RandomState(0).normal(size=(40, 2))
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1) as cluster:
+        with distributed.Client(cluster), joblib.parallel_backend("dask"):
+            search = GridSearchCV(KernelGDRegressor(kernel=spec, alpha=1e-3), {"sigma": [0.5, 2.0]}, cv=2)
+            search.fit(Xg, Xg[:, 0])
+    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
+
+
+def test_entry_point_kernels_resolve_by_name(monkeypatch, tmp_path):
+    import importlib.metadata
+    import sys
+
+    (tmp_path / "kgd_plugin_demo.py").write_text(
+        "from kernelgd.kernels import KernelSpec\n"
+        "def double_linear(X, Y):\n    return 2.0 * X @ Y.T\n"
+        "spec = KernelSpec('plugin_double_linear', double_linear)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ep = importlib.metadata.EntryPoint(
+        name="plugin_double_linear", value="kgd_plugin_demo:spec", group="kernelgd.kernels"
+    )
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None: [ep] if group == "kernelgd.kernels" else [])
+    assert_allclose(kernel_matrix(X, Y, kernel="plugin_double_linear"), 2.0 * X @ Y.T)
+    sys.modules.pop("kgd_plugin_demo", None)
