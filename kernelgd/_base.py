@@ -102,7 +102,7 @@ class BaseKernelGD(BaseEstimator):
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "solver": [StrOptions(set(SOLVERS) | {"auto"})],
-        "n_centers": [Interval(Integral, 1, None, closed="left"), None],
+        "n_centers": [Interval(Integral, 1, None, closed="left"), None],  # bools rejected in fit
         "fit_intercept": ["boolean"],
         "early_stopping": ["boolean"],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
@@ -235,24 +235,23 @@ class BaseKernelGD(BaseEstimator):
         idx = np.arange(n_samples)
         if not self.early_stopping:
             return idx, None
-        n_val = int(np.ceil(self.validation_fraction * n_samples))
-        if n_samples - n_val < 2:
+        # Only rows that carry weight are split; the others cannot matter.
+        weighted = np.flatnonzero(w > 0)
+        n_val = int(np.ceil(self.validation_fraction * len(weighted)))
+        if len(weighted) - n_val < 2:
             raise ValueError(
                 f"early_stopping: validation_fraction={self.validation_fraction} of "
-                f"{n_samples} samples leaves {n_samples - n_val} for training, fewer than 2. "
-                "Use more samples or a smaller validation_fraction."
+                f"{len(weighted)} samples with positive weight leaves {len(weighted) - n_val} "
+                "for training, fewer than 2. Use more samples or a smaller validation_fraction."
             )
         if stratify is not None:
+            stratify = stratify[weighted]
             n_classes = len(np.unique(stratify))
-            if min(n_val, n_samples - n_val) < n_classes:
+            counts = np.unique(stratify, return_counts=True)[1]
+            if min(n_val, len(weighted) - n_val) < n_classes or counts.min() < 2:
                 stratify = None  # too few samples to put every class in both parts
-        tr, val = train_test_split(idx, test_size=n_val, random_state=rng, stratify=stratify)
-        if w[val].sum() <= 0 or w[tr].sum() <= 0:
-            raise ValueError(
-                "early_stopping: the training or the validation part has zero total "
-                "sample_weight. Use early_stopping=False or weights that are positive "
-                "on more samples."
-            )
+        tr, val = train_test_split(weighted, test_size=n_val, random_state=rng, stratify=stratify)
+        tr = np.union1d(tr, np.flatnonzero(w == 0))
         return np.sort(tr), np.sort(val)
 
     def _sample_weights(self, X, sample_weight):
@@ -269,6 +268,11 @@ class BaseKernelGD(BaseEstimator):
 
     def _choose_centers(self, X_tr, w_tr, rng):
         """The rows of X_tr the model is restricted to (None: all of them)."""
+        if isinstance(self.n_centers, (bool, np.bool_)):
+            raise ValueError(
+                f"n_centers must be a positive int or None, got {self.n_centers!r}; "
+                "for example n_centers=1000."
+            )
         if self.n_centers is None or self.n_centers >= len(X_tr):
             return None
         if self._precomputed:
@@ -315,6 +319,12 @@ class BaseKernelGD(BaseEstimator):
         if solver == "auto":
             solver = choose_solver(alpha=self.alpha, psd=psd, centers=centers is not None)
         if centers is not None and solver not in CENTER_SOLVERS:
+            if self.solver == "auto":  # auto chose gd: the kernel is not PSD
+                raise ValueError(
+                    f"n_centers needs solver='cg', which needs a positive semi-definite "
+                    f"kernel; the {kernel.name} kernel is not, so solver='auto' chose 'gd'. "
+                    "Use n_centers=None, or a PSD kernel."
+                )
             raise ValueError(
                 f"n_centers is supported by solver={sorted(CENTER_SOLVERS)[0]!r} (and "
                 f"solver='auto', which picks it), not solver={solver!r}. Use "

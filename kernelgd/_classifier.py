@@ -100,9 +100,8 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         ):
             del self.dual_coef_  # other classes: the old coefficients do not apply
         self.classes_ = binarizer.classes_
-        # stratified validation split when every class can be split
-        counts = np.unique(y, return_counts=True)[1]
-        return self._fit(X, Y, sample_weight, stratify=y if counts.min() >= 2 else None)
+        # a stratified validation split where every class can be split
+        return self._fit(X, Y, sample_weight, stratify=y)
 
     def decision_function(self, X):
         """Decision values ``f(x)`` of the one-vs-rest models.

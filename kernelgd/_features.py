@@ -76,9 +76,15 @@ class AllSubsetsFeatures(TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         Phi = np.ones((X.shape[0], 1))
-        for k in range(X.shape[1]):
-            # Doubling: subsets without feature k, then the same with it.
-            Phi = np.hstack([Phi, Phi * X[:, k : k + 1]])
+        with np.errstate(over="ignore"):
+            for k in range(X.shape[1]):
+                # Doubling: subsets without feature k, then the same with it.
+                Phi = np.hstack([Phi, Phi * X[:, k : k + 1]])
+        if not np.all(np.isfinite(Phi)):
+            raise ValueError(
+                "Some subset products overflow float64 (about 1.8e308). Scale the "
+                "features down (for example with sklearn.preprocessing.StandardScaler)."
+            )
         return Phi
 
     def get_feature_names_out(self, input_features=None):
@@ -98,6 +104,11 @@ class AllSubsetsFeatures(TransformerMixin, BaseEstimator):
         if input_features is None:
             input_features = getattr(
                 self, "feature_names_in_", [f"x{k}" for k in range(self.n_features_in_)]
+            )
+        elif len(input_features) != self.n_features_in_:
+            raise ValueError(
+                f"input_features has {len(input_features)} names, but the transformer was "
+                f"fitted on {self.n_features_in_} features; pass one name per feature."
             )
         names = []
         for j in range(2**self.n_features_in_):

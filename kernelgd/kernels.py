@@ -589,6 +589,11 @@ class BoundKernel:
         except (TypeError, ValueError):  # some builtins have no signature
             return
         self.writes_out = "out" in sig.parameters
+        if "out" in self.params:
+            raise ValueError(
+                f"kernel_params may not set 'out' (the {spec.name} kernel's output "
+                "buffer, managed by kernelgd). Remove it from kernel_params."
+            )
         try:
             sig.bind(None, None, **self.params)
         except TypeError as exc:
@@ -608,7 +613,15 @@ class BoundKernel:
     def __call__(self, X, Y):
         """The block ``K(X, Y)``, in float32 if X and Y are float32."""
         dtype = np.float32 if X.dtype == Y.dtype == np.float32 else np.float64
-        K = np.asarray(self.spec.function(X, Y, **self.params), dtype=dtype)
+        try:
+            K = np.asarray(self.spec.function(X, Y, **self.params), dtype=dtype)
+        except TypeError as exc:  # numpy's ufunc type errors too: a kernel_params value of the wrong type
+            if not self.params:
+                raise
+            raise ValueError(
+                f"The {self.name} kernel failed with the parameters {self.params}: {exc}. "
+                "Check the types of kernel_params."
+            ) from exc
         expected = (len(X), len(Y))
         if K.shape != expected:
             raise ValueError(

@@ -89,3 +89,37 @@ def test_sample_weight_errors():
 def test_precomputed_must_be_square():
     with pytest.raises(ValueError, match="square"):
         KernelGDRegressor(kernel="precomputed").fit(X, y)
+
+
+# ------------------------------------------ clear errors (issue 7, item 13)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        (dict(n_centers=True), "n_centers must be a positive int"),
+        (dict(kernel="sigmoid", n_centers=5), "needs solver='cg'.*not, so solver='auto' chose 'gd'"),
+        (dict(kernel_params={"out": 1}), "may not set 'out'"),
+        (dict(kernel="sigmoid", kernel_params={"a": "x"}), "Check the types of kernel_params"),
+        (dict(early_stopping=True, validation_fraction=0.99), "smaller validation_fraction"),
+    ],
+)
+def test_clear_errors(params, match):
+    with pytest.raises(ValueError, match=match):
+        KernelGDRegressor(**params).fit(X, y)
+
+
+def test_classifier_early_stopping_on_small_multiclass_data():
+    # Regression: scikit-learn's raw "test_size = 2 should be >= number of classes".
+    Xs, ys = X[:12], np.arange(12) % 3
+    clf = KernelGDClassifier(early_stopping=True).fit(Xs, ys)
+    assert set(clf.predict(Xs)) <= {0, 1, 2}
+
+
+def test_all_subsets_features_errors():
+    from kernelgd import AllSubsetsFeatures
+
+    with pytest.raises(ValueError, match="one name per feature"):
+        AllSubsetsFeatures().fit(X).get_feature_names_out(["a"])
+    with pytest.raises(ValueError, match="overflow"):
+        AllSubsetsFeatures().fit(X * 1e120).transform(X * 1e120)
