@@ -38,9 +38,10 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
     step_size_ : float
         The step size used.
     n_iter_ : int
-        The number of updates run.
+        The number of iterations run.
     loss_curve_ : list of float
-        The objective after each update (summed over the class columns).
+        The objective after each iteration (summed over the class columns),
+        up to the returned model (the best iterate seen).
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)

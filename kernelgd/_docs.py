@@ -45,11 +45,12 @@ PARAMETERS = """\
         Maximum number of iterations: updates for ``"gd"`` and ``"cg"``,
         epochs for ``"eigenpro"``.
     tol : float, default=1e-3
-        Stopping tolerance. ``"gd"`` and ``"eigenpro"`` stop when one
-        iteration lowers the objective by at most ``tol`` times its initial
-        value (for ``"eigenpro"`` with an intercept, the objective of its
-        iteration on ``[y, 1]``); ``"cg"`` when the relative residual of the linear system is
-        at most ``tol``. ``tol=0`` runs exactly ``max_iter`` iterations.
+        Stopping tolerance. ``"gd"`` and ``"eigenpro"`` stop when the norm of
+        the primal gradient is at most ``tol`` times its value at the
+        intercept-only model; ``"cg"`` when the relative residual of the
+        linear system is at most ``tol``. Stopping at ``max_iter`` or for
+        lack of progress warns. ``tol=0`` runs exactly ``max_iter``
+        iterations.
     n_centers : int, default=None
         Restrict f to ``n_centers`` training points drawn at random (the
         Nystroem / FALKON model): memory O(n * n_centers) instead of
@@ -67,14 +68,15 @@ PARAMETERS = """\
         Patience of early stopping, in iterations.
     warm_start : bool, default=False
         Start from the previous ``dual_coef_`` and ``intercept_`` when the
-        new fit has as many coefficients and targets as the last one.
+        new fit has as many coefficients and targets as the last one (every
+        solver).
     random_state : int, RandomState instance or None, default=None
         Seeds the random choices: landmarks and centers, EigenPro's
         subsample and batches, the early-stopping split.
     options : dict, default=None
         Performance settings, apart from the statistical ones:
-        ``"memory_budget"`` (bytes, default 2 GiB) bounds the kernel matrix
-        kept in memory (K is stored when it fits, else streamed in row
+        ``"memory_budget"`` (bytes, or ``"auto"``, the default: half the
+        memory available at fit time) bounds the kernel matrix kept in memory (K is stored when it fits, else streamed in row
         blocks); ``"dtype"`` (``"auto"``, ``"float32"``, ``"float64"``) is
         the precision of kernel values, ``"auto"`` meaning float64 up to
         4096^2 entries and float32 above (products accumulate in float64),

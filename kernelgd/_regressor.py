@@ -32,9 +32,10 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
     step_size_ : float
         The step size used.
     n_iter_ : int
-        The number of updates run.
+        The number of iterations run.
     loss_curve_ : list of float
-        The objective after each update.
+        The objective after each iteration, up to the returned model (the
+        best iterate seen); the last value is that model's objective.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
