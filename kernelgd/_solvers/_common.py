@@ -189,31 +189,13 @@ def cholesky(M, what="matrix"):
     )
 
 
-def eliminate_intercept(w, Y, F_y, F_1, X_y, X_1):
-    """Combine the solutions for [Y, 1] into coefficients and intercept.
-
-    The optimum is linear in the intercept b: ``X = X_y - b X_1`` where X_y
-    and X_1 solve the system for the right-hand sides Y and 1, with training
-    predictions F_y = K X_y and F_1 = K X_1. Setting the b-gradient
-    ``sum_i w_i (F_i + b - Y_i)`` to zero gives b.
-    """
-    # einsum, not numpy's BLAS: its idle threads would slow the solver's next
-    # scipy BLAS product (benchmarks/bench_operator.py)
-    denom = 1.0 - np.einsum("i,i->", w, F_1)
-    if abs(denom) < 1e-10:  # 1 in the range of K without ridge: any b fits
-        b = np.einsum("i,ij->j", w, Y)
-    else:
-        b = np.einsum("i,ij->j", w, Y - F_y) / denom
-    return X_y - np.outer(X_1, b), b, F_y - np.outer(F_1, b) + b
-
-
 def dual_sum_intercept(w, Y, X_y, X_1):
     """Combine the solutions for [Y, 1] of the full model into coefficients and intercept.
 
     With all training points as centers, the b-gradient vanishes at the
     optimum exactly when ``sum_i a_i = 0`` (for alpha > 0: ``alpha a =
     W (y - f)``), so ``b = sum(X_y) / sum(X_1)`` and ``a = X_y - b X_1``.
-    At convergence this equals ``eliminate_intercept``; on an unconverged
+    At convergence this is the optimal intercept; on an unconverged
     or early-stopped iterate it is a ratio of two sums that grow with every
     iteration, whereas the b-gradient form divides two vanishing residuals
     (without ridge, the constant is in the range of K and the intercept is
