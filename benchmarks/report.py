@@ -2,7 +2,7 @@
 
     python benchmarks/report.py --out-dir docs
 
-Reads benchmarks/results/{cal16k,sweep,uci,operator,preconditioner}.json where present and writes
+Reads benchmarks/results/{cal16k,sweep,uci,operator,preconditioner,threads}.json where present and writes
 docs/_bench_<name>.rst for each (or prints them without --out-dir), so the
 numbers in docs/benchmarks.rst are exactly those the scripts measured.
 """
@@ -86,12 +86,22 @@ def preconditioner(data):
             + rst_table(header, rows))
 
 
+def threads(data):
+    rows = [
+        [r["description"], fmt(r.get("quiet_time"), ".2f"), fmt(r.get("loaded_time"), ".2f"),
+         fmt(r.get("ratio"), ".2f"), r.get("status", "ok")]
+        for r in data["rows"]
+    ]
+    header = ["system", "quiet fit (s)", "beside a busy process (s)", "ratio", "status"]
+    return rst_table(header, rows)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out-dir", help="write _bench_<name>.rst files here")
     args = parser.parse_args(argv)
     for name, render in (("cal16k", cal16k), ("sweep", sweep), ("uci", uci), ("operator", operator),
-                         ("preconditioner", preconditioner)):
+                         ("preconditioner", preconditioner), ("threads", threads)):
         path = RESULTS / f"{name}.json"
         if not path.exists():
             continue

@@ -8,17 +8,24 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._operator import KernelOperator, cross_kernel_dot, resolve_dtype, resolve_memory_budget
+from ._operator import (
+    KernelOperator,
+    cross_kernel_dot,
+    resolve_dtype,
+    resolve_memory_budget,
+    single_threaded_blas,
+)
 from ._solvers import CENTER_SOLVERS, SOLVERS, SolverSettings, choose_solver, run_solver
 from ._solvers._common import NonPSDKernelWarning
-from .kernels import bind_kernel, get_spec
+from .kernels import bind_kernel, check_sparse_support, get_spec
 
-OPTION_DEFAULTS = {"memory_budget": "auto", "dtype": "auto"}
+OPTION_DEFAULTS = {"memory_budget": "auto", "dtype": "auto", "n_threads": "auto"}
 
 
 def resolve_options(options):
@@ -43,6 +50,12 @@ def resolve_options(options):
     if resolved["dtype"] not in ("auto", "float32", "float64", np.float32, np.float64):
         raise ValueError(
             f"options['dtype'] must be 'auto', 'float32' or 'float64', got {resolved['dtype']!r}."
+        )
+    threads = resolved["n_threads"]
+    if not (threads == "auto" or (isinstance(threads, Integral) and not isinstance(threads, bool) and threads >= 1)):
+        raise ValueError(
+            f"options['n_threads'] must be 'auto' (every core this process may use) or an "
+            f"integer >= 1, got {threads!r}."
         )
     return resolved
 
@@ -69,7 +82,7 @@ class _ValidationMonitor:
         self.K_val = X_val if precomputed else None
         self.op = None if precomputed else KernelOperator(
             X_val, kernel, centers=centers, memory_budget=options["memory_budget"] // 4,
-            dtype=options["dtype"],
+            dtype=options["dtype"], threads=options["n_threads"],
         )
         self.Y, self.w = Y_val, w_val / w_val.sum()
         self.patience, self.tol = n_iter_no_change, tol
@@ -159,6 +172,7 @@ class BaseKernelGD(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = self.kernel == "precomputed"
+        tags.input_tags.sparse = True
         return tags
 
     # ------------------------------------------------------------ helpers
@@ -178,12 +192,17 @@ class BaseKernelGD(BaseEstimator):
         if self.sigma != "scale":
             return float(self.sigma)
         # Computed on X / max|X| so that the variance of huge features does not overflow.
-        top = float(np.max(np.abs(X))) if X.size else 0.0
+        top = float(abs(X).max()) if X.size else 0.0
         if top == 0.0:
             return 1.0
         Xs = X / top
-        mean = np.average(Xs.mean(axis=1), weights=w)
-        var = np.average(((Xs - mean) ** 2).mean(axis=1), weights=w)
+        if sp.issparse(X):  # E[x^2] - E[x]^2 from the nonzeros: no dense copy
+            mean = np.average(np.asarray(Xs.mean(axis=1)).ravel(), weights=w)
+            square = np.average(np.asarray(Xs.multiply(Xs).mean(axis=1)).ravel(), weights=w)
+            var = max(square - mean**2, 0.0)
+        else:
+            mean = np.average(Xs.mean(axis=1), weights=w)
+            var = np.average(((Xs - mean) ** 2).mean(axis=1), weights=w)
         sigma = top * float(np.sqrt(X.shape[1] * var))
         return sigma if sigma > 0 else 1.0
 
@@ -201,7 +220,10 @@ class BaseKernelGD(BaseEstimator):
     def _validate_precomputed(self, X):
         """The square, symmetric training kernel matrix (symmetrised, with a warning)."""
         if not self._precomputed:
+            check_sparse_support(get_spec(self.kernel), X)
             return X
+        if sp.issparse(X):  # a kernel matrix is dense in general
+            X = X.toarray()
         if X.shape[0] != X.shape[1]:
             raise ValueError(
                 "With kernel='precomputed', X must be the square training kernel "
@@ -273,7 +295,7 @@ class BaseKernelGD(BaseEstimator):
                 f"n_centers must be a positive int or None, got {self.n_centers!r}; "
                 "for example n_centers=1000."
             )
-        if self.n_centers is None or self.n_centers >= len(X_tr):
+        if self.n_centers is None or self.n_centers >= X_tr.shape[0]:
             return None
         if self._precomputed:
             raise ValueError(
@@ -297,8 +319,14 @@ class BaseKernelGD(BaseEstimator):
 
     def _fit(self, X, Y, sample_weight, stratify=None):
         """Fit on validated X and a 2-D float target Y; sets the attributes."""
-        X = self._validate_precomputed(X)
         options = resolve_options(self.options)
+        # One BLAS thread throughout: the operator's pool supplies the
+        # parallelism, and idle OpenBLAS threads spin (module doc of _operator).
+        with single_threaded_blas():
+            return self._fit_single_threaded(X, Y, sample_weight, stratify, options)
+
+    def _fit_single_threaded(self, X, Y, sample_weight, stratify, options):
+        X = self._validate_precomputed(X)
         w = self._sample_weights(X, sample_weight)
         rng = check_random_state(self.random_state)
         seed = rng.randint(np.iinfo(np.int32).max)
@@ -337,7 +365,8 @@ class BaseKernelGD(BaseEstimator):
             # products far beyond the signal when alpha is small.
             dtype = "float64"
         operator = KernelOperator(
-            X_tr, kernel, centers=centers, memory_budget=options["memory_budget"], dtype=dtype
+            X_tr, kernel, centers=centers, memory_budget=options["memory_budget"], dtype=dtype,
+            threads=options["n_threads"],
         )
         monitor = None
         if val is not None:
@@ -389,12 +418,16 @@ class BaseKernelGD(BaseEstimator):
     def _decision(self, X):
         """``K(X, X_fit_) @ dual_coef_ + intercept_`` with 2-D coefficients."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = validate_data(self, X, reset=False, accept_sparse="csr", dtype=np.float64)
+        if self._precomputed and sp.issparse(X):
+            X = X.toarray()
         coef = self.dual_coef_.reshape(len(self.dual_coef_), -1)
         intercept = np.atleast_1d(self.intercept_)
         options = resolve_options(self.options)
-        dtype = getattr(self, "_compute_dtype", resolve_dtype(options["dtype"], len(X), len(self.X_fit_)))
-        F = cross_kernel_dot(
-            self._bound_kernel(), X, self.X_fit_, coef, memory_budget=options["memory_budget"], dtype=dtype
-        )
+        dtype = getattr(self, "_compute_dtype", resolve_dtype(options["dtype"], X.shape[0], self.X_fit_.shape[0]))
+        with single_threaded_blas():
+            F = cross_kernel_dot(
+                self._bound_kernel(), X, self.X_fit_, coef, memory_budget=options["memory_budget"],
+                dtype=dtype, threads=options["n_threads"],
+            )
         return F + intercept

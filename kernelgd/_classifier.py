@@ -72,7 +72,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Training inputs, or the (n_samples, n_samples) kernel matrix if
             ``kernel="precomputed"``.
         y : array-like of shape (n_samples,)
@@ -85,7 +85,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         self : KernelGDClassifier
             The fitted estimator.
         """
-        X, y = validate_data(self, X, y, dtype=np.float64)
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
         check_classification_targets(y)
         binarizer = LabelBinarizer(neg_label=-1, pos_label=1)
         Y = binarizer.fit_transform(y).astype(np.float64)
@@ -109,7 +109,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Inputs, or the (n_samples, n_train) kernel matrix against the
             training points if ``kernel="precomputed"``.
 
@@ -126,7 +126,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Inputs, or the (n_samples, n_train) kernel matrix against the
             training points if ``kernel="precomputed"``.
 

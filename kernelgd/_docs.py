@@ -81,7 +81,12 @@ PARAMETERS = """\
         the precision of kernel values, ``"auto"`` meaning float64 up to
         4096^2 entries and float32 above (products accumulate in float64),
         except float64 always with ``n_centers``, whose preconditioner would
-        amplify float32 rounding.
+        amplify float32 rounding; ``"n_threads"`` (``"auto"``, the default:
+        every core this process may use, or an integer) is the number of
+        threads that evaluate kernel blocks. BLAS runs on
+        one thread during ``fit`` and ``predict`` whatever this setting:
+        idle multithreaded OpenBLAS threads spin, and slowed fits on a busy
+        machine by an order of magnitude.
     verbose : int, default=0
         ``1`` prints progress lines every so often (iteration, objective,
         step); ``2`` every iteration."""

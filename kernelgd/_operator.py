@@ -7,10 +7,14 @@ diagonal. The operator stores K whole when it fits in the memory budget and
 otherwise recomputes row blocks on every product, so a fit's memory stays
 bounded by the budget whatever n is.
 
-Blocks are evaluated on a small thread pool with single-threaded BLAS: the
-kernel GEMMs are thin (k = n_features) and the elementwise work (exp) is
-single-threaded in numpy, so two blocks at once beat one block on two BLAS
-threads (benchmarks/bench_operator.py).
+Fits run with single-threaded BLAS, and the operator supplies the
+parallelism itself: kernel blocks are evaluated on a small thread pool. The
+kernel GEMMs are thin (k = n_features) and numpy's elementwise work (exp) is
+single-threaded, so two blocks at once beat one block on two BLAS threads
+(bench_operator.py).
+Products with a stored K are memory-bound and run on one thread. Pool
+threads wait without spinning, whereas idle OpenBLAS threads spin and,
+on a loaded machine, slowed fits by an order of magnitude (bench_threads.py).
 """
 
 import os
@@ -18,9 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.linalg import get_blas_funcs
 from sklearn.utils import gen_batches
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 GiB = 1 << 30
 DEFAULT_MEMORY_BUDGET = 2 * GiB  # where the available memory cannot be read
@@ -35,8 +40,10 @@ GEMV_MAX_COLUMNS = 3
 AUTO_FLOAT64_MAX_ENTRIES = 4096**2
 
 
-def n_threads():
-    """Cores this process may use."""
+def n_threads(requested="auto"):
+    """Threads for the operator's pool: ``requested``, or the cores this process may use."""
+    if requested != "auto":
+        return int(requested)
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not on Linux
@@ -114,10 +121,10 @@ def blas_dot(A, V):
 
 
 def _compute_array(X, dtype):
-    """X as a C-contiguous array of the compute dtype; a clear error where float32 overflows."""
+    """X as a C-contiguous array (or CSR matrix) of the compute dtype; a clear error where float32 overflows."""
     with np.errstate(over="ignore"):
-        out = np.ascontiguousarray(X, dtype=dtype)
-    if dtype == np.float32 and not np.isfinite(out).all():
+        out = sp.csr_matrix(X, dtype=dtype) if sp.issparse(X) else np.ascontiguousarray(X, dtype=dtype)
+    if dtype == np.float32 and not np.isfinite(out.data if sp.issparse(out) else out).all():
         raise ValueError(
             "Some features exceed the float32 range (about 3.4e38) in which this fit "
             "computes the kernel. Scale the features (for example with "
@@ -147,10 +154,15 @@ def format_bytes(n_bytes):
     return f"{int(n_bytes)} bytes"
 
 
+_CONTROLLER = []  # one ThreadpoolController: finding the libraries costs milliseconds
+
+
 @contextmanager
 def single_threaded_blas():
     """Single-threaded BLAS, for work spread over threads or large factorizations."""
-    with threadpool_limits(limits=1, user_api="blas"):
+    if not _CONTROLLER:  # created on first use, after numpy and scipy loaded their BLAS
+        _CONTROLLER.append(ThreadpoolController())
+    with _CONTROLLER[0].limit(limits=1, user_api="blas"):
         yield
 
 
@@ -159,8 +171,10 @@ class KernelOperator:
 
     Parameters
     ----------
-    X : ndarray of shape (n, n_features)
-        Training inputs; for ``kernel=None`` the precomputed (n, n) matrix.
+    X : ndarray or sparse matrix of shape (n, n_features)
+        Training inputs (CSR where sparse: blocks of rows are sliced from
+        it, never the whole made dense); for ``kernel=None`` the
+        precomputed (n, n) matrix.
     kernel : BoundKernel or None
         The kernel with its parameters; None when X is precomputed.
     centers : ndarray of shape (m, n_features), default=None
@@ -171,10 +185,13 @@ class KernelOperator:
         Precision of the kernel values; products accumulate into float64.
     store : bool, default=None
         Whether to store K; None stores it when it fits in the budget.
+    threads : int or "auto", default="auto"
+        Size of the thread pool that evaluates kernel blocks; "auto" uses every core this process may use.
     """
 
     def __init__(
-        self, X, kernel, *, centers=None, memory_budget=DEFAULT_MEMORY_BUDGET, dtype="auto", store=None
+        self, X, kernel, *, centers=None, memory_budget=DEFAULT_MEMORY_BUDGET, dtype="auto", store=None,
+        threads="auto",
     ):
         self.kernel = kernel
         self.symmetric = centers is None
@@ -183,7 +200,7 @@ class KernelOperator:
         self.dtype = resolve_dtype(dtype, self.n, self.m)
         self.itemsize = np.dtype(self.dtype).itemsize
         self.memory_budget = int(memory_budget)
-        self.n_threads = n_threads()
+        self.n_threads = n_threads(threads)
         row_bytes = self.m * self.itemsize
         block_bytes = min(MAX_BLOCK_BYTES, self.memory_budget // (2 * self.n_threads))
         self.block_rows = int(max(1, min(self.n, block_bytes // row_bytes)))
@@ -195,7 +212,7 @@ class KernelOperator:
             self.X = self.C = None
             self.K = np.asarray(X, dtype=self.dtype)
             return
-        if kernel.spec.stationary:
+        if kernel.spec.stationary and not sp.issparse(X):
             # A common shift leaves the kernel unchanged and, taken before the
             # cast, keeps float32 distances accurate far from zero.
             shift = np.mean(X if centers is None else centers, axis=0, dtype=np.float64)
@@ -216,7 +233,9 @@ class KernelOperator:
 
     def _map_blocks(self, func, n_rows):
         """``func(batch)`` for row batches of K, on the thread pool, in order."""
-        batches = list(gen_batches(n_rows, self.block_rows))
+        return self._run(func, list(gen_batches(n_rows, self.block_rows)))
+
+    def _run(self, func, batches):
         if len(batches) == 1 or self.n_threads == 1:
             return [func(batch) for batch in batches]
         with single_threaded_blas(), ThreadPoolExecutor(self.n_threads) as pool:
@@ -304,6 +323,8 @@ class KernelOperator:
         """``K @ V`` for V of shape (m,) or (m, k); float64 result."""
         if self.upper_only:
             return self._symv(V)
+        # Stored products run on one thread: they are memory-bound, and two
+        # threads were no faster on the target machine.
         if self.K is not None:
             return self.dot(self.K, V)
         out = np.empty((self.n,) + V.shape[1:])
@@ -338,12 +359,16 @@ class KernelOperator:
         return np.sum(self._map_blocks(product, self.n), axis=0), KV
 
 
-def cross_kernel_dot(kernel, Z, C, coef, *, memory_budget=DEFAULT_MEMORY_BUDGET, dtype=np.float64):
+def cross_kernel_dot(
+    kernel, Z, C, coef, *, memory_budget=DEFAULT_MEMORY_BUDGET, dtype=np.float64, threads="auto"
+):
     """``k(Z, C) @ coef`` in row blocks of Z, under the memory budget.
 
     With ``kernel=None``, Z is a precomputed (n_Z, n_C) kernel matrix.
     """
     if kernel is None:
         return Z @ coef
-    op = KernelOperator(Z, kernel, centers=C, memory_budget=memory_budget, dtype=dtype, store=False)
+    op = KernelOperator(
+        Z, kernel, centers=C, memory_budget=memory_budget, dtype=dtype, store=False, threads=threads
+    )
     return op.matvec(coef)

@@ -68,7 +68,7 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Training inputs, or the (n_samples, n_samples) kernel matrix if
             ``kernel="precomputed"``.
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
@@ -81,7 +81,9 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         self : KernelGDRegressor
             The fitted estimator.
         """
-        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64)
+        X, y = validate_data(
+            self, X, y, accept_sparse="csr", multi_output=True, y_numeric=True, dtype=np.float64
+        )
         y = np.asarray(y, dtype=np.float64)
         self._fit(X, y.reshape(len(y), -1), sample_weight)
         if y.ndim == 1:
@@ -94,7 +96,7 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Inputs, or the (n_samples, n_train) kernel matrix against the
             training points if ``kernel="precomputed"``.
 

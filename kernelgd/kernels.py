@@ -30,8 +30,10 @@ from numbers import Real
 from typing import Callable
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances
 from sklearn.utils import check_array
+from sklearn.utils.extmath import row_norms, safe_sparse_dot
 
 __all__ = [
     "KernelSpec",
@@ -51,15 +53,26 @@ __all__ = [
 ESTIMATOR_PARAMS = ("sigma", "degree", "coef0")
 
 
+def _as_dtype(X, dtype):
+    """X in ``dtype``; scipy.sparse inputs stay sparse (CSR)."""
+    if sp.issparse(X):
+        return sp.csr_matrix(X, dtype=dtype)
+    return np.asarray(X, dtype=dtype)
+
+
 def _as_float64(X):
-    return np.asarray(X, dtype=np.float64)
+    return _as_dtype(X, np.float64)
+
+
+def _dtype_of(X):
+    return X.dtype if sp.issparse(X) else np.asarray(X).dtype
 
 
 def _as_float(X, Y):
     """X and Y as one float dtype: float32 if both are float32, else float64."""
-    dtype = np.result_type(np.asarray(X).dtype, np.asarray(Y).dtype, np.float32)
+    dtype = np.result_type(_dtype_of(X), _dtype_of(Y), np.float32)
     dtype = np.float32 if dtype == np.float32 else np.float64
-    return np.asarray(X, dtype=dtype), np.asarray(Y, dtype=dtype)
+    return _as_dtype(X, dtype), _as_dtype(Y, dtype)
 
 
 def _raise_not_representable(name, what):
@@ -82,6 +95,11 @@ def _safe_product(factor, n_factors, shape, name):
         mantissa *= factor(k)
         mantissa, e = np.frexp(mantissa)
         exponent += e
+    return _from_frexp(mantissa, exponent, name)
+
+
+def _from_frexp(mantissa, exponent, name):
+    """``mantissa * 2**exponent``, or a clear error where it is not finite."""
     if not np.all(np.isfinite(mantissa)):
         _raise_not_representable(name, "a factor (1 + x_k z_k) overflows")
     # ldexp takes int32 exponents; clip far beyond float64's range first.
@@ -118,7 +136,7 @@ def linear(X, Y):
     array([[11.]])
     """
     X, Y = _as_float(X, Y)
-    return X @ Y.T
+    return safe_sparse_dot(X, Y.T, dense_output=True)
 
 
 def polynomial(X, Y, degree=3, coef0=1.0):
@@ -170,8 +188,11 @@ def _centred_scaled(X, Y, scale):
     ``|x|^2 - 2 x'z + |z|^2`` cancels catastrophically for features far from
     zero (a time stamp of 1.7e9 leaves no digit of a float32 distance), and
     ``|x|^2`` can overflow where ``|x - z| / sigma`` does not. The shift and
-    scale are applied in float64.
+    scale are applied in float64. Sparse inputs are only scaled: a shift
+    would make them dense.
     """
+    if sp.issparse(X) or sp.issparse(Y):
+        return X * scale, Y * scale
     dtype = X.dtype
     c = np.mean(Y, axis=0, dtype=np.float64)
     with np.errstate(over="ignore"):
@@ -193,6 +214,20 @@ def _neg_sq_distances(X, Y, out=None):
     with np.errstate(invalid="ignore", over="ignore"):
         D = np.matmul(A, B.T, out=out)
     return np.minimum(D, 0, out=D)
+
+
+def _sparse_neg_sq_distances(X, Y, out=None):
+    """``-||x - z||^2`` for sparse X or Y, in float64 (sparse data is not centred)."""
+    X, Y = _as_float64(X), _as_float64(Y)
+    D = safe_sparse_dot(X, Y.T, dense_output=True)
+    D *= 2.0
+    D -= row_norms(X, squared=True)[:, None]
+    D -= row_norms(Y, squared=True)[None, :]
+    np.minimum(D, 0, out=D)
+    if out is None:
+        return D
+    out[...] = D
+    return out
 
 
 def _inverse_scale(sigma, power, name):
@@ -237,7 +272,12 @@ def rbf(X, Y, sigma=1.0, out=None):
     """
     X, Y = _as_float(X, Y)
     Xs, Ys = _centred_scaled(X, Y, _inverse_scale(sigma, 1, "rbf"))
-    D = _neg_sq_distances(Xs, Ys, out=out)
+    if sp.issparse(Xs) or sp.issparse(Ys):
+        D = _sparse_neg_sq_distances(Xs, Ys, out=out)
+        if out is None:
+            D = D.astype(X.dtype, copy=False)
+    else:
+        D = _neg_sq_distances(Xs, Ys, out=out)
     return np.exp(D, out=D)
 
 
@@ -268,6 +308,8 @@ def exponential(X, Y, sigma=1.0):
     scale = _inverse_scale(sigma, 1, "exponential")
     Xs, Ys = _centred_scaled(_as_float64(X), _as_float64(Y), scale)
     D = euclidean_distances(Xs, None if Y is X else Ys)  # None: an exact zero diagonal
+    if sp.issparse(Xs) or sp.issparse(Ys):
+        D = np.asarray(D)
     D *= -1.0 / (2.0 * sigma)  # ||x - z|| / (2 sigma^2) = ||x/sigma - z/sigma|| / (2 sigma)
     return np.exp(D, out=D).astype(X.dtype, copy=False)
 
@@ -296,7 +338,7 @@ def laplacian(X, Y, sigma=1.0):
     X, Y = _as_float(X, Y)
     scale = _inverse_scale(sigma, 1, "laplacian")
     Xs, Ys = _centred_scaled(X, Y, scale)  # |x - z| directly: the shift only keeps |x/sigma| finite
-    D = manhattan_distances(Xs, Ys).astype(X.dtype, copy=False)
+    D = np.asarray(manhattan_distances(Xs, Ys)).astype(X.dtype, copy=False)
     D *= -1
     return np.exp(D, out=D)
 
@@ -325,7 +367,7 @@ def sigmoid(X, Y, coef0=1.0, a=None):
     >>> sigmoid(np.array([[1.0, 1.0]]), np.array([[1.0, 1.0]]), coef0=0.0)
     array([[0.76159416]])
     """
-    a = 1.0 / np.shape(X)[1] if a is None else a
+    a = 1.0 / X.shape[1] if a is None else a
     K = linear(X, Y)
     K *= a
     K += coef0
@@ -357,6 +399,8 @@ def all_subsets(X, Y):
     array([[36.]])
     """
     X, Y = _as_float64(X), _as_float64(Y)
+    if sp.issparse(X) or sp.issparse(Y):
+        return _sparse_all_subsets(sp.csc_matrix(X), sp.csc_matrix(Y))
 
     def factor(k):
         f = np.multiply.outer(X[:, k], Y[:, k])
@@ -366,16 +410,31 @@ def all_subsets(X, Y):
     return _safe_product(factor, X.shape[1], (X.shape[0], Y.shape[0]), "all_subsets")
 
 
+def _sparse_all_subsets(X, Y):
+    """all_subsets for CSC X and Y: factor k differs from 1 only where x_k z_k != 0."""
+    mantissa = np.ones((X.shape[0], Y.shape[0]))
+    exponent = np.zeros(mantissa.shape, dtype=np.int64)
+    for k in range(X.shape[1]):
+        rx, vx = X.indices[X.indptr[k] : X.indptr[k + 1]], X.data[X.indptr[k] : X.indptr[k + 1]]
+        rz, vz = Y.indices[Y.indptr[k] : Y.indptr[k + 1]], Y.data[Y.indptr[k] : Y.indptr[k + 1]]
+        if len(rx) == 0 or len(rz) == 0:
+            continue
+        block = np.ix_(rx, rz)
+        m, e = np.frexp(mantissa[block] * (1.0 + np.outer(vx, vz)))
+        mantissa[block] = m
+        exponent[block] += e
+    return _from_frexp(mantissa, exponent, "all_subsets")
+
+
 # ------------------------------------------------------------- diagonals
 
 
 def _sq_norms(X):
-    X = _as_float64(X)
-    return np.einsum("ij,ij->i", X, X)
+    return row_norms(_as_float64(X), squared=True)
 
 
 def _ones_diag(X, **params):
-    return np.ones(len(X))
+    return np.ones(X.shape[0])
 
 
 def _linear_diag(X):
@@ -391,12 +450,19 @@ def _polynomial_diag(X, degree=3, coef0=1.0):
 
 
 def _sigmoid_diag(X, coef0=1.0, a=None):
-    a = 1.0 / np.shape(X)[1] if a is None else a
+    a = 1.0 / X.shape[1] if a is None else a
     return np.tanh(a * _sq_norms(X) + coef0)
 
 
 def _all_subsets_diag(X):
     X = _as_float64(X)
+    if sp.issparse(X):  # a product over the nonzero features, as a sum of logs
+        logs = X.multiply(X).tocsr()
+        logs.data = np.log1p(logs.data)
+        total = np.asarray(logs.sum(axis=1)).ravel()
+        if np.any(total > np.log(np.finfo(np.float64).max)):
+            _raise_not_representable("all_subsets", "some values exceed the largest float64 (about 1.8e308)")
+        return np.exp(total)
     return _safe_product(lambda k: 1.0 + X[:, k] ** 2, X.shape[1], len(X), "all_subsets")
 
 
@@ -421,6 +487,8 @@ class KernelSpec:
     # Translation invariant (k(x + c, z + c) = k(x, z)): the operator may
     # shift the data to keep float32 distances accurate.
     stationary: bool = False
+    # The function takes scipy.sparse CSR X and Y.
+    sparse: bool = False
 
     def __call__(self, X, Y, **params):
         return self.function(X, Y, **params)
@@ -437,13 +505,13 @@ def _add(spec, builtin=False):
         _BUILTINS.add(spec.name)
 
 
-_add(KernelSpec("linear", linear, (), True, _linear_diag), True)
-_add(KernelSpec("polynomial", polynomial, ("degree", "coef0"), True, _polynomial_diag), True)
-_add(KernelSpec("rbf", rbf, ("sigma",), True, _ones_diag, stationary=True), True)
-_add(KernelSpec("exponential", exponential, ("sigma",), True, _ones_diag, stationary=True), True)
-_add(KernelSpec("laplacian", laplacian, ("sigma",), True, _ones_diag, stationary=True), True)
-_add(KernelSpec("sigmoid", sigmoid, ("coef0",), False, _sigmoid_diag), True)
-_add(KernelSpec("all_subsets", all_subsets, (), True, _all_subsets_diag), True)
+_add(KernelSpec("linear", linear, (), True, _linear_diag, sparse=True), True)
+_add(KernelSpec("polynomial", polynomial, ("degree", "coef0"), True, _polynomial_diag, sparse=True), True)
+_add(KernelSpec("rbf", rbf, ("sigma",), True, _ones_diag, stationary=True, sparse=True), True)
+_add(KernelSpec("exponential", exponential, ("sigma",), True, _ones_diag, stationary=True, sparse=True), True)
+_add(KernelSpec("laplacian", laplacian, ("sigma",), True, _ones_diag, stationary=True, sparse=True), True)
+_add(KernelSpec("sigmoid", sigmoid, ("coef0",), False, _sigmoid_diag, sparse=True), True)
+_add(KernelSpec("all_subsets", all_subsets, (), True, _all_subsets_diag, sparse=True), True)
 
 
 def available_kernels():
@@ -463,7 +531,7 @@ def available_kernels():
     return sorted(set(_REGISTRY) | set(_ALIASES))
 
 
-def register_kernel(name, function, *, params=(), psd=True, diag=None):
+def register_kernel(name, function, *, params=(), psd=True, diag=None, sparse=False):
     """Register a kernel under a name usable everywhere a built-in is.
 
     After registration ``kernel=name`` works in the estimators and in
@@ -493,6 +561,10 @@ def register_kernel(name, function, *, params=(), psd=True, diag=None):
     diag : callable, default=None
         ``diag(X, **p)`` returning ``k(X[i], X[i])``; by default it is
         computed from ``function`` in small blocks.
+    sparse : bool, default=False
+        Whether ``function`` (and ``diag``) accept scipy.sparse CSR inputs.
+        Fitting a kernel registered without it on sparse X raises a
+        ValueError.
 
     Returns
     -------
@@ -525,7 +597,7 @@ def register_kernel(name, function, *, params=(), psd=True, diag=None):
         raise ValueError(
             f"params may only name {ESTIMATOR_PARAMS}; got unknown {sorted(unknown)}."
         )
-    spec = KernelSpec(name, function, params, bool(psd), diag)
+    spec = KernelSpec(name, function, params, bool(psd), diag, sparse=bool(sparse))
     _add(spec)
     return spec
 
@@ -622,7 +694,7 @@ class BoundKernel:
                 f"The {self.name} kernel failed with the parameters {self.params}: {exc}. "
                 "Check the types of kernel_params."
             ) from exc
-        expected = (len(X), len(Y))
+        expected = (X.shape[0], Y.shape[0])
         if K.shape != expected:
             raise ValueError(
                 f"The {self.name} kernel returned shape {K.shape}; expected "
@@ -651,10 +723,10 @@ class BoundKernel:
         """``k(X[i], X[i])`` for every row."""
         if self.spec.diag is not None:
             return np.asarray(self.spec.diag(X, **self.params), dtype=np.float64)
-        out = np.empty(len(X))
-        for start in range(0, len(X), 256):
+        out = np.empty(X.shape[0])
+        for start in range(0, X.shape[0], 256):
             block = X[start : start + 256]
-            out[start : start + len(block)] = np.diagonal(self(block, block))
+            out[start : start + block.shape[0]] = np.diagonal(self(block, block))
         return out
 
 
@@ -674,8 +746,10 @@ def kernel_matrix(X, Y=None, *, kernel="rbf", sigma=1.0, degree=3, coef0=1.0, **
 
     Parameters
     ----------
-    X : array-like of shape (n_X, n_features)
-    Y : array-like of shape (n_Y, n_features), default=None
+    X : {array-like, sparse matrix} of shape (n_X, n_features)
+        Sparse X works with every built-in kernel and with kernels
+        registered with ``sparse=True``.
+    Y : {array-like, sparse matrix} of shape (n_Y, n_features), default=None
         ``None`` means ``Y = X``.
     kernel : str or callable, default="rbf"
         A registered name (see :func:`available_kernels`) or a callable
@@ -701,8 +775,8 @@ def kernel_matrix(X, Y=None, *, kernel="rbf", sigma=1.0, degree=3, coef0=1.0, **
     array([[1.        , 0.36787944],
            [0.36787944, 1.        ]])
     """
-    X = check_array(X, dtype=np.float64)
-    Y = X if Y is None else check_array(Y, dtype=np.float64)
+    X = check_array(X, accept_sparse="csr", dtype=np.float64)
+    Y = X if Y is None else check_array(Y, accept_sparse="csr", dtype=np.float64)
     if X.shape[1] != Y.shape[1]:
         raise ValueError(
             f"X has {X.shape[1]} features but Y has {Y.shape[1]}; they must match."
@@ -710,4 +784,15 @@ def kernel_matrix(X, Y=None, *, kernel="rbf", sigma=1.0, degree=3, coef0=1.0, **
     bound = bind_kernel(
         kernel, sigma=sigma, degree=degree, coef0=coef0, kernel_params=kernel_params
     )
+    check_sparse_support(bound.spec, X, Y)
     return bound(X, Y)
+
+
+def check_sparse_support(spec, *arrays):
+    """A clear error where sparse input meets a kernel that does not declare it."""
+    if not spec.sparse and any(sp.issparse(A) for A in arrays):
+        raise ValueError(
+            f"The {spec.name} kernel does not accept sparse input. Convert X with "
+            "X.toarray(), use a built-in kernel, or register the kernel with "
+            "register_kernel(..., sparse=True) if its function handles scipy.sparse."
+        )

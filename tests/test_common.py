@@ -31,10 +31,10 @@ def _expected_failures(estimator):
     if getattr(estimator, "early_stopping", False):
         # As for scikit-learn's own early-stopping estimators: a random
         # validation split of repeated rows differs from one of weighted rows.
+        reason = "the early-stopping split treats a weight of 2 and a repeated row differently"
         return {
-            "check_sample_weight_equivalence_on_dense_data": (
-                "the early-stopping split treats a weight of 2 and a repeated row differently"
-            )
+            "check_sample_weight_equivalence_on_dense_data": reason,
+            "check_sample_weight_equivalence_on_sparse_data": reason,
         }
     return {}
 

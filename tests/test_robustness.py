@@ -272,3 +272,38 @@ def test_sample_weight_sum_overflow_is_fine():
 def test_fitted_model_pickles():
     m = KernelGDRegressor(alpha=1e-3).fit(X, y)
     assert_allclose(pickle.loads(pickle.dumps(m)).predict(X), m.predict(X))
+
+
+# --------------------------------------------------------------- threads (build 6)
+
+
+def test_fit_and_predict_run_blas_on_one_thread():
+    from threadpoolctl import threadpool_info
+
+    seen = []
+
+    def probe(A, B):  # a kernel that records the BLAS threads it runs under
+        seen.append(max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"))
+        return A @ B.T
+
+    X, y = np.random.RandomState(0).randn(50, 3), np.arange(50.0)
+    model = KernelGDRegressor(kernel=probe, alpha=1e-2, max_iter=5).fit(X, y)
+    model.predict(X)
+    assert seen and set(seen) == {1}
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_n_threads_option_same_model(n_threads):
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(300, 4), rng.randn(300)
+    opts = {"memory_budget": 1 << 16, "dtype": "float64"}  # streamed: many blocks on the pool
+    ref = KernelGDRegressor(alpha=1e-2, options=opts).fit(X, y)
+    model = KernelGDRegressor(alpha=1e-2, options={**opts, "n_threads": n_threads}).fit(X, y)
+    np.testing.assert_allclose(model.predict(X), ref.predict(X), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "many"])
+def test_n_threads_option_clear_error(bad):
+    X, y = np.random.RandomState(0).randn(20, 2), np.arange(20.0)
+    with pytest.raises(ValueError, match=r"options\['n_threads'\] must be 'auto'"):
+        KernelGDRegressor(options={"n_threads": bad}).fit(X, y)
