@@ -95,13 +95,19 @@ def test_eigenpro_without_ridge_interpolates():
     assert_allclose(model.dual_coef_, np.linalg.solve(K, y), rtol=1e-6, atol=1e-8)
 
 
-def test_eigenpro_minibatch_on_a_larger_problem():
-    # n above the subsample size: EigenPro's stochastic regime.
+@pytest.mark.parametrize("options", [None, {"memory_budget": 8 << 20}], ids=["stored", "streamed"])
+def test_eigenpro_minibatch_on_a_larger_problem(options):
+    # n above the subsample size: EigenPro's stochastic regime. A stored K
+    # evaluates each epoch with one product over K, a streamed K inside the
+    # batches' products: both curves are exact objectives.
     Xl = np.random.RandomState(1).normal(size=(3000, 4))
     yl = np.sin(Xl[:, 0]) * np.cos(Xl[:, 1])
-    model = KernelGDRegressor(sigma=2.0, solver="eigenpro", max_iter=20, random_state=0).fit(Xl, yl)
+    model = KernelGDRegressor(sigma=2.0, solver="eigenpro", max_iter=20, random_state=0, options=options)
+    model.fit(Xl, yl)
     assert model.score(Xl, yl) > 0.99
     assert np.all(np.diff(model.loss_curve_[:5]) < 0)
+    mse = np.mean((model.predict(Xl) - yl) ** 2)
+    assert model.loss_curve_[-1] == pytest.approx(mse, rel=1e-6)  # alpha=0: the objective is the MSE
 
 
 def test_auto_picks_by_problem():

@@ -164,10 +164,11 @@ def warn_not_converged(name, reason, advice):
 _THREADED_LAPACK_MAX = 4096
 
 
-def cholesky(M, what="matrix"):
-    """Upper Cholesky factor of a PSD matrix, with a small jitter if needed.
+def cholesky(M, what="matrix", jitter=0.0):
+    """Upper Cholesky factor of ``M + jitter * I`` (M PSD), with a small extra jitter if needed.
 
-    Large factorizations run with single-threaded BLAS (see above).
+    Only the upper triangle of M is read (LAPACK potrf with "U"). Large
+    factorizations run with single-threaded BLAS (see above).
     """
     from contextlib import nullcontext
 
@@ -175,12 +176,18 @@ def cholesky(M, what="matrix"):
 
     from .._operator import single_threaded_blas
 
-    guard = single_threaded_blas() if len(M) > _THREADED_LAPACK_MAX else nullcontext()
-    scale = max(np.trace(M) / max(len(M), 1), np.finfo(float).tiny)
+    m = len(M)
+    guard = single_threaded_blas() if m > _THREADED_LAPACK_MAX else nullcontext()
+    scale = max(np.trace(M) / max(m, 1), np.finfo(float).tiny)
     with guard:
-        for jitter in (0.0, 1e-12, 1e-10, 1e-8, 1e-6):
+        for extra in (0.0, 1e-12, 1e-10, 1e-8, 1e-6):
+            A = np.array(M, dtype=np.float64, order="K")  # potrf works in place on this copy
+            A.flat[:: m + 1] += jitter + extra * scale  # the diagonal, without an m x m identity
             try:
-                return _chol(M + (jitter * scale) * np.eye(len(M)), lower=False)
+                if A.flags.f_contiguous:
+                    return _chol(A, lower=False, overwrite_a=True, check_finite=False)
+                # C order: A.T is Fortran-ordered, and its lower triangle is A's upper
+                return _chol(A.T, lower=True, overwrite_a=True, check_finite=False).T
             except LinAlgError:
                 continue
     raise ValueError(

@@ -251,10 +251,10 @@ def _solve_centers(operator, Y, w, settings, rng):
     # kernels, and beta = B z is an exact change of variables, so the jitter
     # only shapes the preconditioner, never the solution.
     jitter = m * np.finfo(operator.dtype).eps * diag_mean
-    T = cholesky(Kmm + jitter * np.eye(m), "center kernel matrix")  # Kmm = T'T
-    TTt = lauum(T, lower=0)[0]  # T T' in place from the triangle: m^3/3 flops
-    TTt = np.triu(TTt) + np.triu(TTt, 1).T
-    A_fac = cholesky(TTt / m + alpha * np.eye(m), "FALKON preconditioner")
+    T = cholesky(Kmm, "center kernel matrix", jitter=jitter)  # Kmm = T'T
+    TTt = lauum(T, lower=0)[0]  # the upper triangle of T T': m^3/3 flops
+    TTt /= m
+    A_fac = cholesky(TTt, "FALKON preconditioner", jitter=alpha)  # reads the upper triangle only
 
     # The factors are finite (checked by cholesky): skip scipy's O(m^2)
     # finiteness scan on every one of the loop's solves.

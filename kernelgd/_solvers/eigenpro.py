@@ -114,41 +114,40 @@ def _top_eigenpairs(M, q):
 
 
 class _GradientNorm:
-    """``||grad L||^2 = g'K g + (sum_i g_i)^2`` of an iterate, from the batches of an epoch.
+    """``||grad L||^2 = g'K g + (sum_i g_i)^2`` of an iterate, from samples of its rows.
 
-    ``g'K g`` is estimated without a pass over K: each batch contributes the
-    rows of a random subset R of it and the block ``K[R, R]`` it has already
-    read; diagonal and off-diagonal terms are reweighted by the chance that a
-    row, or a pair, is sampled. Exact when one batch of at most
-    ``GRAD_SAMPLE`` rows covers the data.
+    ``g'K g`` is estimated from blocks ``K[R, R]`` of random row subsets R
+    (taken from kernel rows already read, where K is streamed); diagonal and
+    off-diagonal terms are reweighted by the chance that a row, or a pair,
+    is sampled. Exact when one block covers the data.
     """
 
-    def __init__(self, n, rng):
-        self.n, self.rng = n, rng
+    def __init__(self, n):
+        self.n = n
         self.diag = self.off = self.gsum = 0.0
         self.rows = self.pairs = 0
 
-    def add(self, KB, idx, G, Gsum):
-        size = len(idx)
-        pos = np.arange(size) if size <= GRAD_SAMPLE else np.sort(self.rng.choice(size, GRAD_SAMPLE, replace=False))
-        K_RR = np.asarray(np.take(KB[pos], idx[pos], axis=1), dtype=np.float64)
-        GR = G[pos]
-        quad = float(np.einsum("ij,ik,kj->", GR, K_RR, GR))
+    def add(self, K_RR, GR):
+        quad = float(np.sum(GR * blas_dot(K_RR, GR)))
         d = float(np.einsum("ij,i,ij->", GR, np.diagonal(K_RR), GR))
         self.diag += d
         self.off += quad - d
-        self.rows += len(pos)
-        self.pairs += len(pos) * (len(pos) - 1)
-        self.gsum = self.gsum + Gsum
+        self.rows += len(GR)
+        self.pairs += len(GR) * (len(GR) - 1)
 
-    def value(self, fit_intercept):
+    def value(self, gsum):
         n = self.n
         est = n / self.rows * self.diag
         if self.pairs:
             est += n * (n - 1) / self.pairs * self.off
-        if fit_intercept:
-            est += float(np.sum(np.asarray(self.gsum) ** 2))
+        if gsum is not None:
+            est += float(np.sum(np.asarray(gsum) ** 2))
         return max(est, 0.0)
+
+
+def _sample(rng, size):
+    """Positions of at most GRAD_SAMPLE rows out of ``size``, sorted."""
+    return np.arange(size) if size <= GRAD_SAMPLE else np.sort(rng.choice(size, GRAD_SAMPLE, replace=False))
 
 
 def solve(operator, Y, w, settings):
@@ -217,49 +216,71 @@ def solve(operator, Y, w, settings):
     best_raw, best_raw_value, previous_raw, first_raw = None, np.inf, np.inf, None
     converged, reason, halvings = False, None, 0
     epoch = 0
+    def snapshot_terms(rows, F_snap):
+        """Objective pieces of the snapshot on ``rows``: raw value, exact value, gradient, its sum."""
+        wB = w[rows]
+        # the objective of the iteration on [Y, 1] (monotone for a stable step)
+        Gs = F_snap - R[rows]
+        raw = float(np.einsum("i,ij,ij->", wB, Gs, Gs))
+        if alpha:
+            raw += alpha * float(np.einsum("ij,ij->", snap[0][rows], F_snap))
+        # the exact objective and gradient of the snapshot's combined model
+        Fc = F_snap[:, :t] - np.outer(F_snap[:, t], b_snap) + b_snap if intercept else F_snap
+        Rc = Fc - Y[rows]
+        value = float(np.einsum("i,ij,ij->", wB, Rc, Rc))
+        Gc = 2.0 * wB[:, None] * Rc
+        Gsum = Gc.sum(axis=0)
+        if alpha:
+            value += alpha * float(np.einsum("ij,ij->", Ac_snap[rows], Fc - b_snap))
+            Gc += 2.0 * alpha * Ac_snap[rows]
+        return raw, value, Gc, Gsum
+
+    # A stored K evaluates each epoch's snapshot with one product over K; a
+    # streamed K evaluates it in the same products as the batches' steps.
+    stored = operator.stored
     while epoch < settings.max_iter:
         epoch += 1
         snap = (A.copy(), u.copy(), b.copy())  # the iterate this epoch evaluates
         Ac_snap, b_snap = combined(snap[0], snap[2])
         order = rng.permutation(n) if bs < n else np.arange(n)
-        value, raw, grad_norm = 0.0, 0.0, _GradientNorm(n, rng)
+        grad_norm = _GradientNorm(n)
+        if stored:
+            F_all = operator.matvec(snap[0])
+            everything = np.arange(n)
+            raw, value, Gc, gsum = snapshot_terms(everything, F_all)
+            pos = _sample(rng, n)
+            grad_norm.add(np.asarray(np.take(operator.rows(pos), pos, axis=1), dtype=np.float64), Gc[pos])
+        else:
+            value, raw, gsum = 0.0, 0.0, 0.0
         for batch in gen_batches(n, bs):
             idx = order[batch]
-            KB = operator.rows(idx)
-            if bs < n:  # A moves within the epoch: evaluate the snapshot too, in one product
-                both = operator.dot(KB, np.hstack([A, snap[0]]))
-                F, F_snap = both[:, :k], both[:, k:]
-            else:
-                F = F_snap = operator.dot(KB, A)
+            KB = operator.rows(batch if bs == n else idx)  # a slice: no copy of a stored K
+            if bs == n and stored:
+                F = F_all
+            elif stored:
+                F = operator.dot(KB, A)
+            else:  # A moves within the epoch: evaluate the snapshot too, in one product
+                both = operator.dot(KB, np.hstack([A, snap[0]])) if bs < n else None
+                F, F_snap = (both[:, :k], both[:, k:]) if bs < n else (operator.dot(KB, A),) * 2
+                raw_B, value_B, Gc_B, gsum_B = snapshot_terms(idx, F_snap)
+                raw, value, gsum = raw + raw_B, value + value_B, gsum + gsum_B
+                pos = _sample(rng, len(idx))
+                K_RR = np.asarray(np.take(KB[pos], idx[pos], axis=1), dtype=np.float64)
+                grad_norm.add(K_RR, Gc_B[pos])
             wB = w[idx]
-            # the objective of the iteration on [Y, 1] (monotone for a stable step)
-            Gs = F_snap - R[idx]
-            raw += float(np.einsum("i,ij,ij->", wB, Gs, Gs))
-            if alpha:
-                raw += alpha * float(np.einsum("ij,ij->", snap[0][idx], F_snap))
-            # the exact objective and gradient of the snapshot's combined model
-            Fc = F_snap[:, :t] - np.outer(F_snap[:, t], b_snap) + b_snap if intercept else F_snap
-            Rc = Fc - Y[idx]
-            value += float(np.einsum("i,ij,ij->", wB, Rc, Rc))
-            Gc = 2.0 * wB[:, None] * Rc
-            Gsum = Gc.sum(axis=0)
-            if alpha:
-                value += alpha * float(np.einsum("ij,ij->", Ac_snap[idx], Fc - b_snap))
-                Gc += 2.0 * alpha * Ac_snap[idx]
-            grad_norm.add(KB, idx, Gc, Gsum)
             # the EigenPro step on the current iterate
             G = F - R[idx]
             grad = (n / len(idx)) * 2.0 * wB[:, None] * G
             K_SB = np.take(KB, S, axis=1).astype(np.float64).T  # take: 2x faster than KB[:, S]
-            Kg = blas_dot(K_SB, grad)
-            if alpha:  # the ridge part of the gradient is 2 alpha A
-                Kg += 2.0 * alpha * u
+            KSg = blas_dot(K_SB, grad)
+            Kg = KSg + 2.0 * alpha * u if alpha else KSg  # the ridge part of the gradient is 2 alpha A
+            if alpha:
                 A *= 1.0 - 2.0 * eta * alpha
                 u *= 1.0 - 2.0 * eta * alpha
             corr = blas_dot(V, D[:, None] * blas_dot(V.T, Kg))
             A[idx] -= eta * grad
             A[S] += eta * corr
-            u += blas_dot(K_SS, eta * corr) - blas_dot(K_SB, eta * grad)
+            u += blas_dot(K_SS, eta * corr) - eta * KSg
         if intercept:  # the intercept of this epoch's solutions (see dual_sum_intercept)
             b = dual_sum_intercept(w, Y, A[:, :t], A[:, t])[1]
 
@@ -289,7 +310,7 @@ def solve(operator, Y, w, settings):
         previous_raw = raw
         if settings.verbose and (settings.verbose > 1 or epoch % 10 == 0 or epoch == 1):
             print(f"[eigenpro] epoch {epoch:4d}  objective {value:.6e}  batch {bs}  step {eta:.4g}")
-        grad2 = grad_norm.value(intercept)
+        grad2 = grad_norm.value(gsum if intercept else None)
         if settings.tol > 0 and grad2 <= settings.tol**2 * ref2:
             converged = True
             break
