@@ -2,7 +2,8 @@
 
     python benchmarks/report.py --out-dir docs
 
-Reads benchmarks/results/{cal16k,sweep,uci,operator,preconditioner,threads}.json where present and writes
+Reads benchmarks/results/{cal16k,sweep,uci,operator,preconditioner,threads,
+memory,large_classification}.json where present and writes
 docs/_bench_<name>.rst for each (or prints them without --out-dir), so the
 numbers in docs/benchmarks.rst are exactly those the scripts measured.
 """
@@ -52,10 +53,12 @@ def cal16k(data):
 def sweep(data):
     rows = [
         [f"{r['n']:,}", r["description"], fmt(r.get("fit_time"), ".2f"),
-         fmt(r.get("peak_mem_gib"), ".2f"), fmt(r.get("test_rmse"), ".4f"), r["status"]]
+         fmt(r.get("peak_mem_gib"), ".2f"), fmt(r.get("test_rmse"), ".4f"),
+         fmt(r.get("n_iter"), "d"), str(r.get("converged", "-")), r["status"]]
         for r in data["rows"]
     ]
-    return rst_table(["n", "system", "fit time (s)", "peak memory (GiB)", "test RMSE", "status"], rows)
+    header = ["n", "system", "fit time (s)", "peak memory (GiB)", "test RMSE", "iterations", "converged", "status"]
+    return rst_table(header, rows)
 
 
 def uci(data):
@@ -96,12 +99,37 @@ def threads(data):
     return rst_table(header, rows)
 
 
+def memory(data):
+    rows = [
+        [r["description"], fmt(r.get("fit_time"), ".1f"), fmt(r.get("peak_mem_gib"), ".2f"),
+         fmt(r.get("n_iter"), "d"), fmt(r.get("test_rmse"), ".4f"), r["status"]]
+        for r in data["rows"]
+    ]
+    out = [f"sigma = {data['sigma']}, alpha = {data['alpha']}", "",
+           rst_table(["system", "fit time (s)", "peak memory (GiB)", "CG iterations", "test RMSE", "status"], rows), ""]
+    out += [f"- ``{k}``: {v:.3g}" for k, v in data.get("summary", {}).items()]
+    return "\n".join(out)
+
+
+def large_classification(data):
+    rows = [
+        [r["description"], fmt(r.get("fit_time"), ".1f"), fmt(r.get("peak_mem_gib"), ".2f"),
+         fmt(r.get("n_iter"), "d"), str(r.get("converged", "-")), fmt(r.get("test_accuracy"), ".4f"), r["status"]]
+        for r in data["rows"]
+    ]
+    header = ["system", "fit time (s)", "peak memory (GiB)", "iterations", "converged", "test accuracy", "status"]
+    out = [f"n = {data['n']:,} training rows, 50,000 test rows", "", rst_table(header, rows), ""]
+    out += [f"- ``{k}``: {v:.3g}" for k, v in data.get("summary", {}).items()]
+    return "\n".join(out)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out-dir", help="write _bench_<name>.rst files here")
     args = parser.parse_args(argv)
     for name, render in (("cal16k", cal16k), ("sweep", sweep), ("uci", uci), ("operator", operator),
-                         ("preconditioner", preconditioner), ("threads", threads)):
+                         ("preconditioner", preconditioner), ("threads", threads), ("memory", memory),
+                         ("large_classification", large_classification)):
         path = RESULTS / f"{name}.json"
         if not path.exists():
             continue
