@@ -21,7 +21,8 @@ from ._operator import (
     resolve_memory_budget,
     single_threaded_blas,
 )
-from ._solvers import CENTER_SOLVERS, SOLVERS, SolverSettings, choose_solver, run_solver
+from ._losses import SquaredLoss
+from ._solvers import CENTER_SOLVERS, SMOOTH_LOSS_SOLVERS, SOLVERS, SolverSettings, choose_solver, run_solver
 from ._solvers._common import NonPSDKernelWarning
 from .kernels import bind_kernel, check_sparse_support, get_spec
 
@@ -78,20 +79,20 @@ def _unscale_curve(curve, y_scale):
 class _ValidationMonitor:
     """Early stopping: the validation loss after every iteration; keeps the best."""
 
-    def __init__(self, kernel, X_val, Y_val, w_val, centers, n_iter_no_change, tol, options, precomputed):
+    def __init__(self, kernel, X_val, Y_val, w_val, centers, n_iter_no_change, tol, options, precomputed, loss):
         self.K_val = X_val if precomputed else None
         self.op = None if precomputed else KernelOperator(
             X_val, kernel, centers=centers, memory_budget=options["memory_budget"] // 4,
             dtype=options["dtype"], threads=options["n_threads"],
         )
-        self.Y, self.w = Y_val, w_val / w_val.sum()
+        self.Y, self.w, self.loss = Y_val, w_val / w_val.sum(), loss
         self.patience, self.tol = n_iter_no_change, tol
         self.curve, self.best, self.best_loss, self.waited = [], None, np.inf, 0
         self.best_iter = 0
 
     def __call__(self, A, b):
         F = (self.K_val @ A if self.op is None else self.op.matvec(A)) + b
-        loss = float(np.einsum("i,ij,ij->", self.w, F - self.Y, F - self.Y))
+        loss = self.loss.value(F, self.Y, self.w)
         self.curve.append(loss)
         if loss < self.best_loss * (1 - self.tol):
             self.best, self.best_loss, self.waited = (A.copy(), b.copy()), loss, 0
@@ -176,6 +177,14 @@ class BaseKernelGD(BaseEstimator):
         return tags
 
     # ------------------------------------------------------------ helpers
+
+    def _loss(self, Y):
+        """The loss component for 2-D targets Y (the squared loss; the classifier overrides)."""
+        return SquaredLoss
+
+    def _alpha(self, weight_total):
+        """The ridge strength used; ``weight_total`` is the training rows' total sample weight."""
+        return float(self.alpha)
 
     @property
     def _precomputed(self):
@@ -334,9 +343,14 @@ class BaseKernelGD(BaseEstimator):
         tr, val = self._split(X.shape[0], w, stratify, rng)
         X_tr = X[np.ix_(tr, tr)] if self._precomputed else X[tr]
         w_tr = w[tr] / w[tr].sum()
-        # Targets of any representable size: solve for Y / s, s a power of two.
-        y_scale = _power_of_two_scale(Y[tr])
+        loss = self._loss(Y)
+        # Targets of any representable size: solve for Y / s, s a power of two
+        # (the squared loss only: a logistic loss takes its labels as they are).
+        y_scale = _power_of_two_scale(Y[tr]) if loss is SquaredLoss else 1.0
         Y = Y / y_scale
+        # the training rows' total raw weight (n_samples without weights), for alpha="auto"
+        weight_total = len(tr) if sample_weight is None else float(np.sum(np.asarray(sample_weight, dtype=float)[tr]))
+        alpha = self._alpha(weight_total)
 
         self.sigma_ = self._resolve_sigma(X_tr, w_tr)
         kernel = self._bound_kernel()
@@ -345,8 +359,18 @@ class BaseKernelGD(BaseEstimator):
         centers = self._choose_centers(X_tr, w_tr, rng)
         solver = self.solver
         if solver == "auto":
-            solver = choose_solver(alpha=self.alpha, psd=psd, centers=centers is not None)
+            solver = choose_solver(alpha=alpha, psd=psd, centers=centers is not None, loss=loss)
+        if loss is not SquaredLoss and solver not in SMOOTH_LOSS_SOLVERS:
+            raise ValueError(
+                f"solver={solver!r} minimises the squared loss only; with loss={loss.name!r} use "
+                f"solver='auto' or one of {sorted(SMOOTH_LOSS_SOLVERS)}."
+            )
         if centers is not None and solver not in CENTER_SOLVERS:
+            if loss is not SquaredLoss:
+                raise ValueError(
+                    f"n_centers is not supported with loss={loss.name!r} yet: its solvers "
+                    f"{sorted(SMOOTH_LOSS_SOLVERS)} fit all training points. Use n_centers=None."
+                )
             if self.solver == "auto":  # auto chose gd: the kernel is not PSD
                 raise ValueError(
                     f"n_centers needs solver='cg', which needs a positive semi-definite "
@@ -373,11 +397,11 @@ class BaseKernelGD(BaseEstimator):
             X_val = X[np.ix_(val, tr)] if self._precomputed else X[val]
             monitor = _ValidationMonitor(
                 kernel, X_val, Y[val], w[val], X_tr if centers is None else centers,
-                self.n_iter_no_change, self.tol, options, self._precomputed,
+                self.n_iter_no_change, self.tol, options, self._precomputed, loss,
             )
         coef_init, intercept_init = self._warm_start_init(operator.m, Y.shape[1])
         settings = SolverSettings(
-            alpha=float(self.alpha),
+            alpha=alpha,
             step_size=self.step_size,
             max_iter=self.max_iter,
             tol=float(self.tol),
@@ -390,6 +414,7 @@ class BaseKernelGD(BaseEstimator):
             random_state=seed,
             callback=monitor,
             memory_budget=int(options["memory_budget"]),
+            loss=loss,
         )
         result = run_solver(solver, operator, Y[tr], w_tr, settings)
         coef, intercept, curve = result.dual_coef, result.intercept, list(result.loss_curve)

@@ -1,25 +1,65 @@
-"""KernelGDClassifier: one-vs-rest squared-loss kernel classification."""
+"""KernelGDClassifier: kernel classification with the squared or the logistic loss."""
+
+from numbers import Real
 
 import numpy as np
 from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.preprocessing import LabelBinarizer
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.class_weight import compute_class_weight
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from . import _docs
 from ._base import BaseKernelGD
+from ._losses import BinaryLogisticLoss, MultinomialLoss, SquaredLoss
+
+
+def _class_weights(class_weight, classes, y, sample_weight):
+    """Each sample's class weight; "balanced" counts the classes by sample weight."""
+    try:  # scikit-learn >= 1.7 counts by sample weight, as a repeated row would count
+        per_class = compute_class_weight(class_weight, classes=classes, y=y, sample_weight=sample_weight)
+    except TypeError:  # pragma: no cover - older scikit-learn
+        per_class = compute_class_weight(class_weight, classes=classes, y=y)
+    # a class without sample weight gets an infinite "balanced" weight: its samples weigh 0 anyway
+    per_class = np.where(np.isfinite(per_class), per_class, 0.0)
+    return per_class[np.searchsorted(classes, y)]
+
+
+def _has_probabilities(estimator):
+    """predict_proba exists with the logistic loss only."""
+    if estimator.loss != "logistic":
+        raise AttributeError(
+            "predict_proba is available with loss='logistic' only: the squared loss "
+            "gives scores, not probabilities (wrap it in CalibratedClassifierCV)."
+        )
+    return True
 
 
 class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
     """Kernel classifier trained by gradient descent on the dual coefficients.
 
-    Each class gets a +1/-1 target (one-vs-rest; a single column for two
-    classes) fitted with the squared loss of :class:`KernelGDRegressor`;
-    ``predict`` returns the class of the largest decision value. Labels may
-    be of any type, strings included.
+    With ``loss="squared"`` (the default) each class gets a +1/-1 target
+    (one-vs-rest; a single column for two classes) fitted with the squared
+    loss of :class:`KernelGDRegressor`. With ``loss="logistic"`` it is
+    kernel logistic regression: binary (one column) or multinomial (softmax,
+    one column per class), with ``predict_proba``. ``predict`` returns the
+    class of the largest decision value. Labels may be of any type, strings
+    included.
 
     Parameters
     ----------
+    loss : {"squared", "logistic"}, default="squared"
+        ``"squared"``: the squared loss on +-1 targets, one-vs-rest.
+        ``"logistic"``: ``log(1 + exp(-y f))`` for two classes, the softmax
+        cross-entropy for more; ``predict_proba`` and ``predict_log_proba``
+        exist with this loss only.
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes, multiplying the sample weights, with
+        scikit-learn's meaning: ``"balanced"`` weights each class by
+        ``n_samples / (n_classes * n_samples_of_class)``; a dict maps labels
+        to weights (missing labels weigh 1).
 %(parameters)s
 
     Attributes
@@ -33,6 +73,8 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         The intercepts.
     X_fit_ : ndarray of shape (n_samples, n_features)
         The training inputs (the training kernel matrix when precomputed).
+    alpha_ : float
+        The ridge strength used (``alpha``, or its value for ``"auto"``).
     sigma_ : float or None
         The bandwidth used, None for kernels without one.
     step_size_ : float
@@ -66,9 +108,67 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
     1.0
     """
 
+    _parameter_constraints: dict = {
+        **BaseKernelGD._parameter_constraints,
+        "alpha": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
+        "loss": [StrOptions({"squared", "logistic"})],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+    }
+
+    def __init__(
+        self,
+        *,
+        loss="squared",
+        class_weight=None,
+        kernel="rbf",
+        sigma="scale",
+        degree=3,
+        coef0=1.0,
+        kernel_params=None,
+        alpha="auto",
+        solver="auto",
+        step_size="auto",
+        max_iter=1000,
+        tol=1e-3,
+        n_centers=None,
+        fit_intercept=True,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=5,
+        warm_start=False,
+        random_state=None,
+        options=None,
+        verbose=0,
+    ):
+        super().__init__(
+            kernel=kernel, sigma=sigma, degree=degree, coef0=coef0, kernel_params=kernel_params,
+            alpha=alpha, solver=solver, step_size=step_size, max_iter=max_iter, tol=tol,
+            n_centers=n_centers, fit_intercept=fit_intercept, early_stopping=early_stopping,
+            validation_fraction=validation_fraction, n_iter_no_change=n_iter_no_change,
+            warm_start=warm_start, random_state=random_state, options=options, verbose=verbose,
+        )
+        self.loss = loss
+        self.class_weight = class_weight
+
+    def _loss(self, Y):
+        if self.loss == "squared":
+            return SquaredLoss
+        return BinaryLogisticLoss if Y.shape[1] == 1 else MultinomialLoss
+
+    def _alpha(self, weight_total):
+        if self.alpha != "auto":
+            alpha = float(self.alpha)
+        elif self.loss == "logistic":
+            # LogisticRegression's default C=1: a minimiser exists even on separable data
+            alpha = 1.0 / (2.0 * weight_total)
+        else:
+            alpha = 0.0
+        self.alpha_ = alpha
+        return alpha
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
-        """Fit the one-vs-rest model by gradient descent.
+        """Fit the model by gradient descent (or the solver chosen).
 
         Parameters
         ----------
@@ -89,6 +189,8 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         check_classification_targets(y)
         binarizer = LabelBinarizer(neg_label=-1, pos_label=1)
         Y = binarizer.fit_transform(y).astype(np.float64)
+        if self.loss == "logistic" and Y.shape[1] > 1:
+            Y = (Y > 0).astype(np.float64)  # one-hot rows for the softmax
         if len(binarizer.classes_) < 2:
             raise ValueError(
                 "KernelGDClassifier needs samples of at least 2 classes, but the "
@@ -101,6 +203,9 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         ):
             del self.dual_coef_  # other classes: the old coefficients do not apply
         self.classes_ = binarizer.classes_
+        if self.class_weight is not None:
+            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+            sample_weight = sample_weight * _class_weights(self.class_weight, self.classes_, y, sample_weight)
         # a stratified validation split where every class can be split
         return self._fit(X, Y, sample_weight, stratify=y)
 
@@ -139,6 +244,66 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         if scores.ndim == 1:
             return self.classes_[(scores > 0).astype(int)]
         return self.classes_[np.argmax(scores, axis=1)]
+
+    @available_if(_has_probabilities)
+    def predict_proba(self, X):
+        """Class probabilities of the logistic model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Inputs, or the (n_samples, n_train) kernel matrix against the
+            training points if ``kernel="precomputed"``.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+            Rows sum to one; columns follow ``classes_``.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import make_moons
+        >>> from kernelgd import KernelGDClassifier
+        >>> X, y = make_moons(200, noise=0.2, random_state=0)
+        >>> clf = KernelGDClassifier(loss="logistic", sigma=0.5).fit(X, y)
+        >>> clf.predict_proba(X[:2]).round(2)
+        array([[0.91, 0.09],
+               [0.13, 0.87]])
+        """
+        check_is_fitted(self)
+        return self._loss(self._Y_shape()).probabilities(self._decision(X))
+
+    @available_if(_has_probabilities)
+    def predict_log_proba(self, X):
+        """Logarithms of the class probabilities of the logistic model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Inputs, or the (n_samples, n_train) kernel matrix against the
+            training points if ``kernel="precomputed"``.
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes)
+            Computed stably (no log of a rounded probability); columns
+            follow ``classes_``.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import make_moons
+        >>> from kernelgd import KernelGDClassifier
+        >>> X, y = make_moons(200, noise=0.2, random_state=0)
+        >>> clf = KernelGDClassifier(loss="logistic", sigma=0.5).fit(X, y)
+        >>> clf.predict_log_proba(X[:1]).round(2)
+        array([[-0.1 , -2.36]])
+        """
+        check_is_fitted(self)
+        return self._loss(self._Y_shape()).log_probabilities(self._decision(X))
+
+    def _Y_shape(self):
+        """A stand-in for the training targets' shape (one column for two classes)."""
+        return np.empty((0, 1 if len(self.classes_) == 2 else len(self.classes_)))
 
 
 KernelGDClassifier.__doc__ = KernelGDClassifier.__doc__ % {

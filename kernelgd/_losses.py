@@ -1,14 +1,34 @@
-"""Losses of the prediction ``F`` against the targets ``Y`` with weights ``w``.
+"""Losses of the predictions ``F`` against the targets ``Y`` with weights ``w``.
 
-A loss gives its weighted value and its gradient with respect to the
-predictions ``F = f(x_i)``; solvers combine these with the ridge term.
+A loss is one small class: its weighted value, its gradient and Hessian-vector
+product with respect to the predictions ``F = f(x_i)`` (one column per
+target or class), the best constant model (the intercept-only baseline), and
+the bounds solvers need (the curvature for a stable step). Solvers combine
+these with the ridge term and never hard-code a loss.
+
+=================  ==================================  =======================
+loss               l(f, y) per sample                   targets Y
+=================  ==================================  =======================
+squared            sum_c (f_c - y_c)^2                  any real columns
+binary logistic    log(1 + exp(-y f))                   one column of +-1
+multinomial        logsumexp(f) - sum_c y_c f_c         one-hot rows (0 / 1)
+=================  ==================================  =======================
 """
 
 import numpy as np
+from scipy.special import expit, log_expit, logsumexp, softmax
+
+# Probabilities of the baseline are kept this far from 0 and 1, so that a
+# class without weight gives a large finite intercept instead of inf.
+_P_MIN = 1e-12
 
 
 class SquaredLoss:
     """``sum_i w_i (F_i - Y_i)^2``, summed over target columns."""
+
+    name = "squared"
+    # sup of d^2 l / d f^2: the stable gradient step scales with its inverse
+    curvature = 2.0
 
     @staticmethod
     def value(F, Y, w):
@@ -19,3 +39,129 @@ class SquaredLoss:
     def gradient(F, Y, w):
         """d value / d F = 2 w_i (F_i - Y_i)."""
         return 2.0 * w[:, None] * (F - Y)
+
+    @staticmethod
+    def hessp(F, Y, w, V):
+        """The Hessian of value in F times V: 2 w_i V_i."""
+        return 2.0 * w[:, None] * V
+
+    @staticmethod
+    def baseline(Y, w, fit_intercept):
+        """The best constant model (the weighted mean, or zero) and its value."""
+        b = np.einsum("i,ij->j", w, Y) if fit_intercept else np.zeros(Y.shape[1])
+        R = Y - b
+        return b, float(np.einsum("i,ij,ij->", w, R, R))
+
+    @staticmethod
+    def prediction_scale(value0):
+        """The size of predictions that matter, for the rounding check: the targets' spread."""
+        return np.sqrt(value0)
+
+    @staticmethod
+    def noise_effect(value0, noise):
+        """How much prediction noise of this root mean square can lower the value at most."""
+        return 2.0 * np.sqrt(value0) * noise
+
+
+class BinaryLogisticLoss:
+    """``sum_i w_i log(1 + exp(-y_i f_i))`` for one column of +-1 targets."""
+
+    name = "logistic"
+    curvature = 0.25
+
+    @staticmethod
+    def value(F, Y, w):
+        return float(-np.dot(w, log_expit(Y * F).sum(axis=1)))
+
+    @staticmethod
+    def gradient(F, Y, w):
+        """d value / d F = -w_i y_i sigmoid(-y_i f_i)."""
+        return -w[:, None] * Y * expit(-Y * F)
+
+    @staticmethod
+    def hessian_weights(F, w):
+        """The diagonal Hessian in F: w_i p_i (1 - p_i)."""
+        p = expit(F)
+        return w[:, None] * p * (1.0 - p)
+
+    @classmethod
+    def hessp(cls, F, Y, w, V):
+        return cls.hessian_weights(F, w) * V
+
+    @classmethod
+    def baseline(cls, Y, w, fit_intercept):
+        """The log-odds of the weighted positive share (or zero) and its value."""
+        if fit_intercept:
+            p = float(np.clip(np.dot(w, Y[:, 0] > 0) / w.sum(), _P_MIN, 1 - _P_MIN))
+            b = np.array([np.log(p) - np.log1p(-p)])
+        else:
+            b = np.zeros(1)
+        return b, cls.value(np.broadcast_to(b, Y.shape), Y, w)
+
+    @staticmethod
+    def probabilities(F):
+        """Rows of class probabilities ``[1 - p, p]`` from one column of scores."""
+        p = expit(F[:, 0])
+        return np.column_stack([1.0 - p, p])
+
+    @staticmethod
+    def log_probabilities(F):
+        return np.column_stack([log_expit(-F[:, 0]), log_expit(F[:, 0])])
+
+    @staticmethod
+    def prediction_scale(value0):
+        return 1.0  # scores are log-odds: noise is compared with one unit
+
+    @staticmethod
+    def noise_effect(value0, noise):
+        return noise  # |d l / d f| <= 1 and the weights sum to one
+
+
+class MultinomialLoss:
+    """``sum_i w_i (logsumexp(F_i) - Y_i . F_i)`` for one-hot rows Y (softmax cross-entropy)."""
+
+    name = "logistic"
+    # the largest eigenvalue of diag(p) - p p' is at most 1/2
+    curvature = 0.5
+
+    @staticmethod
+    def value(F, Y, w):
+        return float(np.dot(w, logsumexp(F, axis=1) - np.einsum("ij,ij->i", Y, F)))
+
+    @staticmethod
+    def gradient(F, Y, w):
+        """d value / d F = w_i (softmax(F_i) - Y_i)."""
+        return w[:, None] * (softmax(F, axis=1) - Y)
+
+    @staticmethod
+    def hessp(F, Y, w, V):
+        """w_i (diag(p_i) - p_i p_i') V_i, row by row."""
+        P = softmax(F, axis=1)
+        PV = P * V
+        return w[:, None] * (PV - P * PV.sum(axis=1, keepdims=True))
+
+    @classmethod
+    def baseline(cls, Y, w, fit_intercept):
+        """The log of the weighted class shares, centred (or zero), and its value."""
+        if fit_intercept:
+            logp = np.log(np.clip(w @ Y / w.sum(), _P_MIN, None))
+            b = logp - logp.mean()
+        else:
+            b = np.zeros(Y.shape[1])
+        return b, cls.value(np.broadcast_to(b, Y.shape), Y, w)
+
+    @staticmethod
+    def probabilities(F):
+        return softmax(F, axis=1)
+
+    @staticmethod
+    def log_probabilities(F):
+        return F - logsumexp(F, axis=1, keepdims=True)
+
+    @staticmethod
+    def prediction_scale(value0):
+        return 1.0
+
+    @staticmethod
+    def noise_effect(value0, noise):
+        return np.sqrt(2.0) * noise  # |grad_f l| <= sqrt(2)

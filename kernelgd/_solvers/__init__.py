@@ -16,16 +16,19 @@ SOLVERS = {"gd": gd.solve, "cg": cg.solve, "eigenpro": eigenpro.solve}
 
 # Solvers that handle a model restricted to centers (n_centers).
 CENTER_SOLVERS = {"cg"}
+# Solvers that minimise any smooth loss, not only the squared one.
+SMOOTH_LOSS_SOLVERS = {"gd"}
 
 
-def choose_solver(*, alpha, psd, centers):
+def choose_solver(*, alpha, psd, centers, loss=None):
     """The fastest solver that fits the problem, for solver="auto".
 
     Conjugate gradient needs a positive semi-definite system and converges
     fastest; without ridge it is EigenPro, which early stopping regularises;
-    indefinite kernels fall back to plain gradient descent.
+    indefinite kernels fall back to plain gradient descent, and so do
+    losses other than the squared one.
     """
-    if not psd:
+    if not psd or (loss is not None and loss.name != "squared"):
         return "gd"
     if centers or alpha > 0:
         return "cg"
@@ -48,9 +51,9 @@ def run_solver(name, operator, Y, w, settings):
             NonPSDKernelWarning,
         )
     elif settings.psd and not np.any(diag > 0):
-        b, value = baseline(Y, w, settings.fit_intercept)
+        b, value = baseline(Y, w, settings.fit_intercept, settings.loss)
         return SolverResult(np.zeros((operator.m, Y.shape[1])), b, 0, [value], None, True)
     return SOLVERS[name](operator, Y, w, settings)
 
 
-__all__ = ["SOLVERS", "CENTER_SOLVERS", "SolverResult", "SolverSettings", "choose_solver", "run_solver"]
+__all__ = ["SOLVERS", "CENTER_SOLVERS", "SMOOTH_LOSS_SOLVERS", "SolverResult", "SolverSettings", "choose_solver", "run_solver"]

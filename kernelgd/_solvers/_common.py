@@ -60,11 +60,9 @@ def objective(KA, A, b, Y, w, alpha, loss=SquaredLoss, penalty=None):
     return value
 
 
-def baseline(Y, w, fit_intercept):
-    """The model every fit must beat: the weighted mean (or zero), and its objective."""
-    b = np.einsum("i,ij->j", w, Y) if fit_intercept else np.zeros(Y.shape[1])
-    R = Y - b
-    return b, float(np.einsum("i,ij,ij->", w, R, R))
+def baseline(Y, w, fit_intercept, loss=SquaredLoss):
+    """The model every fit must beat: the best constant (or zero), and its objective."""
+    return loss.baseline(Y, w, fit_intercept)
 
 
 class IterateLog:
@@ -107,7 +105,8 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
         curve[-1] = value  # the exact value of the iterate the log estimated
     else:
         curve.append(value)
-    b0, value0 = baseline(Y, w, settings.fit_intercept)
+    loss = settings.loss
+    b0, value0 = baseline(Y, w, settings.fit_intercept, loss)
     # differences at the level of rounding do not count as worse
     slack = 1e-12 * (value0 + float(np.einsum("i,ij,ij->", w, Y, Y)))
     if log.best is not None and not log.best_value >= value - slack:
@@ -117,8 +116,8 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
     # accepted only if better than the baseline by more than rounding could fake
     if not (
         np.isfinite(value)
-        and value + 2 * np.sqrt(value0) * noise <= value0 + slack
-        and noise <= NOISE_FRACTION * np.sqrt(value0)
+        and value + loss.noise_effect(value0, noise) <= value0 + slack
+        and noise <= NOISE_FRACTION * loss.prediction_scale(value0)
     ):
         warnings.warn(
             f"Solver {name!r} found no model better than the intercept-only one "
@@ -254,13 +253,15 @@ def top_eigenvalue(operator, w, fit_intercept):
         raise
 
 
-def stable_step_bound(operator, w, alpha, fit_intercept):
+def stable_step_bound(operator, w, alpha, fit_intercept, curvature=2.0):
     """The step size below which gradient descent on the dual converges.
 
     The update ``a <- a - eta (2 W (K a + b - y) + 2 alpha a)`` is primal
     gradient descent whose Hessian is ``2 (W^1/2 (K [+11']) W^1/2 + alpha)``
     in the sense of eigenvalues; it converges iff ``eta < 1 / (lambda_max +
-    alpha)``.
+    alpha)``. A loss whose second derivative is at most ``curvature`` (2
+    for the squared loss) has the Hessian bound ``curvature W^1/2 K W^1/2 +
+    2 alpha``, and the bound becomes ``1 / (curvature / 2 lambda_max + alpha)``.
     """
-    denom = top_eigenvalue(operator, w, fit_intercept) + alpha
+    denom = curvature / 2.0 * top_eigenvalue(operator, w, fit_intercept) + alpha
     return 1.0 / denom if denom > 0 else np.inf

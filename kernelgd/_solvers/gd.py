@@ -48,7 +48,7 @@ def gradient_norm2(G, KG, gb):
 
 def reference_gradient_norm2(operator, Y, w, settings):
     """``||grad L||^2`` at the intercept-only model: the scale of the stopping test."""
-    b0, _ = baseline(Y, w, settings.fit_intercept)
+    b0, _ = baseline(Y, w, settings.fit_intercept, settings.loss)
     G0 = settings.loss.gradient(np.broadcast_to(b0, Y.shape), Y, w)
     gb = G0.sum(axis=0) if settings.fit_intercept else None
     return gradient_norm2(G0, operator.matvec(G0), gb)
@@ -73,7 +73,7 @@ def solve(operator, Y, w, settings):
     alpha = settings.alpha
     loss = settings.loss
     if settings.step_size == "auto":
-        eta = AUTO_STEP_FRACTION * stable_step_bound(operator, w, alpha, settings.fit_intercept)
+        eta = AUTO_STEP_FRACTION * stable_step_bound(operator, w, alpha, settings.fit_intercept, loss.curvature)
         if not np.isfinite(eta):  # K = 0 and no ridge: any step is stable
             eta = 1.0
     else:
@@ -92,7 +92,7 @@ def solve(operator, Y, w, settings):
 
     it = 0
     while it < settings.max_iter:
-        G = loss.gradient(KA + b, Y, w)  # 2 w_i (f(x_i) - y_i)
+        G = loss.gradient(KA + b, Y, w)  # 2 w_i (f(x_i) - y_i) for the squared loss
         gb = G.sum(axis=0)
         if alpha:
             G += 2.0 * alpha * A
@@ -106,7 +106,7 @@ def solve(operator, Y, w, settings):
         grad2 = gradient_norm2(G, (KA_prev - KA) / eta, gb if settings.fit_intercept else None)
         current = loss.value(KA + b, Y, w) + alpha * float(np.einsum("ij,ij->", A, KA))
         if not np.isfinite(current) or current > previous * (1 + 1e-7) + 1e-13 * abs(previous):
-            bound = stable_step_bound(operator, w, alpha, settings.fit_intercept)
+            bound = stable_step_bound(operator, w, alpha, settings.fit_intercept, loss.curvature)
             if eta >= bound:
                 raise _step_error(eta, it, bound)
             # A stable step can only raise the objective along negative

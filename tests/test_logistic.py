@@ -1,0 +1,173 @@
+"""loss="logistic": kernel logistic regression against independent references."""
+
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from scipy.optimize import minimize
+from scipy.special import log_expit, logsumexp, softmax
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import cross_val_score
+from sklearn.utils.class_weight import compute_class_weight, compute_sample_weight
+
+from kernelgd import KernelGDClassifier, kernel_matrix
+from kernelgd._losses import BinaryLogisticLoss, MultinomialLoss
+
+rng = np.random.RandomState(0)
+X = rng.randn(120, 4)
+y2 = (X[:, 0] + 0.5 * X[:, 1] + 0.7 * rng.randn(120) > 0).astype(int)
+y3 = np.digitize(X[:, 0] + 0.4 * rng.randn(120), [-0.5, 0.5])
+TIGHT = dict(tol=1e-10, max_iter=200_000)
+
+
+@pytest.mark.parametrize("labels", [y2, y3], ids=["binary", "multinomial"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_linear_kernel_equals_logistic_regression(labels, weighted):
+    C = 0.3
+    sw = np.random.RandomState(1).uniform(0.5, 2.0, len(labels)) if weighted else np.ones(len(labels))
+    ref = LogisticRegression(C=C, tol=1e-12, max_iter=10_000).fit(X, labels, sample_weight=sw)
+    alpha = 1.0 / (2.0 * C * sw.sum())
+    model = KernelGDClassifier(loss="logistic", kernel="linear", alpha=alpha, **TIGHT)
+    model.fit(X, labels, sample_weight=sw if weighted else None)
+    assert_allclose(model.predict_proba(X), ref.predict_proba(X), atol=1e-6)
+    beta = (X.T @ model.dual_coef_.reshape(len(X), -1)).T  # beta = X' dual_coef
+    assert_allclose(beta, ref.coef_, atol=1e-5)
+    if labels is y2:
+        assert_allclose(model.intercept_, ref.intercept_, atol=1e-5)
+    else:  # softmax intercepts are defined up to a common shift
+        assert_allclose(model.intercept_ - model.intercept_.mean(), ref.intercept_ - ref.intercept_.mean(), atol=1e-5)
+
+
+def _dense_reference(K, Y, w, alpha, multinomial):
+    """Minimise sum_i w_i l(f_i) + alpha ||f||_H^2 over f = L c + b, K = L L' (so ||f||_H^2 = c'c)."""
+    L = np.linalg.cholesky(K + 1e-10 * np.eye(len(K)))
+    n, k = Y.shape
+
+    def unpack(theta):
+        c, b = theta[: n * k].reshape(n, k), theta[n * k :]
+        return c, b, L @ c + b
+
+    def fun(theta):
+        c, b, F = unpack(theta)
+        if multinomial:
+            value = np.dot(w, logsumexp(F, axis=1) - np.sum(Y * F, axis=1))
+            G = w[:, None] * (softmax(F, axis=1) - Y)
+        else:
+            value = -np.dot(w, log_expit(Y[:, 0] * F[:, 0]))
+            G = BinaryLogisticLoss.gradient(F, Y, w)
+        value += alpha * np.sum(c * c)
+        grad = np.concatenate([(L.T @ G + 2 * alpha * c).ravel(), G.sum(axis=0)])
+        return value, grad
+
+    res = minimize(fun, np.zeros(n * k + k), jac=True, method="L-BFGS-B",
+                   options={"maxiter": 100_000, "gtol": 1e-12, "ftol": 1e-15})
+    return unpack(res.x)[2]
+
+
+@pytest.mark.parametrize("labels", [y2, y3], ids=["binary", "multinomial"])
+@pytest.mark.parametrize("class_weight", [None, "balanced"])
+def test_rbf_kernel_equals_dense_reference(labels, class_weight):
+    sw = np.random.RandomState(2).uniform(0.5, 2.0, len(labels))
+    alpha = 1e-2
+    model = KernelGDClassifier(loss="logistic", sigma=2.0, alpha=alpha, class_weight=class_weight, **TIGHT)
+    model.fit(X, labels, sample_weight=sw)
+    w = sw * (compute_class_weight(class_weight, classes=np.unique(labels), y=labels, sample_weight=sw)[labels]
+              if class_weight else 1.0)
+    w = w / w.sum()
+    K = kernel_matrix(X, sigma=2.0)
+    multinomial = labels is y3
+    Y = np.eye(3)[labels] if multinomial else np.where(labels == 1, 1.0, -1.0)[:, None]
+    F_ref = _dense_reference(K, Y, w, alpha, multinomial)
+    loss = MultinomialLoss if multinomial else BinaryLogisticLoss
+    assert_allclose(model.predict_proba(X), loss.probabilities(F_ref), atol=1e-5)
+
+
+@pytest.mark.parametrize("labels", [y2, y3], ids=["binary", "multinomial"])
+def test_gd_iterates_are_primal_gradient_descent(labels):
+    alpha, eta, steps = 0.05, 0.3, 7
+    model = KernelGDClassifier(loss="logistic", kernel="linear", alpha=alpha, solver="gd",
+                               step_size=eta, max_iter=steps, tol=0).fit(X, labels)
+    multinomial = labels is y3
+    Y = np.eye(3)[labels] if multinomial else np.where(labels == 1, 1.0, -1.0)[:, None]
+    loss = MultinomialLoss if multinomial else BinaryLogisticLoss
+    w = np.full(len(X), 1.0 / len(X))
+    beta, b = np.zeros((X.shape[1], Y.shape[1])), np.zeros(Y.shape[1])
+    for _ in range(steps):  # gradient descent on sum_i w_i l(x_i'beta + b) + alpha |beta|^2
+        G = loss.gradient(X @ beta + b, Y, w)
+        beta, b = beta - eta * (X.T @ G + 2 * alpha * beta), b - eta * G.sum(axis=0)
+    assert_allclose(X.T @ model.dual_coef_.reshape(len(X), -1), beta, rtol=1e-10, atol=1e-12)
+    assert_allclose(model.intercept_, b, rtol=1e-10, atol=1e-12)
+
+
+def test_probabilities_follow_classes_and_sum_to_one():
+    labels = np.array(["cat", "dog", "emu"])[y3]
+    model = KernelGDClassifier(loss="logistic", sigma=2.0).fit(X, labels)
+    P = model.predict_proba(X)
+    assert P.shape == (len(X), 3)
+    assert_allclose(P.sum(axis=1), 1.0)
+    assert_allclose(np.exp(model.predict_log_proba(X)), P, rtol=1e-12)
+    assert np.array_equal(model.classes_[P.argmax(axis=1)], model.predict(X))
+    assert (model.predict(X) == labels).mean() > 0.8
+
+
+def test_predict_proba_exists_only_with_logistic_loss():
+    squared = KernelGDClassifier().fit(X, y2)
+    assert not hasattr(squared, "predict_proba")
+    assert not hasattr(squared, "predict_log_proba")
+    with pytest.raises(AttributeError) as excinfo:
+        squared.predict_proba(X)
+    assert "loss='logistic'" in str(excinfo.value.__cause__)  # the reason, chained by available_if
+    assert hasattr(KernelGDClassifier(loss="logistic"), "predict_proba")
+
+
+def test_scorers_that_need_probabilities():
+    model = KernelGDClassifier(loss="logistic", sigma=2.0)
+    scores = cross_val_score(model, X, y3, cv=3, scoring="neg_log_loss")
+    assert np.all(np.isfinite(scores)) and np.all(scores < 0)
+    auc = cross_val_score(model, X, y3, cv=3, scoring="roc_auc_ovr")
+    assert np.all(auc > 0.7)
+
+
+def test_alpha_auto_gives_a_minimiser_on_separable_data():
+    Xs = np.r_[rng.randn(30, 2) + 4, rng.randn(30, 2) - 4]
+    ys = np.r_[np.ones(30), np.zeros(30)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)  # the defaults converge
+        model = KernelGDClassifier(loss="logistic", kernel="linear").fit(Xs, ys)
+    assert model.alpha_ == pytest.approx(1 / (2 * 60))
+    assert model.score(Xs, ys) == 1.0
+    tight = KernelGDClassifier(loss="logistic", kernel="linear", **TIGHT).fit(Xs, ys)
+    ref = LogisticRegression(C=1.0, tol=1e-12, max_iter=10_000).fit(Xs, ys)
+    assert_allclose(tight.predict_proba(Xs), ref.predict_proba(Xs), atol=1e-6)
+    assert KernelGDClassifier().fit(Xs, ys).alpha_ == 0.0  # squared loss: unchanged default
+
+
+def test_class_weight_equals_sample_weight():
+    cw = {0: 3.0, 1: 1.0, 2: 0.5}
+    for loss in ("squared", "logistic"):
+        a = KernelGDClassifier(loss=loss, class_weight=cw, sigma=2.0, alpha=1e-2, **TIGHT).fit(X, y3)
+        b = KernelGDClassifier(loss=loss, sigma=2.0, alpha=1e-2, **TIGHT).fit(
+            X, y3, sample_weight=compute_sample_weight(cw, y3)
+        )
+        assert_allclose(a.decision_function(X), b.decision_function(X), rtol=1e-6, atol=1e-8)
+
+
+def test_balanced_class_weight_matches_logistic_regression():
+    labels = (X[:, 0] > 0.8).astype(int)  # imbalanced
+    ref = LogisticRegression(C=1.0, class_weight="balanced", tol=1e-12, max_iter=10_000).fit(X, labels)
+    model = KernelGDClassifier(loss="logistic", kernel="linear", class_weight="balanced",
+                               alpha=1 / (2 * len(X)), **TIGHT).fit(X, labels)
+    assert_allclose(model.predict_proba(X), ref.predict_proba(X), atol=1e-5)
+
+
+@pytest.mark.parametrize("solver", ["cg", "eigenpro"])
+def test_squared_only_solvers_refuse_logistic(solver):
+    with pytest.raises(ValueError, match="squared loss only"):
+        KernelGDClassifier(loss="logistic", solver=solver).fit(X, y2)
+
+
+def test_logistic_with_centers_is_a_clear_error():
+    with pytest.raises(ValueError, match="n_centers is not supported with loss='logistic'"):
+        KernelGDClassifier(loss="logistic", n_centers=20).fit(X, y2)
