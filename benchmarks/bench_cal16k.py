@@ -6,7 +6,9 @@ California housing, 16,000 training rows and 4,640 test rows; rbf kernel with
 sigma^2 = 2 (gamma = 0.5) and ridge alpha = 1e-5 (KernelRidge alpha = 0.16),
 no intercept. Every system fits in its own fresh process (median of 3 runs,
 one for systems slower than 20 s); the script prints
-fit time, peak extra memory and test MSE, the ratios the targets are stated
+fit time, the time of a second fit in the same process (without the cost of
+touching fresh memory, which varies from 0.2 to 4 s per GiB on the
+benchmark's virtual machine), peak extra memory and test MSE, the ratios the targets are stated
 in, and writes JSON next to itself (benchmarks/results/cal16k.json).
 """
 
@@ -33,6 +35,7 @@ from datasets import load_cal16k  # noqa: E402
 SIGMA2, ALPHA = 2.0, 1e-5
 N_TRAIN = 16000
 KRR_ALPHA = N_TRAIN * ALPHA  # 0.16
+WARM_MAX = 20.0  # fits faster than this (s) are timed a second time in the same process
 
 # name -> (description, is kernelgd)
 SYSTEMS = {
@@ -116,8 +119,14 @@ def make_fit(name, X, y):
 
 def worker(name, data_dir):
     X, y, X_test, y_test = load_cal16k(data_dir)
-    predict, stats = measure_fit(make_fit(name, X, y))
+    fit = make_fit(name, X, y)
+    predict, stats = measure_fit(fit)
     stats["test_mse"] = float(np.mean((predict(X_test) - y_test) ** 2))
+    if stats["fit_time"] < WARM_MAX:
+        # The same fit again in this process: its memory is no longer touched
+        # for the first time, which costs up to seconds per GiB on a virtual
+        # machine whose host reclaims freed memory.
+        stats["warm_fit_time"] = measure_fit(fit)[1]["fit_time"]
     print(json.dumps(stats))
 
 
@@ -170,6 +179,7 @@ def main(argv=None):
     summary = summarize(rows)
     columns = [
         ("description", "system", None), ("fit_time", "fit time (s)", "{:.2f}"),
+        ("warm_fit_time", "second fit (s)", "{:.2f}"),
         ("peak_mem_gib", "peak mem (GiB)", "{:.2f}"), ("test_mse", "test MSE", "{:.4f}"),
         ("status", "status", None),
     ]

@@ -95,3 +95,54 @@ def test_a_fit_is_right_or_an_error(problem):
         value = model.loss_curve_[-1]
         # a converged fit is within 1% of the optimum's gain over the baseline
         assert value - best <= 1e-2 * (base - best) + 1e-12 * scale
+
+
+@st.composite
+def classification_problems(draw):
+    n = draw(st.integers(4, 40))
+    d = draw(st.integers(1, 3))
+    r = np.random.RandomState(draw(st.integers(0, 2**16)))
+    X = r.randn(n, d) * 10.0 ** draw(st.integers(-3, 4)) + draw(st.sampled_from([0.0, 1e3]))
+    n_classes = draw(st.sampled_from([2, 3]))
+    y = r.randint(0, n_classes, n)
+    y[:n_classes] = np.arange(n_classes)  # every class present
+    params = dict(
+        loss="logistic",
+        kernel=draw(st.sampled_from(["rbf", "laplacian", "linear"])),
+        alpha=draw(st.sampled_from(["auto", 1e-6, 1e-2])),
+        fit_intercept=draw(st.booleans()),
+        class_weight=draw(st.sampled_from([None, "balanced"])),
+        max_iter=500,
+        options={"dtype": draw(st.sampled_from(["auto", "float32"]))},
+    )
+    return X, y, params
+
+
+@settings(max_examples=int(__import__("os").environ.get("KGD_EXAMPLES", 150)) // 3, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(classification_problems())
+def test_a_logistic_fit_is_right_or_an_error(problem):
+    from kernelgd import KernelGDClassifier
+    from kernelgd._losses import BinaryLogisticLoss, MultinomialLoss
+
+    X, y, params = problem
+    model = KernelGDClassifier(**params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            model.fit(X, y)
+        except ValueError as exc:
+            assert any(word in str(exc) for word in ("sigma", "Scale", "scale", "float"))
+            return
+    P = model.predict_proba(X)
+    assert np.all(np.isfinite(P)) and np.allclose(P.sum(axis=1), 1.0)
+    assert np.all(np.isfinite(model.loss_curve_))
+    # never worse than the best constant model (or zero scores without intercept)
+    binary = len(model.classes_) == 2
+    loss = BinaryLogisticLoss if binary else MultinomialLoss
+    Y = np.where(y == model.classes_[1], 1.0, -1.0)[:, None] if binary else np.eye(len(model.classes_))[y]
+    w = np.ones(len(y)) if params["class_weight"] is None else \
+        __import__("sklearn.utils.class_weight", fromlist=["x"]).compute_sample_weight("balanced", y)
+    w = w / w.sum()
+    _, base = loss.baseline(Y, w, params["fit_intercept"])
+    assert model.loss_curve_[-1] <= base + 1e-6
