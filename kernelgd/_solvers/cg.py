@@ -24,6 +24,7 @@ residual of every column; the best iterate by the objective is returned.
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 from scipy.linalg.blas import dgemm as gemm
+from scipy.linalg.blas import dsyr as syr
 from scipy.linalg.blas import dsyrk as syrk
 from scipy.linalg.blas import dtrsm as trsm
 from scipy.linalg.lapack import dpstrf as pstrf
@@ -254,6 +255,12 @@ def _solve_centers(operator, Y, w, settings, rng):
     T = cholesky(Kmm, "center kernel matrix", jitter=jitter)  # Kmm = T'T
     TTt = lauum(T, lower=0)[0]  # the upper triangle of T T': m^3/3 flops
     TTt /= m
+    if center:
+        # The centred system K_c'W K_c is approximated by K_mm (I - 11'/m) K_mm / m:
+        # without the rank-one downdate the preconditioner keeps the constant
+        # direction the centring removed, and CG needs many more iterations.
+        v = T.sum(axis=1) / m
+        TTt = syr(-1.0, v, lower=0, a=TTt, overwrite_a=1)
     A_fac = cholesky(TTt, "FALKON preconditioner", jitter=alpha)  # reads the upper triangle only
 
     # The factors are finite (checked by cholesky): skip scipy's O(m^2)
