@@ -366,20 +366,15 @@ class BaseKernelGD(BaseEstimator):
                 f"solver='auto' or one of {sorted(SMOOTH_LOSS_SOLVERS)}."
             )
         if centers is not None and solver not in CENTER_SOLVERS:
-            if loss is not SquaredLoss:
-                raise ValueError(
-                    f"n_centers is not supported with loss={loss.name!r} yet: its solvers "
-                    f"{sorted(SMOOTH_LOSS_SOLVERS)} fit all training points. Use n_centers=None."
-                )
             if self.solver == "auto":  # auto chose gd: the kernel is not PSD
                 raise ValueError(
-                    f"n_centers needs solver='cg', which needs a positive semi-definite "
+                    f"n_centers needs solver='cg' or 'newton', which need a positive semi-definite "
                     f"kernel; the {kernel.name} kernel is not, so solver='auto' chose 'gd'. "
                     "Use n_centers=None, or a PSD kernel."
                 )
             raise ValueError(
-                f"n_centers is supported by solver={sorted(CENTER_SOLVERS)[0]!r} (and "
-                f"solver='auto', which picks it), not solver={solver!r}. Use "
+                f"n_centers is supported by the solvers {sorted(CENTER_SOLVERS)} (and "
+                f"solver='auto', which picks one), not solver={solver!r}. Use "
                 "solver='auto' or n_centers=None."
             )
 

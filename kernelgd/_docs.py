@@ -26,15 +26,18 @@ PARAMETERS = """\
         ``alpha=0`` the minimiser interpolates the training data, and only
         stopping early (``tol``, ``max_iter``, ``early_stopping``)
         regularises: for noisy data, set a small ``alpha`` such as 1e-4.
-    solver : {"auto", "gd", "cg", "eigenpro"}, default="auto"
+    solver : {"auto", "gd", "cg", "eigenpro", "newton"}, default="auto"
         ``"gd"``: the gradient-descent update of the course notes (see
         Notes). ``"cg"``: preconditioned conjugate gradient on the ridge
         system. ``"eigenpro"``: gradient descent preconditioned by the top
         eigen-directions of a subsample (EigenPro), stochastic without
-        ridge. ``"auto"``: ``"cg"`` when ``alpha > 0`` or ``n_centers`` is
-        set, ``"eigenpro"`` without ridge, ``"gd"`` for kernels that are not
-        positive semi-definite. All minimise the same objective; the one
-        used is ``solver_``.
+        ridge. ``"newton"``: damped Newton steps whose weighted ridge
+        systems ``"cg"`` solves (for the logistic loss). ``"auto"``:
+        ``"cg"`` when ``alpha > 0`` or ``n_centers`` is set, ``"eigenpro"``
+        without ridge, ``"gd"`` for kernels that are not positive
+        semi-definite; with the logistic loss, ``"newton"`` for two classes
+        or with ``n_centers`` and ``"gd"`` otherwise. All minimise the same
+        objective; the one used is ``solver_``.
     step_size : float or "auto", default="auto"
         Step of solver ``"gd"``. ``"auto"`` takes 0.9 times the stable bound
         ``1 / (lambda_max + alpha)``, with ``lambda_max`` the largest

@@ -29,6 +29,8 @@ class SquaredLoss:
     name = "squared"
     # sup of d^2 l / d f^2: the stable gradient step scales with its inverse
     curvature = 2.0
+    # whether the Hessian in F is diagonal (no coupling between columns)
+    diagonal_hessian = True
 
     @staticmethod
     def value(F, Y, w):
@@ -68,6 +70,7 @@ class BinaryLogisticLoss:
 
     name = "logistic"
     curvature = 0.25
+    diagonal_hessian = True
 
     @staticmethod
     def value(F, Y, w):
@@ -123,6 +126,7 @@ class MultinomialLoss:
     name = "logistic"
     # the largest eigenvalue of diag(p) - p p' is at most 1/2
     curvature = 0.5
+    diagonal_hessian = False
 
     @staticmethod
     def value(F, Y, w):

@@ -21,6 +21,8 @@ def _estimators():
     for kernel in ("rbf", "linear", "laplacian", "precomputed"):  # kernel logistic regression
         yield KernelGDClassifier(loss="logistic", kernel=kernel, max_iter=300)
     yield KernelGDClassifier(loss="logistic", class_weight="balanced", solver="gd", max_iter=300)
+    yield KernelGDClassifier(loss="logistic", solver="newton", max_iter=100)
+    yield KernelGDRegressor(solver="newton", alpha=1e-3, max_iter=100)
     for params in EARLY_STOPPING:  # regression: 10 check failures with early stopping
         yield KernelGDRegressor(max_iter=300, **params)
         yield KernelGDClassifier(max_iter=300, **params)

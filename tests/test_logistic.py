@@ -20,16 +20,23 @@ X = rng.randn(120, 4)
 y2 = (X[:, 0] + 0.5 * X[:, 1] + 0.7 * rng.randn(120) > 0).astype(int)
 y3 = np.digitize(X[:, 0] + 0.4 * rng.randn(120), [-0.5, 0.5])
 TIGHT = dict(tol=1e-10, max_iter=200_000)
+# Newton's test is on the decrement (objective units): tol**2 * the baseline objective
+TIGHT_NEWTON = dict(tol=1e-7, max_iter=500)
 
 
+def tight(solver):
+    return dict(TIGHT_NEWTON if solver == "newton" else TIGHT, solver=solver)
+
+
+@pytest.mark.parametrize("solver", ["gd", "newton"])
 @pytest.mark.parametrize("labels", [y2, y3], ids=["binary", "multinomial"])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_linear_kernel_equals_logistic_regression(labels, weighted):
+def test_linear_kernel_equals_logistic_regression(labels, weighted, solver):
     C = 0.3
     sw = np.random.RandomState(1).uniform(0.5, 2.0, len(labels)) if weighted else np.ones(len(labels))
     ref = LogisticRegression(C=C, tol=1e-12, max_iter=10_000).fit(X, labels, sample_weight=sw)
     alpha = 1.0 / (2.0 * C * sw.sum())
-    model = KernelGDClassifier(loss="logistic", kernel="linear", alpha=alpha, **TIGHT)
+    model = KernelGDClassifier(loss="logistic", kernel="linear", alpha=alpha, **tight(solver))
     model.fit(X, labels, sample_weight=sw if weighted else None)
     assert_allclose(model.predict_proba(X), ref.predict_proba(X), atol=1e-6)
     beta = (X.T @ model.dual_coef_.reshape(len(X), -1)).T  # beta = X' dual_coef
@@ -66,12 +73,14 @@ def _dense_reference(K, Y, w, alpha, multinomial):
     return unpack(res.x)[2]
 
 
+@pytest.mark.parametrize("solver", ["gd", "newton"])
 @pytest.mark.parametrize("labels", [y2, y3], ids=["binary", "multinomial"])
 @pytest.mark.parametrize("class_weight", [None, "balanced"])
-def test_rbf_kernel_equals_dense_reference(labels, class_weight):
+def test_rbf_kernel_equals_dense_reference(labels, class_weight, solver):
     sw = np.random.RandomState(2).uniform(0.5, 2.0, len(labels))
     alpha = 1e-2
-    model = KernelGDClassifier(loss="logistic", sigma=2.0, alpha=alpha, class_weight=class_weight, **TIGHT)
+    model = KernelGDClassifier(loss="logistic", sigma=2.0, alpha=alpha, class_weight=class_weight,
+                               **tight(solver))
     model.fit(X, labels, sample_weight=sw)
     w = sw * (compute_class_weight(class_weight, classes=np.unique(labels), y=labels, sample_weight=sw)[labels]
               if class_weight else 1.0)
@@ -168,6 +177,42 @@ def test_squared_only_solvers_refuse_logistic(solver):
         KernelGDClassifier(loss="logistic", solver=solver).fit(X, y2)
 
 
-def test_logistic_with_centers_is_a_clear_error():
-    with pytest.raises(ValueError, match="n_centers is not supported with loss='logistic'"):
-        KernelGDClassifier(loss="logistic", n_centers=20).fit(X, y2)
+@pytest.mark.parametrize("labels", [y2, y3], ids=["binary", "multinomial"])
+@pytest.mark.parametrize("intercept", [True, False])
+def test_centers_equal_dense_reference(labels, intercept):
+    # f = K_nm beta + b with ||f||_H^2 = beta' K_mm beta; K_mm = T'T, c = T beta
+    sw = np.random.RandomState(3).uniform(0.5, 2.0, len(labels))
+    alpha = 1e-2
+    model = KernelGDClassifier(loss="logistic", sigma=2.0, alpha=alpha, n_centers=30, random_state=0,
+                               fit_intercept=intercept, **tight("newton")).fit(X, labels, sample_weight=sw)
+    assert model.solver_ == "newton"
+    C = model.X_fit_
+    Knm, Kmm = kernel_matrix(X, C, sigma=2.0), kernel_matrix(C, sigma=2.0)
+    T = np.linalg.cholesky(Kmm + 1e-10 * np.eye(len(C))).T
+    Phi = np.linalg.solve(T.T, Knm.T).T  # K_nm T^-1: f = Phi c
+    multinomial = labels is y3
+    Y = np.eye(3)[labels] if multinomial else np.where(labels == 1, 1.0, -1.0)[:, None]
+    loss = MultinomialLoss if multinomial else BinaryLogisticLoss
+    w = sw / sw.sum()
+    k = Y.shape[1]
+
+    def fun(theta):
+        c = theta[: Phi.shape[1] * k].reshape(-1, k)
+        b = theta[Phi.shape[1] * k :] if intercept else np.zeros(k)
+        F = Phi @ c + b
+        G = loss.gradient(F, Y, w)
+        grad = [(Phi.T @ G + 2 * alpha * c).ravel()] + ([G.sum(axis=0)] if intercept else [])
+        return loss.value(F, Y, w) + alpha * np.sum(c * c), np.concatenate(grad)
+
+    size = Phi.shape[1] * k + (k if intercept else 0)
+    res = minimize(fun, np.zeros(size), jac=True, method="L-BFGS-B",
+                   options={"maxiter": 100_000, "gtol": 1e-12, "ftol": 1e-15})
+    c = res.x[: Phi.shape[1] * k].reshape(-1, k)
+    F_ref = Phi @ c + (res.x[Phi.shape[1] * k :] if intercept else 0.0)
+    assert_allclose(model.predict_proba(X), loss.probabilities(F_ref), atol=1e-5)
+
+
+def test_auto_picks_newton_for_binary_and_centers():
+    assert KernelGDClassifier(loss="logistic").fit(X, y2).solver_ == "newton"
+    assert KernelGDClassifier(loss="logistic").fit(X, y3).solver_ == "gd"
+    assert KernelGDClassifier(loss="logistic", n_centers=30).fit(X, y3).solver_ == "newton"

@@ -149,7 +149,7 @@ def test_centers_solve_the_restricted_problem(intercept):
 
 
 def test_centers_need_a_center_solver():
-    with pytest.raises(ValueError, match="n_centers is supported by solver"):
+    with pytest.raises(ValueError, match="n_centers is supported by the solvers"):
         KernelGDRegressor(solver="gd", n_centers=10).fit(X, y)
     with pytest.raises(ValueError, match="precomputed"):
         KernelGDRegressor(kernel="precomputed", n_centers=10).fit(kernel_matrix(X), y)

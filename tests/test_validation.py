@@ -56,7 +56,7 @@ def test_empty_data(Est):
         (dict(step_size=-0.1), "step_size"),
         (dict(alpha=-1.0), "alpha"),
         (dict(max_iter=0), "max_iter"),
-        (dict(solver="newton"), "solver"),
+        (dict(solver="lbfgs"), "solver"),
     ],
 )
 def test_bad_parameters(Est, params, match):
@@ -98,7 +98,7 @@ def test_precomputed_must_be_square():
     "params, match",
     [
         (dict(n_centers=True), "n_centers must be a positive int"),
-        (dict(kernel="sigmoid", n_centers=5), "needs solver='cg'.*not, so solver='auto' chose 'gd'"),
+        (dict(kernel="sigmoid", n_centers=5), "needs solver='cg' or 'newton'.*not, so solver='auto' chose 'gd'"),
         (dict(kernel_params={"out": 1}), "may not set 'out'"),
         (dict(kernel="sigmoid", kernel_params={"a": "x"}), "Check the types of kernel_params"),
         (dict(early_stopping=True, validation_fraction=0.99), "smaller validation_fraction"),

@@ -9,15 +9,15 @@ import warnings
 
 import numpy as np
 
-from . import cg, eigenpro, gd
+from . import cg, eigenpro, gd, newton
 from ._common import NonPSDKernelWarning, SolverResult, SolverSettings, baseline
 
-SOLVERS = {"gd": gd.solve, "cg": cg.solve, "eigenpro": eigenpro.solve}
+SOLVERS = {"gd": gd.solve, "cg": cg.solve, "eigenpro": eigenpro.solve, "newton": newton.solve}
 
 # Solvers that handle a model restricted to centers (n_centers).
-CENTER_SOLVERS = {"cg"}
+CENTER_SOLVERS = {"cg", "newton"}
 # Solvers that minimise any smooth loss, not only the squared one.
-SMOOTH_LOSS_SOLVERS = {"gd"}
+SMOOTH_LOSS_SOLVERS = {"gd", "newton"}
 
 
 def choose_solver(*, alpha, psd, centers, loss=None):
@@ -25,11 +25,15 @@ def choose_solver(*, alpha, psd, centers, loss=None):
 
     Conjugate gradient needs a positive semi-definite system and converges
     fastest; without ridge it is EigenPro, which early stopping regularises;
-    indefinite kernels fall back to plain gradient descent, and so do
-    losses other than the squared one.
+    other smooth losses take Newton steps solved by conjugate gradient;
+    indefinite kernels fall back to plain gradient descent.
     """
-    if not psd or (loss is not None and loss.name != "squared"):
+    if not psd:
         return "gd"
+    if loss is not None and loss.name != "squared":
+        # Newton is exact for one column; for the softmax its per-class
+        # diagonal Hessian converges only linearly, slower than "gd" on all points
+        return "newton" if loss.diagonal_hessian or centers else "gd"
     if centers or alpha > 0:
         return "cg"
     return "eigenpro"
