@@ -47,7 +47,7 @@ def problems(draw):
         X = X.astype(np.float32)
     params = dict(
         kernel=draw(st.sampled_from(KERNELS)),
-        solver=draw(st.sampled_from(["auto", "gd", "cg", "eigenpro"])),
+        solver=draw(st.sampled_from(["auto", "gd", "cg", "eigenpro", "newton"])),
         alpha=draw(st.sampled_from([0.0, 1e-6, 1e-3, 1e-1])),
         fit_intercept=draw(st.booleans()),
         n_centers=draw(st.sampled_from([None, None, max(1, n // 3)])),
@@ -56,7 +56,7 @@ def problems(draw):
         options={"dtype": draw(st.sampled_from(["auto", "float32", "float64"]))},
     )
     if params["n_centers"] is not None:
-        params["solver"] = draw(st.sampled_from(["auto", "cg"]))
+        params["solver"] = draw(st.sampled_from(["auto", "cg", "newton"]))
     return X, y, params
 
 
@@ -112,9 +112,13 @@ def classification_problems(draw):
         alpha=draw(st.sampled_from(["auto", 1e-6, 1e-2])),
         fit_intercept=draw(st.booleans()),
         class_weight=draw(st.sampled_from([None, "balanced"])),
+        solver=draw(st.sampled_from(["auto", "gd", "newton"])),
+        n_centers=draw(st.sampled_from([None, None, max(2, n // 3)])),
         max_iter=500,
         options={"dtype": draw(st.sampled_from(["auto", "float32"]))},
     )
+    if params["n_centers"] is not None:
+        params["solver"] = draw(st.sampled_from(["auto", "newton"]))
     return X, y, params
 
 
