@@ -76,3 +76,65 @@ def make_synthetic(n, n_test=5000, d=8, seed=0):
     y = np.sin(X[:, 0]) * np.cos(X[:, 1]) + 0.5 * np.tanh(X[:, 2] * X[:, 3]) + 0.1 * X[:, 4] ** 2
     y += 0.1 * rng.normal(size=len(y))
     return X[:n], y[:n], X[n:], y[n:]
+
+
+def load_mnist8k(data_dir):
+    """MNIST's 10,000 test images: the first 8,000 train, the last 2,000 test; pixels / 255."""
+    import gzip
+
+    folder = Path(data_dir) / "mnist_test10k"
+    with gzip.open(folder / "t10k-images-idx3-ubyte.gz") as fh:
+        raw = fh.read()
+    n, rows, cols = (int.from_bytes(raw[k : k + 4], "big") for k in (4, 8, 12))
+    X = np.frombuffer(raw, dtype=np.uint8, offset=16).reshape(n, rows * cols) / 255.0
+    with gzip.open(folder / "t10k-labels-idx1-ubyte.gz") as fh:
+        y = np.frombuffer(fh.read(), dtype=np.uint8, offset=8).astype(int)
+    return X[:8000], y[:8000], X[8000:], y[8000:]
+
+
+def load_letter(data_dir):
+    """UCI letter: the first 16,000 rows train, the last 4,000 test; features standardized on training."""
+    path = Path(data_dir) / "letter" / "letter-recognition.data"
+    rows = [line.strip().split(",") for line in path.read_text().splitlines()[1:] if line.strip()]
+    y = np.array([r[0] for r in rows])
+    X = np.array([[float(v) for v in r[1:]] for r in rows])
+    mean, std = X[:16000].mean(axis=0), X[:16000].std(axis=0)
+    X = (X - mean) / np.where(std > 0, std, 1.0)
+    return X[:16000], y[:16000], X[16000:], y[16000:]
+
+
+def load_adult(data_dir):
+    """UCI adult as DataFrames (adult.data train, adult.test test) and labels income > 50K.
+
+    The features stay raw: numeric columns are to be standardized and
+    categorical ones one-hot encoded in a Pipeline (see adult_preprocessor).
+    """
+    import pandas as pd
+
+    folder = Path(data_dir) / "adult"
+    frames = [
+        pd.read_csv(folder / name, sep=r",\s*", engine="python", na_values="?")
+        for name in ("adult.data", "adult.test")
+    ]
+    out = []
+    for frame in frames:
+        label = frame.pop("income").astype(str).str.rstrip(".")  # the test file writes ">50K."
+        out += [frame, (label == ">50K").astype(int).to_numpy()]
+    return tuple(out)
+
+
+def adult_preprocessor():
+    """Standardize adult's numeric columns and one-hot encode its categorical ones."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    numeric = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
+    categorical = ["workclass", "education", "marital-status", "occupation", "relationship",
+                   "race", "sex", "native-country"]
+    return ColumnTransformer([
+        ("numeric", StandardScaler(), numeric),
+        ("categorical", make_pipeline(SimpleImputer(strategy="constant", fill_value="missing"),
+                                      OneHotEncoder(handle_unknown="ignore")), categorical),
+    ])
