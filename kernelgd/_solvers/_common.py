@@ -33,6 +33,8 @@ class SolverSettings:
     # callback(A, b) -> bool, called after every iteration; True stops the fit.
     callback: object = None
     memory_budget: int = 2 << 30
+    # shared between solves on one operator (see cg's centers path); None: none
+    cache: dict = None
 
 
 @dataclass

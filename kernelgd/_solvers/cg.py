@@ -242,25 +242,31 @@ def _solve_centers(operator, Y, w, settings, rng):
         3 * m * m * 8, f"n_centers={m} (three m x m matrices)", settings.memory_budget,
         "Use fewer centers (n_centers) or raise options['memory_budget'].",
     )
-    Kmm = operator.center_matrix()
+    # K_mm, its factor T and T T' depend on the centers only: a caller that
+    # solves several systems on one operator (solver "newton") shares them.
+    cache = settings.cache if settings.cache is not None else {}
+    if "T" not in cache:
+        Kmm = operator.center_matrix()
+        jitter = m * np.finfo(operator.dtype).eps * float(np.mean(np.diagonal(Kmm)))
+        cache["Kmm"] = Kmm
+        cache["T"] = cholesky(Kmm, "center kernel matrix", jitter=jitter)  # Kmm = T'T
+        cache["TTt"] = lauum(cache["T"], lower=0)[0] / m  # the upper triangle of T T' / m: m^3/3 flops
+    Kmm, T = cache["Kmm"], cache["T"]
     diag_mean = float(np.mean(np.diagonal(Kmm)))
     # FALKON needs a positive ridge: without one, K_nm'W K_nm is as singular
     # as K_mm and CG stalls. The floor is far below any statistically useful
     # ridge (documented with the alpha parameter).
     alpha = max(settings.alpha, CENTERS_MIN_RIDGE * diag_mean)
-    # FALKON's jitter m * eps(dtype): K_mm is nearly singular for smooth
-    # kernels, and beta = B z is an exact change of variables, so the jitter
-    # only shapes the preconditioner, never the solution.
-    jitter = m * np.finfo(operator.dtype).eps * diag_mean
-    T = cholesky(Kmm, "center kernel matrix", jitter=jitter)  # Kmm = T'T
-    TTt = lauum(T, lower=0)[0]  # the upper triangle of T T': m^3/3 flops
-    TTt /= m
+    # FALKON's jitter m * eps(dtype) on K_mm (above): K_mm is nearly singular
+    # for smooth kernels, and beta = B z is an exact change of variables, so
+    # the jitter only shapes the preconditioner, never the solution.
+    TTt = cache["TTt"]
     if center:
         # The centred system K_c'W K_c is approximated by K_mm (I - 11'/m) K_mm / m:
         # without the rank-one downdate the preconditioner keeps the constant
         # direction the centring removed, and CG needs many more iterations.
         v = T.sum(axis=1) / m
-        TTt = syr(-1.0, v, lower=0, a=TTt, overwrite_a=1)
+        TTt = syr(-1.0, v, lower=0, a=TTt.copy(order="F"), overwrite_a=1)  # the cached one stays
     A_fac = cholesky(TTt, "FALKON preconditioner", jitter=alpha)  # reads the upper triangle only
 
     # The factors are finite (checked by cholesky): skip scipy's O(m^2)

@@ -76,6 +76,7 @@ def solve(operator, Y, w, settings):
         A, b, KA = np.zeros((m, k)), b0.copy(), np.zeros((n, k))
     value = objective(A, KA, b)
     log = IterateLog()
+    cache = {}  # the centers' factors, shared by every step's solve
     converged, reason, it = False, None, 0
     decrement = np.inf
     while it < settings.max_iter:
@@ -91,6 +92,7 @@ def solve(operator, Y, w, settings):
                 alpha=2.0 * alpha / h.sum(), max_iter=settings.max_iter, tol=min(settings.tol, 1e-3),
                 fit_intercept=settings.fit_intercept, psd=settings.psd, kernel_name=settings.kernel_name,
                 random_state=settings.random_state, memory_budget=settings.memory_budget, loss=SquaredLoss,
+                cache=cache,
             )
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # a loose inner solve is still a descent direction
