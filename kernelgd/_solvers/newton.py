@@ -33,6 +33,8 @@ from ._common import IterateLog, SolverSettings, baseline, finish, warn_not_conv
 # model already fits with certainty still gets a (tiny) weight.
 HESSIAN_FLOOR = 1e-10
 ARMIJO = 1e-4
+# A predicted decrease below this fraction of the objective is rounding.
+ROUNDING = 64 * np.finfo(float).eps
 MAX_HALVINGS = 30
 
 
@@ -128,6 +130,9 @@ def solve(operator, Y, w, settings):
         if settings.tol > 0 and decrement <= settings.tol**2 * value0:
             converged = True
             break
+        if decrement <= ROUNDING * (abs(value) + value0):  # below what float64 can resolve
+            reason = "rounding"
+            break
         if settings.callback is not None and settings.callback(A, b):
             reason = "callback"
             break
@@ -139,6 +144,11 @@ def solve(operator, Y, w, settings):
         )
     elif reason == "no_descent":
         converged = True
+    elif reason == "rounding":
+        warn_not_converged(
+            "newton", f"stopped at iteration {it} for lack of progress: the predicted decrease is at "
+            f"the level of rounding, above tol={settings.tol:g}", "The model is the best iterate seen; a larger tol suffices.",
+        )
     elif not converged and reason is None and settings.tol > 0:
         warn_not_converged(
             "newton", f"did not converge in max_iter={settings.max_iter} iterations",
