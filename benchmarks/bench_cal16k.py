@@ -7,8 +7,8 @@ sigma^2 = 2 (gamma = 0.5) and ridge alpha = 1e-5 (KernelRidge alpha = 0.16),
 no intercept. Every system fits in its own fresh process (median of 3 runs,
 one for systems slower than 20 s); the script prints
 fit time, the time of a second fit in the same process (without the cost of
-touching fresh memory, which varies from 0.2 to 4 s per GiB on the
-benchmark's virtual machine), peak extra memory and test MSE, the ratios the targets are stated
+touching fresh memory, which is slow and variable on the benchmark's
+virtual machine), peak extra memory and test MSE, the ratios the targets are stated
 in, and writes JSON next to itself (benchmarks/results/cal16k.json).
 """
 

@@ -88,8 +88,8 @@ PARAMETERS = """\
         every core this process may use, or an integer) is the number of
         threads that evaluate kernel blocks. BLAS runs on
         one thread during ``fit`` and ``predict`` whatever this setting:
-        idle multithreaded OpenBLAS threads spin, and slowed fits on a busy
-        machine by an order of magnitude.
+        idle multithreaded OpenBLAS threads spin and slow fits down on a busy
+        machine (``benchmarks/bench_threads.py``).
     verbose : int, default=0
         ``1`` prints progress lines every so often (iteration, objective,
         step); ``2`` every iteration."""

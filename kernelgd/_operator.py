@@ -14,7 +14,7 @@ single-threaded, so two blocks at once beat one block on two BLAS threads
 (bench_operator.py).
 Products with a stored K are memory-bound and run on one thread. Pool
 threads wait without spinning, whereas idle OpenBLAS threads spin and,
-on a loaded machine, slowed fits by an order of magnitude (bench_threads.py).
+on a loaded machine, slow fits down several times (bench_threads.py).
 """
 
 import os
