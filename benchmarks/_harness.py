@@ -37,6 +37,21 @@ def measure_fit(fit):
     return result, {"fit_time": fit_time, "peak_mem_gib": max(peak, 0) / GiB}
 
 
+def fit_recording_convergence(model, X, y):
+    """``model.fit(X, y)``; returns ``{"n_iter", "converged"}`` (no ConvergenceWarning)."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        model.fit(X, y)
+    return {
+        "n_iter": int(model.n_iter_),
+        "converged": not any(issubclass(w.category, ConvergenceWarning) for w in caught),
+    }
+
+
 def run_repeated(script, args, timeout, repeat=3, slow=20.0):
     """``run_worker`` up to ``repeat`` times; the run with the median fit time.
 

@@ -17,16 +17,21 @@ benchmarks/results/large_classification.json.
 import argparse
 import json
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _harness import format_table, machine, measure_fit, run_repeated, write_json  # noqa: E402
+from _harness import (  # noqa: E402
+    fit_recording_convergence,
+    format_table,
+    machine,
+    measure_fit,
+    run_repeated,
+    write_json,
+)
 
 SIGMA = 0.1
 SYSTEMS = {
@@ -53,13 +58,7 @@ def make_fit(name, X, y):
         model = KernelGDClassifier(**params)
 
         def fit():
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", ConvergenceWarning)
-                model.fit(X, y)
-            fit.info = {
-                "n_iter": int(model.n_iter_),
-                "converged": not any(issubclass(w.category, ConvergenceWarning) for w in caught),
-            }
+            fit.info = fit_recording_convergence(model, X, y)
             return model
         return fit
     if name == "nystroem-2000":

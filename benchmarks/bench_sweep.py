@@ -13,16 +13,21 @@ streamed K then costs minutes per pass). Writes benchmarks/results/sweep.json.
 import argparse
 import json
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _harness import format_table, machine, measure_fit, run_repeated, write_json  # noqa: E402
+from _harness import (  # noqa: E402
+    fit_recording_convergence,
+    format_table,
+    machine,
+    measure_fit,
+    run_repeated,
+    write_json,
+)
 from datasets import make_synthetic  # noqa: E402
 
 SIGMA2, ALPHA = 8.0, 1e-6
@@ -48,13 +53,7 @@ def make_fit(name, n, X, y):
         model = KernelGDRegressor(**params)
 
         def fit():
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", ConvergenceWarning)
-                model.fit(X, y)
-            fit.info = {
-                "n_iter": int(model.n_iter_),
-                "converged": not any(issubclass(w.category, ConvergenceWarning) for w in caught),
-            }
+            fit.info = fit_recording_convergence(model, X, y)
             return model.predict
         return fit
     if name == "krr-1thread":

@@ -178,8 +178,8 @@ class BaseKernelGD(BaseEstimator):
 
     # ------------------------------------------------------------ helpers
 
-    def _loss(self, Y):
-        """The loss component for 2-D targets Y (the squared loss; the classifier overrides)."""
+    def _loss(self, n_columns):
+        """The loss component for targets of ``n_columns`` columns (squared; the classifier overrides)."""
         return SquaredLoss
 
     def _alpha(self, weight_total):
@@ -286,16 +286,16 @@ class BaseKernelGD(BaseEstimator):
         return np.sort(tr), np.sort(val)
 
     def _sample_weights(self, X, sample_weight):
-        """Sample weights normalised to sum to one."""
+        """Sample weights normalised to sum to one, and the raw weights (ones without weights)."""
         n_samples = X.shape[0]
         if sample_weight is None:
-            return np.full(n_samples, 1.0 / n_samples)
-        w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-        top = w.max()
+            return np.full(n_samples, 1.0 / n_samples), np.ones(n_samples)
+        raw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        top = raw.max()
         if not top > 0:
             raise ValueError("sample_weight must have a positive sum; got all zero weights.")
-        w = w / top  # first by the largest, so that the sum cannot overflow
-        return w / w.sum()
+        w = raw / top  # first by the largest, so that the sum cannot overflow
+        return w / w.sum(), raw
 
     def _choose_centers(self, X_tr, w_tr, rng):
         """The rows of X_tr the model is restricted to (None: all of them)."""
@@ -336,21 +336,19 @@ class BaseKernelGD(BaseEstimator):
 
     def _fit_single_threaded(self, X, Y, sample_weight, stratify, options):
         X = self._validate_precomputed(X)
-        w = self._sample_weights(X, sample_weight)
+        w, raw_weights = self._sample_weights(X, sample_weight)
         rng = check_random_state(self.random_state)
         seed = rng.randint(np.iinfo(np.int32).max)
 
         tr, val = self._split(X.shape[0], w, stratify, rng)
         X_tr = X[np.ix_(tr, tr)] if self._precomputed else X[tr]
         w_tr = w[tr] / w[tr].sum()
-        loss = self._loss(Y)
+        loss = self._loss(Y.shape[1])
         # Targets of any representable size: solve for Y / s, s a power of two
         # (the squared loss only: a logistic loss takes its labels as they are).
         y_scale = _power_of_two_scale(Y[tr]) if loss is SquaredLoss else 1.0
         Y = Y / y_scale
-        # the training rows' total raw weight (n_samples without weights), for alpha="auto"
-        weight_total = len(tr) if sample_weight is None else float(np.sum(np.asarray(sample_weight, dtype=float)[tr]))
-        alpha = self._alpha(weight_total)
+        alpha = self._alpha(float(raw_weights[tr].sum()))  # alpha="auto" scales with the raw total
 
         self.sigma_ = self._resolve_sigma(X_tr, w_tr)
         kernel = self._bound_kernel()

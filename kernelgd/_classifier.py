@@ -150,10 +150,14 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         self.loss = loss
         self.class_weight = class_weight
 
-    def _loss(self, Y):
+    def _loss(self, n_columns):
         if self.loss == "squared":
             return SquaredLoss
-        return BinaryLogisticLoss if Y.shape[1] == 1 else MultinomialLoss
+        return BinaryLogisticLoss if n_columns == 1 else MultinomialLoss
+
+    def _fitted_loss(self):
+        """The loss of the fitted model: one column for two classes, one per class otherwise."""
+        return self._loss(1 if len(self.classes_) == 2 else len(self.classes_))
 
     def _alpha(self, weight_total):
         if self.alpha != "auto":
@@ -271,7 +275,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
                [0.13, 0.87]])
         """
         check_is_fitted(self)
-        return self._loss(self._Y_shape()).probabilities(self._decision(X))
+        return self._fitted_loss().probabilities(self._decision(X))
 
     @available_if(_has_probabilities)
     def predict_log_proba(self, X):
@@ -299,11 +303,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         array([[-0.1 , -2.36]])
         """
         check_is_fitted(self)
-        return self._loss(self._Y_shape()).log_probabilities(self._decision(X))
-
-    def _Y_shape(self):
-        """A stand-in for the training targets' shape (one column for two classes)."""
-        return np.empty((0, 1 if len(self.classes_) == 2 else len(self.classes_)))
+        return self._fitted_loss().log_probabilities(self._decision(X))
 
 
 KernelGDClassifier.__doc__ = KernelGDClassifier.__doc__ % {

@@ -48,6 +48,11 @@ class SquaredLoss:
         return 2.0 * w[:, None] * V
 
     @staticmethod
+    def hessian_diagonal(F, w):
+        """The diagonal of the Hessian in F, one column per target: 2 w_i."""
+        return np.broadcast_to(2.0 * w[:, None], F.shape)
+
+    @staticmethod
     def baseline(Y, w, fit_intercept):
         """The best constant model (the weighted mean, or zero) and its value."""
         b = np.einsum("i,ij->j", w, Y) if fit_intercept else np.zeros(Y.shape[1])
@@ -82,14 +87,14 @@ class BinaryLogisticLoss:
         return -w[:, None] * Y * expit(-Y * F)
 
     @staticmethod
-    def hessian_weights(F, w):
-        """The diagonal Hessian in F: w_i p_i (1 - p_i)."""
+    def hessian_diagonal(F, w):
+        """The (diagonal) Hessian in F: w_i p_i (1 - p_i)."""
         p = expit(F)
         return w[:, None] * p * (1.0 - p)
 
     @classmethod
     def hessp(cls, F, Y, w, V):
-        return cls.hessian_weights(F, w) * V
+        return cls.hessian_diagonal(F, w) * V
 
     @classmethod
     def baseline(cls, Y, w, fit_intercept):
@@ -143,6 +148,12 @@ class MultinomialLoss:
         P = softmax(F, axis=1)
         PV = P * V
         return w[:, None] * (PV - P * PV.sum(axis=1, keepdims=True))
+
+    @staticmethod
+    def hessian_diagonal(F, w):
+        """The diagonal of the Hessian in F: w_i p_ic (1 - p_ic) (the classes also couple)."""
+        P = softmax(F, axis=1)
+        return w[:, None] * P * (1.0 - P)
 
     @classmethod
     def baseline(cls, Y, w, fit_intercept):

@@ -17,6 +17,7 @@ threads wait without spinning, whereas idle OpenBLAS threads spin and,
 on a loaded machine, slow fits down several times (bench_threads.py).
 """
 
+import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -154,15 +155,17 @@ def format_bytes(n_bytes):
     return f"{int(n_bytes)} bytes"
 
 
-_CONTROLLER = []  # one ThreadpoolController: finding the libraries costs milliseconds
+@functools.cache
+def _controller():
+    """One ThreadpoolController, made on first use (after numpy and scipy loaded
+    their BLAS): finding the libraries costs milliseconds per call."""
+    return ThreadpoolController()
 
 
 @contextmanager
 def single_threaded_blas():
     """Single-threaded BLAS, for work spread over threads or large factorizations."""
-    if not _CONTROLLER:  # created on first use, after numpy and scipy loaded their BLAS
-        _CONTROLLER.append(ThreadpoolController())
-    with _CONTROLLER[0].limit(limits=1, user_api="blas"):
+    with _controller().limit(limits=1, user_api="blas"):
         yield
 
 

@@ -25,7 +25,7 @@ y = np.sin(X[:, 0]) + 0.1 * rng.randn(80)
 
 def objective(model, X, y, alpha, K=None, Kmm=None):
     """The training objective of a fitted regressor, by brute force."""
-    a, b = model.dual_coef_, model.intercept_
+    a = model.dual_coef_
     f = model.predict(X)
     if K is not None:
         penalty = a @ K @ a

@@ -246,8 +246,7 @@ def solve(operator, Y, w, settings):
         grad_norm = _GradientNorm(n)
         if stored:
             F_all = operator.matvec(snap[0])
-            everything = np.arange(n)
-            raw, value, Gc, gsum = snapshot_terms(everything, F_all)
+            raw, value, Gc, gsum = snapshot_terms(slice(None), F_all)
             pos = _sample(rng, n)
             grad_norm.add(np.asarray(np.take(operator.rows(pos), pos, axis=1), dtype=np.float64), Gc[pos])
         else:

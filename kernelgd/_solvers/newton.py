@@ -60,11 +60,12 @@ def solve(operator, Y, w, settings):
     alpha = settings.alpha
     K_mm = None if operator.symmetric else operator.center_matrix()
 
+    # ||f||_H^2 of a model on centers is beta' K_mm beta (finish takes it too)
+    center_penalty = None if K_mm is None else (lambda coef: np.einsum("ij,ij->", coef, K_mm @ coef))
+
     def penalty_terms(A, KA):
         """||f||_H^2 summed over columns."""
-        if K_mm is None:
-            return float(np.einsum("ij,ij->", A, KA))
-        return float(np.einsum("ij,ij->", A, K_mm @ A))
+        return float(np.einsum("ij,ij->", A, KA) if center_penalty is None else center_penalty(A))
 
     def objective(A, KA, b):
         return loss.value(KA + b, Y, w) + (alpha * penalty_terms(A, KA) if alpha else 0.0)
@@ -85,7 +86,7 @@ def solve(operator, Y, w, settings):
         it += 1
         F = KA + b
         G = loss.gradient(F, Y, w)
-        H = _hessian_diagonal(loss, F, w, k)
+        H = loss.hessian_diagonal(F, w)
         A_new, b_new = np.empty_like(A), np.empty_like(b)
         for c in range(k):  # the weighted ridge problem of each column
             h = np.maximum(H[:, c], HESSIAN_FLOOR * max(H[:, c].max(), np.finfo(float).tiny))
@@ -154,15 +155,5 @@ def solve(operator, Y, w, settings):
             "newton", f"did not converge in max_iter={settings.max_iter} iterations",
             "Increase max_iter or alpha.",
         )
-    penalty = None if K_mm is None else (lambda coef: np.einsum("ij,ij->", coef, K_mm @ coef))
-    return finish("newton", operator, Y, w, settings, A, b, log, it, converged, None, penalty)
+    return finish("newton", operator, Y, w, settings, A, b, log, it, converged, None, center_penalty)
 
-
-def _hessian_diagonal(loss, F, w, k):
-    """The diagonal of the loss's Hessian in F, one column per target."""
-    if loss.diagonal_hessian:  # hessp of a diagonal Hessian on ones is its diagonal
-        return loss.hessp(F, None, w, np.ones_like(F))
-    from scipy.special import softmax  # the softmax: w p_c (1 - p_c)
-
-    P = softmax(F, axis=1)
-    return w[:, None] * P * (1.0 - P)
