@@ -37,6 +37,8 @@ MAX_BLOCK_BYTES = 32 << 20
 # Stored-K products up to this many columns run one GEMV per column:
 # OpenBLAS's GEMM on thin right-hand sides is slower (bench_operator.py).
 GEMV_MAX_COLUMNS = 3
+# From this many columns one symm over a stored triangle beats a symv per column.
+SYMM_MIN_COLUMNS = 12
 # "auto" computes in float64 up to this many kernel entries, float32 above.
 AUTO_FLOAT64_MAX_ENTRIES = 4096**2
 
@@ -319,6 +321,9 @@ class KernelOperator:
         symv = get_blas_funcs("symv", (self.K,))
         # K.T of the C-ordered K is Fortran-ordered: its lower triangle is K's upper.
         columns = V.astype(self.dtype, copy=False).reshape(self.n, -1)
+        if columns.shape[1] >= SYMM_MIN_COLUMNS:  # compute-bound: one level-3 call
+            symm = get_blas_funcs("symm", (self.K,))
+            return symm(1.0, self.K.T, columns, side=0, lower=1).astype(np.float64).reshape(V.shape)
         out = np.column_stack([symv(1.0, self.K.T, columns[:, j], lower=1) for j in range(columns.shape[1])])
         return out.astype(np.float64).reshape(V.shape)
 

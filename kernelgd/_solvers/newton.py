@@ -1,33 +1,43 @@
-"""Solver "newton": damped Newton steps for smooth losses, each solved by solver "cg".
+"""Solver "newton": damped Newton steps for smooth losses, each solved by conjugate gradient.
 
-For a loss with gradient ``G`` and diagonal Hessian ``h`` in the predictions
-``F``, the second-order model of the objective at ``F`` is
+For a loss with gradient ``G`` and Hessian ``H`` in the predictions ``F``,
+each column's diagonal ``h`` gives the second-order model
 
     1/2 sum_i h_i (f'_i - z_i)^2 + alpha ||f'||_H^2 + const,   z = F - G / h,
 
 a weighted kernel ridge problem (iteratively reweighted least squares). Its
-minimiser, found by the preconditioned conjugate gradient of solver "cg"
-with weights ``h / sum(h)`` (so the Nystroem or FALKON preconditioner is
-rebuilt for the Hessian weights), gives the Newton direction, and a
-backtracking line search on the true objective gives the step. For the
-binary logistic loss this is Newton's method. For the softmax, whose
-Hessian couples the classes, each class uses its own diagonal ``w p_c (1 -
-p_c)``: a positive definite approximation, so the direction still descends
-and the line search keeps every step a decrease, but convergence is only
-linear (solver="auto" therefore uses "gd" for the softmax on all points,
-and "newton" with centers).
+minimiser is found by preconditioned conjugate gradient: for the full model
+all columns at once (one product with K per iteration for every class),
+preconditioned by one Nystroem factor ``K ~ L L'`` shared by every step and
+re-weighted by each column's ``h``; with centers by solver "cg"'s FALKON
+preconditioner. For the binary logistic loss this is Newton's method. The
+softmax's Hessian couples the classes, so the diagonal model is only an
+approximation: the step is then taken in the plane of this direction and the
+previous step, minimising the exact second-order model there (Hessian-vector
+products in F cost no product with K), which restores fast convergence. A
+backtracking line search on the true objective keeps every step a decrease.
 
-The fit stops when the Newton decrement (the objective decrease the model
-predicts) is at most ``tol**2`` times the intercept-only objective.
+The fit stops when the Newton decrement (the objective decrease the diagonal
+model predicts) is at most ``tol**2`` times the intercept-only objective.
 """
 
 import warnings
 
 import numpy as np
+from scipy.linalg import cho_solve
+from scipy.linalg.blas import dsyrk as syrk
 
-from . import cg
 from .._losses import SquaredLoss
-from ._common import IterateLog, SolverSettings, baseline, finish, warn_not_converged
+from .._operator import blas_dot, single_threaded_blas
+from . import cg
+from ._common import (
+    IterateLog,
+    SolverSettings,
+    baseline,
+    cholesky,
+    finish,
+    warn_not_converged,
+)
 
 # Hessian weights are floored at this fraction of the largest: a point the
 # model already fits with certainty still gets a (tiny) weight.
@@ -36,6 +46,107 @@ ARMIJO = 1e-4
 # A predicted decrease below this fraction of the objective is rounding.
 ROUNDING = 64 * np.finfo(float).eps
 MAX_HALVINGS = 30
+# Landmarks of the shared Nystroem factor of K (the full model's preconditioner).
+N_LANDMARKS = cg.N_LANDMARKS
+REFACTOR_CHANGE = 0.25
+
+
+def _inner_settings(settings, alpha, cache):
+    return SolverSettings(
+        alpha=alpha, max_iter=settings.max_iter, tol=min(settings.tol, 1e-3),
+        fit_intercept=settings.fit_intercept, psd=settings.psd, kernel_name=settings.kernel_name,
+        random_state=settings.random_state, memory_budget=settings.memory_budget, loss=SquaredLoss,
+        cache=cache,
+    )
+
+
+def _direction_centers(operator, F, G, H, A, settings, cache):
+    """The diagonal model's minimiser on centers: one solver "cg" run per column."""
+    k = F.shape[1]
+    A_new, b_new = np.empty_like(A), np.empty(k)
+    for c in range(k):
+        h = H[:, c]
+        z = F[:, c] - G[:, c] / h
+        inner = _inner_settings(settings, 2.0 * settings.alpha / h.sum(), cache)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a loose inner solve is still a descent direction
+            result = cg.solve(operator, z[:, None], h / h.sum(), inner)
+        A_new[:, c], b_new[c] = result.dual_coef[:, 0], result.intercept[0]
+    return A_new, b_new
+
+
+def _direction_full(operator, F, G, H, A, KA, settings, cache):
+    """The diagonal model's minimiser for the full model, all columns in one CG run.
+
+    Column c solves ``(Q S K S Q + 2 alpha I) x = Q S (z - z_bar)`` with
+    ``S = diag(sqrt(h_c))`` and ``a = S x`` as solver "cg" does, preconditioned
+    by ``P = S L L' S + mu I`` (Woodbury), with ``L`` one Nystroem factor of the
+    unweighted K drawn once per fit. Warm-started from the current iterate.
+    Returns the new coefficients, intercepts and K times the coefficients.
+    """
+    n, k = F.shape
+    ridge = 2.0 * settings.alpha
+    center = settings.fit_intercept
+    S = np.sqrt(H)
+    total = H.sum(axis=0)
+    Z = F - G / H
+    z_bar = np.einsum("ij,ij->j", H, Z) / total if center else np.zeros(k)
+    if "L" not in cache:
+        rng = np.random.RandomState(settings.random_state)
+
+        def columns(idx):
+            with single_threaded_blas():
+                return np.asfortranarray(operator.columns(idx))
+
+        # k factors cost n r^2 k flops per refactoring: fewer landmarks for many classes
+        rank = int(min(N_LANDMARKS, 2 * N_LANDMARKS / np.sqrt(k)))
+        cache["L"] = cg.rp_cholesky(columns, operator.diag(), rank, rng)[0]
+    L = cache["L"]
+    diag = operator.diag()
+    mu = np.full(k, ridge) if ridge > 0 else np.maximum(1e-6 * (diag @ H) / n, np.finfo(float).tiny)
+    # G_c = L' diag(h_c) L + mu_c I, refactored only where h_c has moved by a
+    # REFACTOR_CHANGE share since its factor was made: a stale factor still
+    # preconditions (P stays positive definite), and late steps barely move h.
+    factors, weights = cache.setdefault("factors", [None] * k), cache.setdefault("weights", [None] * k)
+    for c in range(k):
+        old = weights[c]
+        if L.shape[1] and (old is None or np.abs(H[:, c] - old).sum() > REFACTOR_CHANGE * old.sum()):
+            Gc = syrk(1.0, np.asfortranarray(S[:, c, None] * L), trans=1)
+            Gc[np.diag_indices_from(Gc)] += mu[c]
+            factors[c], weights[c] = (cholesky(Gc, "preconditioner matrix"), False), H[:, c].copy()
+
+    def project(V):  # removes the intercept: Q_c = I - s_c s_c' / total_c
+        return V - S * (np.einsum("ij,ij->j", S, V) / total) if center else V
+
+    # each factor is applied with the weights it was made for (Woodbury needs them to match)
+    S_factor = np.sqrt(np.column_stack(weights)) if L.shape[1] else None
+
+    def precondition(V):
+        if not L.shape[1]:
+            return project(V / mu)
+        U = blas_dot(L.T, S_factor * V)
+        inner = np.column_stack([cho_solve(factors[c], U[:, c], check_finite=False) for c in range(k)])
+        return project((V - S_factor * blas_dot(L, inner)) / mu)
+
+    state = {"last": None, "KX": None}
+
+    def apply_A(V):
+        KV = operator.matvec(S * V)
+        state["last"] = KV
+        return project(S * KV) + ridge * V
+
+    def on_iter(X, step):
+        state["KX"] += step * state["last"]
+        return False
+
+    X0 = project(A / S)
+    X, _, _ = cg.block_pcg(
+        apply_A, project(S * (Z - z_bar)), precondition, max_iter=settings.max_iter,
+        tol=min(settings.tol, 1e-3), on_iter=on_iter, x0=X0, state=state,
+    )
+    A_new, KA_new = S * X, state["KX"]
+    b_new = z_bar - np.einsum("ij,ij->j", H, KA_new) / total if center else np.zeros(k)
+    return A_new, b_new, KA_new
 
 
 def solve(operator, Y, w, settings):
@@ -63,12 +174,16 @@ def solve(operator, Y, w, settings):
     # ||f||_H^2 of a model on centers is beta' K_mm beta (finish takes it too)
     center_penalty = None if K_mm is None else (lambda coef: np.einsum("ij,ij->", coef, K_mm @ coef))
 
-    def penalty_terms(A, KA):
-        """||f||_H^2 summed over columns."""
-        return float(np.einsum("ij,ij->", A, KA) if center_penalty is None else center_penalty(A))
+    def inner(U, KV):
+        """<U, V>_H summed over columns, given K V (or V itself with centers)."""
+        return float(np.einsum("ij,ij->", U, KV if K_mm is None else K_mm @ KV))
+
+    def pair(U, V, KV):
+        """<U, V>_H given V and K V (whichever the model's norm needs)."""
+        return inner(U, KV if K_mm is None else V)
 
     def objective(A, KA, b):
-        return loss.value(KA + b, Y, w) + (alpha * penalty_terms(A, KA) if alpha else 0.0)
+        return loss.value(KA + b, Y, w) + (alpha * inner(A, KA if K_mm is None else A) if alpha else 0.0)
 
     b0, value0 = baseline(Y, w, settings.fit_intercept, loss)
     if settings.coef_init is not None:
@@ -79,7 +194,8 @@ def solve(operator, Y, w, settings):
         A, b, KA = np.zeros((m, k)), b0.copy(), np.zeros((n, k))
     value = objective(A, KA, b)
     log = IterateLog()
-    cache = {}  # the centers' factors, shared by every step's solve
+    cache = {}  # factors shared by every step's solve
+    previous = None  # the last step taken: (D, db, K D)
     converged, reason, it = False, None, 0
     decrement = np.inf
     while it < settings.max_iter:
@@ -87,31 +203,24 @@ def solve(operator, Y, w, settings):
         F = KA + b
         G = loss.gradient(F, Y, w)
         H = loss.hessian_diagonal(F, w)
-        A_new, b_new = np.empty_like(A), np.empty_like(b)
-        for c in range(k):  # the weighted ridge problem of each column
-            h = np.maximum(H[:, c], HESSIAN_FLOOR * max(H[:, c].max(), np.finfo(float).tiny))
-            z = F[:, c] - G[:, c] / h
-            inner = SolverSettings(
-                alpha=2.0 * alpha / h.sum(), max_iter=settings.max_iter, tol=min(settings.tol, 1e-3),
-                fit_intercept=settings.fit_intercept, psd=settings.psd, kernel_name=settings.kernel_name,
-                random_state=settings.random_state, memory_budget=settings.memory_budget, loss=SquaredLoss,
-                cache=cache,
-            )
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # a loose inner solve is still a descent direction
-                result = cg.solve(operator, z[:, None], h / h.sum(), inner)
-            A_new[:, c], b_new[c] = result.dual_coef[:, 0], result.intercept[0]
-        D, db = A_new - A, (b_new - b) if settings.fit_intercept else np.zeros(k)
-        KD = operator.matvec(D)
+        H = np.maximum(H, HESSIAN_FLOOR * np.maximum(H.max(axis=0), np.finfo(float).tiny))
+        if K_mm is None:
+            A_new, b_new, KA_new = _direction_full(operator, F, G, H, A, KA, settings, cache)
+            D, KD = A_new - A, KA_new - KA
+        else:
+            A_new, b_new = _direction_centers(operator, F, G, H, A, settings, cache)
+            D = A_new - A
+            KD = operator.matvec(D)
+        db = (b_new - b) if settings.fit_intercept else np.zeros(k)
         slope = float(np.einsum("ij,ij->", G, KD + db))  # directional derivative of the loss part
         if alpha:
-            cross = np.einsum("ij,ij->", D, KA) if K_mm is None else np.einsum("ij,ij->", D, K_mm @ A)
-            slope += 2.0 * alpha * float(cross)
+            slope += 2.0 * alpha * inner(D, KA if K_mm is None else A)
         decrement = max(-slope, 0.0)
         if slope >= 0:  # no descent left: the inner solves are at rounding level
             reason = "no_descent"
             it -= 1
             break
+        D, db, KD, slope = _subspace_step(loss, F, Y, w, G, alpha, pair, A, KA, (D, db, KD, slope), previous)
         step, accepted = 1.0, False
         for _ in range(MAX_HALVINGS):
             A_t, b_t, KA_t = A + step * D, b + step * db, KA + step * KD
@@ -124,6 +233,7 @@ def solve(operator, Y, w, settings):
             reason = "no_descent"
             it -= 1
             break
+        previous = (step * D, step * db, step * KD)
         A, b, KA, value = A_t, b_t, KA_t, value_t
         log.record(value, A, b)
         if settings.verbose:
@@ -157,3 +267,34 @@ def solve(operator, Y, w, settings):
         )
     return finish("newton", operator, Y, w, settings, A, b, log, it, converged, None, center_penalty)
 
+
+def _subspace_step(loss, F, Y, w, G, alpha, pair, A, KA, new, previous):
+    """The minimiser of the exact second-order model in the plane of two steps.
+
+    ``new`` is the diagonal model's step ``(D, db, K D, slope)``; with the
+    previous step it spans a plane in which the model (gradient and Hessian
+    from Hessian-vector products in F) is exact. Without a previous step,
+    the new direction is scaled by the exact curvature along it. Where the
+    Hessian is diagonal the new step is already the Newton step. Returns the
+    step and its slope; the new step itself where the plane is degenerate.
+    """
+    if loss.diagonal_hessian:
+        return new
+    steps = [new[:3]] + ([previous] if previous is not None else [])
+    E = [KD + db for _, db, KD in steps]  # how each step changes F
+    HE = [loss.hessp(F, Y, w, e) for e in E]
+    g = np.array([float(np.einsum("ij,ij->", G, e)) for e in E])
+    M = np.array([[float(np.einsum("ij,ij->", e, he)) for he in HE] for e in E])
+    if alpha:
+        g += 2.0 * alpha * np.array([pair(D, A, KA) for D, _, _ in steps])
+        M += 2.0 * alpha * np.array([[pair(Di, Dj, KDj) for Dj, _, KDj in steps] for Di, _, _ in steps])
+    M = (M + M.T) / 2
+    eigenvalues = np.linalg.eigvalsh(M)
+    if not (np.all(np.isfinite(M)) and eigenvalues[0] > 1e-12 * eigenvalues[-1] > 0):
+        steps, g, M = steps[:1], g[:1], M[:1, :1]
+        if not M[0, 0] > 0:
+            return new
+    t = np.linalg.solve(M, -g)
+    combined = tuple(sum(ti * part for ti, part in zip(t, parts)) for parts in zip(*steps))
+    slope = float(g @ t)
+    return (*combined, slope) if slope < 0 else new
