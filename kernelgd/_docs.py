@@ -35,8 +35,7 @@ PARAMETERS = """\
         systems ``"cg"`` solves (for the logistic loss). ``"auto"``:
         ``"cg"`` when ``alpha > 0`` or ``n_centers`` is set, ``"eigenpro"``
         without ridge, ``"gd"`` for kernels that are not positive
-        semi-definite; with the logistic loss, ``"newton"`` for two classes
-        or with ``n_centers`` and ``"gd"`` otherwise. All minimise the same
+        semi-definite; ``"newton"`` with the logistic loss. All minimise the same
         objective; the one used is ``solver_``.
     step_size : float or "auto", default="auto"
         Step of solver ``"gd"``. ``"auto"`` takes 0.9 times the stable bound

@@ -216,7 +216,21 @@ def test_centers_equal_dense_reference(labels, intercept):
     assert_allclose(model.predict_proba(X), loss.probabilities(F_ref), atol=1e-5)
 
 
-def test_auto_picks_newton_for_binary_and_centers():
+def test_auto_picks_newton_for_the_logistic_loss():
     assert KernelGDClassifier(loss="logistic").fit(X, y2).solver_ == "newton"
-    assert KernelGDClassifier(loss="logistic").fit(X, y3).solver_ == "gd"
+    assert KernelGDClassifier(loss="logistic").fit(X, y3).solver_ == "newton"
     assert KernelGDClassifier(loss="logistic", n_centers=30).fit(X, y3).solver_ == "newton"
+
+
+@pytest.mark.parametrize("alpha", [1e-2, 1e-3])
+def test_newton_softmax_with_many_classes_equals_dense_reference(alpha):
+    # six classes: the batched solve, per-class refactoring and the plane step
+    labels = np.digitize(X[:, 0] + 0.5 * X[:, 1] + 0.3 * rng.randn(120), [-1.5, -0.8, -0.2, 0.4, 1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)  # must converge, not stop for lack of progress
+        model = KernelGDClassifier(loss="logistic", sigma=2.0, alpha=alpha, solver="newton", tol=1e-6,
+                                   max_iter=100).fit(X, labels)
+    assert model.n_iter_ < 100
+    w = np.full(120, 1 / 120)
+    F_ref = _dense_reference(kernel_matrix(X, sigma=2.0), np.eye(6)[labels], w, alpha, True)
+    assert_allclose(model.predict_proba(X), MultinomialLoss.probabilities(F_ref), atol=1e-5)

@@ -123,3 +123,13 @@ def test_large_factorizations_run_single_threaded(monkeypatch):
     T = cholesky(M)
     assert entered
     assert_allclose(T.T @ T, M, rtol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_stored_triangle_times_many_columns(dtype):
+    # from SYMM_MIN_COLUMNS columns one symm replaces a symv per column
+    op = KernelOperator(X, RBF, dtype=dtype, store=True)
+    assert op.upper_only
+    W = rng.normal(size=(300, operator_module.SYMM_MIN_COLUMNS + 1))
+    rtol = 1e-12 if dtype == "float64" else 1e-5
+    assert_allclose(op.matvec(W), kernel_matrix(X, sigma=2.0) @ W, rtol=rtol, atol=rtol)

@@ -31,9 +31,7 @@ def choose_solver(*, alpha, psd, centers, loss=None):
     if not psd:
         return "gd"
     if loss is not None and loss.name != "squared":
-        # Newton is exact for one column; for the softmax its per-class
-        # diagonal Hessian converges only linearly, slower than "gd" on all points
-        return "newton" if loss.diagonal_hessian or centers else "gd"
+        return "newton"
     if centers or alpha > 0:
         return "cg"
     return "eigenpro"

@@ -49,6 +49,8 @@ MAX_HALVINGS = 30
 # Landmarks of the shared Nystroem factor of K (the full model's preconditioner).
 N_LANDMARKS = cg.N_LANDMARKS
 REFACTOR_CHANGE = 0.25
+# Earlier steps kept for the softmax's subspace step.
+SUBSPACE_MEMORY = 4
 
 
 def _inner_settings(settings, alpha, cache):
@@ -195,7 +197,7 @@ def solve(operator, Y, w, settings):
     value = objective(A, KA, b)
     log = IterateLog()
     cache = {}  # factors shared by every step's solve
-    previous = None  # the last step taken: (D, db, K D)
+    previous = []  # the last steps taken: (D, db, K D), newest first
     converged, reason, it = False, None, 0
     decrement = np.inf
     while it < settings.max_iter:
@@ -233,7 +235,7 @@ def solve(operator, Y, w, settings):
             reason = "no_descent"
             it -= 1
             break
-        previous = (step * D, step * db, step * KD)
+        previous = [(step * D, step * db, step * KD)] + previous[: SUBSPACE_MEMORY - 1]
         A, b, KA, value = A_t, b_t, KA_t, value_t
         log.record(value, A, b)
         if settings.verbose:
@@ -269,18 +271,19 @@ def solve(operator, Y, w, settings):
 
 
 def _subspace_step(loss, F, Y, w, G, alpha, pair, A, KA, new, previous):
-    """The minimiser of the exact second-order model in the plane of two steps.
+    """The minimiser of the exact second-order model in the span of the latest steps.
 
     ``new`` is the diagonal model's step ``(D, db, K D, slope)``; with the
-    previous step it spans a plane in which the model (gradient and Hessian
-    from Hessian-vector products in F) is exact. Without a previous step,
-    the new direction is scaled by the exact curvature along it. Where the
+    previous steps it spans a subspace in which the model (gradient and
+    Hessian from Hessian-vector products in F, no product with K) is exact,
+    a preconditioned Krylov-like acceleration. Without previous steps the
+    new direction is scaled by the exact curvature along it. Where the
     Hessian is diagonal the new step is already the Newton step. Returns the
-    step and its slope; the new step itself where the plane is degenerate.
+    step and its slope; the new step itself where the model is degenerate.
     """
     if loss.diagonal_hessian:
         return new
-    steps = [new[:3]] + ([previous] if previous is not None else [])
+    steps = [new[:3]] + previous
     E = [KD + db for _, db, KD in steps]  # how each step changes F
     HE = [loss.hessp(F, Y, w, e) for e in E]
     g = np.array([float(np.einsum("ij,ij->", G, e)) for e in E])
@@ -289,9 +292,13 @@ def _subspace_step(loss, F, Y, w, G, alpha, pair, A, KA, new, previous):
         g += 2.0 * alpha * np.array([pair(D, A, KA) for D, _, _ in steps])
         M += 2.0 * alpha * np.array([[pair(Di, Dj, KDj) for Dj, _, KDj in steps] for Di, _, _ in steps])
     M = (M + M.T) / 2
+    if not (np.all(np.isfinite(M)) and np.all(np.isfinite(g))):
+        return new
     eigenvalues = np.linalg.eigvalsh(M)
-    if not (np.all(np.isfinite(M)) and eigenvalues[0] > 1e-12 * eigenvalues[-1] > 0):
-        steps, g, M = steps[:1], g[:1], M[:1, :1]
+    while len(steps) > 1 and not eigenvalues[0] > 1e-12 * eigenvalues[-1] > 0:
+        steps, g, M = steps[:-1], g[:-1], M[:-1, :-1]  # drop the oldest until the model is well posed
+        eigenvalues = np.linalg.eigvalsh(M)
+    if len(steps) == 1:
         if not M[0, 0] > 0:
             return new
     t = np.linalg.solve(M, -g)
