@@ -24,7 +24,7 @@ from ._operator import (
 from ._losses import SquaredLoss
 from ._solvers import CENTER_SOLVERS, SMOOTH_LOSS_SOLVERS, SOLVERS, SolverSettings, choose_solver, run_solver
 from ._solvers._common import NonPSDKernelWarning
-from .kernels import bind_kernel, check_sparse_support, get_spec
+from .kernels import bind_kernel, check_sigma, check_sparse_support, get_spec
 
 OPTION_DEFAULTS = {"memory_budget": "auto", "dtype": "auto", "n_threads": "auto"}
 
@@ -107,7 +107,7 @@ class BaseKernelGD(BaseEstimator):
 
     _parameter_constraints: dict = {
         "kernel": [str, callable],
-        "sigma": [Interval(Real, 0, None, closed="neither"), StrOptions({"scale"})],
+        "sigma": [Interval(Real, 0, None, closed="neither"), StrOptions({"scale"}), "array-like"],
         "degree": [Interval(Real, 0, None, closed="left")],
         "coef0": [Interval(Real, None, None, closed="neither")],
         "kernel_params": [dict, None],
@@ -198,8 +198,14 @@ class BaseKernelGD(BaseEstimator):
         """
         if self._precomputed or "sigma" not in get_spec(self.kernel).params:
             return None
-        if self.sigma != "scale":
-            return float(self.sigma)
+        if not (isinstance(self.sigma, str) and self.sigma == "scale"):
+            sigma = check_sigma(self.sigma, get_spec(self.kernel))
+            if np.ndim(sigma) and sigma.shape != (X.shape[1],):
+                raise ValueError(
+                    f"sigma has {sigma.shape[0]} per-feature scales but X has {X.shape[1]} features; "
+                    "pass one scale per feature."
+                )
+            return sigma if np.ndim(sigma) else float(sigma)
         # Computed on X / max|X| so that the variance of huge features does not overflow.
         top = float(abs(X).max()) if X.size else 0.0
         if top == 0.0:

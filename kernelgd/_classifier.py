@@ -75,7 +75,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         The training inputs (the training kernel matrix when precomputed).
     alpha_ : float
         The ridge strength used (``alpha``, or its value for ``"auto"``).
-    sigma_ : float or None
+    sigma_ : float, ndarray of shape (n_features,) or None
         The bandwidth used, None for kernels without one.
     step_size_ : float
         The step size used.

@@ -8,11 +8,13 @@ PARAMETERS = """\
         :func:`kernelgd.register_kernel`), ``"precomputed"`` (X is then the
         kernel matrix), or a callable ``f(X, Y, **kernel_params)`` returning
         the ``(len(X), len(Y))`` block.
-    sigma : float or "scale", default="scale"
+    sigma : float, array-like of shape (n_features,) or "scale", default="scale"
         Bandwidth of the rbf, exponential and laplacian kernels. ``"scale"``
         sets ``sigma**2 = n_features * X.var()`` (weighted by sample_weight),
         the analogue of SVC's ``gamma="scale"``; the value used is
-        ``sigma_``.
+        ``sigma_``. An array gives each feature its own scale (feature j is
+        divided by ``sigma[j]``, by ``sigma[j]**2`` for exponential),
+        as for a Gaussian process's anisotropic RBF.
     degree : float, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1.0

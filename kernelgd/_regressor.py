@@ -27,7 +27,7 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         The intercept ``b`` (0 when ``fit_intercept=False``).
     X_fit_ : ndarray of shape (n_samples, n_features)
         The training inputs (the training kernel matrix when precomputed).
-    sigma_ : float or None
+    sigma_ : float, ndarray of shape (n_features,) or None
         The bandwidth used, None for kernels without one.
     step_size_ : float
         The step size used.

@@ -22,6 +22,12 @@ all_subsets     prod_k (1 + x_k z_k)                            yes
 
 (*) for an integer degree and coef0 >= 0. ``poly`` is an alias of
 ``polynomial`` and ``gaussian`` one of ``rbf``.
+
+Per-feature scales: for rbf, laplacian and exponential, ``sigma`` may also
+be an array of shape (n_features,). Feature j is then divided by its own
+scale, ``sigma_j`` for rbf and laplacian and ``sigma_j**2`` for exponential,
+and the kernel with ``sigma=1`` is applied to the rescaled features; a
+constant array gives the scalar kernel.
 """
 
 import inspect
@@ -191,7 +197,11 @@ def _centred_scaled(X, Y, scale):
     scale are applied in float64. Sparse inputs are only scaled: a shift
     would make them dense.
     """
+    _check_scales(scale, X)
     if sp.issparse(X) or sp.issparse(Y):
+        if np.ndim(scale):  # a column scaling keeps the sparsity
+            D = sp.diags(scale)
+            return (X @ D).tocsr() if sp.issparse(X) else X * scale, (Y @ D).tocsr() if sp.issparse(Y) else Y * scale
         return X * scale, Y * scale
     dtype = X.dtype
     c = np.mean(Y, axis=0, dtype=np.float64)
@@ -231,15 +241,24 @@ def _sparse_neg_sq_distances(X, Y, out=None):
 
 
 def _inverse_scale(sigma, power, name):
-    """``1 / sigma**power`` as a float64, or a clear error where it is not representable."""
+    """``1 / sigma**power`` as float64 (per feature for an array), or a clear error where it is not representable."""
     with np.errstate(over="ignore", divide="ignore", under="ignore"):
-        value = 1.0 / np.float64(sigma) ** power
-    if not np.isfinite(value):
+        value = 1.0 / np.asarray(sigma, dtype=np.float64) ** power
+    if not np.all(np.isfinite(value)):
         raise ValueError(
             f"sigma={sigma!r} is too small for the {name} kernel: 1 / sigma**{power} "
             "overflows float64. Use a larger sigma, or scale the features up."
         )
-    return float(value)
+    return float(value) if value.ndim == 0 else value
+
+
+def _check_scales(scale, X):
+    """Per-feature scales must match the features."""
+    if np.ndim(scale) and np.shape(scale) != (X.shape[1],):
+        raise ValueError(
+            f"sigma has shape {np.shape(scale)} but X has {X.shape[1]} features: per-feature "
+            "scales need one entry per feature."
+        )
 
 
 def rbf(X, Y, sigma=1.0, out=None):
@@ -254,8 +273,8 @@ def rbf(X, Y, sigma=1.0, out=None):
     ----------
     X : ndarray of shape (n_X, n_features)
     Y : ndarray of shape (n_Y, n_features)
-    sigma : float, default=1.0
-        The bandwidth, > 0.
+    sigma : float or ndarray of shape (n_features,), default=1.0
+        The bandwidth, > 0; an array gives each feature its own.
     out : ndarray of shape (n_X, n_Y), default=None
         Where to write K (its dtype must be that of X and Y).
 
@@ -288,8 +307,8 @@ def exponential(X, Y, sigma=1.0):
     ----------
     X : ndarray of shape (n_X, n_features)
     Y : ndarray of shape (n_Y, n_features)
-    sigma : float, default=1.0
-        The bandwidth, > 0.
+    sigma : float or ndarray of shape (n_features,), default=1.0
+        The bandwidth, > 0; an array gives each feature its own.
 
     Returns
     -------
@@ -305,12 +324,14 @@ def exponential(X, Y, sigma=1.0):
     # Distances (not squared) need float64: the square root would amplify
     # the rounding of the GEMM expansion to about sqrt(eps).
     X, Y = _as_float(X, Y)
-    scale = _inverse_scale(sigma, 1, "exponential")
+    per_feature = np.ndim(sigma) > 0
+    # ||x - z|| / (2 sigma^2) = ||x/sigma - z/sigma|| / (2 sigma); per feature, x_j / sigma_j^2 and sigma = 1
+    scale = _inverse_scale(sigma, 2 if per_feature else 1, "exponential")
     Xs, Ys = _centred_scaled(_as_float64(X), _as_float64(Y), scale)
     D = euclidean_distances(Xs, None if Y is X else Ys)  # None: an exact zero diagonal
     if sp.issparse(Xs) or sp.issparse(Ys):
         D = np.asarray(D)
-    D *= -1.0 / (2.0 * sigma)  # ||x - z|| / (2 sigma^2) = ||x/sigma - z/sigma|| / (2 sigma)
+    D *= -0.5 if per_feature else -1.0 / (2.0 * sigma)
     return np.exp(D, out=D).astype(X.dtype, copy=False)
 
 
@@ -321,8 +342,8 @@ def laplacian(X, Y, sigma=1.0):
     ----------
     X : ndarray of shape (n_X, n_features)
     Y : ndarray of shape (n_Y, n_features)
-    sigma : float, default=1.0
-        The bandwidth, > 0.
+    sigma : float or ndarray of shape (n_features,), default=1.0
+        The bandwidth, > 0; an array gives each feature its own.
 
     Returns
     -------
@@ -489,6 +510,8 @@ class KernelSpec:
     stationary: bool = False
     # The function takes scipy.sparse CSR X and Y.
     sparse: bool = False
+    # sigma may be an array of per-feature scales.
+    per_feature: bool = False
 
     def __call__(self, X, Y, **params):
         return self.function(X, Y, **params)
@@ -507,9 +530,9 @@ def _add(spec, builtin=False):
 
 _add(KernelSpec("linear", linear, (), True, _linear_diag, sparse=True), True)
 _add(KernelSpec("polynomial", polynomial, ("degree", "coef0"), True, _polynomial_diag, sparse=True), True)
-_add(KernelSpec("rbf", rbf, ("sigma",), True, _ones_diag, stationary=True, sparse=True), True)
-_add(KernelSpec("exponential", exponential, ("sigma",), True, _ones_diag, stationary=True, sparse=True), True)
-_add(KernelSpec("laplacian", laplacian, ("sigma",), True, _ones_diag, stationary=True, sparse=True), True)
+_add(KernelSpec("rbf", rbf, ("sigma",), True, _ones_diag, stationary=True, sparse=True, per_feature=True), True)
+_add(KernelSpec("exponential", exponential, ("sigma",), True, _ones_diag, stationary=True, sparse=True, per_feature=True), True)
+_add(KernelSpec("laplacian", laplacian, ("sigma",), True, _ones_diag, stationary=True, sparse=True, per_feature=True), True)
 _add(KernelSpec("sigmoid", sigmoid, ("coef0",), False, _sigmoid_diag, sparse=True), True)
 _add(KernelSpec("all_subsets", all_subsets, (), True, _all_subsets_diag, sparse=True), True)
 
@@ -531,7 +554,7 @@ def available_kernels():
     return sorted(set(_REGISTRY) | set(_ALIASES))
 
 
-def register_kernel(name, function, *, params=(), psd=True, diag=None, sparse=False):
+def register_kernel(name, function, *, params=(), psd=True, diag=None, sparse=False, per_feature=False):
     """Register a kernel under a name usable everywhere a built-in is.
 
     After registration ``kernel=name`` works in the estimators and in
@@ -565,6 +588,9 @@ def register_kernel(name, function, *, params=(), psd=True, diag=None, sparse=Fa
         Whether ``function`` (and ``diag``) accept scipy.sparse CSR inputs.
         Fitting a kernel registered without it on sparse X raises a
         ValueError.
+    per_feature : bool, default=False
+        Whether ``function`` accepts ``sigma`` as an array of shape
+        (n_features,), one scale per feature (as the built-in rbf does).
 
     Returns
     -------
@@ -597,7 +623,7 @@ def register_kernel(name, function, *, params=(), psd=True, diag=None, sparse=Fa
         raise ValueError(
             f"params may only name {ESTIMATOR_PARAMS}; got unknown {sorted(unknown)}."
         )
-    spec = KernelSpec(name, function, params, bool(psd), diag, sparse=bool(sparse))
+    spec = KernelSpec(name, function, params, bool(psd), diag, sparse=bool(sparse), per_feature=bool(per_feature))
     _add(spec)
     return spec
 
@@ -730,14 +756,38 @@ class BoundKernel:
         return out
 
 
+def check_sigma(sigma, spec):
+    """sigma as a float > 0, or as a 1-d float64 array of them where the kernel takes per-feature scales."""
+    if isinstance(sigma, Real) and not isinstance(sigma, bool):
+        if sigma > 0:
+            return sigma
+        raise ValueError(f"sigma must be a float > 0, got {sigma!r}.")
+    if isinstance(sigma, str) or not np.ndim(sigma):
+        raise ValueError(f"sigma must be a float > 0, got {sigma!r}.")
+    if not spec.per_feature:
+        raise ValueError(
+            f"The {spec.name} kernel takes one scalar sigma, got an array: per-feature scales work with "
+            "rbf, laplacian and exponential, and kernels registered with per_feature=True."
+        )
+    try:
+        values = np.asarray(sigma, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"sigma must be a float > 0 or an array of them, got {sigma!r}.") from None
+    if values.ndim != 1 or not values.size or not np.all(np.isfinite(values) & (values > 0)):
+        raise ValueError(
+            f"Per-feature sigma must be a 1-d array of finite floats > 0, one per feature; got {sigma!r}."
+        )
+    return values
+
+
 def bind_kernel(kernel, *, sigma=1.0, degree=3, coef0=1.0, kernel_params=None):
     """A :class:`BoundKernel` from a name or callable and the estimator params."""
     spec = get_spec(kernel)
     values = {"sigma": sigma, "degree": degree, "coef0": coef0}
     params = {p: values[p] for p in spec.params}
     params.update(kernel_params or {})
-    if "sigma" in params and not (isinstance(params["sigma"], Real) and params["sigma"] > 0):
-        raise ValueError(f"sigma must be a float > 0, got {params['sigma']!r}.")
+    if "sigma" in params:
+        params["sigma"] = check_sigma(params["sigma"], spec)
     return BoundKernel(spec, params)
 
 
@@ -754,8 +804,9 @@ def kernel_matrix(X, Y=None, *, kernel="rbf", sigma=1.0, degree=3, coef0=1.0, **
     kernel : str or callable, default="rbf"
         A registered name (see :func:`available_kernels`) or a callable
         ``f(X, Y, **kernel_params)`` returning the block.
-    sigma : float, default=1.0
-        Bandwidth of ``rbf``, ``exponential`` and ``laplacian``.
+    sigma : float or array-like of shape (n_features,), default=1.0
+        Bandwidth of ``rbf``, ``exponential`` and ``laplacian``; an array
+        gives each feature its own scale (see the module docstring).
     degree : float, default=3
         Degree of ``polynomial``.
     coef0 : float, default=1.0
