@@ -2,6 +2,7 @@
 
 from ._classifier import KernelGDClassifier
 from ._features import AllSubsetsFeatures
+from ._model_selection import KernelGDRegressorCV
 from ._regressor import KernelGDRegressor
 from .kernels import kernel_matrix, register_kernel
 
@@ -10,6 +11,7 @@ __version__ = "0.1.0"
 __all__ = [
     "KernelGDRegressor",
     "KernelGDClassifier",
+    "KernelGDRegressorCV",
     "AllSubsetsFeatures",
     "kernel_matrix",
     "register_kernel",

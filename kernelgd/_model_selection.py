@@ -1,0 +1,388 @@
+"""KernelGDRegressorCV: kernel ridge regression that chooses sigma and alpha from the data.
+
+For each candidate width the kernel is evaluated once. With ``cv=None`` and
+at most ``LOO_MAX_SAMPLES`` rows, one eigendecomposition of the centred,
+weighted kernel matrix gives the exact leave-one-out residuals of every
+alpha in closed form (as RidgeCV does for linear ridge). Otherwise each
+fold's model is solved along a decreasing alpha path, warm-started from the
+previous alpha, on the rows of the one kernel matrix (on a subsample of at
+most ``max_search_samples`` rows where n is large); the chosen parameters
+are then refitted on all the data.
+"""
+
+import time
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, _fit_context
+from sklearn.metrics import check_scoring
+from sklearn.model_selection import check_cv
+from sklearn.utils import check_random_state
+from joblib import Parallel, delayed
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from ._operator import single_threaded_blas
+from ._regressor import KernelGDRegressor
+from .kernels import get_spec, kernel_matrix
+
+# Exact leave-one-out (an O(n^3) eigendecomposition per width) up to this many rows.
+LOO_MAX_SAMPLES = 3000
+# Default grids: widths are sigma_scale * 2**k, ridges per sample (KernelRidge's alpha / n).
+SIGMA_FACTORS = 2.0 ** np.arange(-3.0, 3.5, 0.5)
+DEFAULT_ALPHAS = np.logspace(-10, 0, 21)
+
+
+class _Predictions(RegressorMixin, BaseEstimator):
+    """A fitted "regressor" whose predictions are given: scorers evaluate held-out predictions."""
+
+    def __init__(self, predictions):
+        self.predictions = predictions
+
+    def predict(self, X):
+        return self.predictions
+
+
+def _scale_sigma(X, w):
+    """``sqrt(n_features * Var(X))``, the ``sigma="scale"`` of the base estimator."""
+    return KernelGDRegressor()._resolve_sigma(X, w)
+
+
+def _eigen_system(K, Y, w, fit_intercept):
+    """``s = sqrt(w)``, the eigenpairs of ``Q S K S Q``, the weighted mean of Y and ``V' Q S Y``."""
+    s = np.sqrt(w)
+    Ks = s[:, None] * K * s[None, :]
+    if fit_intercept:
+        u = Ks @ s
+        Ks = Ks - np.outer(s, u) - np.outer(u, s) + np.outer(s, s) * (s @ u)
+    with single_threaded_blas():
+        lam, V = np.linalg.eigh(Ks)
+    lam = np.maximum(lam, 0.0)
+    y_bar = w @ Y if fit_intercept else np.zeros(Y.shape[1])
+    # Q S y = S (y - y_bar) since s's = 1
+    return s, lam, V, y_bar, V.T @ (s[:, None] * (Y - y_bar))
+
+
+def _inverse_shift(lam, alpha):
+    """``1 / (lam + alpha)``; for alpha = 0 the pseudo-inverse (directions of rounding-level lam dropped)."""
+    if alpha > 0:
+        return 1.0 / (lam + alpha)
+    keep = lam > lam[-1] * len(lam) * np.finfo(float).eps
+    return np.where(keep, 1.0 / np.where(keep, lam, 1.0), 0.0)
+
+
+def _loo_scores(K, Y, w, alphas, fit_intercept, scorer):
+    """Exact leave-one-out scores of every alpha from one eigendecomposition.
+
+    The fit minimises ``sum_i w_i (f_i - y_i)^2 + alpha ||f||_H^2`` (w sums
+    to 1). With ``S = diag(sqrt(w))``, ``Q = I - s s'`` (the intercept) and
+    ``Q S K S Q = V diag(lam) V'``, the hat matrix of the weighted problem
+    is ``s s' + V diag(lam / (lam + alpha)) V'``, and the leave-one-out
+    residual is ``(y_i - f_i) / (1 - H_ii)``.
+    """
+    s, lam, V, y_bar, VtY = _eigen_system(K, Y, w, fit_intercept)
+    t = Y.shape[1]
+    shrink = np.column_stack([lam * _inverse_shift(lam, alpha) for alpha in alphas])  # (n, n_alphas)
+    # every alpha at once: two products with V instead of two per alpha
+    F_t = V @ (shrink[:, :, None] * VtY[:, None, :]).reshape(len(lam), -1)  # (n, n_alphas * t)
+    leverage = (V * V) @ shrink + (s * s if fit_intercept else np.zeros_like(s))[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        F = np.where(s[:, None] > 0, F_t / s[:, None], 0.0).reshape(len(s), len(alphas), t) + y_bar
+    scores, predictions = [], []
+    for i in range(len(alphas)):
+        loo = Y - (Y - F[:, i]) / np.maximum(1.0 - leverage[:, i], 1e-12)[:, None]
+        predictions.append(loo)
+        if scorer is None:  # the default: minus the weighted mean squared error, directly
+            scores.append(-float(w @ ((Y - loo) ** 2).mean(axis=1)))
+        else:
+            scores.append(scorer(_Predictions(loo if t > 1 else loo[:, 0]), None, Y if t > 1 else Y[:, 0],
+                                 sample_weight=w))
+    return np.array(scores), predictions
+
+
+class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, BaseEstimator):
+    """Kernel ridge regression with sigma and alpha chosen by cross-validation.
+
+    For every width in ``sigmas`` the kernel is evaluated once and every
+    ridge strength in ``alphas`` is scored together: by the exact
+    leave-one-out residuals of one eigendecomposition (``cv=None``, up to
+    3,000 rows), or by K-fold cross-validation whose solves run along a
+    decreasing alpha path, each warm-started from the previous one. The best
+    pair is then refitted on all the data with :class:`KernelGDRegressor`.
+
+    Parameters
+    ----------
+    kernel : str or callable, default="rbf"
+        As in :class:`KernelGDRegressor` (not "precomputed").
+    sigmas : array-like of float, default=None
+        Candidate widths. None: ``sigma_scale * 2**k`` for k in -3, -2.5,
+        ..., 3, with ``sigma_scale**2 = n_features * Var(X)`` (the base
+        estimator's ``sigma="scale"``). Ignored by kernels without sigma.
+    alphas : array-like of float, default=None
+        Candidate ridge strengths (the base estimator's ``alpha``, per
+        sample: ``KernelRidge(alpha=n_samples * alpha)``). None: 21 values
+        from 1e-10 to 1, evenly spaced in log.
+    cv : int, cross-validation generator, iterable or None, default=None
+        None: exact leave-one-out where it is cheap (at most 3,000 rows),
+        5-fold otherwise. An int gives (Stratified)KFold with that many folds.
+    scoring : str or callable, default=None
+        A scikit-learn scorer; None: negative mean squared error.
+    n_jobs : int, default=None
+        Widths searched in parallel threads (each holds its own kernel
+        matrix); None means 1, -1 all cores.
+    max_search_samples : int, default=10000
+        Above this many rows the K-fold search runs on a random subsample of
+        this size (the refit uses all rows).
+    degree, coef0, kernel_params, fit_intercept, solver, n_centers, max_iter, tol, options
+        Passed to :class:`KernelGDRegressor` for the refit (and the K-fold solves).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the subsample and the base estimator.
+    verbose : int, default=0
+        1 prints one line per width (best alpha, its score, elapsed time).
+
+    Attributes
+    ----------
+    sigma_ : float or None
+        The chosen width.
+    alpha_ : float
+        The chosen ridge strength.
+    best_score_ : float
+        Its cross-validated score.
+    best_estimator_ : KernelGDRegressor
+        The model refitted on all the data with ``sigma_`` and ``alpha_``.
+    cv_results_ : dict of ndarray
+        GridSearchCV's layout: ``params``, ``param_sigma``, ``param_alpha``,
+        ``mean_test_score``, ``std_test_score``, ``rank_test_score``, and
+        ``split{k}_test_score`` with K-fold.
+    dual_coef_, intercept_, X_fit_, n_iter_
+        Those of ``best_estimator_``.
+    n_features_in_ : int
+        Number of features seen during fit.
+
+    See Also
+    --------
+    KernelGDRegressor : One fit at given sigma and alpha.
+    sklearn.model_selection.GridSearchCV : The general tool, for any parameter.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelgd import KernelGDRegressorCV
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.uniform(-3, 3, size=(200, 1))
+    >>> y = np.sin(X).ravel() + 0.1 * rng.randn(200)
+    >>> model = KernelGDRegressorCV().fit(X, y)
+    >>> bool(model.best_score_ > -0.02)
+    True
+    """
+
+    _parameter_constraints: dict = {
+        "kernel": [str, callable],
+        "sigmas": ["array-like", None],
+        "alphas": ["array-like", None],
+        "cv": ["cv_object"],
+        "scoring": [str, callable, None],
+        "n_jobs": [Integral, None],
+        "max_search_samples": [Interval(Integral, 10, None, closed="left")],
+        "degree": [Interval(Real, 0, None, closed="left")],
+        "coef0": [Interval(Real, None, None, closed="neither")],
+        "kernel_params": [dict, None],
+        "fit_intercept": ["boolean"],
+        "solver": [str],
+        "n_centers": [Interval(Integral, 1, None, closed="left"), None],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "options": [dict, None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        *,
+        kernel="rbf",
+        sigmas=None,
+        alphas=None,
+        cv=None,
+        scoring=None,
+        n_jobs=None,
+        max_search_samples=10_000,
+        degree=3,
+        coef0=1.0,
+        kernel_params=None,
+        fit_intercept=True,
+        solver="auto",
+        n_centers=None,
+        max_iter=1000,
+        tol=1e-3,
+        options=None,
+        random_state=None,
+        verbose=0,
+    ):
+        self.kernel = kernel
+        self.sigmas = sigmas
+        self.alphas = alphas
+        self.cv = cv
+        self.scoring = scoring
+        self.n_jobs = n_jobs
+        self.max_search_samples = max_search_samples
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.n_centers = n_centers
+        self.max_iter = max_iter
+        self.tol = tol
+        self.options = options
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        return tags
+
+    def _base(self, **params):
+        return KernelGDRegressor(
+            kernel=self.kernel, degree=self.degree, coef0=self.coef0, kernel_params=self.kernel_params,
+            fit_intercept=self.fit_intercept, solver=self.solver, n_centers=self.n_centers,
+            max_iter=self.max_iter, tol=self.tol, options=self.options, random_state=self.random_state,
+            **params,
+        )
+
+    def _grids(self, X, w):
+        if isinstance(self.kernel, str) and self.kernel == "precomputed":
+            raise ValueError("KernelGDRegressorCV evaluates the kernel itself; kernel='precomputed' is not supported.")
+        alphas = DEFAULT_ALPHAS if self.alphas is None else np.asarray(self.alphas, dtype=float).ravel()
+        if not alphas.size or not np.all(np.isfinite(alphas) & (alphas >= 0)):
+            raise ValueError(f"alphas must be a non-empty list of finite floats >= 0, got {self.alphas!r}.")
+        if "sigma" not in get_spec(self.kernel).params:
+            return [None], np.sort(alphas)[::-1]
+        if self.sigmas is None:
+            sigmas = _scale_sigma(X, w) * SIGMA_FACTORS
+        else:
+            sigmas = np.asarray(self.sigmas, dtype=float).ravel()
+            if not sigmas.size or not np.all(np.isfinite(sigmas) & (sigmas > 0)):
+                raise ValueError(f"sigmas must be a non-empty list of finite floats > 0, got {self.sigmas!r}.")
+        return list(sigmas), np.sort(alphas)[::-1]  # alphas decreasing: the warm-start path
+
+    def _kernel(self, X, Y, sigma):
+        params = dict(self.kernel_params or {})
+        if sigma is not None:
+            params["sigma"] = sigma
+        return kernel_matrix(X, Y, kernel=self.kernel, degree=self.degree, coef0=self.coef0, **params)
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Choose sigma and alpha, then refit on all the data.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self : KernelGDRegressorCV
+        """
+        X_in = X
+        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32])
+        sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        if not sw.sum() > 0:
+            raise ValueError("sample_weight sums to zero: at least one sample needs a positive weight.")
+        X = X.astype(np.float64, copy=False)
+        Y = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
+        sigmas, alphas = self._grids(X, sw)
+        scorer = check_scoring(self, scoring=self.scoring or "neg_mean_squared_error")
+        n = X.shape[0]
+        loo = self.cv is None and n <= LOO_MAX_SAMPLES
+        start = time.perf_counter()
+
+        def search(sigma):
+            if loo:
+                K = self._kernel(X, X, sigma)
+                loo_scorer = None if self.scoring is None else scorer
+                split_scores = _loo_scores(K, Y, sw / sw.sum(), alphas, self.fit_intercept, loo_scorer)[0][:, None]
+            else:
+                split_scores = self._kfold_scores(X, Y, sw, sigma, alphas, scorer)
+            if self.verbose:
+                means = split_scores.mean(axis=1)
+                best = int(np.argmax(means))
+                width = "" if sigma is None else f"sigma={sigma:.4g}  "
+                print(f"[KernelGDRegressorCV] {width}best alpha={alphas[best]:.3g}  score={means[best]:.6g}  "
+                      f"elapsed {time.perf_counter() - start:.1f}s", flush=True)
+            return split_scores
+
+        results = Parallel(n_jobs=self.n_jobs, prefer="threads")(delayed(search)(s) for s in sigmas)
+        rows = [(sigma, alpha, s) for sigma, scores in zip(sigmas, results) for alpha, s in zip(alphas, scores)]
+        self._store_results(rows, loo)
+        best = self.cv_results_["params"][self.best_index_]
+        self.sigma_, self.alpha_ = best.get("sigma"), best["alpha"]
+        best = self._base(sigma=self.sigma_ if self.sigma_ is not None else "scale", alpha=self.alpha_)
+        self.best_estimator_ = best.fit(X_in, y, sample_weight=sample_weight)
+        for name in ("dual_coef_", "intercept_", "X_fit_", "n_iter_", "loss_curve_"):
+            setattr(self, name, getattr(self.best_estimator_, name))
+        return self
+
+    def _kfold_scores(self, X, Y, sw, sigma, alphas, scorer):
+        """Scores of every alpha on every fold, from one kernel matrix (of a subsample where n is large)."""
+        rng = check_random_state(self.random_state)
+        n = X.shape[0]
+        idx = np.arange(n) if n <= self.max_search_samples else np.sort(
+            rng.choice(n, self.max_search_samples, replace=False))
+        Xs, Ys, ws = X[idx], Y[idx], sw[idx]
+        K = self._kernel(Xs, Xs, sigma)
+        splits = list(check_cv(5 if self.cv is None else self.cv).split(Xs, Ys))
+        scores = np.empty((len(alphas), len(splits)))
+        y_fit = Ys if Y.shape[1] > 1 else Ys[:, 0]
+        for j, (train, test) in enumerate(splits):
+            K_train, K_test = K[np.ix_(train, train)], K[np.ix_(test, train)]
+            model = KernelGDRegressor(
+                kernel="precomputed", fit_intercept=self.fit_intercept, solver=self.solver,
+                max_iter=self.max_iter, tol=self.tol, warm_start=True, random_state=self.random_state,
+                options=self.options,
+            )
+            for i, alpha in enumerate(alphas):  # decreasing: each solve starts from the last
+                model.set_params(alpha=alpha).fit(K_train, y_fit[train], sample_weight=ws[train])
+                scores[i, j] = scorer(model, K_test, y_fit[test], sample_weight=ws[test])
+        return scores
+
+    def _store_results(self, rows, loo):
+        split_scores = np.array([s for _, _, s in rows])
+        means = split_scores.mean(axis=1)
+        results = {
+            "params": [({} if sigma is None else {"sigma": float(sigma)}) | {"alpha": float(alpha)}
+                       for sigma, alpha, _ in rows],
+            "param_alpha": np.ma.MaskedArray([float(a) for _, a, _ in rows]),
+            "mean_test_score": means,
+            "std_test_score": np.zeros_like(means) if loo else split_scores.std(axis=1),
+        }
+        if rows[0][0] is not None:
+            results["param_sigma"] = np.ma.MaskedArray([float(s) for s, _, _ in rows])
+        if not loo:
+            for k in range(split_scores.shape[1]):
+                results[f"split{k}_test_score"] = split_scores[:, k]
+        # ties go to the larger alpha, then the larger width: the smoother model
+        order = np.lexsort((-np.array([s or 0.0 for s, _, _ in rows]), -np.array([a for _, a, _ in rows]), -means))
+        ranks = np.empty(len(rows), dtype=np.int32)
+        ranks[order] = np.arange(1, len(rows) + 1)
+        results["rank_test_score"] = ranks
+        self.cv_results_ = results
+        self.best_index_ = int(order[0])
+        self.best_score_ = float(means[self.best_index_])
+
+    def predict(self, X):
+        """Predictions of the refitted model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.predict(X)

@@ -1,0 +1,116 @@
+"""KernelGDRegressorCV against brute-force leave-one-out and GridSearchCV."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.model_selection import GridSearchCV, KFold
+
+from kernelgd import KernelGDRegressor, KernelGDRegressorCV, kernel_matrix
+
+rng = np.random.RandomState(0)
+X = rng.uniform(-2, 2, size=(60, 2))
+y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.randn(60)
+SIGMAS, ALPHAS = [0.5, 1.0, 2.0], [1e-5, 1e-3, 1e-1]
+
+
+def _brute_force_loo(sigma, alpha, w, fit_intercept):
+    """Minus the weighted mean squared LOO error, each point's model a dense solve without it.
+
+    Without point i the fit minimises sum_{j != i} w_j (f_j - y_j)^2 + alpha a'K a (weights
+    not renormalised, as in the hat-matrix identity), from its stationarity conditions
+    (W K + alpha I) a + W 1 b = W y and 1'W (K a + b - y) = 0.
+    """
+    K = kernel_matrix(X, sigma=sigma)
+    n = len(y)
+    errors = np.empty(n)
+    for i in range(n):
+        r = np.delete(np.arange(n), i)
+        W = np.diag(w[r])
+        if fit_intercept:
+            top = np.hstack([W @ K[np.ix_(r, r)] + alpha * np.eye(n - 1), W @ np.ones((n - 1, 1))])
+            bottom = np.append(w[r] @ K[np.ix_(r, r)], w[r].sum())[None, :]
+            sol = np.linalg.solve(np.vstack([top, bottom]), np.append(W @ y[r], w[r] @ y[r]))
+            a, b = sol[:-1], sol[-1]
+        else:
+            a, b = np.linalg.solve(W @ K[np.ix_(r, r)] + alpha * np.eye(n - 1), W @ y[r]), 0.0
+        errors[i] = y[i] - (K[i, r] @ a + b)
+    return -float(w @ errors**2)
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_leave_one_out_scores_equal_brute_force(fit_intercept, weighted):
+    sw = rng.uniform(0.5, 2.0, len(y)) if weighted else None
+    model = KernelGDRegressorCV(sigmas=SIGMAS, alphas=ALPHAS, fit_intercept=fit_intercept).fit(X, y, sample_weight=sw)
+    w = np.ones(len(y)) if sw is None else sw
+    w = w / w.sum()
+    for params, score in zip(model.cv_results_["params"], model.cv_results_["mean_test_score"]):
+        assert_allclose(score, _brute_force_loo(params["sigma"], params["alpha"], w, fit_intercept), rtol=1e-6)
+
+
+def test_leave_one_out_with_a_scorer_equals_brute_force_r2():
+    from sklearn.metrics import r2_score
+
+    model = KernelGDRegressorCV(sigmas=[1.0], alphas=[1e-3], scoring="r2").fit(X, y)
+    loo = []  # each refit's weights sum to 1 over n - 1 rows: alpha scales by n / (n - 1) to match
+    for i in range(len(y)):
+        r = np.delete(np.arange(len(y)), i)
+        ref = KernelGDRegressor(sigma=1.0, alpha=1e-3 * len(y) / (len(y) - 1), solver="cg", tol=1e-12,
+                                max_iter=2000).fit(X[r], y[r])
+        loo.append(ref.predict(X[i : i + 1])[0])
+    assert_allclose(model.best_score_, r2_score(y, loo), rtol=1e-6)
+
+
+def test_kfold_scores_equal_grid_search():
+    cv = KFold(3, shuffle=True, random_state=0)
+    model = KernelGDRegressorCV(sigmas=SIGMAS, alphas=ALPHAS, cv=cv, tol=1e-12, max_iter=2000).fit(X, y)
+    search = GridSearchCV(KernelGDRegressor(tol=1e-12, max_iter=2000), {"sigma": SIGMAS, "alpha": ALPHAS}, cv=cv,
+                          scoring="neg_mean_squared_error").fit(X, y)
+    ours = {(p["sigma"], p["alpha"]): s for p, s in zip(model.cv_results_["params"], model.cv_results_["mean_test_score"])}
+    theirs = {(p["sigma"], p["alpha"]): s for p, s in zip(search.cv_results_["params"], search.cv_results_["mean_test_score"])}
+    for key, score in theirs.items():
+        assert_allclose(ours[key], score, rtol=1e-6)
+    assert (model.sigma_, model.alpha_) == (search.best_params_["sigma"], search.best_params_["alpha"])
+    assert "split2_test_score" in model.cv_results_
+
+
+def test_refit_is_the_base_model_at_the_chosen_parameters():
+    model = KernelGDRegressorCV(sigmas=SIGMAS, alphas=ALPHAS).fit(X, y)
+    assert model.cv_results_["rank_test_score"][model.best_index_] == 1
+    reference = KernelGDRegressor(sigma=model.sigma_, alpha=model.alpha_).fit(X, y)
+    assert_allclose(model.predict(X), reference.predict(X))
+    assert_allclose(model.dual_coef_, reference.dual_coef_)
+    assert model.best_score_ == pytest.approx(np.max(model.cv_results_["mean_test_score"]))
+
+
+def test_default_grids_beat_default_base_model():
+    X_test = rng.uniform(-2, 2, size=(200, 2))
+    y_test = np.sin(2 * X_test[:, 0]) + X_test[:, 1] ** 2
+    tuned = KernelGDRegressorCV().fit(X, y)
+    assert tuned.score(X_test, y_test) > KernelGDRegressor().fit(X, y).score(X_test, y_test)
+    assert len(tuned.cv_results_["params"]) == 13 * 21
+
+
+def test_verbose_prints_one_line_per_width(capsys):
+    KernelGDRegressorCV(sigmas=SIGMAS, alphas=ALPHAS, verbose=1).fit(X, y)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[KernelGDRegressorCV]")]
+    assert len(lines) == 3 and "best alpha=" in lines[0]
+
+
+def test_kernels_without_sigma_search_alpha_only():
+    model = KernelGDRegressorCV(kernel="polynomial", degree=2, alphas=ALPHAS).fit(X, y)
+    assert model.sigma_ is None and "param_sigma" not in model.cv_results_
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"kernel": "precomputed"}, "precomputed"),
+        ({"alphas": [-1.0]}, "alphas"),
+        ({"sigmas": [0.0, 1.0]}, "sigmas"),
+        ({"alphas": []}, "alphas"),
+    ],
+)
+def test_bad_grids_are_clear_errors(params, match):
+    with pytest.raises(ValueError, match=match):
+        KernelGDRegressorCV(**params).fit(X, y)
