@@ -2,7 +2,7 @@
 
 from ._classifier import KernelGDClassifier
 from ._features import AllSubsetsFeatures
-from ._model_selection import KernelGDRegressorCV
+from ._model_selection import KernelGDClassifierCV, KernelGDRegressorCV
 from ._regressor import KernelGDRegressor
 from .kernels import kernel_matrix, register_kernel
 
@@ -12,6 +12,7 @@ __all__ = [
     "KernelGDRegressor",
     "KernelGDClassifier",
     "KernelGDRegressorCV",
+    "KernelGDClassifierCV",
     "AllSubsetsFeatures",
     "kernel_matrix",
     "register_kernel",

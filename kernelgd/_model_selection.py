@@ -1,4 +1,4 @@
-"""KernelGDRegressorCV: kernel ridge regression that chooses sigma and alpha from the data.
+"""KernelGDRegressorCV and KernelGDClassifierCV: sigma and alpha chosen from the data.
 
 For each candidate width the kernel is evaluated once. With ``cv=None`` and
 at most ``LOO_MAX_SAMPLES`` rows, one eigendecomposition of the centred,
@@ -14,15 +14,18 @@ import time
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin, _fit_context
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
 from sklearn.utils import check_random_state
 from joblib import Parallel, delayed
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._operator import single_threaded_blas
+from ._classifier import KernelGDClassifier
 from ._regressor import KernelGDRegressor
 from .kernels import get_spec, kernel_matrix
 
@@ -100,7 +103,210 @@ def _loo_scores(K, Y, w, alphas, fit_intercept, scorer):
     return np.array(scores), predictions
 
 
-class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, BaseEstimator):
+class _KernelCV(BaseEstimator):
+    """What the CV estimators share: the grids, the per-width search, the K-fold path and the refit."""
+
+    _parameter_constraints: dict = {
+        "kernel": [str, callable],
+        "sigmas": ["array-like", None],
+        "alphas": ["array-like", None],
+        "cv": ["cv_object"],
+        "scoring": [str, callable, None],
+        "n_jobs": [Integral, None],
+        "max_search_samples": [Interval(Integral, 10, None, closed="left")],
+        "degree": [Interval(Real, 0, None, closed="left")],
+        "coef0": [Interval(Real, None, None, closed="neither")],
+        "kernel_params": [dict, None],
+        "fit_intercept": ["boolean"],
+        "solver": [str],
+        "n_centers": [Interval(Integral, 1, None, closed="left"), None],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "options": [dict, None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        *,
+        kernel="rbf",
+        sigmas=None,
+        alphas=None,
+        cv=None,
+        scoring=None,
+        n_jobs=None,
+        max_search_samples=10_000,
+        degree=3,
+        coef0=1.0,
+        kernel_params=None,
+        fit_intercept=True,
+        solver="auto",
+        n_centers=None,
+        max_iter=1000,
+        tol=1e-3,
+        options=None,
+        random_state=None,
+        verbose=0,
+    ):
+        self.kernel = kernel
+        self.sigmas = sigmas
+        self.alphas = alphas
+        self.cv = cv
+        self.scoring = scoring
+        self.n_jobs = n_jobs
+        self.max_search_samples = max_search_samples
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.n_centers = n_centers
+        self.max_iter = max_iter
+        self.tol = tol
+        self.options = options
+        self.random_state = random_state
+        self.verbose = verbose
+
+
+    # set by subclasses
+    _estimator_class = None
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        return tags
+
+    def _common_params(self):
+        return dict(
+            kernel=self.kernel, degree=self.degree, coef0=self.coef0, kernel_params=self.kernel_params,
+            fit_intercept=self.fit_intercept, solver=self.solver, n_centers=self.n_centers,
+            max_iter=self.max_iter, tol=self.tol, options=self.options, random_state=self.random_state,
+        )
+
+    def _base(self, **params):
+        return self._estimator_class(**self._common_params(), **self._extra_params(), **params)
+
+    def _extra_params(self):
+        return {}
+
+    def _grids(self, X, w):
+        if isinstance(self.kernel, str) and self.kernel == "precomputed":
+            raise ValueError(f"{type(self).__name__} evaluates the kernel itself; kernel='precomputed' is not supported.")
+        alphas = DEFAULT_ALPHAS if self.alphas is None else np.asarray(self.alphas, dtype=float).ravel()
+        if not alphas.size or not np.all(np.isfinite(alphas) & (alphas >= 0)):
+            raise ValueError(f"alphas must be a non-empty list of finite floats >= 0, got {self.alphas!r}.")
+        if "sigma" not in get_spec(self.kernel).params:
+            return [None], np.sort(alphas)[::-1]
+        if self.sigmas is None:
+            sigmas = _scale_sigma(X, w) * SIGMA_FACTORS
+        else:
+            sigmas = np.asarray(self.sigmas, dtype=float).ravel()
+            if not sigmas.size or not np.all(np.isfinite(sigmas) & (sigmas > 0)):
+                raise ValueError(f"sigmas must be a non-empty list of finite floats > 0, got {self.sigmas!r}.")
+        return list(sigmas), np.sort(alphas)[::-1]  # alphas decreasing: the warm-start path
+
+
+    def _kernel(self, X, Y, sigma):
+        params = dict(self.kernel_params or {})
+        if sigma is not None:
+            params["sigma"] = sigma
+        return kernel_matrix(X, Y, kernel=self.kernel, degree=self.degree, coef0=self.coef0, **params)
+
+    def _kfold_scores(self, X, Y, sw, sigma, alphas, scorer):
+        """Scores of every alpha on every fold, from one kernel matrix (of a subsample where n is large)."""
+        rng = check_random_state(self.random_state)
+        n = X.shape[0]
+        idx = np.arange(n) if n <= self.max_search_samples else np.sort(
+            rng.choice(n, self.max_search_samples, replace=False))
+        Xs, Ys, ws = X[idx], Y[idx], sw[idx]
+        K = self._kernel(Xs, Xs, sigma)
+        y_fit = Ys if Ys.ndim == 1 or Ys.shape[1] > 1 else Ys[:, 0]
+        classifier = self._estimator_class is not KernelGDRegressor
+        splits = list(check_cv(5 if self.cv is None else self.cv, y_fit, classifier=classifier).split(Xs, y_fit))
+        scores = np.empty((len(alphas), len(splits)))
+        for j, (train, test) in enumerate(splits):
+            K_train, K_test = K[np.ix_(train, train)], K[np.ix_(test, train)]
+            model = self._estimator_class(
+                kernel="precomputed", fit_intercept=self.fit_intercept, solver=self.solver,
+                max_iter=self.max_iter, tol=self.tol, warm_start=True, random_state=self.random_state,
+                options=self.options, **self._extra_params(),
+            )
+            for i, alpha in enumerate(alphas):  # decreasing: each solve starts from the last
+                model.set_params(alpha=alpha).fit(K_train, y_fit[train], sample_weight=ws[train])
+                scores[i, j] = scorer(model, K_test, y_fit[test], sample_weight=ws[test])
+        return scores
+
+    def _store_results(self, rows, loo):
+        split_scores = np.array([s for _, _, s in rows])
+        means = split_scores.mean(axis=1)
+        results = {
+            "params": [({} if sigma is None else {"sigma": float(sigma)}) | {"alpha": float(alpha)}
+                       for sigma, alpha, _ in rows],
+            "param_alpha": np.ma.MaskedArray([float(a) for _, a, _ in rows]),
+            "mean_test_score": means,
+            "std_test_score": np.zeros_like(means) if loo else split_scores.std(axis=1),
+        }
+        if rows[0][0] is not None:
+            results["param_sigma"] = np.ma.MaskedArray([float(s) for s, _, _ in rows])
+        if not loo:
+            for k in range(split_scores.shape[1]):
+                results[f"split{k}_test_score"] = split_scores[:, k]
+        # ties go to the larger alpha, then the larger width: the smoother model
+        order = np.lexsort((-np.array([s or 0.0 for s, _, _ in rows]), -np.array([a for _, a, _ in rows]), -means))
+        ranks = np.empty(len(rows), dtype=np.int32)
+        ranks[order] = np.arange(1, len(rows) + 1)
+        results["rank_test_score"] = ranks
+        self.cv_results_ = results
+        self.best_index_ = int(order[0])
+        self.best_score_ = float(means[self.best_index_])
+
+
+    def _search(self, X_in, X, y, Y, sw, scorer, loo_scores=None):
+        """Score the grid (by ``loo_scores(K, alphas)`` where given, else K-fold), store it, refit the best."""
+        sigmas, alphas = self._grids(X, sw)
+        start = time.perf_counter()
+
+        def search(sigma):
+            if loo_scores is not None:
+                split_scores = loo_scores(self._kernel(X, X, sigma), alphas)[:, None]
+            else:
+                split_scores = self._kfold_scores(X, Y, sw, sigma, alphas, scorer)
+            if self.verbose:
+                means = split_scores.mean(axis=1)
+                best = int(np.argmax(means))
+                width = "" if sigma is None else f"sigma={sigma:.4g}  "
+                print(f"[{type(self).__name__}] {width}best alpha={alphas[best]:.3g}  score={means[best]:.6g}  "
+                      f"elapsed {time.perf_counter() - start:.1f}s", flush=True)
+            return split_scores
+
+        results = Parallel(n_jobs=self.n_jobs, prefer="threads")(delayed(search)(s) for s in sigmas)
+        rows = [(sigma, alpha, s) for sigma, scores in zip(sigmas, results) for alpha, s in zip(alphas, scores)]
+        self._store_results(rows, loo_scores is not None)
+        best = self.cv_results_["params"][self.best_index_]
+        self.sigma_, self.alpha_ = best.get("sigma"), best["alpha"]
+        model = self._base(sigma=self.sigma_ if self.sigma_ is not None else "scale", alpha=self.alpha_)
+        self.best_estimator_ = model.fit(X_in, y, sample_weight=self._sample_weight)
+        for name in ("dual_coef_", "intercept_", "X_fit_", "n_iter_", "loss_curve_"):
+            setattr(self, name, getattr(self.best_estimator_, name))
+        return self
+
+    def predict(self, X):
+        """Predictions of the refitted model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.predict(X)
+
+
+class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
     """Kernel ridge regression with sigma and alpha chosen by cross-validation.
 
     For every width in ``sigmas`` the kernel is evaluated once and every
@@ -176,30 +382,104 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, BaseEstimator):
     True
     """
 
+    _estimator_class = KernelGDRegressor
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Choose sigma and alpha, then refit on all the data.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self : KernelGDRegressorCV
+        """
+        X_in, self._sample_weight = X, sample_weight
+        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32])
+        sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        if not sw.sum() > 0:
+            raise ValueError("sample_weight sums to zero: at least one sample needs a positive weight.")
+        X = X.astype(np.float64, copy=False)
+        Y = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
+        scorer = check_scoring(self, scoring=self.scoring or "neg_mean_squared_error")
+        loo = None
+        if self.cv is None and X.shape[0] <= LOO_MAX_SAMPLES:
+            loo_scorer = None if self.scoring is None else scorer
+
+            def loo(K, alphas):
+                return _loo_scores(K, Y, sw / sw.sum(), alphas, self.fit_intercept, loo_scorer)[0]
+
+        try:
+            return self._search(X_in, X, y, Y, sw, scorer, loo)
+        finally:
+            del self._sample_weight
+
+
+class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
+    """Kernel classification with sigma and alpha chosen by cross-validation.
+
+    For every width in ``sigmas`` the kernel is evaluated once; each fold
+    of a stratified K-fold split (5 folds by default) is solved for the
+    ``alphas`` from the largest to the smallest, each solve warm-started
+    from the last, on the rows of that one matrix. The best pair is then
+    refitted on all the data with :class:`KernelGDClassifier`.
+
+    Parameters
+    ----------
+    loss : {"squared", "logistic"}, default="squared"
+        As in :class:`KernelGDClassifier`; with "logistic" the model has
+        ``predict_proba``.
+    class_weight : dict, "balanced" or None, default=None
+        As in :class:`KernelGDClassifier`.
+    kernel, sigmas, alphas, max_search_samples, n_jobs, degree, coef0, kernel_params, fit_intercept, solver, n_centers, max_iter, tol, options, random_state, verbose
+        As in :class:`KernelGDRegressorCV`.
+    cv : int, cross-validation generator, iterable or None, default=None
+        None: stratified 5-fold.
+    scoring : str or callable, default=None
+        None: ``"neg_log_loss"`` with the logistic loss, accuracy otherwise.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        The class labels.
+    sigma_, alpha_, best_score_, best_estimator_, cv_results_, best_index_
+        As in :class:`KernelGDRegressorCV`.
+    dual_coef_, intercept_, X_fit_, n_iter_
+        Those of ``best_estimator_``.
+    n_features_in_ : int
+        Number of features seen during fit.
+
+    See Also
+    --------
+    KernelGDClassifier : One fit at given sigma and alpha.
+    KernelGDRegressorCV : The same search for regression, with exact leave-one-out.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_moons
+    >>> from kernelgd import KernelGDClassifierCV
+    >>> X, y = make_moons(200, noise=0.2, random_state=0)
+    >>> model = KernelGDClassifierCV(loss="logistic", sigmas=[0.5, 1.0], alphas=[1e-4, 1e-2]).fit(X, y)
+    >>> bool(model.score(X, y) > 0.9)
+    True
+    """
+
     _parameter_constraints: dict = {
-        "kernel": [str, callable],
-        "sigmas": ["array-like", None],
-        "alphas": ["array-like", None],
-        "cv": ["cv_object"],
-        "scoring": [str, callable, None],
-        "n_jobs": [Integral, None],
-        "max_search_samples": [Interval(Integral, 10, None, closed="left")],
-        "degree": [Interval(Real, 0, None, closed="left")],
-        "coef0": [Interval(Real, None, None, closed="neither")],
-        "kernel_params": [dict, None],
-        "fit_intercept": ["boolean"],
-        "solver": [str],
-        "n_centers": [Interval(Integral, 1, None, closed="left"), None],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
-        "options": [dict, None],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
+        **_KernelCV._parameter_constraints,
+        "loss": [StrOptions({"squared", "logistic"})],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
     }
+    _estimator_class = KernelGDClassifier
 
     def __init__(
         self,
         *,
+        loss="squared",
+        class_weight=None,
         kernel="rbf",
         sigmas=None,
         alphas=None,
@@ -219,59 +499,17 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, BaseEstimator):
         random_state=None,
         verbose=0,
     ):
-        self.kernel = kernel
-        self.sigmas = sigmas
-        self.alphas = alphas
-        self.cv = cv
-        self.scoring = scoring
-        self.n_jobs = n_jobs
-        self.max_search_samples = max_search_samples
-        self.degree = degree
-        self.coef0 = coef0
-        self.kernel_params = kernel_params
-        self.fit_intercept = fit_intercept
-        self.solver = solver
-        self.n_centers = n_centers
-        self.max_iter = max_iter
-        self.tol = tol
-        self.options = options
-        self.random_state = random_state
-        self.verbose = verbose
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False
-        return tags
-
-    def _base(self, **params):
-        return KernelGDRegressor(
-            kernel=self.kernel, degree=self.degree, coef0=self.coef0, kernel_params=self.kernel_params,
-            fit_intercept=self.fit_intercept, solver=self.solver, n_centers=self.n_centers,
-            max_iter=self.max_iter, tol=self.tol, options=self.options, random_state=self.random_state,
-            **params,
+        self.loss = loss
+        self.class_weight = class_weight
+        super().__init__(
+            kernel=kernel, sigmas=sigmas, alphas=alphas, cv=cv, scoring=scoring, n_jobs=n_jobs,
+            max_search_samples=max_search_samples, degree=degree, coef0=coef0, kernel_params=kernel_params,
+            fit_intercept=fit_intercept, solver=solver, n_centers=n_centers, max_iter=max_iter, tol=tol,
+            options=options, random_state=random_state, verbose=verbose,
         )
 
-    def _grids(self, X, w):
-        if isinstance(self.kernel, str) and self.kernel == "precomputed":
-            raise ValueError("KernelGDRegressorCV evaluates the kernel itself; kernel='precomputed' is not supported.")
-        alphas = DEFAULT_ALPHAS if self.alphas is None else np.asarray(self.alphas, dtype=float).ravel()
-        if not alphas.size or not np.all(np.isfinite(alphas) & (alphas >= 0)):
-            raise ValueError(f"alphas must be a non-empty list of finite floats >= 0, got {self.alphas!r}.")
-        if "sigma" not in get_spec(self.kernel).params:
-            return [None], np.sort(alphas)[::-1]
-        if self.sigmas is None:
-            sigmas = _scale_sigma(X, w) * SIGMA_FACTORS
-        else:
-            sigmas = np.asarray(self.sigmas, dtype=float).ravel()
-            if not sigmas.size or not np.all(np.isfinite(sigmas) & (sigmas > 0)):
-                raise ValueError(f"sigmas must be a non-empty list of finite floats > 0, got {self.sigmas!r}.")
-        return list(sigmas), np.sort(alphas)[::-1]  # alphas decreasing: the warm-start path
-
-    def _kernel(self, X, Y, sigma):
-        params = dict(self.kernel_params or {})
-        if sigma is not None:
-            params["sigma"] = sigma
-        return kernel_matrix(X, Y, kernel=self.kernel, degree=self.degree, coef0=self.coef0, **params)
+    def _extra_params(self):
+        return {"loss": self.loss, "class_weight": self.class_weight}
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -280,101 +518,31 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        y : array-like of shape (n_samples,)
         sample_weight : array-like of shape (n_samples,), default=None
 
         Returns
         -------
-        self : KernelGDRegressorCV
+        self : KernelGDClassifierCV
         """
-        X_in = X
-        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32])
+        X_in, self._sample_weight = X, sample_weight
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        check_classification_targets(y)
+        self.classes_ = np.unique(y)
+        if len(self.classes_) < 2:
+            raise ValueError(f"The data contains only one class: {self.classes_[0]!r}; a classifier needs two.")
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
         if not sw.sum() > 0:
             raise ValueError("sample_weight sums to zero: at least one sample needs a positive weight.")
-        X = X.astype(np.float64, copy=False)
-        Y = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
-        sigmas, alphas = self._grids(X, sw)
-        scorer = check_scoring(self, scoring=self.scoring or "neg_mean_squared_error")
-        n = X.shape[0]
-        loo = self.cv is None and n <= LOO_MAX_SAMPLES
-        start = time.perf_counter()
+        default = "neg_log_loss" if self.loss == "logistic" else "accuracy"
+        scorer = check_scoring(self, scoring=self.scoring or default)
+        try:
+            return self._search(X_in, X.astype(np.float64, copy=False), y, y, sw, scorer)
+        finally:
+            del self._sample_weight
 
-        def search(sigma):
-            if loo:
-                K = self._kernel(X, X, sigma)
-                loo_scorer = None if self.scoring is None else scorer
-                split_scores = _loo_scores(K, Y, sw / sw.sum(), alphas, self.fit_intercept, loo_scorer)[0][:, None]
-            else:
-                split_scores = self._kfold_scores(X, Y, sw, sigma, alphas, scorer)
-            if self.verbose:
-                means = split_scores.mean(axis=1)
-                best = int(np.argmax(means))
-                width = "" if sigma is None else f"sigma={sigma:.4g}  "
-                print(f"[KernelGDRegressorCV] {width}best alpha={alphas[best]:.3g}  score={means[best]:.6g}  "
-                      f"elapsed {time.perf_counter() - start:.1f}s", flush=True)
-            return split_scores
-
-        results = Parallel(n_jobs=self.n_jobs, prefer="threads")(delayed(search)(s) for s in sigmas)
-        rows = [(sigma, alpha, s) for sigma, scores in zip(sigmas, results) for alpha, s in zip(alphas, scores)]
-        self._store_results(rows, loo)
-        best = self.cv_results_["params"][self.best_index_]
-        self.sigma_, self.alpha_ = best.get("sigma"), best["alpha"]
-        best = self._base(sigma=self.sigma_ if self.sigma_ is not None else "scale", alpha=self.alpha_)
-        self.best_estimator_ = best.fit(X_in, y, sample_weight=sample_weight)
-        for name in ("dual_coef_", "intercept_", "X_fit_", "n_iter_", "loss_curve_"):
-            setattr(self, name, getattr(self.best_estimator_, name))
-        return self
-
-    def _kfold_scores(self, X, Y, sw, sigma, alphas, scorer):
-        """Scores of every alpha on every fold, from one kernel matrix (of a subsample where n is large)."""
-        rng = check_random_state(self.random_state)
-        n = X.shape[0]
-        idx = np.arange(n) if n <= self.max_search_samples else np.sort(
-            rng.choice(n, self.max_search_samples, replace=False))
-        Xs, Ys, ws = X[idx], Y[idx], sw[idx]
-        K = self._kernel(Xs, Xs, sigma)
-        splits = list(check_cv(5 if self.cv is None else self.cv).split(Xs, Ys))
-        scores = np.empty((len(alphas), len(splits)))
-        y_fit = Ys if Y.shape[1] > 1 else Ys[:, 0]
-        for j, (train, test) in enumerate(splits):
-            K_train, K_test = K[np.ix_(train, train)], K[np.ix_(test, train)]
-            model = KernelGDRegressor(
-                kernel="precomputed", fit_intercept=self.fit_intercept, solver=self.solver,
-                max_iter=self.max_iter, tol=self.tol, warm_start=True, random_state=self.random_state,
-                options=self.options,
-            )
-            for i, alpha in enumerate(alphas):  # decreasing: each solve starts from the last
-                model.set_params(alpha=alpha).fit(K_train, y_fit[train], sample_weight=ws[train])
-                scores[i, j] = scorer(model, K_test, y_fit[test], sample_weight=ws[test])
-        return scores
-
-    def _store_results(self, rows, loo):
-        split_scores = np.array([s for _, _, s in rows])
-        means = split_scores.mean(axis=1)
-        results = {
-            "params": [({} if sigma is None else {"sigma": float(sigma)}) | {"alpha": float(alpha)}
-                       for sigma, alpha, _ in rows],
-            "param_alpha": np.ma.MaskedArray([float(a) for _, a, _ in rows]),
-            "mean_test_score": means,
-            "std_test_score": np.zeros_like(means) if loo else split_scores.std(axis=1),
-        }
-        if rows[0][0] is not None:
-            results["param_sigma"] = np.ma.MaskedArray([float(s) for s, _, _ in rows])
-        if not loo:
-            for k in range(split_scores.shape[1]):
-                results[f"split{k}_test_score"] = split_scores[:, k]
-        # ties go to the larger alpha, then the larger width: the smoother model
-        order = np.lexsort((-np.array([s or 0.0 for s, _, _ in rows]), -np.array([a for _, a, _ in rows]), -means))
-        ranks = np.empty(len(rows), dtype=np.int32)
-        ranks[order] = np.arange(1, len(rows) + 1)
-        results["rank_test_score"] = ranks
-        self.cv_results_ = results
-        self.best_index_ = int(order[0])
-        self.best_score_ = float(means[self.best_index_])
-
-    def predict(self, X):
-        """Predictions of the refitted model.
+    def decision_function(self, X):
+        """Scores of the refitted model (see :meth:`KernelGDClassifier.decision_function`).
 
         Parameters
         ----------
@@ -382,7 +550,40 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, BaseEstimator):
 
         Returns
         -------
-        y : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
         """
         check_is_fitted(self)
-        return self.best_estimator_.predict(X)
+        return self.best_estimator_.decision_function(X)
+
+    def _has_proba(self):
+        return self.loss == "logistic"
+
+    @available_if(_has_proba)
+    def predict_proba(self, X):
+        """Class probabilities of the refitted model (``loss="logistic"`` only).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.predict_proba(X)
+
+    @available_if(_has_proba)
+    def predict_log_proba(self, X):
+        """Log class probabilities of the refitted model (``loss="logistic"`` only).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes)
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.predict_log_proba(X)

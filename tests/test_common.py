@@ -7,7 +7,13 @@ from sklearn.utils.estimator_checks import (
     parametrize_with_checks,
 )
 
-from kernelgd import AllSubsetsFeatures, KernelGDClassifier, KernelGDRegressor, KernelGDRegressorCV
+from kernelgd import (
+    AllSubsetsFeatures,
+    KernelGDClassifier,
+    KernelGDClassifierCV,
+    KernelGDRegressor,
+    KernelGDRegressorCV,
+)
 
 KERNELS = ["rbf", "polynomial", "laplacian", "all_subsets", "precomputed"]
 EARLY_STOPPING = [dict(kernel="rbf", early_stopping=True), dict(kernel="rbf", solver="cg", alpha=1e-3, early_stopping=True)]
@@ -29,6 +35,8 @@ def _estimators():
     yield AllSubsetsFeatures()
     yield KernelGDRegressorCV(sigmas=[1.0, 3.0], alphas=[1e-4, 1e-2])  # exact leave-one-out
     yield KernelGDRegressorCV(sigmas=[1.0, 3.0], alphas=[1e-4, 1e-2], cv=3)  # K-fold along the alpha path
+    yield KernelGDClassifierCV(sigmas=[1.0, 3.0], alphas=[1e-4, 1e-2], cv=3)
+    yield KernelGDClassifierCV(loss="logistic", sigmas=[1.0, 3.0], alphas=[1e-4, 1e-2], cv=3)
 
 
 ESTIMATORS = list(_estimators())

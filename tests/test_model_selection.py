@@ -1,11 +1,17 @@
-"""KernelGDRegressorCV against brute-force leave-one-out and GridSearchCV."""
+"""The CV estimators against brute-force leave-one-out and GridSearchCV."""
 
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose
-from sklearn.model_selection import GridSearchCV, KFold
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold
 
-from kernelgd import KernelGDRegressor, KernelGDRegressorCV, kernel_matrix
+from kernelgd import (
+    KernelGDClassifier,
+    KernelGDClassifierCV,
+    KernelGDRegressor,
+    KernelGDRegressorCV,
+    kernel_matrix,
+)
 
 rng = np.random.RandomState(0)
 X = rng.uniform(-2, 2, size=(60, 2))
@@ -114,3 +120,30 @@ def test_kernels_without_sigma_search_alpha_only():
 def test_bad_grids_are_clear_errors(params, match):
     with pytest.raises(ValueError, match=match):
         KernelGDRegressorCV(**params).fit(X, y)
+
+
+labels = (y > np.median(y)).astype(int) + (y > np.quantile(y, 0.8)).astype(int)  # three classes
+
+
+@pytest.mark.parametrize("loss, scoring", [("squared", "accuracy"), ("logistic", "neg_log_loss")])
+def test_classifier_kfold_scores_equal_grid_search(loss, scoring):
+    cv = StratifiedKFold(3, shuffle=True, random_state=0)
+    params = dict(loss=loss, tol=1e-10, max_iter=3000)
+    model = KernelGDClassifierCV(sigmas=SIGMAS, alphas=ALPHAS, cv=cv, **params).fit(X, labels)
+    search = GridSearchCV(KernelGDClassifier(**params), {"sigma": SIGMAS, "alpha": ALPHAS}, cv=cv,
+                          scoring=scoring).fit(X, labels)
+    ours = {(p["sigma"], p["alpha"]): s for p, s in zip(model.cv_results_["params"], model.cv_results_["mean_test_score"])}
+    for p, score in zip(search.cv_results_["params"], search.cv_results_["mean_test_score"]):
+        assert_allclose(ours[(p["sigma"], p["alpha"])], score, rtol=1e-5, atol=1e-7)
+    assert_allclose(model.best_score_, search.best_score_, rtol=1e-5)
+    assert_allclose(model.decision_function(X), search.best_estimator_.decision_function(X), rtol=1e-5, atol=1e-7)
+
+
+def test_classifier_probabilities_only_with_logistic_loss():
+    squared = KernelGDClassifierCV(sigmas=[1.0], alphas=[1e-3]).fit(X, labels)
+    assert not hasattr(squared, "predict_proba")
+    logistic = KernelGDClassifierCV(loss="logistic", sigmas=[1.0], alphas=[1e-3]).fit(X, labels)
+    proba = logistic.predict_proba(X)
+    assert_allclose(proba.sum(axis=1), 1.0)
+    assert_array_equal(logistic.classes_, [0, 1, 2])
+    assert_array_equal(logistic.predict(X), logistic.classes_[proba.argmax(axis=1)])
