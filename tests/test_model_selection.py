@@ -147,3 +147,49 @@ def test_classifier_probabilities_only_with_logistic_loss():
     assert_allclose(proba.sum(axis=1), 1.0)
     assert_array_equal(logistic.classes_, [0, 1, 2])
     assert_array_equal(logistic.predict(X), logistic.classes_[proba.argmax(axis=1)])
+
+
+def test_ard_objective_is_the_leave_one_out_error_and_its_gradient_is_exact():
+    from scipy.optimize import approx_fprime
+
+    from kernelgd._ard import loo_error_and_gradient
+
+    w = rng.uniform(0.5, 2.0, len(y))
+    w /= w.sum()
+    sigma = np.array([0.8, 1.5])
+    theta = np.append(np.log(sigma), np.log(1e-3))
+    for fit_intercept in (True, False):
+        value, grad = loo_error_and_gradient(theta, X, y, w, fit_intercept)
+        reference = -_brute_force_loo_per_feature(sigma, 1e-3, w, fit_intercept)
+        assert_allclose(value, reference, rtol=1e-6)
+        numeric = approx_fprime(theta, lambda t: loo_error_and_gradient(t, X, y, w, fit_intercept)[0], 1e-7)
+        assert_allclose(grad, numeric, rtol=1e-4, atol=1e-9)
+
+
+def _brute_force_loo_per_feature(sigma, alpha, w, fit_intercept):
+    Xs = X / sigma
+    saved = globals()["X"]
+    try:
+        globals()["X"] = Xs
+        return _brute_force_loo(1.0, alpha, w, fit_intercept)
+    finally:
+        globals()["X"] = saved
+
+
+def test_ard_finds_the_relevant_feature():
+    # y depends on feature 0 only; feature 1 is noise: ARD widens its scale and predicts better
+    r = np.random.RandomState(0)
+    Xa = r.uniform(-2, 2, size=(150, 2))
+    ya = np.sin(2 * Xa[:, 0]) + 0.05 * r.randn(150)
+    X_test = r.uniform(-2, 2, size=(300, 2))
+    y_test = np.sin(2 * X_test[:, 0])
+    plain = KernelGDRegressorCV().fit(Xa, ya)
+    ard = KernelGDRegressorCV(ard=True).fit(Xa, ya)
+    assert ard.sigma_.shape == (2,) and ard.sigma_[1] > 3 * ard.sigma_[0]
+    assert ard.best_score_ >= plain.best_score_
+    assert ard.score(X_test, y_test) > plain.score(X_test, y_test)
+
+
+def test_ard_needs_the_rbf_kernel():
+    with pytest.raises(ValueError, match="rbf"):
+        KernelGDRegressorCV(kernel="laplacian", ard=True, sigmas=[1.0], alphas=[1e-3]).fit(X, y)
