@@ -3,7 +3,7 @@
     python benchmarks/report.py --out-dir docs
 
 Reads benchmarks/results/{cal16k,sweep,uci,operator,preconditioner,threads,
-memory,large_classification}.json where present and writes
+memory,large_classification,logistic}.json where present and writes
 docs/_bench_<name>.rst for each (or prints them without --out-dir), so the
 numbers in docs/benchmarks.rst are exactly those the scripts measured.
 """
@@ -124,13 +124,26 @@ def large_classification(data):
     return "\n".join(out)
 
 
+def logistic(data):
+    rows = [
+        [r["set"], r["description"], fmt(r.get("test_log_loss"), ".4f"), fmt(r.get("test_accuracy"), ".4f"),
+         fmt(r.get("fit_time"), ".1f"), fmt(r.get("search_time"), ".1f"), fmt(r.get("width_factor"), "g"),
+         fmt(r.get("alpha"), "g"), r["status"]]
+        for r in data["rows"]
+    ]
+    header = ["set", "system", "test log-loss", "accuracy", "refit (s)", "search (s)", "sigma^2 factor", "alpha",
+              "status"]
+    grid = f"grid: sigma^2 factors {data['widths']} x alphas {data['alphas']}"
+    return grid + "\n\n" + rst_table(header, rows)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out-dir", help="write _bench_<name>.rst files here")
     args = parser.parse_args(argv)
     for name, render in (("cal16k", cal16k), ("sweep", sweep), ("uci", uci), ("operator", operator),
                          ("preconditioner", preconditioner), ("threads", threads), ("memory", memory),
-                         ("large_classification", large_classification)):
+                         ("large_classification", large_classification), ("logistic", logistic)):
         path = RESULTS / f"{name}.json"
         if not path.exists():
             continue
