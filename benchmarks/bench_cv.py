@@ -8,6 +8,7 @@ training split's statistics by datasets.load_uci); test RMSE is reported in
 the target's original units. Systems:
 
 * kernelgd-cv: ``KernelGDRegressorCV()`` with its default arguments;
+* kernelgd-cv-ard: ``KernelGDRegressorCV(ard=True)``;
 * krr-grid: GridSearchCV(KernelRidge(kernel="rbf")), 7 alphas x 7 gammas, 5-fold;
 * svr-grid: GridSearchCV(SVR()), 5 C x 5 gamma x 2 epsilon, 5-fold;
 * gpr: GaussianProcessRegressor(ConstantKernel * RBF(per feature) + WhiteKernel),
@@ -42,6 +43,7 @@ SETS = {  # folder, published dropout-network RMSE on these splits (Gal & Ghahra
 }
 SYSTEMS = {
     "kernelgd-cv": "kernelgd KernelGDRegressorCV() (defaults)",
+    "kernelgd-cv-ard": "kernelgd KernelGDRegressorCV(ard=True)",
     "krr-grid": "GridSearchCV(KernelRidge rbf), 7 alpha x 7 gamma, 5-fold",
     "svr-grid": "GridSearchCV(SVR rbf), 5 C x 5 gamma x 2 epsilon, 5-fold",
     "gpr": "GaussianProcessRegressor, per-feature RBF + WhiteKernel",
@@ -53,10 +55,10 @@ def make_model(system, n_features):
     from sklearn.preprocessing import StandardScaler
 
     gamma0 = 1.0 / n_features
-    if system == "kernelgd-cv":
+    if system.startswith("kernelgd-cv"):
         from kernelgd import KernelGDRegressorCV
 
-        model = KernelGDRegressorCV()
+        model = KernelGDRegressorCV(ard=system.endswith("ard"))
     elif system == "krr-grid":
         from sklearn.kernel_ridge import KernelRidge
         from sklearn.model_selection import GridSearchCV
