@@ -41,11 +41,11 @@ SYSTEMS = {
 }
 
 
-def make_fit(name, n, X, y):
+def make_fit(name, n, X, y, seed=0):
     if name.startswith("kernelgd"):
         from kernelgd import KernelGDRegressor
 
-        params = dict(sigma=np.sqrt(SIGMA2), alpha=ALPHA, random_state=0)
+        params = dict(sigma=np.sqrt(SIGMA2), alpha=ALPHA, random_state=seed)
         if name == "kernelgd-centers-2000":
             # the n x 2000 float64 K_nm (3.7 GiB at 250,000 rows) is stored
             # within the default budget, half the available memory
@@ -73,16 +73,16 @@ def make_fit(name, n, X, y):
         from sklearn.pipeline import make_pipeline
 
         model = make_pipeline(
-            Nystroem(kernel="rbf", gamma=1 / SIGMA2, n_components=2000, random_state=0),
+            Nystroem(kernel="rbf", gamma=1 / SIGMA2, n_components=2000, random_state=seed),
             Ridge(alpha=ALPHA * n),
         )
         return lambda: model.fit(X, y).predict
     raise ValueError(name)
 
 
-def worker(name, n):
+def worker(name, n, seed=0):
     X, y, X_test, y_test = make_synthetic(n)
-    fit = make_fit(name, n, X, y)
+    fit = make_fit(name, n, X, y, seed)
     predict, stats = measure_fit(fit)
     stats.update(getattr(fit, "info", {}))
     stats["test_rmse"] = float(np.sqrt(np.mean((predict(X_test) - y_test) ** 2)))
@@ -96,10 +96,12 @@ def main(argv=None):
     parser.add_argument("--timeout", type=int, default=900)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--out", default=str(HERE / "results" / "sweep.json"))
-    parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--seeds", nargs="*", type=int, default=[0],
+                        help="random_state of the centers / Nystroem components; several give a mean per system")
+    parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        return worker(args.worker[0], int(args.worker[1]))
+        return worker(args.worker[0], int(args.worker[1]), int(args.worker[2]))
 
     rows = []
     for n in args.sizes:
@@ -107,16 +109,29 @@ def main(argv=None):
             description, limit = SYSTEMS[name]
             if n > limit:
                 continue
-            result = run_repeated(__file__, [name, str(n)], args.timeout, args.repeat)
-            rows.append({"n": n, "system": name, "description": description, **result})
-            print(f"  n={n} {name}: {result}", file=sys.stderr, flush=True)
+            for seed in args.seeds:
+                result = run_repeated(__file__, [name, str(n), str(seed)], args.timeout, args.repeat)
+                rows.append({"n": n, "system": name, "description": description, "seed": seed, **result})
+                print(f"  n={n} {name} seed {seed}: {result}", file=sys.stderr, flush=True)
     columns = [
         ("n", "n", "{:,}"), ("description", "system", None), ("fit_time", "fit time (s)", "{:.2f}"),
         ("peak_mem_gib", "peak mem (GiB)", "{:.2f}"), ("test_rmse", "test RMSE", "{:.4f}"),
         ("n_iter", "iterations", None), ("converged", "converged", None), ("status", "status", None),
     ]
     print(format_table(rows, columns))
-    path = write_json(args.out, {"machine": machine(), "rows": rows})
+    means = []
+    if len(args.seeds) > 1:  # centers are random: compare systems by their mean over seeds
+        for key in dict.fromkeys((r["n"], r["system"]) for r in rows):
+            runs = [r for r in rows if (r["n"], r["system"]) == key and r.get("status") == "ok"]
+            if runs:
+                means.append({"n": key[0], "system": key[1], "seeds": len(runs),
+                              "mean_test_rmse": float(np.mean([r["test_rmse"] for r in runs])),
+                              "std_test_rmse": float(np.std([r["test_rmse"] for r in runs])),
+                              "mean_fit_time": float(np.mean([r["fit_time"] for r in runs]))})
+        print(format_table(means, [("n", "n", "{:,}"), ("system", "system", None), ("seeds", "seeds", None),
+                                   ("mean_test_rmse", "mean test RMSE", "{:.4f}"),
+                                   ("std_test_rmse", "std", "{:.4f}"), ("mean_fit_time", "mean fit (s)", "{:.1f}")]))
+    path = write_json(args.out, {"machine": machine(), "rows": rows, "seed_means": means})
     print(f"wrote {path}")
 
 
