@@ -351,7 +351,10 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         Above this many rows the K-fold search runs on a random subsample of
         this size (the refit uses all rows).
     degree, coef0, kernel_params, fit_intercept, solver, n_centers, max_iter, tol, options
-        Passed to :class:`KernelGDRegressor` for the refit (and the K-fold solves).
+        Passed to :class:`KernelGDRegressor` for the refit. The K-fold
+        solves use ``fit_intercept``, ``solver``, ``max_iter``, ``tol`` and
+        ``options`` on the full model of the kernel matrix (``n_centers``
+        applies to the refit only).
     random_state : int, RandomState instance or None, default=None
         Seeds the subsample and the base estimator.
     verbose : int, default=0
