@@ -14,7 +14,8 @@ preconditioner. For the binary logistic loss this is Newton's method. The
 softmax's Hessian couples the classes, so the diagonal model is only an
 approximation: the step is then taken in the plane of this direction and the
 previous step, minimising the exact second-order model there (Hessian-vector
-products in F cost no product with K), which restores fast convergence. A
+products in F cost no product with K), which speeds convergence (still
+linear, and slow with a tiny ridge, where the classes couple strongly). A
 backtracking line search on the true objective keeps every step a decrease.
 
 The fit stops when the Newton decrement (the objective decrease the diagonal
@@ -77,7 +78,7 @@ def _direction_centers(operator, F, G, H, A, settings, cache):
     return A_new, b_new
 
 
-def _direction_full(operator, F, G, H, A, KA, settings, cache):
+def _direction_full(operator, F, G, H, A, settings, cache):
     """The diagonal model's minimiser for the full model, all columns in one CG run.
 
     Column c solves ``(Q S K S Q + 2 alpha I) x = Q S (z - z_bar)`` with
@@ -110,17 +111,19 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
     # REFACTOR_CHANGE share since its factor was made: a stale factor still
     # preconditions (P stays positive definite), and late steps barely move h.
     factors, weights = cache.setdefault("factors", [None] * k), cache.setdefault("weights", [None] * k)
+    shifts = cache.setdefault("shifts", np.ones(k))  # the mu each factor was made with
     for c in range(k):
         old = weights[c]
         if L.shape[1] and (old is None or np.abs(H[:, c] - old).sum() > REFACTOR_CHANGE * old.sum()):
             Gc = syrk(1.0, np.asfortranarray(S[:, c, None] * L), trans=1)
             Gc[np.diag_indices_from(Gc)] += mu[c]
             factors[c], weights[c] = (cholesky(Gc, "preconditioner matrix"), False), H[:, c].copy()
+            shifts[c] = mu[c]
 
     def project(V):  # removes the intercept: Q_c = I - s_c s_c' / total_c
         return V - S * (np.einsum("ij,ij->j", S, V) / total) if center else V
 
-    # each factor is applied with the weights it was made for (Woodbury needs them to match)
+    # each factor is applied with the weights and shift it was made for (Woodbury needs them to match)
     S_factor = np.sqrt(np.column_stack(weights)) if L.shape[1] else None
 
     def precondition(V):
@@ -128,7 +131,7 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
             return project(V / mu)
         U = blas_dot(L.T, S_factor * V)
         inner = np.column_stack([cho_solve(factors[c], U[:, c], check_finite=False) for c in range(k)])
-        return project((V - S_factor * blas_dot(L, inner)) / mu)
+        return project((V - S_factor * blas_dot(L, inner)) / shifts)
 
     state = {"last": None, "KX": None}
 
@@ -207,7 +210,7 @@ def solve(operator, Y, w, settings):
         H = loss.hessian_diagonal(F, w)
         H = np.maximum(H, HESSIAN_FLOOR * np.maximum(H.max(axis=0), np.finfo(float).tiny))
         if K_mm is None:
-            A_new, b_new, KA_new = _direction_full(operator, F, G, H, A, KA, settings, cache)
+            A_new, b_new, KA_new = _direction_full(operator, F, G, H, A, settings, cache)
             D, KD = A_new - A, KA_new - KA
         else:
             A_new, b_new = _direction_centers(operator, F, G, H, A, settings, cache)
