@@ -2,6 +2,8 @@
 
 from ._classifier import KernelGDClassifier
 from ._features import AllSubsetsFeatures
+from ._learning_curve import LearningCurveDiagnosis, diagnose_learning_curve
+from ._psd import PSDResult, check_psd
 from ._model_selection import KernelGDClassifierCV, KernelGDRegressorCV
 from ._regressor import KernelGDRegressor
 from .kernels import kernel_matrix, register_kernel
@@ -15,6 +17,10 @@ __all__ = [
     "KernelGDClassifierCV",
     "AllSubsetsFeatures",
     "kernel_matrix",
+    "check_psd",
+    "PSDResult",
+    "diagnose_learning_curve",
+    "LearningCurveDiagnosis",
     "register_kernel",
     "__version__",
 ]

@@ -24,7 +24,8 @@ from ._operator import (
 from ._losses import SquaredLoss
 from ._solvers import CENTER_SOLVERS, SMOOTH_LOSS_SOLVERS, SOLVERS, SolverSettings, choose_solver, run_solver
 from ._solvers._common import NonPSDKernelWarning
-from .kernels import bind_kernel, check_sigma, check_sparse_support, get_spec
+from ._psd import probe_psd
+from .kernels import bind_kernel, check_sigma, check_sparse_support, get_spec, is_builtin
 
 OPTION_DEFAULTS = {"memory_budget": "auto", "dtype": "auto", "n_threads": "auto"}
 
@@ -321,14 +322,30 @@ class BaseKernelGD(BaseEstimator):
         chosen = np.sort(rng.choice(candidates, min(self.n_centers, len(candidates)), replace=False))
         return X_tr[chosen]
 
-    def _warn_if_not_psd(self, kernel):
-        if kernel is not None and not kernel.psd:
+    def _warn_if_not_psd(self, kernel, X):
+        if kernel is None:
+            return
+        if not kernel.psd:
             warnings.warn(
                 f"The {kernel.name} kernel is not positive semi-definite: the "
                 "objective may be non-convex and gradient descent may diverge. "
                 "A positive alpha helps.",
                 NonPSDKernelWarning,
             )
+        elif not is_builtin(kernel.spec):  # a user's kernel declared PSD: a cheap probe
+            found = probe_psd(kernel, X)
+            if found is not None:
+                what = "is not symmetric" if not found.symmetric else (
+                    f"has {found.n_negative} clearly negative eigenvalue(s), the smallest "
+                    f"{found.min_eigenvalue:.3g} (largest {found.max_eigenvalue:.3g})"
+                )
+                warnings.warn(
+                    f"The {kernel.name} kernel is used as positive semi-definite, but its matrix "
+                    f"on {found.n_samples} training points {what}. The fit may diverge or "
+                    "return a poor model. Check it with kernelgd.check_psd, and register it "
+                    "with register_kernel(..., psd=False) if it is not PSD.",
+                    NonPSDKernelWarning,
+                )
 
     # ---------------------------------------------------------- fit flow
 
@@ -359,7 +376,7 @@ class BaseKernelGD(BaseEstimator):
         self.sigma_ = self._resolve_sigma(X_tr, w_tr)
         kernel = self._bound_kernel()
         psd = True if kernel is None else kernel.psd
-        self._warn_if_not_psd(kernel)
+        self._warn_if_not_psd(kernel, X_tr)
         centers = self._choose_centers(X_tr, w_tr, rng)
         solver = self.solver
         if solver == "auto":

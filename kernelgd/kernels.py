@@ -537,6 +537,11 @@ _add(KernelSpec("sigmoid", sigmoid, ("coef0",), False, _sigmoid_diag, sparse=Tru
 _add(KernelSpec("all_subsets", all_subsets, (), True, _all_subsets_diag, sparse=True), True)
 
 
+def is_builtin(spec):
+    """Whether ``spec`` is one of kernelgd's own kernels (private helper)."""
+    return _REGISTRY.get(spec.name) is spec and spec.name in _BUILTINS
+
+
 def available_kernels():
     """Names of the registered kernels, aliases included.
 

@@ -100,17 +100,19 @@ def _top_eigenpairs(M, q):
     decomposition still succeed.
     """
     size = len(M)
+    subset = [size - q - 1, size - 1]
+    attempts = [("evr", subset), ("evx", subset), ("evd", None), ("ev", None)]
     with single_threaded_blas():
-        for driver in ("evr", "evx"):
+        for driver, wanted in attempts:
             try:
-                lam, U = scipy.linalg.eigh(M, subset_by_index=[size - q - 1, size - 1], driver=driver)
-                break
+                lam, U = scipy.linalg.eigh(M, subset_by_index=wanted, driver=driver)
             except (np.linalg.LinAlgError, ValueError):
+                if driver == attempts[-1][0]:
+                    raise
                 continue
-        else:
-            lam, U = scipy.linalg.eigh(M)
-            lam, U = lam[size - q - 1 :], U[:, size - q - 1 :]
-    return lam[::-1], U[:, ::-1]
+            if wanted is None:  # a full decomposition: keep the top q + 1
+                lam, U = lam[size - q - 1 :], U[:, size - q - 1 :]
+            return lam[::-1], U[:, ::-1]
 
 
 class _GradientNorm:
