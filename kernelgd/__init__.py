@@ -3,8 +3,8 @@
 from ._classifier import KernelGDClassifier
 from ._features import AllSubsetsFeatures
 from ._learning_curve import LearningCurveDiagnosis, diagnose_learning_curve
-from ._psd import PSDResult, check_psd
 from ._model_selection import KernelGDClassifierCV, KernelGDRegressorCV
+from ._psd import PSDResult, check_psd
 from ._regressor import KernelGDRegressor
 from .kernels import kernel_matrix, register_kernel
 

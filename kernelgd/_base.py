@@ -12,8 +12,13 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    check_is_fitted,
+    validate_data,
+)
 
+from ._losses import SquaredLoss
 from ._operator import (
     KernelOperator,
     cross_kernel_dot,
@@ -21,11 +26,23 @@ from ._operator import (
     resolve_memory_budget,
     single_threaded_blas,
 )
-from ._losses import SquaredLoss
-from ._solvers import CENTER_SOLVERS, SMOOTH_LOSS_SOLVERS, SOLVERS, SolverSettings, choose_solver, run_solver
-from ._solvers._common import NonPSDKernelWarning
 from ._psd import probe_psd
-from .kernels import bind_kernel, check_sigma, check_sparse_support, get_spec, is_builtin
+from ._solvers import (
+    CENTER_SOLVERS,
+    SMOOTH_LOSS_SOLVERS,
+    SOLVERS,
+    SolverSettings,
+    choose_solver,
+    run_solver,
+)
+from ._solvers._common import NonPSDKernelWarning
+from .kernels import (
+    bind_kernel,
+    check_sigma,
+    check_sparse_support,
+    get_spec,
+    is_builtin,
+)
 
 OPTION_DEFAULTS = {"memory_budget": "auto", "dtype": "auto", "n_threads": "auto"}
 
