@@ -10,6 +10,17 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
+
+try:  # scikit-learn >= 1.9: progress bars and monitors through sklearn.callback
+    from sklearn.callback import CallbackSupportMixin, with_callbacks
+except ImportError:  # older scikit-learn: fits run without them
+
+    class CallbackSupportMixin:
+        """Stands in for scikit-learn's mixin where sklearn.callback does not exist."""
+
+    def with_callbacks(method):
+        return method
+
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
@@ -94,6 +105,56 @@ def _unscale_curve(curve, y_scale):
     return [float(v) for v in np.minimum(values, np.finfo(np.float64).max)]
 
 
+def chain_callbacks(*callbacks):
+    """One solver callback that calls each given one (None skipped); True if any asks to stop."""
+    callbacks = [c for c in callbacks if c is not None]
+    if len(callbacks) <= 1:
+        return callbacks[0] if callbacks else None
+
+    def chained(A, b):
+        return any([c(A, b) for c in callbacks])  # a list: every callback sees every iterate
+
+    return chained
+
+
+class _CallbackBridge:
+    """scikit-learn's callback API (``sklearn.callback``, 1.9+) around a fit.
+
+    The fit is the root task and each solver iteration a subtask, so
+    ``ProgressBar`` shows the iterations (up to ``max_iter``) and monitors
+    such as ``ScoringMonitor`` get a model that predicts with the iterate.
+    """
+
+    def __init__(self, context, X, y, sample_weight):
+        self.context = context
+        self.data = {"X": X, "y": y, "metadata": None if sample_weight is None else {"sample_weight": sample_weight}}
+
+    @classmethod
+    def start(cls, estimator, X, y, sample_weight):
+        """The bridge of this fit, or None when no callbacks are set (no cost then)."""
+        if not getattr(estimator, "_skl_callbacks", None) and not hasattr(estimator, "_parent_callback_ctx"):
+            return None
+        bridge = cls(estimator._init_callback_context(max_subtasks=estimator.max_iter), X, y, sample_weight)
+        bridge.context.call_on_fit_task_begin(estimator=estimator, **bridge.data)
+        return bridge
+
+    def iteration(self, estimator, model_attributes):
+        """The solver callback: one finished subtask per iteration; a callback may stop the fit."""
+
+        def on_iteration(A, b):
+            task = self.context.subcontext(task_name="iteration")
+            task.call_on_fit_task_begin(estimator=estimator)
+            return task.call_on_fit_task_end(
+                estimator=estimator, reconstruction_attributes=lambda: model_attributes(A.copy(), b.copy()),
+                **self.data,
+            )
+
+        return on_iteration
+
+    def end(self, estimator):
+        self.context.call_on_fit_task_end(estimator=estimator, reconstruction_attributes={}, **self.data)
+
+
 class _ValidationMonitor:
     """Early stopping: the validation loss after every iteration; keeps the best."""
 
@@ -120,7 +181,7 @@ class _ValidationMonitor:
         return self.waited >= self.patience
 
 
-class BaseKernelGD(BaseEstimator):
+class BaseKernelGD(CallbackSupportMixin, BaseEstimator):
     """Base class of the kernelgd estimators; not for direct use."""
 
     _parameter_constraints: dict = {
@@ -366,15 +427,25 @@ class BaseKernelGD(BaseEstimator):
 
     # ---------------------------------------------------------- fit flow
 
-    def _fit(self, X, Y, sample_weight, stratify=None):
-        """Fit on validated X and a 2-D float target Y; sets the attributes."""
+    @with_callbacks
+    def _fit(self, X, Y, sample_weight, y, stratify=None, ravel=False):
+        """Fit on validated X and a 2-D float target Y; sets the attributes.
+
+        ``y``: the targets as given, for callbacks. ``ravel``: a
+        single-output regressor stores 1-D ``dual_coef_`` and a float
+        ``intercept_``.
+        """
         options = resolve_options(self.options)
+        progress = _CallbackBridge.start(self, X, y, sample_weight)
         # One BLAS thread throughout: the operator's pool supplies the
         # parallelism, and idle OpenBLAS threads spin (module doc of _operator).
         with single_threaded_blas():
-            return self._fit_single_threaded(X, Y, sample_weight, stratify, options)
+            self._fit_single_threaded(X, Y, sample_weight, stratify, options, progress, ravel)
+        if progress is not None:
+            progress.end(self)
+        return self
 
-    def _fit_single_threaded(self, X, Y, sample_weight, stratify, options):
+    def _fit_single_threaded(self, X, Y, sample_weight, stratify, options, progress, ravel):
         X = self._validate_precomputed(X)
         w, raw_weights = self._sample_weights(X, sample_weight)
         rng = check_random_state(self.random_state)
@@ -425,6 +496,20 @@ class BaseKernelGD(BaseEstimator):
             X_tr, kernel, centers=centers, memory_budget=options["memory_budget"], dtype=dtype,
             threads=options["n_threads"],
         )
+        def model_attributes(coef, intercept):
+            """What predict needs, from solver coefficients (also for callbacks mid-fit)."""
+            X_fit = X_tr if centers is None else centers
+            if self._precomputed and val is not None:
+                # predict takes kernels against all training samples: zero
+                # weight for the validation part.
+                full = np.zeros((X.shape[0], coef.shape[1]))
+                full[tr] = coef
+                coef, X_fit = full, X
+            coef, intercept = coef * y_scale, intercept * y_scale
+            if ravel:
+                coef, intercept = coef.ravel(), float(intercept[0])
+            return {"X_fit_": X_fit, "dual_coef_": coef, "intercept_": intercept, "_compute_dtype": operator.dtype}
+
         monitor = None
         if val is not None:
             X_val = X[np.ix_(val, tr)] if self._precomputed else X[val]
@@ -445,7 +530,7 @@ class BaseKernelGD(BaseEstimator):
             psd=psd,
             kernel_name="precomputed" if kernel is None else kernel.name,
             random_state=seed,
-            callback=monitor,
+            callback=chain_callbacks(monitor, None if progress is None else progress.iteration(self, model_attributes)),
             memory_budget=int(options["memory_budget"]),
             loss=loss,
         )
@@ -455,23 +540,13 @@ class BaseKernelGD(BaseEstimator):
             coef, intercept = monitor.best
             curve = curve[: monitor.best_iter]  # loss_curve_ ends at the returned model
 
-        if self._precomputed and val is not None:
-            # predict takes kernels against all training samples: zero weight
-            # for the validation part.
-            full = np.zeros((X.shape[0], coef.shape[1]))
-            full[tr] = coef
-            coef, self.X_fit_ = full, X
-        else:
-            self.X_fit_ = X_tr if centers is None else centers
-        self.dual_coef_ = coef * y_scale
-        self.intercept_ = intercept * y_scale
+        for name, value in model_attributes(coef, intercept).items():
+            setattr(self, name, value)
         self.n_iter_ = result.n_iter
         self.loss_curve_ = _unscale_curve(curve, y_scale)
         self.validation_loss_curve_ = None if monitor is None else _unscale_curve(monitor.curve, y_scale)
         self.step_size_ = result.step_size
         self.solver_ = solver
-        self._compute_dtype = operator.dtype
-        return self
 
     def _decision(self, X):
         """``K(X, X_fit_) @ dual_coef_ + intercept_`` with 2-D coefficients."""

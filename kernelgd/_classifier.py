@@ -211,7 +211,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
             sample_weight = sample_weight * _class_weights(self.class_weight, self.classes_, y, sample_weight)
         # a stratified validation split where every class can be split
-        return self._fit(X, Y, sample_weight, stratify=y)
+        return self._fit(X, Y, sample_weight, y, stratify=y)
 
     def decision_function(self, X):
         """Decision values ``f(x)`` of the one-vs-rest models.

@@ -85,11 +85,7 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
             self, X, y, accept_sparse="csr", multi_output=True, y_numeric=True, dtype=np.float64
         )
         y = np.asarray(y, dtype=np.float64)
-        self._fit(X, y.reshape(len(y), -1), sample_weight)
-        if y.ndim == 1:
-            self.dual_coef_ = self.dual_coef_.ravel()
-            self.intercept_ = float(self.intercept_[0])
-        return self
+        return self._fit(X, y.reshape(len(y), -1), sample_weight, y, ravel=y.ndim == 1)
 
     def predict(self, X):
         """Predict with the fitted model.

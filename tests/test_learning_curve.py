@@ -54,7 +54,7 @@ def test_regimes_of_classifiers():
 
 def test_curves_equal_scikit_learns_learning_curve():
     X, y = sine(120)
-    model = KernelGDRegressor(kernel="rbf", sigma=0.5, alpha=1e-3)
+    model = KernelGDRegressor(kernel="rbf", sigma=0.5, alpha=1e-3, random_state=0)
     sizes = [0.3, 0.6, 1.0]
     result = diagnose_learning_curve(model, X, y, epsilon=0.05, cv=CV, train_sizes=sizes)
     ref_sizes, train, test = learning_curve(model, X, y, cv=CV, train_sizes=sizes, scoring="neg_mean_squared_error")
@@ -75,7 +75,7 @@ def test_curves_equal_scikit_learns_learning_curve():
 )
 def test_scoring_sets_the_error_units(scoring, sign, offset, name):
     X, y = sine(100)
-    model = KernelGDRegressor(kernel="rbf", sigma=0.5, alpha=1e-3)
+    model = KernelGDRegressor(kernel="rbf", sigma=0.5, alpha=1e-3, random_state=0)
     result = diagnose_learning_curve(model, X, y, epsilon=0.5, cv=CV, train_sizes=[1.0], scoring=scoring)
     _, _, test = learning_curve(model, X, y, cv=CV, train_sizes=[1.0], scoring=scoring)
     np.testing.assert_allclose(result.test_errors, offset + sign * test)

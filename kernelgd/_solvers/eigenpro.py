@@ -312,10 +312,12 @@ def solve(operator, Y, w, settings):
         if settings.verbose and (settings.verbose > 1 or epoch % 10 == 0 or epoch == 1):
             print(f"[eigenpro] epoch {epoch:4d}  objective {value:.6e}  batch {bs}  step {eta:.4g}")
         grad2 = grad_norm.value(gsum if intercept else None)
+        # Every epoch's iterate reaches the callback, the last one included.
+        stop_requested = settings.callback is not None and settings.callback(*combined(A, b))
         if settings.tol > 0 and grad2 <= settings.tol**2 * ref2:
             converged = True
             break
-        if settings.callback is not None and settings.callback(*combined(A, b)):
+        if stop_requested:
             reason = "callback"
             break
         if settings.tol > 0 and log.since_best() >= NO_PROGRESS_PATIENCE:

@@ -127,10 +127,12 @@ def solve(operator, Y, w, settings):
         log.record(current, A, b)
         if settings.verbose and (it % report_every == 0 or it == settings.max_iter):
             print(f"[gd] iter {it:6d}  objective {current:.6e}  gradient {np.sqrt(grad2 / max(ref2, 1e-300)):.3e}")
+        # Every iterate reaches the callback, the last one included.
+        stop_requested = settings.callback is not None and settings.callback(A, b)
         if settings.tol > 0 and grad2 <= settings.tol**2 * ref2:
             converged = True  # the previous iterate passed; this one is better still
             break
-        if settings.callback is not None and settings.callback(A, b):
+        if stop_requested:
             reason = "callback"
             break
         if settings.tol > 0 and log.since_best() >= NO_PROGRESS_PATIENCE:

@@ -243,13 +243,15 @@ def solve(operator, Y, w, settings):
         log.record(value, A, b)
         if settings.verbose:
             print(f"[newton] iter {it:4d}  objective {value:.6e}  step {step:.3g}  decrement {decrement:.3e}")
+        # Every accepted iterate reaches the callback, the last one included.
+        stop_requested = settings.callback is not None and settings.callback(A, b)
         if settings.tol > 0 and decrement <= settings.tol**2 * value0:
             converged = True
             break
         if decrement <= ROUNDING * (abs(value) + value0):  # below what float64 can resolve
             reason = "rounding"
             break
-        if settings.callback is not None and settings.callback(A, b):
+        if stop_requested:
             reason = "callback"
             break
 
