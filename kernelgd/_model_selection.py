@@ -14,19 +14,29 @@ import time
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin, _fit_context
+from joblib import Parallel, delayed
+from sklearn.base import (
+    BaseEstimator,
+    ClassifierMixin,
+    MultiOutputMixin,
+    RegressorMixin,
+    _fit_context,
+)
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
 from sklearn.utils import check_random_state
-from joblib import Parallel, delayed
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    check_is_fitted,
+    validate_data,
+)
 
-from ._operator import single_threaded_blas
-from ._classifier import KernelGDClassifier
 from ._ard import fit_scales
+from ._classifier import KernelGDClassifier
+from ._operator import single_threaded_blas
 from ._regressor import KernelGDRegressor
 from .kernels import get_spec, kernel_matrix
 

@@ -173,7 +173,8 @@ def cholesky(M, what="matrix", jitter=0.0):
     """
     from contextlib import nullcontext
 
-    from scipy.linalg import LinAlgError, cholesky as _chol
+    from scipy.linalg import LinAlgError
+    from scipy.linalg import cholesky as _chol
 
     from .._operator import single_threaded_blas
 

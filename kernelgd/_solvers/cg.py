@@ -27,8 +27,8 @@ from scipy.linalg.blas import dgemm as gemm
 from scipy.linalg.blas import dsyr as syr
 from scipy.linalg.blas import dsyrk as syrk
 from scipy.linalg.blas import dtrsm as trsm
-from scipy.linalg.lapack import dpstrf as pstrf
 from scipy.linalg.lapack import dlauum as lauum
+from scipy.linalg.lapack import dpstrf as pstrf
 
 from .._operator import blas_dot, check_budget, single_threaded_blas
 from ._common import IterateLog, cholesky, finish, warn_not_converged

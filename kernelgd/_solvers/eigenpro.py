@@ -34,7 +34,14 @@ import scipy.linalg
 from sklearn.utils import gen_batches
 
 from .._operator import blas_dot, single_threaded_blas
-from ._common import NonPSDKernelWarning, IterateLog, baseline, dual_sum_intercept, finish, warn_not_converged
+from ._common import (
+    IterateLog,
+    NonPSDKernelWarning,
+    baseline,
+    dual_sum_intercept,
+    finish,
+    warn_not_converged,
+)
 
 SUBSAMPLE = 2000  # subsample size |S| for the eigen-directions
 TOP_Q = 100  # at most this many eigen-directions are flattened

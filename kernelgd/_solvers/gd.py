@@ -22,7 +22,14 @@ import warnings
 
 import numpy as np
 
-from ._common import NonPSDKernelWarning, IterateLog, baseline, finish, stable_step_bound, warn_not_converged
+from ._common import (
+    IterateLog,
+    NonPSDKernelWarning,
+    baseline,
+    finish,
+    stable_step_bound,
+    warn_not_converged,
+)
 
 # Safety factor on the stable bound for step_size="auto".
 AUTO_STEP_FRACTION = 0.9
