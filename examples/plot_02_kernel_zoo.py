@@ -1,6 +1,6 @@
 """
-The kernel zoo: decision boundaries, Gram matrices and positive semi-definiteness
-=================================================================================
+The kernel zoo: boundaries, Gram matrices and positive semi-definiteness
+========================================================================
 
 Every built-in kernel of kernelgd on one data set: the decision boundary it
 learns (top), its Gram matrix ``K[i, j] = k(x_i, x_j)`` on the training points
@@ -36,11 +36,13 @@ kernels = {
     "sigmoid": {"coef0": 0.5, "kernel_params": {"a": 1.0}},
     "all_subsets": {},
 }
-fig, axes = plt.subplots(3, len(kernels), figsize=(3 * len(kernels), 8.5))
-for column, (name, params) in enumerate(kernels.items()):
+fig, axes = plt.subplots(len(kernels), 3, figsize=(9, 2.6 * len(kernels)))
+for row, (name, params) in enumerate(kernels.items()):
     model = KernelGDClassifier(kernel=name, alpha=1e-3, **params)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the sigmoid kernel warns that it is not PSD
+        warnings.simplefilter(
+            "ignore"
+        )  # sigmoid: "not positive semi-definite"
         model.fit(X, y)
     kernel_args = {k: v for k, v in params.items() if k != "kernel_params"}
     kernel_args.update(params.get("kernel_params", {}))
@@ -48,23 +50,31 @@ for column, (name, params) in enumerate(kernels.items()):
     K = kernel_matrix(X[order], kernel=name, **kernel_args)
     eigenvalues = np.linalg.eigvalsh(K)[::-1]
 
-    ax = axes[0, column]
-    DecisionBoundaryDisplay.from_estimator(model, X, cmap="coolwarm", alpha=0.3, ax=ax)
-    ax.scatter(X[:, 0], X[:, 1], c=y, cmap="coolwarm", s=6)
-    ax.set_title(f"{name}\ntrain acc. {model.score(X, y):.2f}", fontsize=10)
-    ax.set_xticks([]), ax.set_yticks([])
-    axes[1, column].imshow(K, cmap="viridis")
-    axes[1, column].set_xticks([]), axes[1, column].set_yticks([])
-    ax = axes[2, column]
-    ax.plot(eigenvalues / abs(eigenvalues).max(), ".", ms=3, color="C3" if not result.is_psd else "C0")
-    ax.axhline(0, color="k", lw=0.5)
-    ax.set_title(f"PSD: {result.is_psd}, {result.n_negative} negative", fontsize=9)
-    print(
-        f"{name:12s} is_psd={result.is_psd!s:5s} min eigenvalue {result.min_eigenvalue:+.3e} "
-        f"max {result.max_eigenvalue:.3e} negative {result.n_negative}"
+    ax = axes[row, 0]
+    DecisionBoundaryDisplay.from_estimator(
+        model, X, cmap="coolwarm", alpha=0.3, ax=ax
     )
-axes[1, 0].set_ylabel("Gram matrix")
-axes[2, 0].set_ylabel("eigenvalues / max")
+    ax.scatter(X[:, 0], X[:, 1], c=y, cmap="coolwarm", s=6)
+    ax.set_ylabel(name, fontsize=12)
+    ax.set_title(f"train accuracy {model.score(X, y):.2f}", fontsize=9)
+    ax.set_xticks([]), ax.set_yticks([])
+    axes[row, 1].imshow(K, cmap="viridis")
+    axes[row, 1].set_title("Gram matrix (sorted by class)", fontsize=9)
+    axes[row, 1].set_xticks([]), axes[row, 1].set_yticks([])
+    ax = axes[row, 2]
+    color = "C0" if result.is_psd else "C3"
+    ax.plot(eigenvalues / abs(eigenvalues).max(), ".", ms=3, color=color)
+    ax.axhline(0, color="k", lw=0.5)
+    ax.set_title(
+        f"eigenvalues / max: PSD {result.is_psd}, "
+        f"{result.n_negative} negative",
+        fontsize=9,
+    )
+    print(
+        f"{name:12s} PSD {result.is_psd!s:5s} "
+        f"min {result.min_eigenvalue:+.2e} max {result.max_eigenvalue:.2e} "
+        f"negative {result.n_negative}"
+    )
 fig.tight_layout()
 plt.show()
 

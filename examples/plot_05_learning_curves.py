@@ -28,18 +28,28 @@ y = np.sin(3 * X[:, 0]) + 0.2 * rng.normal(size=len(X))
 epsilon = 0.08  # the noise variance is 0.04: a good model reaches it
 
 models = {
-    "narrow RBF, no ridge": KernelGDRegressor(kernel="rbf", sigma=0.02, alpha=0.0, max_iter=3000),
+    "narrow RBF, no ridge": KernelGDRegressor(
+        kernel="rbf", sigma=0.02, alpha=0.0, max_iter=3000
+    ),
     "linear kernel": KernelGDRegressor(kernel="linear", alpha=1e-3),
-    "RBF, sigma=0.5, alpha=1e-4": KernelGDRegressor(kernel="rbf", sigma=0.5, alpha=1e-4),
+    "RBF, sigma=0.5, alpha=1e-4": KernelGDRegressor(
+        kernel="rbf", sigma=0.5, alpha=1e-4
+    ),
 }
-fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), sharey=True)
+fig, axes = plt.subplots(3, 1, figsize=(7, 12), sharex=True)
 for ax, (name, model) in zip(axes, models.items()):
     diagnosis = diagnose_learning_curve(
-        model, X, y, epsilon=epsilon, cv=5, shuffle=True, random_state=0,
+        model,
+        X,
+        y,
+        epsilon=epsilon,
+        cv=5,
+        shuffle=True,
+        random_state=0,
         train_sizes=np.linspace(0.1, 1.0, 6),
     )
     diagnosis.plot(ax=ax)
-    ax.set_title(f"{name}\n{diagnosis.regime}")
+    ax.set_title(f"{name}: {diagnosis.regime}")
     ax.set_ylim(0, 0.7)
     print(f"== {name}\n{diagnosis}\n")
 fig.tight_layout()

@@ -26,7 +26,7 @@ from kernelgd import KernelGDClassifier
 
 
 class Clock:
-    """A scikit-learn fit callback that notes the time at the end of every iteration."""
+    """A scikit-learn fit callback: the time at the end of every iteration."""
 
     def setup(self, estimator, context):
         self.start, self.times = time.perf_counter(), []
@@ -49,24 +49,40 @@ settings = {"kernel": "rbf", "sigma": 4.0, "alpha": 1e-5, "random_state": 0}
 fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
 for solver, max_iter in [("gd", 300), ("cg", 300), ("eigenpro", 300)]:
     clock = Clock()
-    model = KernelGDClassifier(solver=solver, max_iter=max_iter, tol=1e-6, **settings)
+    model = KernelGDClassifier(
+        solver=solver, max_iter=max_iter, tol=1e-6, **settings
+    )
     model.set_callbacks(clock).fit(X, y)
     curve = model.loss_curve_
-    left.loglog(clock.times[: len(curve)], curve, label=f"{solver} ({model.n_iter_} it.)")
-    print(f"squared loss  {solver:9s} {model.n_iter_:4d} iterations  {clock.times[-1]:6.2f} s  "
-          f"objective {curve[-1]:.6f}  train accuracy {model.score(X, y):.4f}")
+    left.loglog(
+        clock.times[: len(curve)],
+        curve,
+        label=f"{solver} ({model.n_iter_} it.)",
+    )
+    print(
+        f"squared loss  {solver:8s} {model.n_iter_:4d} it. {clock.times[-1]:5.2f} s"
+        f"  objective {curve[-1]:.5f}  train acc. {model.score(X, y):.4f}"
+    )
 left.set_xlabel("time (s)")
 left.set_ylabel("objective (squared loss, one-vs-rest)")
 left.legend()
 
 for solver, max_iter in [("gd", 300), ("newton", 50)]:
     clock = Clock()
-    model = KernelGDClassifier(loss="logistic", solver=solver, max_iter=max_iter, tol=1e-6, **settings)
+    model = KernelGDClassifier(
+        loss="logistic", solver=solver, max_iter=max_iter, tol=1e-6, **settings
+    )
     model.set_callbacks(clock).fit(X, y)
     curve = model.loss_curve_
-    right.loglog(clock.times[: len(curve)], curve, label=f"{solver} ({model.n_iter_} it.)")
-    print(f"logistic loss {solver:9s} {model.n_iter_:4d} iterations  {clock.times[-1]:6.2f} s  "
-          f"objective {curve[-1]:.6f}  train accuracy {model.score(X, y):.4f}")
+    right.loglog(
+        clock.times[: len(curve)],
+        curve,
+        label=f"{solver} ({model.n_iter_} it.)",
+    )
+    print(
+        f"logistic loss {solver:8s} {model.n_iter_:4d} it. {clock.times[-1]:5.2f} s"
+        f"  objective {curve[-1]:.5f}  train acc. {model.score(X, y):.4f}"
+    )
 right.set_xlabel("time (s)")
 right.set_ylabel("objective (multinomial logistic loss)")
 right.legend()

@@ -6,8 +6,8 @@ The exact kernel model stores an n x n matrix: 500 GB at 250,000 rows. With
 ``n_centers=m`` kernelgd restricts the model to m training points drawn at
 random (the FALKON model), ``f(x) = sum_j c_j k(x_j, x)`` over the centers,
 and solves the same ridge objective over all n rows by preconditioned
-conjugate gradient, streaming the n x m kernel block in pieces. Its usual peer is
-scikit-learn's ``Nystroem`` features with the same m landmarks followed by
+conjugate gradient, streaming the n x m kernel block in pieces. Its usual
+peer is scikit-learn's ``Nystroem`` features with m landmarks followed by
 ``Ridge``, which builds the whole n x m feature matrix.
 
 Below, both fit 250,000 rows of a smooth 8-dimensional regression problem with
@@ -30,15 +30,28 @@ from kernelgd import KernelGDRegressor
 rng = np.random.RandomState(0)
 n_train, n_test, d = 250_000, 20_000, 8
 X = rng.uniform(-1, 1, size=(n_train + n_test, d))
-y = np.sin(2 * X[:, 0]) * X[:, 1] + np.cos(3 * X[:, 2]) + 0.5 * X[:, 3] ** 2 + 0.1 * rng.normal(size=len(X))
-X_train, X_test, y_train, y_test = X[:n_train], X[n_train:], y[:n_train], y[n_train:]
+y = (
+    np.sin(2 * X[:, 0]) * X[:, 1]
+    + np.cos(3 * X[:, 2])
+    + 0.5 * X[:, 3] ** 2
+    + 0.1 * rng.normal(size=len(X))
+)
+X_train, X_test, y_train, y_test = (
+    X[:n_train],
+    X[n_train:],
+    y[:n_train],
+    y[n_train:],
+)
 
 sigma, alpha, m = 2.5, 1e-8, 1000
 models = {
-    "kernelgd, n_centers=1000": KernelGDRegressor(sigma=sigma, alpha=alpha, n_centers=m, random_state=0),
-    # Nystroem's gamma for exp(-gamma ||x - z||^2); Ridge's alpha is n times kernelgd's.
+    "kernelgd, n_centers=1000": KernelGDRegressor(
+        sigma=sigma, alpha=alpha, n_centers=m, random_state=0
+    ),
+    # gamma of exp(-gamma ||x - z||^2); Ridge's alpha is n times kernelgd's
     "Nystroem(1000) + Ridge": make_pipeline(
-        Nystroem(gamma=1 / sigma**2, n_components=m, random_state=0), Ridge(alpha=n_train * alpha)
+        Nystroem(gamma=1 / sigma**2, n_components=m, random_state=0),
+        Ridge(alpha=n_train * alpha),
     ),
 }
 results = {}
@@ -51,11 +64,16 @@ for name, model in models.items():
     tracemalloc.stop()
     rmse = root_mean_squared_error(y_test, model.predict(X_test))
     results[name] = (rmse, seconds, peak)
-    print(f"{name:26s} test RMSE {rmse:.4f}  fit {seconds:5.1f} s  peak memory {peak:.2f} GiB")
+    print(
+        f"{name:25s} test RMSE {rmse:.4f}  fit {seconds:4.1f} s"
+        f"  peak memory {peak:.2f} GiB"
+    )
 
 fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
 names = list(results)
-for ax, (index, label) in zip(axes, [(0, "test RMSE"), (1, "fit time (s)"), (2, "peak memory (GiB)")]):
+for ax, (index, label) in zip(
+    axes, [(0, "test RMSE"), (1, "fit time (s)"), (2, "peak memory (GiB)")]
+):
     ax.bar(names, [results[k][index] for k in names], color=["C0", "C1"])
     ax.set_title(label)
     ax.tick_params(axis="x", labelsize=8)

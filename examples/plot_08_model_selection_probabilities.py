@@ -31,9 +31,16 @@ X = StandardScaler().fit_transform(X)
 X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=0)
 
 search = KernelGDRegressorCV().fit(X_train, y_train)
-print(f"chosen sigma {search.sigma_:.3g}, alpha {search.alpha_:.3g}; test R^2 {search.score(X_test, y_test):.3f}")
+print(
+    f"chosen sigma {search.sigma_:.3g}, alpha {search.alpha_:.3g};"
+    f" test R^2 {search.score(X_test, y_test):.3f}"
+)
 ard = KernelGDRegressorCV(ard=True).fit(X_train, y_train)
-print("ard=True: per-feature sigma", ", ".join(f"{s:.3g}" for s in ard.sigma_), f"; test R^2 {ard.score(X_test, y_test):.3f}")
+print(
+    "ard=True: per-feature sigma",
+    ", ".join(f"{s:.3g}" for s in ard.sigma_),
+    f"; test R^2 {ard.score(X_test, y_test):.3f}",
+)
 
 # %%
 # A very large scale switches its feature off. Whether learned scales pay
@@ -44,12 +51,23 @@ results = search.cv_results_
 sigmas = np.unique(results["param_sigma"].astype(float))
 alphas = np.unique(results["param_alpha"].astype(float))
 scores = np.full((len(sigmas), len(alphas)), np.nan)
-for s, a, score in zip(results["param_sigma"], results["param_alpha"], results["mean_test_score"]):
-    scores[np.searchsorted(sigmas, float(s)), np.searchsorted(alphas, float(a))] = score
+for s, a, score in zip(
+    results["param_sigma"], results["param_alpha"], results["mean_test_score"]
+):
+    scores[
+        np.searchsorted(sigmas, float(s)), np.searchsorted(alphas, float(a))
+    ] = score
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-image = left.imshow(np.maximum(scores, np.nanpercentile(scores, 20)), aspect="auto", origin="lower", cmap="viridis")
-left.set_xticks(range(0, len(alphas), 4), [f"{a:.0e}" for a in alphas[::4]], rotation=45)
+image = left.imshow(
+    np.maximum(scores, np.nanpercentile(scores, 20)),
+    aspect="auto",
+    origin="lower",
+    cmap="viridis",
+)
+left.set_xticks(
+    range(0, len(alphas), 4), [f"{a:.0e}" for a in alphas[::4]], rotation=45
+)
 left.set_yticks(range(len(sigmas)), [f"{s:.2g}" for s in sigmas])
 left.set_xlabel("alpha")
 left.set_ylabel("sigma")
@@ -61,13 +79,17 @@ fig.colorbar(image, ax=left)
 # ------------------------------------------------
 X, y = load_breast_cancer(return_X_y=True)
 X = StandardScaler().fit_transform(X)
-X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.5, random_state=0)
+X_train, X_test, y_train, y_test = train_test_split(
+    X, y, test_size=0.5, random_state=0
+)
 classifier = KernelGDClassifierCV(loss="logistic", cv=5).fit(X_train, y_train)
 print(
     f"logistic: sigma {classifier.sigma_:.3g}, alpha {classifier.alpha_:.3g}; "
     f"test accuracy {classifier.score(X_test, y_test):.3f}"
 )
-CalibrationDisplay.from_estimator(classifier, X_test, y_test, n_bins=8, ax=right, name="KernelGDClassifierCV")
+CalibrationDisplay.from_estimator(
+    classifier, X_test, y_test, n_bins=8, ax=right, name="KernelGDClassifierCV"
+)
 right.set_title("calibration on held-out data")
 fig.tight_layout()
 plt.show()

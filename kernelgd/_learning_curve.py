@@ -1,5 +1,6 @@
 """Read a learning curve as the course notes do: high variance, high bias, or fine."""
 
+import textwrap
 from dataclasses import dataclass, field
 from numbers import Real
 
@@ -71,9 +72,10 @@ class LearningCurveDiagnosis:
     gap: float = 0.0
 
     def __str__(self):
-        lines = [f"Regime: {self.regime}", "Symptoms:"]
-        lines += [f"  - {s}" for s in self.symptoms]
-        lines += ["Remedies:"] + [f"  - {r}" for r in self.remedies]
+        def bullets(items):  # wrapped to 79 columns, as a report is read in a terminal
+            return [textwrap.fill(item, 79, initial_indent="  - ", subsequent_indent="    ") for item in items]
+
+        lines = [f"Regime: {self.regime}", "Symptoms:", *bullets(self.symptoms), "Remedies:", *bullets(self.remedies)]
         return "\n".join(lines)
 
     def plot(self, ax=None, **kwargs):
