@@ -103,3 +103,22 @@ def test_without_callbacks_nothing_is_set():
     X, y = data()
     model = KernelGDRegressor(alpha=1e-3).fit(X, y)
     assert not hasattr(model, "_skl_callbacks") and not hasattr(model, "_callback_fit_ctx")
+
+
+def test_fits_without_sklearn_callback(tmp_path):
+    # Older scikit-learn has no sklearn.callback: the estimators fit as before, without set_callbacks.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['sklearn.callback'] = None\n"
+        "import numpy as np\n"
+        "from kernelgd import KernelGDRegressor\n"
+        "X = np.random.RandomState(0).normal(size=(50, 2))\n"
+        "m = KernelGDRegressor(alpha=1e-3).fit(X, X[:, 0])\n"
+        "assert not hasattr(m, 'set_callbacks') and m.score(X, X[:, 0]) > 0.9\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
