@@ -3,7 +3,10 @@
 For each candidate width the kernel is evaluated once. With ``cv=None`` and
 at most ``LOO_MAX_SAMPLES`` rows, one eigendecomposition of the centred,
 weighted kernel matrix gives the exact leave-one-out residuals of every
-alpha in closed form (as RidgeCV does for linear ridge). Otherwise each
+alpha in closed form (as RidgeCV does for linear ridge). With more rows
+(regressor, ``cv=None``) the same formula runs on a rank-``LOW_RANK_LOO_RANK``
+randomly pivoted Cholesky factor ``K ~ F F'`` (O(n r^2) per width): the exact
+leave-one-out error of the Nystroem model on those pivots. Otherwise each
 fold's model is solved along a decreasing alpha path, warm-started from the
 previous alpha, on the rows of the one kernel matrix (on a subsample of at
 most ``max_search_samples`` rows where n is large); the chosen parameters
@@ -36,12 +39,15 @@ from sklearn.utils.validation import (
 
 from ._ard import fit_scales
 from ._classifier import KernelGDClassifier
-from ._operator import single_threaded_blas
+from ._operator import KernelOperator, single_threaded_blas
 from ._regressor import KernelGDRegressor
-from .kernels import get_spec, kernel_matrix
+from ._solvers.cg import rp_cholesky
+from .kernels import bind_kernel, get_spec, kernel_matrix
 
 # Exact leave-one-out (an O(n^3) eigendecomposition per width) up to this many rows.
 LOO_MAX_SAMPLES = 3000
+# Beyond, leave-one-out of a rank-r pivoted-Cholesky approximation K ~ F F' (O(n r^2)).
+LOW_RANK_LOO_RANK = 2000
 # Default grids: widths are sigma_scale * 2**k, ridges per sample (KernelRidge's alpha / n).
 SIGMA_FACTORS = 2.0 ** np.arange(-3.0, 3.5, 0.5)
 DEFAULT_ALPHAS = np.logspace(-10, 0, 21)
@@ -85,18 +91,35 @@ def _inverse_shift(lam, alpha):
     return np.where(keep, 1.0 / np.where(keep, lam, 1.0), 0.0)
 
 
-def _loo_scores(K, Y, w, alphas, fit_intercept, scorer):
+def _low_rank_system(F, Y, w, fit_intercept):
+    """As :func:`_eigen_system` for ``K = F F'`` (n x r factor): eigenpairs from the r x r Gram matrix."""
+    s = np.sqrt(w)
+    B = s[:, None] * F
+    if fit_intercept:
+        B -= np.outer(s, s @ B)
+    with single_threaded_blas():
+        lam, W = np.linalg.eigh(B.T @ B)
+    keep = lam > max(lam[-1], 0.0) * len(lam) * np.finfo(float).eps
+    lam = lam[keep]
+    V = (B @ W[:, keep]) / np.sqrt(lam)  # orthonormal: the left singular vectors of B
+    y_bar = w @ Y if fit_intercept else np.zeros(Y.shape[1])
+    return s, lam, V, y_bar, V.T @ (s[:, None] * (Y - y_bar))
+
+
+def _loo_scores(system, Y, w, alphas, fit_intercept, scorer):
     """Exact leave-one-out scores of every alpha from one eigendecomposition.
 
     The fit minimises ``sum_i w_i (f_i - y_i)^2 + alpha ||f||_H^2`` (w sums
     to 1). With ``S = diag(sqrt(w))``, ``Q = I - s s'`` (the intercept) and
     ``Q S K S Q = V diag(lam) V'``, the hat matrix of the weighted problem
     is ``s s' + V diag(lam / (lam + alpha)) V'``, and the leave-one-out
-    residual is ``(y_i - f_i) / (1 - H_ii)``.
+    residual is ``(y_i - f_i) / (1 - H_ii)``. ``system`` is
+    :func:`_eigen_system`'s or :func:`_low_rank_system`'s result (V may have
+    fewer columns than rows: the other directions have lam = 0).
     """
-    s, lam, V, y_bar, VtY = _eigen_system(K, Y, w, fit_intercept)
+    s, lam, V, y_bar, VtY = system
     t = Y.shape[1]
-    shrink = np.column_stack([lam * _inverse_shift(lam, alpha) for alpha in alphas])  # (n, n_alphas)
+    shrink = np.column_stack([lam * _inverse_shift(lam, alpha) for alpha in alphas])  # (r, n_alphas)
     # every alpha at once: two products with V instead of two per alpha
     F_t = V @ (shrink[:, :, None] * VtY[:, None, :]).reshape(len(lam), -1)  # (n, n_alphas * t)
     leverage = (V * V) @ shrink + (s * s if fit_intercept else np.zeros_like(s))[:, None]
@@ -274,13 +297,13 @@ class _KernelCV(BaseEstimator):
 
 
     def _search(self, X_in, X, y, Y, sw, scorer, loo_scores=None):
-        """Score the grid (by ``loo_scores(K, alphas)`` where given, else K-fold), store it, refit the best."""
+        """Score the grid (by ``loo_scores(sigma, alphas)`` where given, else K-fold), store it, refit the best."""
         sigmas, alphas = self._grids(X, sw)
         start = time.perf_counter()
 
         def search(sigma):
             if loo_scores is not None:
-                split_scores = loo_scores(self._kernel(X, X, sigma), alphas)[:, None]
+                split_scores = loo_scores(sigma, alphas)[:, None]
             else:
                 split_scores = self._kfold_scores(X, Y, sw, sigma, alphas, scorer)
             if self.verbose:
@@ -327,7 +350,8 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
     For every width in ``sigmas`` the kernel is evaluated once and every
     ridge strength in ``alphas`` is scored together: by the exact
     leave-one-out residuals of one eigendecomposition (``cv=None``, up to
-    3,000 rows), or by K-fold cross-validation whose solves run along a
+    3,000 rows; beyond, of a rank-2,000 pivoted-Cholesky approximation of
+    the kernel on at most ``max_search_samples`` rows), or by K-fold cross-validation whose solves run along a
     decreasing alpha path, each warm-started from the previous one. The best
     pair is then refitted on all the data with :class:`KernelGDRegressor`.
 
@@ -350,16 +374,18 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         it scores better than the grid's best by the search's own criterion.
         ``sigma_`` is then an array of shape (n_features,).
     cv : int, cross-validation generator, iterable or None, default=None
-        None: exact leave-one-out where it is cheap (at most 3,000 rows),
-        5-fold otherwise. An int gives (Stratified)KFold with that many folds.
+        None: exact leave-one-out up to 3,000 rows; beyond, the exact
+        leave-one-out error of the Nystroem model whose rank-2,000 factor
+        randomly pivoted Cholesky draws (O(n * 2000^2) per width). An int
+        gives KFold with that many folds.
     scoring : str or callable, default=None
         A scikit-learn scorer; None: negative mean squared error.
     n_jobs : int, default=None
         Widths searched in parallel threads (each holds its own kernel
         matrix); None means 1, -1 all cores.
     max_search_samples : int, default=10000
-        Above this many rows the K-fold search runs on a random subsample of
-        this size (the refit uses all rows).
+        Above this many rows the search (leave-one-out or K-fold) runs on a
+        random subsample of this size (the refit uses all rows).
     degree, coef0, kernel_params, fit_intercept, solver, n_centers, max_iter, tol, options
         Passed to :class:`KernelGDRegressor` for the refit. The K-fold
         solves use ``fit_intercept``, ``solver``, ``max_iter``, ``tol`` and
@@ -453,7 +479,7 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         rng = check_random_state(self.random_state)
         sigma, alpha, _ = fit_scales(X, Y[:, 0], sw / sw.sum(), self.sigma_, self.alpha_, self.fit_intercept, rng)
         if loo_scores is not None:
-            score = float(loo_scores(self._kernel(X, X, sigma), np.array([alpha]))[0])
+            score = float(loo_scores(sigma, np.array([alpha]))[0])
         else:
             score = float(self._kfold_scores(X, Y, sw, sigma, np.array([alpha]), scorer).mean())
         if self.verbose:
@@ -462,6 +488,40 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         self.ard_score_ = score
         if score > self.best_score_:
             self.sigma_, self.alpha_, self.best_score_ = sigma, alpha, score
+
+    def _loo(self, X, Y, sw, scorer):
+        """``loo(sigma, alphas)``: exact leave-one-out scores, of the kernel itself up to
+        ``LOO_MAX_SAMPLES`` rows, else of its rank-``LOW_RANK_LOO_RANK`` pivoted-Cholesky
+        (Nystroem) approximation on at most ``max_search_samples`` rows."""
+        n = X.shape[0]
+        if n <= LOO_MAX_SAMPLES:
+            w = sw / sw.sum()
+            return lambda sigma, alphas: _loo_scores(
+                _eigen_system(self._kernel(X, X, sigma), Y, w, self.fit_intercept), Y, w, alphas,
+                self.fit_intercept, scorer,
+            )[0]
+        rng = check_random_state(self.random_state)
+        idx = np.arange(n) if n <= self.max_search_samples else np.sort(
+            rng.choice(n, self.max_search_samples, replace=False))
+        Xs, Ys, ws = X[idx], Y[idx], sw[idx] / sw[idx].sum()
+        seed = rng.randint(np.iinfo(np.int32).max)
+
+        def loo(sigma, alphas):
+            params = dict(self.kernel_params or {})
+            if sigma is not None:
+                params["sigma"] = sigma
+            kernel = bind_kernel(self.kernel, degree=self.degree, coef0=self.coef0, kernel_params=params)
+            operator = KernelOperator(Xs, kernel, dtype="float64", store=False)
+
+            def columns(cols):
+                with single_threaded_blas():
+                    return np.asfortranarray(operator.columns(cols))
+
+            F = rp_cholesky(columns, operator.diag(), LOW_RANK_LOO_RANK, np.random.RandomState(seed))[0]
+            system = _low_rank_system(F, Ys, ws, self.fit_intercept)
+            return _loo_scores(system, Ys, ws, alphas, self.fit_intercept, scorer)[0]
+
+        return loo
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -486,11 +546,8 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         Y = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
         scorer = check_scoring(self, scoring=self.scoring or "neg_mean_squared_error")
         loo = None
-        if self.cv is None and X.shape[0] <= LOO_MAX_SAMPLES:
-            loo_scorer = None if self.scoring is None else scorer
-
-            def loo(K, alphas):
-                return _loo_scores(K, Y, sw / sw.sum(), alphas, self.fit_intercept, loo_scorer)[0]
+        if self.cv is None:
+            loo = self._loo(X, Y, sw, None if self.scoring is None else scorer)
 
         try:
             return self._search(X_in, X, y, Y, sw, scorer, loo)

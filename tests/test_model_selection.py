@@ -193,3 +193,31 @@ def test_ard_finds_the_relevant_feature():
 def test_ard_needs_the_rbf_kernel():
     with pytest.raises(ValueError, match="rbf"):
         KernelGDRegressorCV(kernel="laplacian", ard=True, sigmas=[1.0], alphas=[1e-3]).fit(X, y)
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_low_rank_leave_one_out_equals_the_dense_formula_on_the_same_kernel(fit_intercept):
+    from kernelgd._model_selection import _eigen_system, _loo_scores, _low_rank_system
+
+    F = rng.normal(size=(60, 7))  # K = F F' of rank 7
+    w = rng.uniform(0.5, 2.0, 60)
+    w /= w.sum()
+    Y = y[:, None]
+    dense = _loo_scores(_eigen_system(F @ F.T, Y, w, fit_intercept), Y, w, ALPHAS, fit_intercept, None)[0]
+    low = _loo_scores(_low_rank_system(F, Y, w, fit_intercept), Y, w, ALPHAS, fit_intercept, None)[0]
+    assert_allclose(low, dense, rtol=1e-8)
+
+
+def test_large_n_leave_one_out_uses_the_pivoted_cholesky_factor(monkeypatch):
+    # Past LOO_MAX_SAMPLES the scores come from a rank-r factor; at full rank they are exact.
+    import kernelgd._model_selection as ms
+
+    monkeypatch.setattr(ms, "LOO_MAX_SAMPLES", 10)
+    monkeypatch.setattr(ms, "LOW_RANK_LOO_RANK", len(y))
+    model = KernelGDRegressorCV(sigmas=SIGMAS, alphas=ALPHAS, random_state=0).fit(X, y)
+    w = np.full(len(y), 1.0 / len(y))
+    for params, score in zip(model.cv_results_["params"], model.cv_results_["mean_test_score"]):
+        assert_allclose(score, _brute_force_loo(params["sigma"], params["alpha"], w, True), rtol=1e-5)
+    monkeypatch.setattr(ms, "LOW_RANK_LOO_RANK", 20)  # a real low-rank factor: still sound
+    low = KernelGDRegressorCV(sigmas=SIGMAS, alphas=ALPHAS, random_state=0).fit(X, y)
+    assert np.all(np.isfinite(low.cv_results_["mean_test_score"])) and low.score(X, y) > 0.9
