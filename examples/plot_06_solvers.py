@@ -46,46 +46,44 @@ X, y = load_digits(return_X_y=True)
 X = X / 16.0
 settings = {"kernel": "rbf", "sigma": 4.0, "alpha": 1e-5, "random_state": 0}
 
-fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-for solver, max_iter in [("gd", 300), ("cg", 300), ("eigenpro", 300)]:
-    clock = Clock()
-    model = KernelGDClassifier(
-        solver=solver, max_iter=max_iter, tol=1e-6, **settings
-    )
-    model.set_callbacks(clock).fit(X, y)
-    curve = model.loss_curve_
-    left.loglog(
-        clock.times[: len(curve)],
-        curve,
-        label=f"{solver} ({model.n_iter_} it.)",
-    )
-    print(
-        f"squared loss  {solver:8s} {model.n_iter_:4d} it. {clock.times[-1]:5.2f} s"
-        f"  objective {curve[-1]:.5f}  train acc. {model.score(X, y):.4f}"
-    )
-left.set_xlabel("time (s)")
-left.set_ylabel("objective (squared loss, one-vs-rest)")
-left.legend()
 
-for solver, max_iter in [("gd", 300), ("newton", 50)]:
-    clock = Clock()
-    model = KernelGDClassifier(
-        loss="logistic", solver=solver, max_iter=max_iter, tol=1e-6, **settings
-    )
-    model.set_callbacks(clock).fit(X, y)
-    curve = model.loss_curve_
-    right.loglog(
-        clock.times[: len(curve)],
-        curve,
-        label=f"{solver} ({model.n_iter_} it.)",
-    )
-    print(
-        f"logistic loss {solver:8s} {model.n_iter_:4d} it. {clock.times[-1]:5.2f} s"
-        f"  objective {curve[-1]:.5f}  train acc. {model.score(X, y):.4f}"
-    )
-right.set_xlabel("time (s)")
-right.set_ylabel("objective (multinomial logistic loss)")
-right.legend()
+def compare(ax, loss, runs, ylabel):
+    """Fit each (solver, max_iter) with ``loss``; plot objective vs time."""
+    for solver, max_iter in runs:
+        clock = Clock()
+        model = KernelGDClassifier(
+            loss=loss, solver=solver, max_iter=max_iter, tol=1e-6, **settings
+        )
+        model.set_callbacks(clock).fit(X, y)
+        curve = model.loss_curve_
+        ax.loglog(
+            clock.times[: len(curve)],
+            curve,
+            label=f"{solver} ({model.n_iter_} it.)",
+        )
+        print(
+            f"{loss:8s} {solver:8s} {model.n_iter_:4d} it. "
+            f"{clock.times[-1]:5.2f} s  objective {curve[-1]:.5f}"
+            f"  train acc. {model.score(X, y):.4f}"
+        )
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel(ylabel)
+    ax.legend()
+
+
+fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+compare(
+    left,
+    "squared",
+    [("gd", 300), ("cg", 300), ("eigenpro", 300)],
+    "objective (squared loss, one-vs-rest)",
+)
+compare(
+    right,
+    "logistic",
+    [("gd", 300), ("newton", 50)],
+    "objective (multinomial logistic loss)",
+)
 fig.tight_layout()
 plt.show()
 
