@@ -17,6 +17,8 @@ previous step, minimising the exact second-order model there (Hessian-vector
 products in F cost no product with K), which speeds convergence (still
 linear, and slow with a tiny ridge, where the classes couple strongly). A
 backtracking line search on the true objective keeps every step a decrease.
+Each CG run stops at a forcing term (inexact Newton): early steps are solved
+loosely, later ones more tightly as the decrement falls.
 
 The fit stops when the Newton decrement (the objective decrease the diagonal
 model predicts) is at most ``tol**2`` times the intercept-only objective.
