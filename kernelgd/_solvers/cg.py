@@ -43,7 +43,7 @@ CENTERS_MIN_RIDGE = 1e-7
 NO_PROGRESS_PATIENCE = 20
 
 
-def block_pcg(apply_A, B, apply_P, *, max_iter, tol, on_iter=None, x0=None, state=None, forcing=0.0):
+def block_pcg(apply_A, B, apply_P, *, max_iter, tol, on_iter=None, x0=None, state=None):
     """Conjugate gradient on ``A X = B``, one independent run per column of B.
 
     Parameters
@@ -59,15 +59,11 @@ def block_pcg(apply_A, B, apply_P, *, max_iter, tol, on_iter=None, x0=None, stat
     state : dict, default=None
         With x0, ``state["KX"]`` is set to ``state["last"]`` after the
         product ``A x0`` (the callers' record of K times the iterate).
-    forcing : float, default=0.0
-        A column also stops once its residual is at most ``forcing`` times
-        its initial one (an inexact Newton step's forcing term).
 
     Returns
     -------
     X, n_iter, status
-        status is "converged" (every residual at most tol times its
-        column of B, or at most forcing times its initial value),
+        status is "converged" (every relative residual at most tol),
         "max_iter", "stalled" (a column lost conjugacy: ``p'A p <= 0`` in
         rounding) or "stopped" (on_iter returned True).
     """
@@ -83,8 +79,7 @@ def block_pcg(apply_A, B, apply_P, *, max_iter, tol, on_iter=None, x0=None, stat
     rz = np.einsum("ij,ij->j", R, Z)
     b_norm = np.linalg.norm(B, axis=0)
     b_norm[b_norm == 0] = 1.0
-    threshold = np.maximum(tol * b_norm, forcing * np.linalg.norm(R, axis=0))
-    active = np.linalg.norm(R, axis=0) > threshold
+    active = np.linalg.norm(R, axis=0) / b_norm > tol
     stalled = False
     it = 0
     for it in range(1, max_iter + 1):
@@ -100,7 +95,7 @@ def block_pcg(apply_A, B, apply_P, *, max_iter, tol, on_iter=None, x0=None, stat
         R -= step * AP
         if on_iter is not None and on_iter(X, step):
             return X, it, "stopped"
-        active &= np.linalg.norm(R, axis=0) > threshold
+        active &= np.linalg.norm(R, axis=0) / b_norm > tol
         Z = apply_P(R)
         rz_new = np.einsum("ij,ij->j", R, Z)
         beta = np.where(rz > 0, rz_new / np.where(rz > 0, rz, 1.0), 0.0)

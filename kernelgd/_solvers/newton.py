@@ -17,8 +17,6 @@ previous step, minimising the exact second-order model there (Hessian-vector
 products in F cost no product with K), which speeds convergence (still
 linear, and slow with a tiny ridge, where the classes couple strongly). A
 backtracking line search on the true objective keeps every step a decrease.
-Each CG run stops at a forcing term (inexact Newton): early steps are solved
-loosely, later ones more tightly as the decrement falls.
 
 The fit stops when the Newton decrement (the objective decrease the diagonal
 model predicts) is at most ``tol**2`` times the intercept-only objective.
@@ -54,10 +52,6 @@ N_LANDMARKS = cg.N_LANDMARKS
 REFACTOR_CHANGE = 0.25
 # Earlier steps kept for the softmax's subspace step.
 SUBSPACE_MEMORY = 4
-# Inexact Newton: a step's CG run stops once its residual falls below
-# min(FORCING_MAX, sqrt(decrement / initial objective)) of its start (the
-# forcing term shrinks with the gradient, which keeps convergence superlinear).
-FORCING_MAX = 0.1
 
 
 def _inner_settings(settings, alpha, cache):
@@ -154,7 +148,6 @@ def _direction_full(operator, F, G, H, A, settings, cache):
     X, _, _ = cg.block_pcg(
         apply_A, project(S * (Z - z_bar)), precondition, max_iter=settings.max_iter,
         tol=min(settings.tol, 1e-3), on_iter=on_iter, x0=X0, state=state,
-        forcing=cache.get("forcing", FORCING_MAX),
     )
     A_new, KA_new = S * X, state["KX"]
     b_new = z_bar - np.einsum("ij,ij->j", H, KA_new) / total if center else np.zeros(k)
@@ -228,7 +221,6 @@ def solve(operator, Y, w, settings):
         if alpha:
             slope += 2.0 * alpha * inner(D, KA if K_mm is None else A)
         decrement = max(-slope, 0.0)
-        cache["forcing"] = min(FORCING_MAX, np.sqrt(decrement / value0)) if value0 > 0 else FORCING_MAX
         if slope >= 0:  # no descent left: the inner solves are at rounding level
             reason = "no_descent"
             it -= 1
