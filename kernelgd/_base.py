@@ -5,6 +5,7 @@ KernelOperator -> solver -> store.
 """
 
 import warnings
+from dataclasses import replace
 from numbers import Integral, Real
 
 import numpy as np
@@ -534,15 +535,30 @@ class BaseKernelGD(CallbackSupportMixin, BaseEstimator):
             memory_budget=int(options["memory_budget"]),
             loss=loss,
         )
+        retry = options["dtype"] == "auto" and operator.dtype == np.float32
+        settings.rounding_stops = [] if retry else None
         result = run_solver(solver, operator, Y[tr], w_tr, settings)
-        coef, intercept, curve = result.dual_coef, result.intercept, list(result.loss_curve)
+        n_iter, curve = result.n_iter, list(result.loss_curve)
+        if settings.rounding_stops:
+            # float32 rounding stopped the fit short: dtype="auto" redoes it in
+            # float64, from where float32 got to
+            operator = KernelOperator(
+                X_tr, kernel, centers=centers, memory_budget=options["memory_budget"], dtype="float64",
+                threads=options["n_threads"],
+            )
+            settings = replace(
+                settings, coef_init=result.dual_coef, intercept_init=result.intercept, rounding_stops=None,
+            )
+            result = run_solver(solver, operator, Y[tr], w_tr, settings)
+            n_iter, curve = n_iter + result.n_iter, curve + list(result.loss_curve)
+        coef, intercept = result.dual_coef, result.intercept
         if monitor is not None and monitor.best is not None:
             coef, intercept = monitor.best
             curve = curve[: monitor.best_iter]  # loss_curve_ ends at the returned model
 
         for name, value in model_attributes(coef, intercept).items():
             setattr(self, name, value)
-        self.n_iter_ = result.n_iter
+        self.n_iter_ = n_iter
         self.loss_curve_ = _unscale_curve(curve, y_scale)
         self.validation_loss_curve_ = None if monitor is None else _unscale_curve(monitor.curve, y_scale)
         self.step_size_ = result.step_size

@@ -85,7 +85,8 @@ PARAMETERS = """\
         the precision of kernel values, ``"auto"`` meaning float64 up to
         4096^2 entries and float32 above (products accumulate in float64),
         except float64 always with ``n_centers``, whose preconditioner would
-        amplify float32 rounding; ``"n_threads"`` (``"auto"``, the default:
+        amplify float32 rounding, and a fit that float32 rounding stops
+        short (tiny alpha) is continued in float64; ``"n_threads"`` (``"auto"``, the default:
         every core this process may use, or an integer) is the number of
         threads that evaluate kernel blocks. BLAS runs on
         one thread during ``fit`` and ``predict`` whatever this setting:

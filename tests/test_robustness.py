@@ -207,6 +207,31 @@ def test_float32_kernel_far_from_zero():
     assert np.mean((m32.predict(t[4500:]) - yt[4500:]) ** 2) < 1e-4
 
 
+def test_auto_dtype_redoes_a_float32_rounding_stop_in_float64(monkeypatch):
+    # Regression (naval, 10,741 rows, alpha=1e-10): float32 cg lost conjugacy
+    # after 5 iterations and returned a model no better than the mean (test
+    # RMSE 0.0149 against 1.8e-5 in float64).
+    import kernelgd._operator
+
+    monkeypatch.setattr(kernelgd._operator, "AUTO_FLOAT64_MAX_ENTRIES", 100)  # auto -> float32 here
+    r = np.random.RandomState(0)
+    X = r.uniform(size=(800, 3))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] * X[:, 2]
+    params = dict(sigma=1.0, alpha=1e-10, solver="cg")
+    with pytest.warns(ConvergenceWarning, match="lost conjugacy|lack of progress"):
+        m32 = KernelGDRegressor(**params, options={"dtype": "float32"}).fit(X, y)
+    assert np.sqrt(np.mean((m32.predict(X) - y) ** 2)) > 1e-2  # the failure is real
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        auto = KernelGDRegressor(**params).fit(X, y)
+    ref = KernelGDRegressor(**params, options={"dtype": "float64"}).fit(X, y)
+    assert auto._compute_dtype == np.float64
+    assert np.sqrt(np.mean((auto.predict(X) - y) ** 2)) < 1e-4
+    assert_allclose(auto.predict(X), ref.predict(X), atol=1e-4)
+    # the float64 run starts where float32 stopped: the curve goes on down
+    assert auto.loss_curve_[-1] <= min(auto.loss_curve_) * (1 + 1e-9)
+
+
 def test_float32_rbf_block_is_accurate_far_from_zero():
     from sklearn.metrics.pairwise import rbf_kernel
 

@@ -35,6 +35,9 @@ class SolverSettings:
     memory_budget: int = 2 << 30
     # shared between solves on one operator (see cg's centers path); None: none
     cache: dict = None
+    # a list: stops caused by float32 rounding are recorded here, not warned,
+    # because the estimator will redo the fit in float64; None: warn
+    rounding_stops: list = None
 
 
 @dataclass
@@ -121,12 +124,12 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
         and value + loss.noise_effect(value0, noise) <= value0 + slack
         and noise <= NOISE_FRACTION * loss.prediction_scale(value0)
     ):
-        warnings.warn(
-            f"Solver {name!r} found no model better than the intercept-only one "
+        warn_rounding(
+            settings, name, f"found no model better than the intercept-only one "
             f"(objective {value:.6g} against {value0:.6g}), or only one whose predictions "
-            "are dominated by rounding: the problem is too badly conditioned in this precision. The intercept-only model is returned. "
+            "are dominated by rounding: the problem is too badly conditioned in this precision",
+            "The intercept-only model is returned. "
             "Increase alpha, scale the features, or change the kernel parameters.",
-            ConvergenceWarning,
         )
         coef, b = np.zeros_like(coef), b0
         curve, converged = [value0], False
@@ -157,6 +160,14 @@ def _rounding_noise(operator, w, coef):
 def warn_not_converged(name, reason, advice):
     """A ConvergenceWarning that says why a solver stopped and what to do."""
     warnings.warn(f"Solver {name!r} {reason}. {advice}", ConvergenceWarning, stacklevel=3)
+
+
+def warn_rounding(settings, name, reason, advice):
+    """A stop caused by rounding: recorded where the estimator will retry in float64, else warned."""
+    if settings.rounding_stops is not None:
+        settings.rounding_stops.append(f"Solver {name!r} {reason}. {advice}")
+    else:
+        warnings.warn(f"Solver {name!r} {reason}. {advice}", ConvergenceWarning, stacklevel=3)
 
 
 # Dense factorizations above this size run on one BLAS thread: multithreaded

@@ -31,7 +31,7 @@ from scipy.linalg.lapack import dlauum as lauum
 from scipy.linalg.lapack import dpstrf as pstrf
 
 from .._operator import blas_dot, check_budget, single_threaded_blas
-from ._common import IterateLog, cholesky, finish, warn_not_converged
+from ._common import IterateLog, cholesky, finish, warn_not_converged, warn_rounding
 
 # Landmarks of the Nystroem preconditioner for the full system, and the
 # pivots drawn per round of randomly pivoted Cholesky.
@@ -365,14 +365,14 @@ def solve(operator, Y, w, settings):
     run = _solve_full if operator.symmetric else _solve_centers
     coef, b, n_iter, log, status, penalty = run(operator, Y, w, settings, rng)
     if status == "stalled":
-        warn_not_converged(
-            "cg", f"stopped at iteration {n_iter} for lack of progress: the search directions "
+        warn_rounding(
+            settings, "cg", f"stopped at iteration {n_iter} for lack of progress: the search directions "
             "lost conjugacy in rounding",
             "The model is the best iterate seen. Increase alpha or use options={'dtype': 'float64'}.",
         )
     elif status == "no_progress":
-        warn_not_converged(
-            "cg", f"stopped at iteration {n_iter} for lack of progress: the objective has not "
+        warn_rounding(
+            settings, "cg", f"stopped at iteration {n_iter} for lack of progress: the objective has not "
             f"decreased for {NO_PROGRESS_PATIENCE} iterations (rounding)",
             "The model is the best iterate seen. Increase alpha or use options={'dtype': 'float64'}.",
         )

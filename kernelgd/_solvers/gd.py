@@ -29,6 +29,7 @@ from ._common import (
     finish,
     stable_step_bound,
     warn_not_converged,
+    warn_rounding,
 )
 
 # Safety factor on the stable bound for step_size="auto".
@@ -148,8 +149,8 @@ def solve(operator, Y, w, settings):
         previous = current
 
     if reason == "stalled":
-        warn_not_converged(
-            "gd", f"stopped at iteration {it} for lack of progress: the objective has not "
+        warn_rounding(
+            settings, "gd", f"stopped at iteration {it} for lack of progress: the objective has not "
             f"decreased for {NO_PROGRESS_PATIENCE} iterations (rounding)",
             "The model is the best iterate seen; a larger tol or options={'dtype': 'float64'} may help.",
         )

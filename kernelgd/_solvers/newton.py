@@ -38,6 +38,7 @@ from ._common import (
     cholesky,
     finish,
     warn_not_converged,
+    warn_rounding,
 )
 
 # Hessian weights are floored at this fraction of the largest: a point the
@@ -256,15 +257,15 @@ def solve(operator, Y, w, settings):
             break
 
     if reason == "no_descent" and not (settings.tol > 0 and decrement <= 1e3 * settings.tol**2 * value0):
-        warn_not_converged(
-            "newton", f"stopped at iteration {it}: the Newton direction no longer decreases the "
+        warn_rounding(
+            settings, "newton", f"stopped at iteration {it}: the Newton direction no longer decreases the "
             "objective (rounding)", "The model is the best iterate seen. Increase alpha or use options={'dtype': 'float64'}.",
         )
     elif reason == "no_descent":
         converged = True
     elif reason == "rounding":
-        warn_not_converged(
-            "newton", f"stopped at iteration {it} for lack of progress: the predicted decrease is at "
+        warn_rounding(
+            settings, "newton", f"stopped at iteration {it} for lack of progress: the predicted decrease is at "
             f"the level of rounding, above tol={settings.tol:g}", "The model is the best iterate seen; a larger tol suffices.",
         )
     elif not converged and reason is None and settings.tol > 0:
