@@ -7,8 +7,12 @@ standard training split (features and target already standardized with the
 training split's statistics by datasets.load_uci); test RMSE is reported in
 the target's original units. Systems:
 
-* kernelgd-cv: ``KernelGDRegressorCV()`` with its default arguments;
-* kernelgd-cv-ard: ``KernelGDRegressorCV(ard=True)``;
+* kernelgd-cv: ``KernelGDRegressorCV()`` with its default arguments
+  (``ard="auto"``: per-feature scales up to 3,000 rows, one width beyond);
+* kernelgd-cv-ard: ``KernelGDRegressorCV(ard=True)`` (the default up to
+  3,000 rows);
+* kernelgd-cv-scalar: ``KernelGDRegressorCV(ard=False)`` (the default
+  beyond 3,000 rows);
 * krr-grid: GridSearchCV(KernelRidge(kernel="rbf")), 7 alphas x 7 gammas, 5-fold;
 * svr-grid: GridSearchCV(SVR()), 5 C x 5 gamma x 2 epsilon, 5-fold;
 * gpr: GaussianProcessRegressor(ConstantKernel * RBF(per feature) + WhiteKernel),
@@ -44,6 +48,7 @@ SETS = {  # folder, published dropout-network RMSE on these splits (Gal & Ghahra
 SYSTEMS = {
     "kernelgd-cv": "kernelgd KernelGDRegressorCV() (defaults)",
     "kernelgd-cv-ard": "kernelgd KernelGDRegressorCV(ard=True)",
+    "kernelgd-cv-scalar": "kernelgd KernelGDRegressorCV(ard=False)",
     "krr-grid": "GridSearchCV(KernelRidge rbf), 7 alpha x 7 gamma, 5-fold",
     "svr-grid": "GridSearchCV(SVR rbf), 5 C x 5 gamma x 2 epsilon, 5-fold",
     "gpr": "GaussianProcessRegressor, per-feature RBF + WhiteKernel",
@@ -58,7 +63,8 @@ def make_model(system, n_features):
     if system.startswith("kernelgd-cv"):
         from kernelgd import KernelGDRegressorCV
 
-        model = KernelGDRegressorCV(ard=system.endswith("ard"))
+        ard = {"kernelgd-cv": "auto", "kernelgd-cv-ard": True, "kernelgd-cv-scalar": False}[system]
+        model = KernelGDRegressorCV(ard=ard)
     elif system == "krr-grid":
         from sklearn.kernel_ridge import KernelRidge
         from sklearn.model_selection import GridSearchCV

