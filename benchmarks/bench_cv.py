@@ -148,7 +148,7 @@ def main(argv=None):
             })
     columns = [
         ("set", "set", None), ("system", "system", None), ("splits", "splits", None),
-        ("mean_rmse", "mean test RMSE", "{:.4f}"), ("total_fit_time", "total fit (s)", "{:.1f}"),
+        ("mean_rmse", "mean test RMSE", "{:.4g}"), ("total_fit_time", "total fit (s)", "{:.1f}"),
         ("dropout_rmse", "dropout net", "{:g}"), ("status", "status", None),
     ]
     print(format_table(rows, columns))

@@ -151,7 +151,7 @@ def cv(results):
             machines.add(machine_line(data["machine"]))
         for r in data["rows"]:
             splits = r.get("splits") or f"{r.get('splits_run')}"
-            rows.append([r["set"], r["system"], splits, fmt(r.get("mean_rmse"), ".4f"),
+            rows.append([r["set"], r["system"], splits, fmt(r.get("mean_rmse"), ".4g"),
                          fmt(r.get("total_fit_time"), ".1f"), fmt(r.get("dropout_rmse", DROPOUT.get(r["set"])), "g"), path.name])
     rows.sort(key=lambda row: (row[0], row[1]))
     header = ["set", "system", "splits", "mean test RMSE", "total fit (s)", "dropout net", "file"]
@@ -200,8 +200,8 @@ def cv_head_to_head(results):
             cv_rmse, cv_time = mean(ours["kernelgd-cv"], "rmse"), mean(ours["kernelgd-cv"], "fit_time")
             peer_time = mean(ok, "fit_time")
             out.append([
-                set_name, system, str(k), fmt(mean(ok, "rmse"), ".4f"), fmt(cv_rmse, ".4f"),
-                fmt(mean(ours["kernelgd-cv-scalar"], "rmse"), ".4f"), fmt(peer_time, ".1f"), fmt(cv_time, ".1f"),
+                set_name, system, str(k), fmt(mean(ok, "rmse"), ".4g"), fmt(cv_rmse, ".4g"),
+                fmt(mean(ours["kernelgd-cv-scalar"], "rmse"), ".4g"), fmt(peer_time, ".1f"), fmt(cv_time, ".1f"),
                 fmt(None if peer_time is None or not cv_time else peer_time / cv_time, ".1f"), status,
             ])
     header = ["set", "peer", "splits", "peer RMSE", "kernelgd-cv RMSE", "ard=False RMSE", "peer fit (s/split)",

@@ -27,6 +27,7 @@ from sklearn.base import (
 )
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
+from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
@@ -38,7 +39,7 @@ from sklearn.utils.validation import (
 )
 
 from ._ard import fit_scales
-from ._classifier import KernelGDClassifier
+from ._classifier import KernelGDClassifier, _class_weights
 from ._operator import KernelOperator, single_threaded_blas
 from ._regressor import KernelGDRegressor
 from ._solvers.cg import rp_cholesky
@@ -61,6 +62,23 @@ class _Predictions(RegressorMixin, BaseEstimator):
 
     def predict(self, X):
         return self.predictions
+
+
+class _Decisions(ClassifierMixin, BaseEstimator):
+    """A fitted "classifier" whose decision values are given (leave-one-out ones), for classifier scorers."""
+
+    def __init__(self, classes, scores):
+        self.classes = classes
+        self.scores = scores
+        self.classes_ = classes
+
+    def decision_function(self, X):
+        return self.scores[:, 0] if self.scores.shape[1] == 1 else self.scores
+
+    def predict(self, X):
+        if self.scores.shape[1] == 1:
+            return self.classes_[(self.scores[:, 0] > 0).astype(int)]
+        return self.classes_[np.argmax(self.scores, axis=1)]
 
 
 def _scale_sigma(X, w):
@@ -326,6 +344,47 @@ class _KernelCV(BaseEstimator):
             setattr(self, name, getattr(self.best_estimator_, name))
         return self
 
+    def _loo(self, X, Y, sw, scorer, rescore=None):
+        """``loo(sigma, alphas)``: exact leave-one-out scores, of the kernel itself up to
+        ``LOO_MAX_SAMPLES`` rows, else of its rank-``LOW_RANK_LOO_RANK`` pivoted-Cholesky
+        (Nystroem) approximation on at most ``max_search_samples`` rows. ``rescore(predictions,
+        rows)``, where given, scores the leave-one-out predictions of every alpha instead of
+        ``scorer`` (the classifier's decision values)."""
+        n = X.shape[0]
+
+        def scores(system, Ys, ws, alphas, rows):
+            if rescore is None:
+                return _loo_scores(system, Ys, ws, alphas, self.fit_intercept, scorer)[0]
+            return rescore(_loo_scores(system, Ys, ws, alphas, self.fit_intercept, None)[1], rows)
+
+        if n <= LOO_MAX_SAMPLES:
+            w = sw / sw.sum()
+            rows = np.arange(n)
+            return lambda sigma, alphas: scores(
+                _eigen_system(self._kernel(X, X, sigma), Y, w, self.fit_intercept), Y, w, alphas, rows,
+            )
+        rng = check_random_state(self.random_state)
+        idx = np.arange(n) if n <= self.max_search_samples else np.sort(
+            rng.choice(n, self.max_search_samples, replace=False))
+        Xs, Ys, ws = X[idx], Y[idx], sw[idx] / sw[idx].sum()
+        seed = rng.randint(np.iinfo(np.int32).max)
+
+        def loo(sigma, alphas):
+            params = dict(self.kernel_params or {})
+            if sigma is not None:
+                params["sigma"] = sigma
+            kernel = bind_kernel(self.kernel, degree=self.degree, coef0=self.coef0, kernel_params=params)
+            operator = KernelOperator(Xs, kernel, dtype="float64", store=False)
+
+            def columns(cols):
+                with single_threaded_blas():
+                    return np.asfortranarray(operator.columns(cols))
+
+            F = rp_cholesky(columns, operator.diag(), LOW_RANK_LOO_RANK, np.random.RandomState(seed))[0]
+            return scores(_low_rank_system(F, Ys, ws, self.fit_intercept), Ys, ws, alphas, idx)
+
+        return loo
+
     def _refine(self, X, Y, sw, scorer, loo_scores, start):
         """Improve on the grid's best (sigma_, alpha_, best_score_) in place; the grid search alone by default."""
 
@@ -500,40 +559,6 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         if score > self.best_score_:
             self.sigma_, self.alpha_, self.best_score_ = sigma, alpha, score
 
-    def _loo(self, X, Y, sw, scorer):
-        """``loo(sigma, alphas)``: exact leave-one-out scores, of the kernel itself up to
-        ``LOO_MAX_SAMPLES`` rows, else of its rank-``LOW_RANK_LOO_RANK`` pivoted-Cholesky
-        (Nystroem) approximation on at most ``max_search_samples`` rows."""
-        n = X.shape[0]
-        if n <= LOO_MAX_SAMPLES:
-            w = sw / sw.sum()
-            return lambda sigma, alphas: _loo_scores(
-                _eigen_system(self._kernel(X, X, sigma), Y, w, self.fit_intercept), Y, w, alphas,
-                self.fit_intercept, scorer,
-            )[0]
-        rng = check_random_state(self.random_state)
-        idx = np.arange(n) if n <= self.max_search_samples else np.sort(
-            rng.choice(n, self.max_search_samples, replace=False))
-        Xs, Ys, ws = X[idx], Y[idx], sw[idx] / sw[idx].sum()
-        seed = rng.randint(np.iinfo(np.int32).max)
-
-        def loo(sigma, alphas):
-            params = dict(self.kernel_params or {})
-            if sigma is not None:
-                params["sigma"] = sigma
-            kernel = bind_kernel(self.kernel, degree=self.degree, coef0=self.coef0, kernel_params=params)
-            operator = KernelOperator(Xs, kernel, dtype="float64", store=False)
-
-            def columns(cols):
-                with single_threaded_blas():
-                    return np.asfortranarray(operator.columns(cols))
-
-            F = rp_cholesky(columns, operator.diag(), LOW_RANK_LOO_RANK, np.random.RandomState(seed))[0]
-            system = _low_rank_system(F, Ys, ws, self.fit_intercept)
-            return _loo_scores(system, Ys, ws, alphas, self.fit_intercept, scorer)[0]
-
-        return loo
-
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Choose sigma and alpha, then refit on all the data.
@@ -569,11 +594,14 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
 class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
     """Kernel classification with sigma and alpha chosen by cross-validation.
 
-    For every width in ``sigmas`` the kernel is evaluated once; each fold
-    of a stratified K-fold split (5 folds by default) is solved for the
-    ``alphas`` from the largest to the smallest, each solve warm-started
-    from the last, on the rows of that one matrix. The best pair is then
-    refitted on all the data with :class:`KernelGDClassifier`.
+    For every width in ``sigmas`` the kernel is evaluated once. With the
+    squared loss and ``cv=None`` every alpha is scored by its exact
+    leave-one-out decision values (one-vs-rest ridge on +-1 targets), as
+    in :class:`KernelGDRegressorCV`. Otherwise each fold of a stratified
+    K-fold split (5 folds by default) is solved for the ``alphas`` from the
+    largest to the smallest, each solve warm-started from the last, on the
+    rows of that one matrix. The best pair is then refitted on all the data
+    with :class:`KernelGDClassifier`.
 
     Parameters
     ----------
@@ -585,7 +613,10 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
     kernel, sigmas, alphas, max_search_samples, n_jobs, degree, coef0, kernel_params, fit_intercept, solver, n_centers, max_iter, tol, options, random_state, verbose
         As in :class:`KernelGDRegressorCV`.
     cv : int, cross-validation generator, iterable or None, default=None
-        None: stratified 5-fold.
+        None: with the squared loss, exact leave-one-out (of the kernel up to
+        3,000 rows, of its rank-2,000 pivoted-Cholesky factor on at most
+        ``max_search_samples`` rows beyond); with the logistic loss,
+        stratified 5-fold. An int gives stratified K-fold.
     scoring : str or callable, default=None
         None: ``"neg_log_loss"`` with the logistic loss, accuracy otherwise.
 
@@ -683,8 +714,22 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
             raise ValueError("sample_weight sums to zero: at least one sample needs a positive weight.")
         default = "neg_log_loss" if self.loss == "logistic" else "accuracy"
         scorer = check_scoring(self, scoring=self.scoring or default)
+        X = X.astype(np.float64, copy=False)
+        loo = None
+        if self.cv is None and self.loss == "squared":
+            # the squared loss is ridge regression on +-1 targets: exact leave-one-out
+            # decision values, as RidgeClassifierCV has them
+            Y = LabelBinarizer(neg_label=-1, pos_label=1).fit(self.classes_).transform(y).astype(np.float64)
+            fit_weight = sw if self.class_weight is None else sw * _class_weights(
+                self.class_weight, self.classes_, y, sw)
+
+            def rescore(predictions, rows):
+                return np.array([scorer(_Decisions(self.classes_, F), None, y[rows], sample_weight=sw[rows])
+                                 for F in predictions])
+
+            loo = self._loo(X, Y, fit_weight, None, rescore)
         try:
-            return self._search(X_in, X.astype(np.float64, copy=False), y, y, sw, scorer)
+            return self._search(X_in, X, y, y, sw, scorer, loo)
         finally:
             del self._sample_weight
 

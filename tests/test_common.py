@@ -35,6 +35,7 @@ def _estimators():
     yield AllSubsetsFeatures()
     yield KernelGDRegressorCV(sigmas=[1.0, 3.0], alphas=[1e-4, 1e-2])  # exact leave-one-out
     yield KernelGDRegressorCV(sigmas=[1.0, 3.0], alphas=[1e-4, 1e-2], cv=3)  # K-fold along the alpha path
+    yield KernelGDClassifierCV(sigmas=[1.0, 3.0], alphas=[1e-4, 1e-2])  # exact leave-one-out
     yield KernelGDClassifierCV(sigmas=[1.0, 3.0], alphas=[1e-4, 1e-2], cv=3)
     yield KernelGDClassifierCV(loss="logistic", sigmas=[1.0, 3.0], alphas=[1e-4, 1e-2], cv=3)
 

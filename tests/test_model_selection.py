@@ -139,6 +139,42 @@ def test_classifier_kfold_scores_equal_grid_search(loss, scoring):
     assert_allclose(model.decision_function(X), search.best_estimator_.decision_function(X), rtol=1e-5, atol=1e-7)
 
 
+def _brute_force_classifier_loo(sigma, alpha, labels, fit_weight):
+    """Each point's decision values from a refit without it, the other points' weights fixed."""
+    w = fit_weight / fit_weight.sum()
+    scores = []
+    for i in range(len(labels)):
+        r = np.delete(np.arange(len(labels)), i)
+        # the refit renormalises its weights over n - 1 rows: alpha scales to match
+        ref = KernelGDClassifier(sigma=sigma, alpha=alpha / (1 - w[i]), solver="cg", tol=1e-12,
+                                 max_iter=3000).fit(X[r], labels[r], sample_weight=fit_weight[r])
+        scores.append(ref.decision_function(X[i : i + 1])[0])
+    return np.array(scores)
+
+
+def test_classifier_leave_one_out_decision_values_equal_brute_force():
+    from sklearn.preprocessing import label_binarize
+
+    Y = label_binarize(labels, classes=[0, 1, 2], neg_label=-1)
+
+    def decision_error(estimator, X_, y_true, sample_weight=None):
+        return -float(np.average(((Y - estimator.decision_function(X_)) ** 2).sum(axis=1), weights=sample_weight))
+
+    model = KernelGDClassifierCV(sigmas=[1.0], alphas=[1e-3], scoring=decision_error).fit(X, labels)
+    reference = _brute_force_classifier_loo(1.0, 1e-3, labels, np.ones(len(labels)))
+    assert "split0_test_score" not in model.cv_results_  # leave-one-out, not K-fold
+    assert_allclose(model.best_score_, -np.mean(((Y - reference) ** 2).sum(axis=1)), rtol=1e-6)
+
+
+def test_classifier_leave_one_out_accuracy_with_class_weights_equals_brute_force():
+    binary = (labels == 2).astype(int)
+    model = KernelGDClassifierCV(sigmas=[0.5, 2.0], alphas=[1e-4, 1e-1], class_weight="balanced").fit(X, binary)
+    fit_weight = np.where(binary == 1, len(binary) / (2 * binary.sum()), len(binary) / (2 * (1 - binary).sum()))
+    for p, score in zip(model.cv_results_["params"], model.cv_results_["mean_test_score"]):
+        decisions = _brute_force_classifier_loo(p["sigma"], p["alpha"], binary, fit_weight)
+        assert score == pytest.approx(np.mean((decisions > 0) == binary))
+
+
 def test_classifier_probabilities_only_with_logistic_loss():
     squared = KernelGDClassifierCV(sigmas=[1.0], alphas=[1e-3]).fit(X, labels)
     assert not hasattr(squared, "predict_proba")
