@@ -14,7 +14,7 @@ time (search and refit) and the chosen parameters. Systems:
 
 Sets: MNIST (8,000 train / 2,000 test) and letter (16,000 / 4,000). Each
 (set, system) runs in its own process. Writes
-benchmarks/results/cv_classification.json.
+benchmarks/results/model_selection_classification.json.
 """
 
 import argparse
@@ -74,7 +74,7 @@ def main(argv=None):
     parser.add_argument("--sets", nargs="*", default=list(SETS), choices=list(SETS))
     parser.add_argument("--systems", nargs="*", default=list(SYSTEMS), choices=list(SYSTEMS))
     parser.add_argument("--timeout", type=int, default=3600, help="seconds per (set, system)")
-    parser.add_argument("--out", default=str(HERE / "results" / "cv_classification.json"))
+    parser.add_argument("--out", default=str(HERE / "results" / "model_selection_classification.json"))
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:

@@ -3,7 +3,7 @@
     python benchmarks/report.py --out-dir docs
 
 Reads benchmarks/results/{cal16k,sweep,uci,operator,preconditioner,threads,
-memory,large_classification,logistic}.json and cv*.json where present and writes
+memory,large_classification,logistic,model_selection_classification}.json and cv*.json where present and writes
 docs/_bench_<name>.rst for each (or prints them without --out-dir), so the
 numbers in docs/benchmarks.rst are exactly those the scripts measured.
 """
@@ -209,13 +209,24 @@ def cv_head_to_head(results):
     return rst_table(header, out)
 
 
+def model_selection_classification(data):
+    rows = [
+        [r["set"], r["description"], fmt(r.get("accuracy"), ".4f"), fmt(r.get("fit_time"), ".1f"),
+         ", ".join(f"{k} {v:.3g}" for k, v in (r.get("chosen") or {}).items()), r["status"]]
+        for r in data["rows"]
+    ]
+    header = ["set", "system", "test accuracy", "fit incl. search (s)", "chosen", "status"]
+    return rst_table(header, rows)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out-dir", help="write _bench_<name>.rst files here")
     args = parser.parse_args(argv)
     for name, render in (("cal16k", cal16k), ("sweep", sweep), ("uci", uci), ("operator", operator),
                          ("preconditioner", preconditioner), ("threads", threads), ("memory", memory),
-                         ("large_classification", large_classification), ("logistic", logistic)):
+                         ("large_classification", large_classification), ("logistic", logistic),
+                         ("model_selection_classification", model_selection_classification)):
         path = RESULTS / f"{name}.json"
         if not path.exists():
             continue
