@@ -8,11 +8,11 @@ training split's statistics by datasets.load_uci); test RMSE is reported in
 the target's original units. Systems:
 
 * kernelgd-cv: ``KernelGDRegressorCV()`` with its default arguments
-  (``ard="auto"``: per-feature scales up to 3,000 rows, one width beyond);
+  (``ard="auto"``: per-feature scales up to 1,000 rows, one width beyond);
 * kernelgd-cv-ard: ``KernelGDRegressorCV(ard=True)`` (the default up to
-  3,000 rows);
+  1,000 rows);
 * kernelgd-cv-scalar: ``KernelGDRegressorCV(ard=False)`` (the default
-  beyond 3,000 rows);
+  beyond 1,000 rows);
 * krr-grid: GridSearchCV(KernelRidge(kernel="rbf")), 7 alphas x 7 gammas, 5-fold;
 * svr-grid: GridSearchCV(SVR()), 5 C x 5 gamma x 2 epsilon, 5-fold;
 * gpr: GaussianProcessRegressor(ConstantKernel * RBF(per feature) + WhiteKernel),

@@ -186,10 +186,10 @@ def cv_head_to_head(results):
                 runs = [_ok_runs(r) for r in rows.get((set_name, name), [])]
                 runs = max(runs, key=len) if runs else []
                 ours[name] = runs[:k] if len(runs) >= k > 0 else None
-            # the defaults are ard=True up to 3,000 rows and ard=False beyond (ard="auto")
+            # the defaults are ard=True up to 1,000 rows and ard=False beyond (ard="auto")
             sizes = [run["n_train"] for (s_, _), rs in rows.items() if s_ == set_name for r in rs
                      for run in _ok_runs(r)]
-            small = bool(sizes) and sizes[0] <= 3000
+            small = bool(sizes) and sizes[0] <= 1000
             if ours["kernelgd-cv"] is None:
                 ours["kernelgd-cv"] = ours["kernelgd-cv-ard" if small else "kernelgd-cv-scalar"]
             if ours["kernelgd-cv-scalar"] is None and not small:

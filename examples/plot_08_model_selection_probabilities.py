@@ -6,7 +6,7 @@ A kernel model is only as good as its width ``sigma`` and ridge ``alpha``.
 :class:`~kernelgd.KernelGDRegressorCV` searches both in one fit: for each
 width the kernel is computed once, and every alpha is scored by exact
 leave-one-out from one eigendecomposition (as ``RidgeCV`` does for linear
-ridge). By default, on up to 3,000 rows, it then learns one scale per
+ridge). By default, on up to 1,000 rows, it then learns one scale per
 feature by gradient descent on the same leave-one-out error (``ard``), and
 keeps them if they score better.
 

@@ -234,7 +234,7 @@ def test_ard_auto_searches_scales_for_small_single_target_rbf_fits_only(monkeypa
     assert KernelGDRegressorCV(**grid).fit(X, y).ard_
     assert not KernelGDRegressorCV(kernel="laplacian", **grid).fit(X, y).ard_
     assert not KernelGDRegressorCV(**grid).fit(X, np.column_stack([y, -y])).ard_
-    monkeypatch.setattr(ms, "LOO_MAX_SAMPLES", len(X) - 1)  # "large" data: the grid alone
+    monkeypatch.setattr(ms, "ARD_MAX_SAMPLES", len(X) - 1)  # "large" data: the grid alone
     large = KernelGDRegressorCV(**grid).fit(X, y)
     assert not large.ard_ and np.ndim(large.sigma_) == 0
 
