@@ -15,7 +15,8 @@ Every system gets the same budget of hyperparameters, chosen once per set
 on a validation split (the last 20% of a stratified shuffle of the training
 part, by validation log-loss): rbf widths ``sigma^2 = s * n_features *
 Var(X)`` for s in {1/4, 1, 4} and ridge ``alpha`` in {1e-5, 1e-4, 1e-3} per
-sample (``C = 1 / (2 alpha n)`` for the peers). The chosen configuration is
+sample (``C = 1 / (2 alpha n)`` for the peers), or the grid given by
+``--widths`` and ``--alphas``. The chosen configuration is
 then refitted on the whole training part. Each (set, system) runs in its own
 process; the script prints test log-loss, accuracy, the refit's time, the
 search's time and the chosen hyperparameters, and writes
@@ -92,7 +93,7 @@ def make_model(system, sigma2, alpha, n):
     raise ValueError(system)
 
 
-def worker(set_name, system, data_dir):
+def worker(set_name, system, data_dir, widths=WIDTHS, alphas=ALPHAS):
     from sklearn.metrics import accuracy_score, log_loss
     from sklearn.model_selection import train_test_split
 
@@ -102,7 +103,7 @@ def worker(set_name, system, data_dir):
         X, X_test = pre.transform(X), pre.transform(X_test)
     sigma2_0 = base_sigma2(X)
     X_fit, X_val, y_fit, y_val = train_test_split(X, y, test_size=0.2, stratify=y, random_state=0)
-    grid = [(s, None) for s in WIDTHS] if system == "gpc" else [(s, a) for s in WIDTHS for a in ALPHAS]
+    grid = [(s, None) for s in widths] if system == "gpc" else [(s, a) for s in widths for a in alphas]
     start, scores = time.perf_counter(), []
     for s, a in grid:
         model = make_model(system, s * sigma2_0, a or 1e-4, X_fit.shape[0])
@@ -137,15 +138,18 @@ def main(argv=None):
                         choices=list(SYSTEMS))
     parser.add_argument("--timeout", type=int, default=3600, help="seconds per (set, system), search included")
     parser.add_argument("--out", default=str(HERE / "results" / "logistic.json"))
+    parser.add_argument("--widths", nargs="*", type=float, default=WIDTHS, help="sigma^2 factors of the grid")
+    parser.add_argument("--alphas", nargs="*", type=float, default=ALPHAS, help="ridges of the grid")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        return worker(args.worker[0], args.worker[1], args.data_dir)
+        return worker(args.worker[0], args.worker[1], args.data_dir, args.widths, args.alphas)
+    grid_args = ["--widths", *map(str, args.widths), "--alphas", *map(str, args.alphas)]
 
     rows = []
     for set_name in args.sets:
         for system in args.systems:
-            result = run_worker(__file__, [set_name, system, "--data-dir", args.data_dir], args.timeout)
+            result = run_worker(__file__, [set_name, system, "--data-dir", args.data_dir, *grid_args], args.timeout)
             rows.append({"set": set_name, "system": system, "description": SYSTEMS[system], **result})
             print(f"  {set_name} {system}: {result}", file=sys.stderr, flush=True)
     columns = [
@@ -155,7 +159,7 @@ def main(argv=None):
         ("width_factor", "sigma^2 factor", "{:g}"), ("alpha", "alpha", "{:g}"), ("status", "status", None),
     ]
     print(format_table(rows, columns))
-    path = write_json(args.out, {"machine": machine(), "widths": WIDTHS, "alphas": ALPHAS, "rows": rows})
+    path = write_json(args.out, {"machine": machine(), "widths": args.widths, "alphas": args.alphas, "rows": rows})
     print(f"wrote {path}")
 
 

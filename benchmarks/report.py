@@ -226,7 +226,8 @@ def main(argv=None):
     for name, render in (("cal16k", cal16k), ("sweep", sweep), ("uci", uci), ("operator", operator),
                          ("preconditioner", preconditioner), ("threads", threads), ("memory", memory),
                          ("large_classification", large_classification), ("logistic", logistic),
-                         ("model_selection_classification", model_selection_classification)):
+                         ("model_selection_classification", model_selection_classification),
+                         ("logistic_letter_wide", logistic)):
         path = RESULTS / f"{name}.json"
         if not path.exists():
             continue
