@@ -37,8 +37,9 @@ print(
     f" test R^2 {search.score(X_test, y_test):.3f}"
 )
 ard = KernelGDRegressorCV().fit(X_train, y_train)
-scales = ", ".join(f"{s:.3g}" for s in np.atleast_1d(ard.sigma_))
-print(f"defaults: sigma {scales}; test R^2 {ard.score(X_test, y_test):.3f}")
+print(f"defaults: test R^2 {ard.score(X_test, y_test):.3f}, sigma")
+scales = np.atleast_1d(ard.sigma_)
+print(np.array2string(scales, precision=3, max_line_width=72))
 
 # %%
 # A very large scale switches its feature off. Whether learned scales pay
@@ -56,7 +57,7 @@ for s, a, score in zip(
         np.searchsorted(sigmas, float(s)), np.searchsorted(alphas, float(a))
     ] = score
 
-fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+fig, left = plt.subplots(figsize=(7, 4.5))
 image = left.imshow(
     np.maximum(scores, np.nanpercentile(scores, 20)),
     aspect="auto",
@@ -71,6 +72,7 @@ left.set_xlabel("alpha")
 left.set_ylabel("sigma")
 left.set_title("leave-one-out score (neg. MSE) of every candidate")
 fig.colorbar(image, ax=left)
+fig.tight_layout()
 
 # %%
 # Kernel logistic regression and its probabilities
@@ -85,9 +87,10 @@ print(
     f"logistic: sigma {classifier.sigma_:.3g}, alpha {classifier.alpha_:.3g}; "
     f"test accuracy {classifier.score(X_test, y_test):.3f}"
 )
+fig, ax = plt.subplots(figsize=(6, 5))
 CalibrationDisplay.from_estimator(
-    classifier, X_test, y_test, n_bins=8, ax=right, name="KernelGDClassifierCV"
+    classifier, X_test, y_test, n_bins=8, ax=ax, name="KernelGDClassifierCV"
 )
-right.set_title("calibration on held-out data")
+ax.set_title("calibration on held-out data")
 fig.tight_layout()
 plt.show()
