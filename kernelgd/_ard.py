@@ -90,10 +90,12 @@ def fit_scales(X, y, w, sigma0, lam0, fit_intercept, rng, max_iter=100):
     lam : float
     value : float
         The subsample's leave-one-out error at the returned point.
+    rows : ndarray of int
+        The rows of X the scales were fitted on.
     """
-    keep = np.flatnonzero(w > 0)
+    keep = rows = np.flatnonzero(w > 0)
     if len(keep) > ARD_MAX_SAMPLES:
-        keep = np.sort(rng.choice(keep, ARD_MAX_SAMPLES, replace=False))
+        keep = rows = np.sort(rng.choice(keep, ARD_MAX_SAMPLES, replace=False))
     X, y, w = X[keep], y[keep], w[keep] / w[keep].sum()
     d = X.shape[1]
     start = np.append(np.full(d, np.log(sigma0)), np.log(max(lam0, 1e-12)))
@@ -101,4 +103,4 @@ def fit_scales(X, y, w, sigma0, lam0, fit_intercept, rng, max_iter=100):
     with single_threaded_blas():
         result = minimize(loo_error_and_gradient, start, args=(X, y, w, fit_intercept), jac=True,
                           method="L-BFGS-B", bounds=bounds, options={"maxiter": max_iter})
-    return np.exp(result.x[:d]), float(np.exp(result.x[d])), float(result.fun)
+    return np.exp(result.x[:d]), float(np.exp(result.x[d])), float(result.fun), rows

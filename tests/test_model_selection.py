@@ -20,13 +20,18 @@ SIGMAS, ALPHAS = [0.5, 1.0, 2.0], [1e-5, 1e-3, 1e-1]
 
 
 def _brute_force_loo(sigma, alpha, w, fit_intercept):
-    """Minus the weighted mean squared LOO error, each point's model a dense solve without it.
+    """Minus the weighted mean squared LOO error, each point's model a dense solve without it."""
+    return -float(w @ _brute_force_loo_errors(sigma, alpha, w, fit_intercept) ** 2)
+
+
+def _brute_force_loo_errors(sigma, alpha, w, fit_intercept):
+    """Each point's LOO residual, its model a dense solve without it.
 
     Without point i the fit minimises sum_{j != i} w_j (f_j - y_j)^2 + alpha a'K a (weights
     not renormalised, as in the hat-matrix identity), from its stationarity conditions
     (W K + alpha I) a + W 1 b = W y and 1'W (K a + b - y) = 0.
     """
-    K = kernel_matrix(X, sigma=sigma)
+    K = kernel_matrix(X / np.asarray(sigma), sigma=1.0)  # a scale per feature: the rbf of rescaled features
     n = len(y)
     errors = np.empty(n)
     for i in range(n):
@@ -40,7 +45,7 @@ def _brute_force_loo(sigma, alpha, w, fit_intercept):
         else:
             a, b = np.linalg.solve(W @ K[np.ix_(r, r)] + alpha * np.eye(n - 1), W @ y[r]), 0.0
         errors[i] = y[i] - (K[i, r] @ a + b)
-    return -float(w @ errors**2)
+    return errors
 
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
@@ -227,16 +232,43 @@ def test_ard_finds_the_relevant_feature():
     assert ard.score(X_test, y_test) > plain.score(X_test, y_test)
 
 
-def test_ard_auto_searches_scales_for_small_single_target_rbf_fits_only(monkeypatch):
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ard_scales_are_judged_on_the_rows_they_were_not_fitted_on(monkeypatch, seed):
+    import kernelgd._ard as ard
     import kernelgd._model_selection as ms
 
+    # scales fitted on 30 of the 60 rows: the other 30 choose their alpha and decide whether they stay
+    monkeypatch.setattr(ard, "ARD_MAX_SAMPLES", 30)
+    calls = []
+    monkeypatch.setattr(ms, "fit_scales", lambda *args: calls.append(ard.fit_scales(*args)) or calls[-1])
+    alphas = np.logspace(-6, 0, 13)
+    model = KernelGDRegressorCV(ard=True, sigmas=SIGMAS, alphas=alphas, random_state=seed).fit(X, y)
+    sigma, lam, _, fitted = calls[0]
+    unseen = np.setdiff1d(np.arange(len(y)), fitted)
+    w = np.full(len(y), 1.0 / len(y))
+
+    def held_out(s, a):
+        return -np.mean(_brute_force_loo_errors(s, a, w, True)[unseen] ** 2)
+
+    grid_sigma = model.cv_results_["params"][model.best_index_]["sigma"]
+    plain = max(held_out(grid_sigma, a) for a in alphas)
+    candidates = np.unique(np.append(alphas, lam))
+    learned = [held_out(sigma, a) for a in candidates]
+    assert model.ard_
+    if max(learned) > plain:
+        assert_allclose(model.sigma_, sigma)
+        assert_allclose(model.alpha_, candidates[int(np.argmax(learned))])
+        reference = _brute_force_loo_per_feature(sigma, model.alpha_, w, True)
+        assert_allclose(model.best_score_, reference, rtol=1e-5)  # a tiny alpha: the dense solves round
+    else:
+        assert model.sigma_ == grid_sigma
+
+
+def test_ard_auto_searches_scales_for_single_target_rbf_fits_only():
     grid = dict(sigmas=[1.0, 2.0], alphas=[1e-3, 1e-1])
     assert KernelGDRegressorCV(**grid).fit(X, y).ard_
     assert not KernelGDRegressorCV(kernel="laplacian", **grid).fit(X, y).ard_
     assert not KernelGDRegressorCV(**grid).fit(X, np.column_stack([y, -y])).ard_
-    monkeypatch.setattr(ms, "ARD_MAX_SAMPLES", len(X) - 1)  # "large" data: the grid alone
-    large = KernelGDRegressorCV(**grid).fit(X, y)
-    assert not large.ard_ and np.ndim(large.sigma_) == 0
 
 
 def test_ard_needs_the_rbf_kernel():
@@ -270,3 +302,21 @@ def test_large_n_leave_one_out_uses_the_pivoted_cholesky_factor(monkeypatch):
     monkeypatch.setattr(ms, "LOW_RANK_LOO_RANK", 20)  # a real low-rank factor: still sound
     low = KernelGDRegressorCV(sigmas=SIGMAS, alphas=ALPHAS, random_state=0).fit(X, y)
     assert np.all(np.isfinite(low.cv_results_["mean_test_score"])) and low.score(X, y) > 0.9
+
+
+def test_refit_is_solved_to_a_fraction_of_the_models_own_error():
+    # a noise-free target: the default tol=1e-3 would leave a solve error half the model's own
+    from sklearn.kernel_ridge import KernelRidge
+
+    r = np.random.RandomState(0)
+    Xs = r.randn(1000, 4)
+    ys = np.sin(Xs / 2).sum(axis=1)
+    grid = dict(ard=False, sigmas=[3.0], alphas=[1e-10], fit_intercept=False, random_state=0)
+    model = KernelGDRegressorCV(**grid).fit(Xs, ys)
+    loo_rmse = np.sqrt(-model.best_score_)
+    assert model.best_estimator_.tol < 1e-3
+    K = kernel_matrix(Xs, sigma=3.0)
+    exact = KernelRidge(alpha=len(ys) * 1e-10, kernel="precomputed").fit(K, ys).predict(K)
+    assert np.sqrt(np.mean((model.predict(Xs) - exact) ** 2)) < 0.2 * loo_rmse
+    # other scorers keep the given tol
+    assert KernelGDRegressorCV(**grid, scoring="r2").fit(Xs, ys).best_estimator_.tol == 1e-3
