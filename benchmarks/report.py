@@ -227,7 +227,8 @@ def main(argv=None):
                          ("preconditioner", preconditioner), ("threads", threads), ("memory", memory),
                          ("large_classification", large_classification), ("logistic", logistic),
                          ("model_selection_classification", model_selection_classification),
-                         ("logistic_letter_wide", logistic), ("logistic_mnist_wide", logistic)):
+                         ("logistic_letter_wide", logistic), ("logistic_mnist_wide", logistic),
+                         ("logistic_adult", logistic), ("logistic_gpc", logistic)):
         path = RESULTS / f"{name}.json"
         if not path.exists():
             continue

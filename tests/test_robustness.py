@@ -350,3 +350,17 @@ def test_n_threads_option_clear_error(bad):
     X, y = np.random.RandomState(0).randn(20, 2), np.arange(20.0)
     with pytest.raises(ValueError, match=r"options\['n_threads'\] must be 'auto'"):
         KernelGDRegressor(options={"n_threads": bad}).fit(X, y)
+
+
+def test_cg_judges_progress_by_its_own_quadratic_not_the_objective():
+    # Regression: with a tiny ridge the objective (a different norm of CG's error) rose and fell for
+    # 20 iterations, which the full model's CG took for rounding: it stopped at iteration 26 with a
+    # training RMSE of 1.23, where 113 iterations reach 1.4e-3.
+    r = np.random.RandomState(0)
+    X = r.randn(2000, 6)
+    y = np.sin(X).sum(axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = KernelGDRegressor(sigma=1.0, alpha=1e-9, fit_intercept=False, solver="cg",
+                                  options={"dtype": "float64"}, random_state=0).fit(X, y)
+    assert np.sqrt(np.mean((model.predict(X) - y) ** 2)) < 1e-2

@@ -224,10 +224,16 @@ def _solve_full(operator, Y, w, settings, rng):
     X0 = None
     if settings.coef_init is not None:  # warm start: c = a / s on the weighted rows
         X0 = project(np.divide(settings.coef_init, s[:, None], out=np.zeros((n, t)), where=s[:, None] > 0))
+    B = project(s[:, None] * (Y - y_bar))
+
+    def quadratic(C):  # what CG minimises, 1/2 C'(Q S K S Q + alpha) C - C'B, from the tracked K A
+        return 0.5 * (np.einsum("ij,ij->", C, s[:, None] * state["KX"]) + alpha * np.einsum("ij,ij->", C, C)) \
+            - np.einsum("ij,ij->", C, B)
+
     log = IterateLog()
-    on_iter = _monitor(settings, Y, w, state, combine, lambda A, KA: np.einsum("ij,ij->", A, KA), log)
+    on_iter = _monitor(settings, Y, w, state, combine, lambda A, KA: np.einsum("ij,ij->", A, KA), log, quadratic)
     C, n_iter, status = block_pcg(
-        apply_A, project(s[:, None] * (Y - y_bar)), lambda V: project(precond(V)),
+        apply_A, B, lambda V: project(precond(V)),
         max_iter=settings.max_iter, tol=settings.tol, on_iter=on_iter, x0=X0, state=state,
     )
     A, b, _ = combine(C, state["KX"])
@@ -319,13 +325,18 @@ def _status(status, state):
     return "no_progress" if status == "stopped" and state.get("no_progress") else status
 
 
-def _monitor(settings, Y, w, state, combine, penalty, log):
+def _monitor(settings, Y, w, state, combine, penalty, log, quadratic=None):
     """The per-iteration step of block_pcg: objective, progress line, callback.
 
     ``state["KX"]`` tracks K times the iterate from the products already
     computed (``state["last"]``), so the objective costs no extra product;
-    ``penalty(coef, K coef)`` is ``||f||_H^2``.
+    ``penalty(coef, K coef)`` is ``||f||_H^2``. Progress is judged by
+    ``quadratic(X)``, the function CG minimises, where it differs from the
+    objective: CG decreases it at every step in exact arithmetic, while the
+    objective, a different norm of the error, may rise for many steps when
+    the system is ill-conditioned, which is not rounding.
     """
+    progress = IterateLog() if quadratic is not None else log
 
     def on_iter(X, step):
         state["KX"] += step * state["last"]
@@ -334,10 +345,14 @@ def _monitor(settings, Y, w, state, combine, penalty, log):
         if settings.alpha:
             value += settings.alpha * float(penalty(coef, F - b))
         log.record(value, coef, b)
+        if quadratic is not None:
+            progress.curve.append(q := float(quadratic(X)))
+            if q < progress.best_value:
+                progress.best_value, progress.best_index = q, len(progress.curve)
         it = len(log.curve)
         if settings.verbose and (settings.verbose > 1 or it % 10 == 0 or it == 1):
             print(f"[cg] iter {it:5d}  objective {value:.6e}")
-        if settings.tol > 0 and log.since_best() >= NO_PROGRESS_PATIENCE:
+        if settings.tol > 0 and progress.since_best() >= NO_PROGRESS_PATIENCE:
             state["no_progress"] = True  # rounding has taken over: stop
             return True
         return settings.callback is not None and settings.callback(coef, b)
