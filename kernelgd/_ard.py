@@ -16,6 +16,7 @@ does. The search runs on a subsample with L-BFGS.
 """
 
 import numpy as np
+from scipy.linalg import lapack
 from scipy.optimize import minimize
 
 from ._operator import single_threaded_blas
@@ -25,6 +26,19 @@ from .kernels import kernel_matrix
 ARD_MAX_SAMPLES = 1000
 # log-scales and log-ridge stay within this many e-folds of the start.
 BOUND = 8.0
+
+
+def _spd_inverse(A):
+    """The inverse of a symmetric positive definite matrix by Cholesky (half the flops of LU)."""
+    factor, info = lapack.dpotrf(A, lower=False)
+    if info == 0:
+        inverse, info = lapack.dpotri(factor, lower=False, overwrite_c=True)
+    if info != 0:  # not numerically positive definite (a ridge at rounding level): eigenvalues floored
+        lam, V = np.linalg.eigh(A)
+        lam = np.maximum(lam, len(A) * np.finfo(float).eps * max(lam[-1], np.finfo(float).tiny))
+        inverse = (V / lam) @ V.T
+    upper = np.triu(inverse)
+    return upper + np.triu(upper, 1).T
 
 
 def loo_error_and_gradient(theta, X, y, w, fit_intercept):
@@ -42,8 +56,7 @@ def loo_error_and_gradient(theta, X, y, w, fit_intercept):
         return A - np.outer(s, u) - np.outer(u, s) + np.outer(s, s) * (s @ u)
 
     Kt = centre(s[:, None] * K * s[None, :])
-    M = np.linalg.inv(Kt + lam * np.eye(len(y)))
-    M = (M + M.T) / 2
+    M = _spd_inverse(Kt + lam * np.eye(len(y)))
     yt = s * y
     proj = s * (s @ yt) if fit_intercept else 0.0
     lever = s * s if fit_intercept else 0.0

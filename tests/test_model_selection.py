@@ -320,3 +320,15 @@ def test_refit_is_solved_to_a_fraction_of_the_models_own_error():
     assert np.sqrt(np.mean((model.predict(Xs) - exact) ** 2)) < 0.2 * loo_rmse
     # other scorers keep the given tol
     assert KernelGDRegressorCV(**grid, scoring="r2").fit(Xs, ys).best_estimator_.tol == 1e-3
+
+
+def test_ard_inverse_is_exact_for_spd_and_finite_at_rounding_level():
+    from kernelgd._ard import _spd_inverse
+
+    r = np.random.RandomState(0)
+    A = r.randn(40, 40)
+    A = A @ A.T + np.eye(40)
+    assert_allclose(_spd_inverse(A), np.linalg.inv(A), rtol=1e-10, atol=1e-14)
+    singular = np.ones((5, 5))  # PSD with a zero ridge: Cholesky fails, the result stays finite
+    M = _spd_inverse(singular)
+    assert np.all(np.isfinite(M)) and np.array_equal(M, M.T)
