@@ -137,6 +137,18 @@ def logistic(data):
     return grid + "\n\n" + rst_table(header, rows)
 
 
+def revisions(data):
+    old, new = data["revisions"]["old"], data["revisions"]["new"]
+    rows = [
+        [r["set"], fmt(r.get("old_fit_time"), ".2f"), fmt(r.get("new_fit_time"), ".2f"), fmt(r.get("ratio"), ".2f"),
+         fmt(r.get("old_accuracy"), ".4f"), fmt(r.get("new_accuracy"), ".4f")]
+        for r in data["rows"]
+    ]
+    header = ["set", f"{old} fit (s, median)", f"{new} fit (s, median)", "new / old", f"{old} accuracy",
+              f"{new} accuracy"]
+    return rst_table(header, rows)
+
+
 # published dropout-network RMSE on the same splits (bench_cv.SETS), for files written without it
 DROPOUT = {"concrete": 4.82, "energy": 0.54, "kin8nm": 0.08, "naval": 0.005, "power": 4.01, "protein": 4.27,
            "wine": 0.62, "yacht": 0.67}
@@ -228,7 +240,7 @@ def main(argv=None):
                          ("large_classification", large_classification), ("logistic", logistic),
                          ("model_selection_classification", model_selection_classification),
                          ("logistic_letter_wide", logistic), ("logistic_mnist_wide", logistic),
-                         ("logistic_adult", logistic), ("logistic_gpc", logistic)):
+                         ("logistic_adult", logistic), ("logistic_gpc", logistic), ("revisions", revisions)):
         path = RESULTS / f"{name}.json"
         if not path.exists():
             continue

@@ -1,0 +1,119 @@
+"""The squared-loss classifier's fit time at two git revisions (issue 8: "not slower than today").
+
+    python benchmarks/bench_revisions.py --data-dir ../shared/data --old 61afadc --new HEAD
+
+Each revision is checked out into a temporary git worktree and imported from
+there (kernelgd is pure Python). ``KernelGDClassifier()`` with its default
+(squared) loss, solver and dtype is fitted on MNIST (the first 8,000 test
+images, pixels / 255) and letter (the first 16,000 rows, standardized) at
+``sigma = sqrt(n_features * mean variance)`` and ``alpha = 1e-5``, in fresh
+processes that alternate between the revisions (old, new, old, new, ...) so
+both see the same load. The script prints the median fit time of each, their
+ratio and the test accuracies, and writes benchmarks/results/revisions.json.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _harness import format_table, machine, write_json  # noqa: E402
+
+SETS = ["mnist", "letter"]
+
+
+def worker(set_name, data_dir):
+    import datasets
+
+    import kernelgd
+    from kernelgd import KernelGDClassifier
+
+    X, y, X_test, y_test = datasets.load_mnist8k(data_dir) if set_name == "mnist" else datasets.load_letter(data_dir)
+    sigma = float(np.sqrt(X.shape[1] * np.mean(np.var(X, axis=0))))
+    model = KernelGDClassifier(sigma=sigma, alpha=1e-5, random_state=0)
+    start = time.perf_counter()
+    model.fit(X, y)
+    fit_time = time.perf_counter() - start
+    print(json.dumps({"fit_time": fit_time, "accuracy": float(model.score(X_test, y_test)),
+                      "n_iter": int(model.n_iter_), "module": kernelgd.__file__}))
+
+
+def run(tree, set_name, data_dir, timeout):
+    env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{HERE}")
+    cmd = [sys.executable, str(Path(__file__)), "--worker", set_name, "--data-dir", data_dir]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tree)
+    except subprocess.TimeoutExpired:
+        return {"status": f"timeout after {timeout} s"}
+    if proc.returncode != 0:
+        return {"status": f"error: {(proc.stderr.strip().splitlines() or ['?'])[-1][:120]}"}
+    return {"status": "ok", **json.loads(proc.stdout.strip().splitlines()[-1])}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", default=str(HERE.parent.parent / "shared" / "data"))
+    parser.add_argument("--old", default="61afadc", help="the revision before the logistic loss")
+    parser.add_argument("--new", default="HEAD")
+    parser.add_argument("--sets", nargs="*", default=SETS, choices=SETS)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--timeout", type=int, default=900)
+    parser.add_argument("--out", default=str(HERE / "results" / "revisions.json"))
+    parser.add_argument("--worker", nargs=1, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker(args.worker[0], str(Path(args.data_dir).resolve()))
+    data_dir = str(Path(args.data_dir).resolve())
+    repo = HERE.parent
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {}
+        for label, rev in (("old", args.old), ("new", args.new)):
+            trees[label] = Path(tmp) / label
+            subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(trees[label]), rev],
+                           check=True, capture_output=True)
+        try:
+            for set_name in args.sets:
+                runs = {"old": [], "new": []}
+                for _ in range(args.repeat):
+                    for label in ("old", "new"):
+                        result = run(trees[label], set_name, data_dir, args.timeout)
+                        runs[label].append(result)
+                        print(f"  {set_name} {label}: {result}", file=sys.stderr, flush=True)
+                row = {"set": set_name}
+                for label in ("old", "new"):
+                    ok = [r for r in runs[label] if r["status"] == "ok"]
+                    row[f"{label}_fit_times"] = [r["fit_time"] for r in ok]
+                    row[f"{label}_fit_time"] = float(np.median(row[f"{label}_fit_times"])) if ok else None
+                    row[f"{label}_accuracy"] = ok[0]["accuracy"] if ok else None
+                    row[f"{label}_status"] = "ok" if len(ok) == len(runs[label]) else runs[label][-1]["status"]
+                if row["old_fit_time"] and row["new_fit_time"]:
+                    row["ratio"] = row["new_fit_time"] / row["old_fit_time"]
+                rows.append(row)
+        finally:
+            for tree in trees.values():
+                subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)],
+                               capture_output=True)
+    columns = [
+        ("set", "set", None), ("old_fit_time", f"{args.old} fit (s)", "{:.2f}"),
+        ("new_fit_time", f"{args.new} fit (s)", "{:.2f}"), ("ratio", "new / old", "{:.2f}"),
+        ("old_accuracy", "old accuracy", "{:.4f}"), ("new_accuracy", "new accuracy", "{:.4f}"),
+    ]
+    print(format_table(rows, columns))
+    revisions = {label: subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", rev], capture_output=True,
+                                       text=True).stdout.strip() for label, rev in (("old", args.old), ("new", args.new))}
+    path = write_json(args.out, {"machine": machine(), "revisions": revisions, "rows": rows})
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
