@@ -13,6 +13,17 @@ and ``J = sum_i w_i e_i^2`` is a smooth function of the log-scales and of
 products with M), from which each scale's derivative is an O(n^2) sum, so a
 gradient costs O(n^3 + d n^2), as a Gaussian process's marginal likelihood
 does. The search runs on a subsample with L-BFGS.
+
+The other criterion is a Gaussian process's marginal likelihood: the fit is
+the posterior mean of ``f ~ GP(0, c K)`` observed with noise of variance
+``c lam / w_i``, so ``S y ~ N(0, c (S K S + lam I))``. With the amplitude
+``c`` at its optimum ``q / m`` (``q = y' S Q M Q S y``, ``m`` the number of
+rows, less one for the intercept, whose direction ``s`` is left out: the
+restricted likelihood), minus the log likelihood is, up to a constant,
+
+    L = m/2 log q + 1/2 (log det(Q S K S Q + lam I) - log lam),
+
+whose gradient in K is again one n x n matrix from M.
 """
 
 import numpy as np
@@ -28,21 +39,23 @@ ARD_MAX_SAMPLES = 1000
 BOUND = 8.0
 
 
-def _spd_inverse(A):
+def _spd_inverse(A, with_logdet=False):
     """The inverse of a symmetric positive definite matrix by Cholesky (half the flops of LU)."""
     factor, info = lapack.dpotrf(A, lower=False)
     if info == 0:
+        logdet = 2.0 * float(np.log(np.diagonal(factor)).sum())
         inverse, info = lapack.dpotri(factor, lower=False, overwrite_c=True)
     if info != 0:  # not numerically positive definite (a ridge at rounding level): eigenvalues floored
         lam, V = np.linalg.eigh(A)
         lam = np.maximum(lam, len(A) * np.finfo(float).eps * max(lam[-1], np.finfo(float).tiny))
-        inverse = (V / lam) @ V.T
+        inverse, logdet = (V / lam) @ V.T, float(np.log(lam).sum())
     upper = np.triu(inverse)
-    return upper + np.triu(upper, 1).T
+    inverse = upper + np.triu(upper, 1).T
+    return (inverse, logdet) if with_logdet else inverse
 
 
-def loo_error_and_gradient(theta, X, y, w, fit_intercept):
-    """``J`` and its gradient in ``theta = (log sigma_1..d, log lam)``; see the module docstring."""
+def _system(theta, X, w, fit_intercept):
+    """The scales, ridge, kernel and ``M = (Q S K S Q + lam I)^-1`` at ``theta``."""
     d = X.shape[1]
     sigma, lam = np.exp(theta[:d]), np.exp(theta[d])
     s = np.sqrt(w)
@@ -55,8 +68,24 @@ def loo_error_and_gradient(theta, X, y, w, fit_intercept):
         u = A @ s
         return A - np.outer(s, u) - np.outer(u, s) + np.outer(s, s) * (s @ u)
 
-    Kt = centre(s[:, None] * K * s[None, :])
-    M = _spd_inverse(Kt + lam * np.eye(len(y)))
+    A = centre(s[:, None] * K * s[None, :])
+    A[np.diag_indices_from(A)] += lam
+    M, logdet = _spd_inverse(A, with_logdet=True)
+    return lam, s, Xs, K, centre, M, logdet
+
+
+def _scale_gradient(G, s, Xs, K, centre):
+    """The derivatives in the log-scales of a criterion whose derivative in ``Q S K S Q`` is ``G``."""
+    H = s[:, None] * centre((G + G.T) / 2) * s[None, :]
+    P = H * K  # d K_ij / d log sigma_j = 2 K_ij (x_ij - x_kj)^2 on the scaled features
+    row = P.sum(axis=1)
+    return 4.0 * ((Xs * Xs).T @ row - np.einsum("ij,ij->j", Xs, P @ Xs))
+
+
+def loo_error_and_gradient(theta, X, y, w, fit_intercept):
+    """``J`` and its gradient in ``theta = (log sigma_1..d, log lam)``; see the module docstring."""
+    d = X.shape[1]
+    lam, s, Xs, K, centre, M, _ = _system(theta, X, w, fit_intercept)
     yt = s * y
     proj = s * (s @ yt) if fit_intercept else 0.0
     lever = s * s if fit_intercept else 0.0
@@ -66,15 +95,12 @@ def loo_error_and_gradient(theta, X, y, w, fit_intercept):
     e = u / (s * v)
     value = float(w @ e**2)
     grad = np.empty(d + 1)
-    factor = 2.0 * w * e / (s * v)  # dJ/du_i; dJ/dv_i = -factor * e * s... folded below
+    factor = 2.0 * w * e / (s * v)  # dJ/du_i
     # A change dKt of the centred kernel moves u by -lam M dKt My and v_i by
     # -lam (M dKt M)_ii, so dJ = tr(G dKt) with G below; then dKt = Q S dK S Q
     # gives dJ = sum_ij H_ij dK_ij, one n^3 product for all d scales.
     G = lam * ((M * (factor * e * s)) @ M - np.outer(My, M @ factor))
-    H = s[:, None] * centre((G + G.T) / 2) * s[None, :]
-    P = H * K  # d K_ij / d log sigma_j = 2 K_ij (x_ij - x_kj)^2 on the scaled features
-    row = P.sum(axis=1)
-    grad[:d] = 4.0 * ((Xs * Xs).T @ row - np.einsum("ij,ij->j", Xs, P @ Xs))
+    grad[:d] = _scale_gradient(G, s, Xs, K, centre)
     M2y = M @ My
     du = lam * My - lam**2 * M2y
     dv = lam * np.diagonal(M) - lam**2 * np.einsum("ij,ji->i", M, M)
@@ -82,38 +108,69 @@ def loo_error_and_gradient(theta, X, y, w, fit_intercept):
     return value, grad
 
 
-def fit_scales(X, y, w, sigma0, lam0, fit_intercept, rng, max_iter=100):
-    """Per-feature scales and ridge minimising the leave-one-out error on a subsample.
+def neg_log_likelihood_and_gradient(theta, X, y, w, fit_intercept, n_obs=None):
+    """``L`` (the restricted, amplitude-profiled marginal likelihood) and its gradient; see the module docstring.
+
+    ``n_obs`` (default: the number of rows) reads the weights as counts: a row of weight k is k
+    identical observations, whose spread adds ``(n_obs - n)/2 log lam`` and ``n_obs`` to the count.
+    """
+    d = X.shape[1]
+    lam, s, Xs, K, centre, M, logdet = _system(theta, X, w, fit_intercept)
+    yt = s * (y - w @ y) if fit_intercept else s * y
+    n_obs = len(y) if n_obs is None else n_obs
+    m = n_obs - 1 if fit_intercept else n_obs
+    extra = 0.5 * (n_obs - len(y))  # the repeated observations' own noise
+    My = M @ yt
+    q = float(yt @ My)
+    if not q > 0:  # y constant: every scale fits it
+        return 0.0, np.zeros(d + 1)
+    value = 0.5 * m * np.log(q) + 0.5 * (logdet - (np.log(lam) if fit_intercept else 0.0)) + extra * np.log(lam)
+    grad = np.empty(d + 1)
+    grad[:d] = _scale_gradient(0.5 * M - 0.5 * m * np.outer(My, My) / q, s, Xs, K, centre)
+    trace = np.trace(M) - (1.0 / lam if fit_intercept else 0.0)
+    grad[d] = lam * (0.5 * trace - 0.5 * m * float(My @ My) / q) + extra
+    return float(value), grad
+
+
+CRITERIA = {"loo": loo_error_and_gradient, "likelihood": neg_log_likelihood_and_gradient}
+
+
+def fit_scales(X, y, w, sigma0, lam0, fit_intercept, rng, max_iter=100, criterion="loo"):
+    """Per-feature scales and ridge minimising a criterion on a subsample.
 
     Parameters
     ----------
     X : ndarray of shape (n_samples, n_features)
     y : ndarray of shape (n_samples,)
     w : ndarray of shape (n_samples,)
-        Sample weights (zero-weight rows are left out).
+        Sample weights (zero-weight rows are left out); the likelihood reads
+        them as counts of identical observations.
     sigma0, lam0 : float
         The starting scalar width and ridge (the best of the grid).
     fit_intercept : bool
     rng : RandomState
     max_iter : int
+    criterion : {"loo", "likelihood"}
+        The leave-one-out error or minus the log marginal likelihood.
 
     Returns
     -------
     sigma : ndarray of shape (n_features,)
     lam : float
     value : float
-        The subsample's leave-one-out error at the returned point.
+        The criterion on the subsample at the returned point.
     rows : ndarray of int
         The rows of X the scales were fitted on.
     """
     keep = rows = np.flatnonzero(w > 0)
     if len(keep) > ARD_MAX_SAMPLES:
         keep = rows = np.sort(rng.choice(keep, ARD_MAX_SAMPLES, replace=False))
-    X, y, w = X[keep], y[keep], w[keep] / w[keep].sum()
+    X, y, n_obs, w = X[keep], y[keep], float(w[keep].sum()), w[keep] / w[keep].sum()
     d = X.shape[1]
     start = np.append(np.full(d, np.log(sigma0)), np.log(max(lam0, 1e-12)))
     bounds = [(t - BOUND, t + BOUND) for t in start]
+    args = (X, y, w, fit_intercept) + ((n_obs,) if criterion == "likelihood" else ())
     with single_threaded_blas():
-        result = minimize(loo_error_and_gradient, start, args=(X, y, w, fit_intercept), jac=True,
+        result = minimize(CRITERIA[criterion], start, args=args, jac=True,
                           method="L-BFGS-B", bounds=bounds, options={"maxiter": max_iter})
     return np.exp(result.x[:d]), float(np.exp(result.x[d])), float(result.fun), rows

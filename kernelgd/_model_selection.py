@@ -38,6 +38,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from . import _ard
 from ._ard import fit_scales
 from ._classifier import KernelGDClassifier, _class_weights
 from ._operator import KernelOperator, single_threaded_blas
@@ -434,19 +435,17 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         sample: ``KernelRidge(alpha=n_samples * alpha)``). None: 21 values
         from 1e-10 to 1, evenly spaced in log.
     ard : bool or "auto", default="auto"
-        After the grid, learn one rbf scale per feature (and alpha) by
-        L-BFGS on the exact leave-one-out error of a random subsample of at
-        most 1,000 rows, started from the grid's best. The learned scales
-        are then scored with every alpha by the search's leave-one-out
-        criterion on the rows they were not fitted on (on all rows when the
-        subsample is every row), and kept only if they beat the grid's best
-        width there; ``sigma_`` is then an array of shape (n_features,).
-        ``"auto"``: on for the rbf kernel with one target. On the UCI
-        benchmark it lowered the test RMSE by 30% on yacht, 12% on energy, 4%
-        on concrete and 2% on kin8nm's first split; on wine the held-out rows
-        rejected the scales on every split tried (judged on the rows they
-        were fitted on, they had raised wine's RMSE by 1%). With ``cv`` given,
-        the scales are judged by the same K-fold search on all rows.
+        After the grid, learn one rbf scale per feature (and a ridge) by
+        L-BFGS, started from the grid's best, then score the scales with
+        every alpha by the search's leave-one-out criterion; they are kept
+        only if they beat the grid's best width. Up to 1,000 rows the scales
+        maximise the Gaussian-process marginal likelihood of all rows (the
+        rows that then judge them, by a different criterion); beyond, they
+        minimise the exact leave-one-out error of a random 1,000-row
+        subsample and are judged on the other rows only. ``sigma_`` is then
+        an array of shape (n_features,). ``"auto"``: on for the rbf kernel
+        with one target. See the user guide for the UCI figures. With
+        ``cv`` given, the scales are judged by the same K-fold search.
     cv : int, cross-validation generator, iterable or None, default=None
         None: exact leave-one-out up to 3,000 rows; beyond, the exact
         leave-one-out error of the Nystroem model whose rank-2,000 factor
@@ -558,7 +557,12 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         if Y.shape[1] != 1:
             raise ValueError("ard=True supports one target column; fit one model per target.")
         rng = check_random_state(self.random_state)
-        sigma, lam, _, fitted = fit_scales(X, Y[:, 0], sw / sw.sum(), self.sigma_, self.alpha_, self.fit_intercept, rng)
+        # Fitted on every row, the scales are judged on the rows they were fitted on: by another
+        # criterion than the judge's own (the marginal likelihood); on a subsample, the other rows
+        # judge leave-one-out scales without that bias.
+        criterion = "likelihood" if np.count_nonzero(sw) <= _ard.ARD_MAX_SAMPLES else "loo"
+        sigma, lam, _, fitted = fit_scales(X, Y[:, 0], sw, self.sigma_, self.alpha_, self.fit_intercept,
+                                           rng, criterion=criterion)
         # The subsample's ridge suits its own size: the scales are scored with every alpha on all rows.
         grid_alphas = self._grids(X, sw)[1]
         alphas = np.unique(np.append(grid_alphas, lam))[::-1]

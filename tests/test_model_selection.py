@@ -240,10 +240,12 @@ def test_ard_scales_are_judged_on_the_rows_they_were_not_fitted_on(monkeypatch, 
     # scales fitted on 30 of the 60 rows: the other 30 choose their alpha and decide whether they stay
     monkeypatch.setattr(ard, "ARD_MAX_SAMPLES", 30)
     calls = []
-    monkeypatch.setattr(ms, "fit_scales", lambda *args: calls.append(ard.fit_scales(*args)) or calls[-1])
+    monkeypatch.setattr(ms, "fit_scales", lambda *args, **kw: calls.append((ard.fit_scales(*args, **kw), kw))
+                        or calls[-1][0])
     alphas = np.logspace(-6, 0, 13)
     model = KernelGDRegressorCV(ard=True, sigmas=SIGMAS, alphas=alphas, random_state=seed).fit(X, y)
-    sigma, lam, _, fitted = calls[0]
+    (sigma, lam, _, fitted), kw = calls[0]
+    assert kw["criterion"] == "loo"  # a subsample: leave-one-out scales, judged by the other rows
     unseen = np.setdiff1d(np.arange(len(y)), fitted)
     w = np.full(len(y), 1.0 / len(y))
 
@@ -262,6 +264,73 @@ def test_ard_scales_are_judged_on_the_rows_they_were_not_fitted_on(monkeypatch, 
         assert_allclose(model.best_score_, reference, rtol=1e-5)  # a tiny alpha: the dense solves round
     else:
         assert model.sigma_ == grid_sigma
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_ard_likelihood_gradient_is_exact(fit_intercept):
+    from scipy.optimize import approx_fprime
+
+    from kernelgd._ard import neg_log_likelihood_and_gradient
+
+    w = rng.uniform(0.5, 2.0, len(y))
+    w /= w.sum()
+    theta = np.append(np.log([0.8, 1.5]), np.log(1e-3))
+    value, grad = neg_log_likelihood_and_gradient(theta, X, y, w, fit_intercept)
+    numeric = approx_fprime(theta, lambda t: neg_log_likelihood_and_gradient(t, X, y, w, fit_intercept)[0], 1e-7)
+    assert_allclose(grad, numeric, rtol=1e-4, atol=1e-6)
+
+
+def test_ard_likelihood_is_the_gaussian_process_marginal_likelihood():
+    # no intercept, equal weights: S K S + lam I = (K + n lam I) / n, so the model is
+    # GaussianProcessRegressor with kernel c * RBF + WhiteKernel(c n lam) at the best amplitude c
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+
+    from kernelgd._ard import neg_log_likelihood_and_gradient
+
+    n = len(y)
+    w = np.full(n, 1.0 / n)
+
+    def reference(sigma, lam):
+        K = kernel_matrix(X / sigma, sigma=1.0) + n * lam * np.eye(n)
+        c = y @ np.linalg.solve(K, y) / n
+        # kernelgd's rbf is exp(-d^2 / sigma^2), scikit-learn's exp(-d^2 / (2 l^2))
+        kernel = ConstantKernel(c, "fixed") * RBF(sigma / np.sqrt(2), "fixed") + WhiteKernel(c * n * lam, "fixed")
+        gp = GaussianProcessRegressor(kernel, optimizer=None).fit(X, y)
+        return -gp.log_marginal_likelihood_value_
+
+    points = [(np.array([0.8, 1.5]), 1e-3), (np.array([1.2, 0.6]), 1e-2)]
+    ours = [neg_log_likelihood_and_gradient(np.append(np.log(sg), np.log(lam)), X, y, w, False)[0]
+            for sg, lam in points]
+    theirs = [reference(sg, lam) for sg, lam in points]
+    assert_allclose(ours[1] - ours[0], theirs[1] - theirs[0], rtol=1e-8)
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_ard_likelihood_reads_weights_as_counts(fit_intercept):
+    # weight 2 is the row twice: same criterion up to a constant, same gradient
+    from kernelgd._ard import neg_log_likelihood_and_gradient
+
+    counts = np.where(np.arange(len(y)) % 3 == 0, 2.0, 1.0)
+    repeated = np.repeat(np.arange(len(y)), counts.astype(int))
+    thetas = [np.append(np.log([0.8, 1.5]), np.log(1e-3)), np.append(np.log([1.1, 0.7]), np.log(3e-2))]
+    weighted = [neg_log_likelihood_and_gradient(t, X, y, counts / counts.sum(), fit_intercept, counts.sum())
+                for t in thetas]
+    full = [neg_log_likelihood_and_gradient(t, X[repeated], y[repeated], np.full(len(repeated), 1 / len(repeated)),
+                                            fit_intercept) for t in thetas]
+    assert_allclose(weighted[1][0] - weighted[0][0], full[1][0] - full[0][0], rtol=1e-8)
+    for (_, g_w), (_, g_f) in zip(weighted, full):
+        assert_allclose(g_w, g_f, rtol=1e-6, atol=1e-8)
+
+
+def test_ard_on_every_row_fits_the_likelihood(monkeypatch):
+    import kernelgd._ard as ard
+    import kernelgd._model_selection as ms
+
+    calls = []
+    monkeypatch.setattr(ms, "fit_scales", lambda *args, **kw: calls.append(kw) or ard.fit_scales(*args, **kw))
+    KernelGDRegressorCV(ard=True, sigmas=SIGMAS, alphas=ALPHAS).fit(X, y)
+    assert calls == [{"criterion": "likelihood"}]
 
 
 def test_ard_auto_searches_scales_for_single_target_rbf_fits_only():
