@@ -72,11 +72,11 @@ def run_repeated(script, args, timeout, repeat=3, slow=20.0):
     return chosen
 
 
-def run_worker(script, args, timeout):
-    """Run ``python script --worker *args`` and parse the JSON line it prints."""
+def run_worker(script, args, timeout, env=None, cwd=None):
+    """Run ``python script --worker *args`` (in ``env`` and ``cwd`` where given) and parse the JSON line it prints."""
     cmd = [sys.executable, str(script), "--worker", *args]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
     except subprocess.TimeoutExpired:
         return {"status": f"timeout after {timeout} s"}
     if proc.returncode < 0:

@@ -26,7 +26,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _harness import format_table, machine, write_json  # noqa: E402
+from _harness import format_table, machine, run_worker, write_json  # noqa: E402
 
 SETS = ["mnist", "letter"]
 
@@ -48,15 +48,9 @@ def worker(set_name, data_dir):
 
 
 def run(tree, set_name, data_dir, timeout):
+    """One fit in a fresh process that imports kernelgd from ``tree``."""
     env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{HERE}")
-    cmd = [sys.executable, str(Path(__file__)), "--worker", set_name, "--data-dir", data_dir]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tree)
-    except subprocess.TimeoutExpired:
-        return {"status": f"timeout after {timeout} s"}
-    if proc.returncode != 0:
-        return {"status": f"error: {(proc.stderr.strip().splitlines() or ['?'])[-1][:120]}"}
-    return {"status": "ok", **json.loads(proc.stdout.strip().splitlines()[-1])}
+    return run_worker(Path(__file__).resolve(), [set_name, "--data-dir", data_dir], timeout, env=env, cwd=tree)
 
 
 def main(argv=None):

@@ -336,7 +336,7 @@ def _monitor(settings, Y, w, state, combine, penalty, log, quadratic=None):
     objective, a different norm of the error, may rise for many steps when
     the system is ill-conditioned, which is not rounding.
     """
-    progress = IterateLog() if quadratic is not None else log
+    best = {"quadratic": np.inf, "since": 0}
 
     def on_iter(X, step):
         state["KX"] += step * state["last"]
@@ -346,13 +346,14 @@ def _monitor(settings, Y, w, state, combine, penalty, log, quadratic=None):
             value += settings.alpha * float(penalty(coef, F - b))
         log.record(value, coef, b)
         if quadratic is not None:
-            progress.curve.append(q := float(quadratic(X)))
-            if q < progress.best_value:
-                progress.best_value, progress.best_index = q, len(progress.curve)
+            q = float(quadratic(X))
+            best["since"] = 0 if q < best["quadratic"] else best["since"] + 1
+            best["quadratic"] = min(best["quadratic"], q)
         it = len(log.curve)
         if settings.verbose and (settings.verbose > 1 or it % 10 == 0 or it == 1):
             print(f"[cg] iter {it:5d}  objective {value:.6e}")
-        if settings.tol > 0 and progress.since_best() >= NO_PROGRESS_PATIENCE:
+        since = best["since"] if quadratic is not None else log.since_best()
+        if settings.tol > 0 and since >= NO_PROGRESS_PATIENCE:
             state["no_progress"] = True  # rounding has taken over: stop
             return True
         return settings.callback is not None and settings.callback(coef, b)
