@@ -34,6 +34,16 @@ DEFAULT_MEMORY_BUDGET = 2 * GiB  # where the available memory cannot be read
 AUTO_BUDGET_FRACTION = 0.5
 # Largest evaluated block: bigger blocks are no faster and raise the peak.
 MAX_BLOCK_BYTES = 32 << 20
+# Blocks written straight into a stored K need no buffer: larger ones prepare the
+# centers fewer times (adult, 32,560 rows: 4.4 s against 6.7-8.6 s at 32 MiB).
+STORE_BLOCK_BYTES = 256 << 20
+# Sparse inputs are made dense where a dense GEMM is cheaper (benchmarks/bench_sparse.py):
+# per kernel entry a GEMM costs n_features multiply-adds, scipy's sparse product
+# SPARSE_OP_COST times (its fixed float64 work + sum_k d_X(k) d_C(k)) of them.
+SPARSE_OP_COST = 100
+SPARSE_ENTRY_WORK = 3
+# ... and where the dense copies take at most this share of the memory budget.
+DENSE_COPY_SHARE = 0.25
 # Stored-K products up to this many columns run one GEMV per column:
 # OpenBLAS's GEMM on thin right-hand sides is slower (bench_operator.py).
 GEMV_MAX_COLUMNS = 3
@@ -123,6 +133,35 @@ def blas_dot(A, V):
     return get_blas_funcs("gemm", (At,))(1.0, At, V, trans_a=int(transposed))
 
 
+def _column_density(X):
+    """Each column's share of nonzero rows (1 for a dense array)."""
+    if not sp.issparse(X):
+        return np.ones(X.shape[1])
+    X = sp.csr_matrix(X)
+    return np.bincount(X.indices, minlength=X.shape[1]) / max(X.shape[0], 1)
+
+
+def densify_if_faster(X, centers, memory_budget):
+    """X and the centers as dense arrays where the dense kernel products are cheaper.
+
+    The sparse product ``X C'`` costs about ``n m sum_k d_X(k) d_C(k)``
+    slow scalar operations for column densities d, plus float64 work per
+    entry; the dense one ``n m n_features`` BLAS multiply-adds. Few features
+    (dense numeric columns beside one-hot ones, as in adult) favour the dense
+    copy; thousands of features at a density of a few percent the sparse
+    product.
+    """
+    if not (sp.issparse(X) or sp.issparse(centers)):
+        return X, centers
+    other = X if centers is None else centers
+    cost = SPARSE_OP_COST * (SPARSE_ENTRY_WORK + float(_column_density(X) @ _column_density(other)))
+    rows = X.shape[0] + (0 if centers is None else centers.shape[0])
+    if cost < X.shape[1] or rows * X.shape[1] * 8 > DENSE_COPY_SHARE * memory_budget:
+        return X, centers
+    dense = [Z.toarray() if sp.issparse(Z) else Z for Z in (X, centers) if Z is not None]
+    return dense[0], (None if centers is None else dense[1])
+
+
 def _compute_array(X, dtype):
     """X as a C-contiguous array (or CSR matrix) of the compute dtype; a clear error where float32 overflows."""
     with np.errstate(over="ignore"):
@@ -177,9 +216,10 @@ class KernelOperator:
     Parameters
     ----------
     X : ndarray or sparse matrix of shape (n, n_features)
-        Training inputs (CSR where sparse: blocks of rows are sliced from
-        it, never the whole made dense); for ``kernel=None`` the
-        precomputed (n, n) matrix.
+        Training inputs; for ``kernel=None`` the precomputed (n, n) matrix.
+        Sparse X (CSR) is copied dense only where dense products are the
+        faster and the copy is small (``densify_if_faster``); otherwise
+        blocks of rows are sliced from it.
     kernel : BoundKernel or None
         The kernel with its parameters; None when X is precomputed.
     centers : ndarray of shape (m, n_features), default=None
@@ -217,7 +257,8 @@ class KernelOperator:
             self.X = self.C = None
             self.K = np.asarray(X, dtype=self.dtype)
             return
-        if kernel.spec.stationary and not sp.issparse(X):
+        X, centers = densify_if_faster(X, centers, self.memory_budget)
+        if kernel.spec.stationary and not (sp.issparse(X) or sp.issparse(centers)):
             # A common shift leaves the kernel unchanged and, taken before the
             # cast, keeps float32 distances accurate far from zero.
             shift = np.mean(X if centers is None else centers, axis=0, dtype=np.float64)
@@ -259,7 +300,10 @@ class KernelOperator:
             def fill(batch):
                 self.kernel.fill(K[batch], self.X[batch], self.C)
 
-        self._map_blocks(fill, self.n)
+        rows = self.block_rows
+        if self.kernel.writes_out and not sp.issparse(self.X):  # sparse products make a dense buffer
+            rows = max(rows, min(self.n, STORE_BLOCK_BYTES // (self.m * self.itemsize)))
+        self._run(fill, list(gen_batches(self.n, rows)))
         return K
 
     def mirror_lower(self):

@@ -1,4 +1,4 @@
-"""scipy.sparse inputs: every built-in kernel, fit and predict, without densifying X whole."""
+"""scipy.sparse inputs: every built-in kernel, fit and predict; X made dense only where it pays."""
 
 import numpy as np
 import pytest
@@ -124,3 +124,47 @@ def test_registered_kernel_sparse_flag():
     ref = KernelGDRegressor(kernel="linear", alpha=1e-2).fit(X, y).predict(X)
     assert_allclose(got, ref, rtol=1e-8, atol=1e-10)
     assert "test_sparse_linear" in available_kernels()
+
+
+def one_hot_beside_numeric(n=300, seed=0):
+    """adult's shape: dense numeric columns beside one-hot categories."""
+    rng = np.random.RandomState(seed)
+    numeric = rng.randn(n, 3)
+    codes = rng.randint(0, 8, size=(n, 4))
+    one_hot = sp.hstack([sp.csr_matrix((np.ones(n), (np.arange(n), c), ), shape=(n, 8)) for c in codes.T])
+    X = sp.hstack([sp.csr_matrix(numeric), one_hot]).tocsr()
+    y = (numeric[:, 0] + (codes[:, 0] < 4) + 0.3 * rng.randn(n) > 0.5).astype(int)
+    return X, y
+
+
+def test_dense_copy_only_where_it_pays():
+    from kernelgd._operator import densify_if_faster
+
+    X, _ = one_hot_beside_numeric()
+    dense, centers = densify_if_faster(X, None, 1 << 30)
+    assert isinstance(dense, np.ndarray) and centers is None
+    assert_allclose(dense, X.toarray())
+    # thousands of features at 0.3%: the sparse product is ten times faster (bench_sparse.py)
+    wide = sp.random(300, 5000, density=0.003, format="csr", random_state=0)
+    assert sp.issparse(densify_if_faster(wide, None, 1 << 30)[0])
+    # a dense copy beyond a quarter of the memory budget is never made
+    assert sp.issparse(densify_if_faster(X, None, X.shape[0] * X.shape[1] * 8)[0])
+    # dense test rows against sparse centers: both dense, or neither changed
+    Z, C = densify_if_faster(X.toarray()[:5], X, 1 << 30)
+    assert isinstance(Z, np.ndarray) and isinstance(C, np.ndarray)
+    assert_allclose(C, X.toarray())
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+@pytest.mark.parametrize("cost", [0.0, 1e9])  # never densify, always densify
+def test_both_sparse_paths_equal_the_dense_fit(monkeypatch, loss, cost):
+    from kernelgd import _operator
+
+    X, y = one_hot_beside_numeric()
+    params = dict(loss=loss, sigma=3.0, alpha=1e-3, tol=1e-10, random_state=0)
+    dense = KernelGDClassifier(**params).fit(X.toarray(), y)
+    monkeypatch.setattr(_operator, "SPARSE_OP_COST", cost)
+    sparse = KernelGDClassifier(**params).fit(X, y)
+    assert_allclose(sparse.decision_function(X), dense.decision_function(X.toarray()), rtol=1e-6, atol=1e-7)
+    assert_allclose(sparse.decision_function(X.toarray()[:20]), dense.decision_function(X[:20]), rtol=1e-6,
+                    atol=1e-7)
