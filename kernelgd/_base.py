@@ -384,7 +384,7 @@ class BaseKernelGD(CallbackSupportMixin, BaseEstimator):
         return w / w.sum(), raw
 
     def _choose_centers(self, X_tr, w_tr, rng):
-        """The rows of X_tr the model is restricted to (None: all of them)."""
+        """The indices of the rows of X_tr the model is restricted to (None: all of them)."""
         if isinstance(self.n_centers, (bool, np.bool_)):
             raise ValueError(
                 f"n_centers must be a positive int or None, got {self.n_centers!r}; "
@@ -398,8 +398,7 @@ class BaseKernelGD(CallbackSupportMixin, BaseEstimator):
                 "a subset of the inputs. Pass the inputs with a kernel name or callable."
             )
         candidates = np.flatnonzero(w_tr > 0)
-        chosen = np.sort(rng.choice(candidates, min(self.n_centers, len(candidates)), replace=False))
-        return X_tr[chosen]
+        return np.sort(rng.choice(candidates, min(self.n_centers, len(candidates)), replace=False))
 
     def _warn_if_not_psd(self, kernel, X):
         if kernel is None:
@@ -466,7 +465,8 @@ class BaseKernelGD(CallbackSupportMixin, BaseEstimator):
         kernel = self._bound_kernel()
         psd = True if kernel is None else kernel.psd
         self._warn_if_not_psd(kernel, X_tr)
-        centers = self._choose_centers(X_tr, w_tr, rng)
+        center_rows = self._choose_centers(X_tr, w_tr, rng)
+        centers = None if center_rows is None else X_tr[center_rows]
         solver = self.solver
         if solver == "auto":
             solver = choose_solver(alpha=alpha, psd=psd, centers=centers is not None, loss=loss)
@@ -495,7 +495,7 @@ class BaseKernelGD(CallbackSupportMixin, BaseEstimator):
             dtype = "float64"
         operator = KernelOperator(
             X_tr, kernel, centers=centers, memory_budget=options["memory_budget"], dtype=dtype,
-            threads=options["n_threads"],
+            threads=options["n_threads"], center_rows=center_rows,
         )
         def model_attributes(coef, intercept):
             """What predict needs, from solver coefficients (also for callbacks mid-fit)."""
@@ -544,7 +544,7 @@ class BaseKernelGD(CallbackSupportMixin, BaseEstimator):
             # float64, from where float32 got to
             operator = KernelOperator(
                 X_tr, kernel, centers=centers, memory_budget=options["memory_budget"], dtype="float64",
-                threads=options["n_threads"],
+                threads=options["n_threads"], center_rows=center_rows,
             )
             settings = replace(
                 settings, coef_init=result.dual_coef, intercept_init=result.intercept, rounding_stops=None,

@@ -232,13 +232,17 @@ class KernelOperator:
         Whether to store K; None stores it when it fits in the budget.
     threads : int or "auto", default="auto"
         Size of the thread pool that evaluates kernel blocks; "auto" uses every core this process may use.
+    center_rows : ndarray of shape (m,), default=None
+        Where the centers are rows of X, their indices (``C = X[center_rows]``):
+        solver "cg" then weighs its FALKON preconditioner by the centers' weights.
     """
 
     def __init__(
         self, X, kernel, *, centers=None, memory_budget=DEFAULT_MEMORY_BUDGET, dtype="auto", store=None,
-        threads="auto",
+        threads="auto", center_rows=None,
     ):
         self.kernel = kernel
+        self.center_rows = None if centers is None or center_rows is None else np.asarray(center_rows)
         self.symmetric = centers is None
         self.n = X.shape[0]
         self.m = self.n if centers is None else centers.shape[0]

@@ -148,6 +148,31 @@ def test_centers_solve_the_restricted_problem(intercept):
     assert all(any(np.array_equal(c, x) for x in X) for c in model.X_fit_)
 
 
+@pytest.mark.parametrize("intercept", [False, True])
+def test_centers_preconditioner_is_weighted_by_the_centers_weights(monkeypatch, intercept):
+    # Weights varying smoothly over four orders of magnitude (as Newton's Hessian weights do:
+    # tiny where the model is confident): the
+    # FALKON preconditioner weighted at the centers needs fewer iterations than the
+    # unweighted one, and both reach the dense solution.
+    from kernelgd import _base
+
+    rs = np.random.RandomState(3)
+    Xw = rs.normal(size=(400, 3))
+    yw = np.sin(2 * Xw[:, 0]) + Xw[:, 1] ** 2
+    sw = 10.0 ** (-2.0 * (1.0 + np.tanh(2.0 * Xw[:, 0])))
+    params = dict(sigma=SIGMA, alpha=1e-4, n_centers=80, fit_intercept=intercept, tol=1e-10,
+                  max_iter=2000, random_state=0)
+    weighted = KernelGDRegressor(**params).fit(Xw, yw, sample_weight=sw)
+    operator = _base.KernelOperator
+    monkeypatch.setattr(_base, "KernelOperator", lambda *a, center_rows=None, **k: operator(*a, **k))
+    unweighted = KernelGDRegressor(**params).fit(Xw, yw, sample_weight=sw)
+    beta, b = centers_reference(Xw, yw, weighted.X_fit_, sw / sw.sum(), 1e-4, intercept)
+    for model in (weighted, unweighted):
+        assert_allclose(model.predict(Z), kernel_matrix(Z, weighted.X_fit_, sigma=SIGMA) @ beta + b,
+                        rtol=1e-5, atol=1e-6)
+    assert weighted.n_iter_ < 0.5 * unweighted.n_iter_
+
+
 def test_centers_need_a_center_solver():
     with pytest.raises(ValueError, match="n_centers is supported by the solvers"):
         KernelGDRegressor(solver="gd", n_centers=10).fit(X, y)

@@ -13,8 +13,9 @@ linear system solved by conjugate gradient with a Nystroem preconditioner.
 * m centers (``f = K_nm beta + b``): ``(K_c' W K_c + alpha K_mm) beta =
   K_c' W y`` with the centred ``K_c = (I - 1 w') K_nm``, preconditioned as in
   FALKON (Rudi et al., 2017) by Cholesky factors of ``K_mm`` and
-  ``K_mm / m + alpha I``; alpha is at least ``CENTERS_MIN_RIDGE`` times the
-  mean of ``k(c, c)``.
+  ``T D T' / m + alpha I`` (``K_mm = T'T``; D the centers' weights ``n w_c``,
+  the identity for uniform weights, as in Logistic FALKON); alpha is at least
+  ``CENTERS_MIN_RIDGE`` times the mean of ``k(c, c)``.
 
 Centring eliminates the intercept without a division and without a second
 right-hand side. One pass over K per iteration. ``tol`` bounds the relative
@@ -266,12 +267,20 @@ def _solve_centers(operator, Y, w, settings, rng):
     # FALKON's jitter m * eps(dtype) on K_mm (above): K_mm is nearly singular
     # for smooth kernels, and beta = B z is an exact change of variables, so
     # the jitter only shapes the preconditioner, never the solution.
-    TTt = cache["TTt"]
+    # K_nm'W K_nm ~ K_mm D K_mm / m, D the centers' weights relative to uniform
+    # (n w_c): Newton's Hessian weights spread over orders of magnitude, and
+    # the unweighted T T' / m then leaves CG many more iterations.
+    d = np.ones(m) if operator.center_rows is None else n * w[operator.center_rows]
+    if np.allclose(d, 1.0, rtol=1e-3):
+        d, TTt = np.ones(m), cache["TTt"]
+    else:
+        TTt = syrk(1.0 / m, T * np.sqrt(d), lower=0)  # the upper triangle of T D T' / m
     if center:
-        # The centred system K_c'W K_c is approximated by K_mm (I - 11'/m) K_mm / m:
-        # without the rank-one downdate the preconditioner keeps the constant
-        # direction the centring removed, and CG needs many more iterations.
-        v = T.sum(axis=1) / m
+        # The centred system K_c'W K_c is approximated by K_mm (D - d d'/sum(d)) K_mm / m
+        # (positive semi-definite, a weighted covariance): without the rank-one downdate the
+        # preconditioner keeps the constant direction the centring removed, and CG needs many
+        # more iterations.
+        v = T @ d / np.sqrt(m * d.sum())
         TTt = syr(-1.0, v, lower=0, a=TTt.copy(order="F"), overwrite_a=1)  # the cached one stays
     A_fac = cholesky(TTt, "FALKON preconditioner", jitter=alpha)  # reads the upper triangle only
 
