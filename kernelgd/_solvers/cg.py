@@ -14,7 +14,7 @@ linear system solved by conjugate gradient with a Nystroem preconditioner.
   K_c' W y`` with the centred ``K_c = (I - 1 w') K_nm``, preconditioned as in
   FALKON (Rudi et al., 2017) by Cholesky factors of ``K_mm`` and
   ``T D T' / m + alpha I`` (``K_mm = T'T``; D the centers' weights ``n w_c``,
-  the identity for uniform weights, as in Logistic FALKON); alpha is at least
+  the identity for uniform weights); alpha is at least
   ``CENTERS_MIN_RIDGE`` times the mean of ``k(c, c)``.
 
 Centring eliminates the intercept without a division and without a second
