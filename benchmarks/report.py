@@ -240,7 +240,8 @@ def main(argv=None):
                          ("large_classification", large_classification), ("logistic", logistic),
                          ("model_selection_classification", model_selection_classification),
                          ("logistic_letter_wide", logistic), ("logistic_mnist_wide", logistic),
-                         ("logistic_adult", logistic), ("logistic_gpc", logistic), ("revisions", revisions)):
+                         ("logistic_adult", logistic), ("logistic_adult_centers", logistic),
+                         ("logistic_gpc", logistic), ("revisions", revisions)):
         path = RESULTS / f"{name}.json"
         if not path.exists():
             continue
