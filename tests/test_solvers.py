@@ -151,9 +151,8 @@ def test_centers_solve_the_restricted_problem(intercept):
 @pytest.mark.parametrize("intercept", [False, True])
 def test_centers_preconditioner_is_weighted_by_the_centers_weights(monkeypatch, intercept):
     # Weights varying smoothly over four orders of magnitude (as Newton's Hessian weights do:
-    # tiny where the model is confident): the
-    # FALKON preconditioner weighted at the centers needs fewer iterations than the
-    # unweighted one, and both reach the dense solution.
+    # tiny where the model is confident): the FALKON preconditioner weighted at the centers
+    # needs fewer iterations than the unweighted one, and both reach the dense solution.
     from kernelgd import _base
 
     rs = np.random.RandomState(3)
