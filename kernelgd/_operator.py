@@ -401,16 +401,20 @@ class KernelOperator:
         return np.sum(parts, axis=0)
 
     def gram_matvec(self, V, w):
-        """``(K.T diag(w) K @ V, K @ V)`` in one pass over K; V of shape (m, k)."""
+        """``(K.T diag(w) K @ V, K @ V)`` in one pass over K; V of shape (m, k).
+
+        w of shape (n,), or (n, k) for one weight vector per column of V.
+        """
+        w = w[:, None] if w.ndim == 1 else w
         if self.K is not None:
             KV = self.matvec(V)
-            return self.rmatvec(w[:, None] * KV), KV
+            return self.rmatvec(w * KV), KV
         KV = np.empty((self.n, V.shape[1]))
 
         def product(batch):
             block = self.rows(batch)
             KV[batch] = self.dot(block, V)
-            return self.dot(block.T, w[batch, None] * KV[batch])
+            return self.dot(block.T, w[batch] * KV[batch])
 
         return np.sum(self._map_blocks(product, self.n), axis=0), KV
 

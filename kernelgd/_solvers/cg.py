@@ -241,38 +241,37 @@ def _solve_full(operator, Y, w, settings, rng):
     return A, b, n_iter, log, _status(status, state), None
 
 
-def _solve_centers(operator, Y, w, settings, rng):
-    n, t = Y.shape
-    m = operator.m
-    center = settings.fit_intercept
-    check_budget(
-        3 * m * m * 8, f"n_centers={m} (three m x m matrices)", settings.memory_budget,
-        "Use fewer centers (n_centers) or raise options['memory_budget'].",
-    )
-    # K_mm, its factor T and T T' depend on the centers only: a caller that
-    # solves several systems on one operator (solver "newton") shares them.
-    cache = settings.cache if settings.cache is not None else {}
+
+def center_factors(operator, cache):
+    """``(K_mm, T, T T' / m)`` with ``K_mm = T'T`` (upper T; T T' / m's upper triangle), cached.
+
+    They depend on the centers only: a caller that solves several systems on
+    one operator (solver "newton") passes the same cache.
+    """
     if "T" not in cache:
         Kmm = operator.center_matrix()
+        m = Kmm.shape[0]
+        # FALKON's jitter m * eps(dtype) on K_mm: K_mm is nearly singular for
+        # smooth kernels, and beta = B z is an exact change of variables, so
+        # the jitter only shapes the preconditioner, never the solution.
         jitter = m * np.finfo(operator.dtype).eps * float(np.mean(np.diagonal(Kmm)))
         cache["Kmm"] = Kmm
-        cache["T"] = cholesky(Kmm, "center kernel matrix", jitter=jitter)  # Kmm = T'T
-        cache["TTt"] = lauum(cache["T"], lower=0)[0] / m  # the upper triangle of T T' / m: m^3/3 flops
-    Kmm, T = cache["Kmm"], cache["T"]
-    diag_mean = float(np.mean(np.diagonal(Kmm)))
-    # FALKON needs a positive ridge: without one, K_nm'W K_nm is as singular
-    # as K_mm and CG stalls. The floor is far below any statistically useful
-    # ridge (documented with the alpha parameter).
-    alpha = max(settings.alpha, CENTERS_MIN_RIDGE * diag_mean)
-    # FALKON's jitter m * eps(dtype) on K_mm (above): K_mm is nearly singular
-    # for smooth kernels, and beta = B z is an exact change of variables, so
-    # the jitter only shapes the preconditioner, never the solution.
-    # K_nm'W K_nm ~ K_mm D K_mm / m, D the centers' weights relative to uniform
-    # (n w_c): Newton's Hessian weights spread over orders of magnitude, and
-    # the unweighted T T' / m then leaves CG many more iterations.
-    d = np.ones(m) if operator.center_rows is None else n * w[operator.center_rows]
+        cache["T"] = cholesky(Kmm, "center kernel matrix", jitter=jitter)
+        cache["TTt"] = lauum(cache["T"], lower=0)[0] / m  # m^3/3 flops
+    return cache["Kmm"], cache["T"], cache["TTt"]
+
+
+def falkon_factor(T, TTt, d, alpha, center):
+    """The upper Cholesky factor of ``T D T' / m + alpha I``, FALKON's second factor.
+
+    ``K_nm'W K_nm ~ K_mm D K_mm / m`` with D the centers' weights relative to
+    uniform (``n w_c``): Newton's Hessian weights spread over orders of
+    magnitude, and the unweighted ``T T' / m`` then leaves CG many more
+    iterations. Uniform weights reuse ``TTt``, the upper triangle of ``T T' / m``.
+    """
+    m = T.shape[0]
     if np.allclose(d, 1.0, rtol=1e-3):
-        d, TTt = np.ones(m), cache["TTt"]
+        d = np.ones(m)
     else:
         TTt = syrk(1.0 / m, T * np.sqrt(d), lower=0)  # the upper triangle of T D T' / m
     if center:
@@ -282,7 +281,25 @@ def _solve_centers(operator, Y, w, settings, rng):
         # more iterations.
         v = T @ d / np.sqrt(m * d.sum())
         TTt = syr(-1.0, v, lower=0, a=TTt.copy(order="F"), overwrite_a=1)  # the cached one stays
-    A_fac = cholesky(TTt, "FALKON preconditioner", jitter=alpha)  # reads the upper triangle only
+    return cholesky(TTt, "FALKON preconditioner", jitter=alpha)  # reads the upper triangle only
+
+
+def _solve_centers(operator, Y, w, settings, rng):
+    n, t = Y.shape
+    m = operator.m
+    center = settings.fit_intercept
+    check_budget(
+        3 * m * m * 8, f"n_centers={m} (three m x m matrices)", settings.memory_budget,
+        "Use fewer centers (n_centers) or raise options['memory_budget'].",
+    )
+    Kmm, T, TTt = center_factors(operator, settings.cache if settings.cache is not None else {})
+    diag_mean = float(np.mean(np.diagonal(Kmm)))
+    # FALKON needs a positive ridge: without one, K_nm'W K_nm is as singular
+    # as K_mm and CG stalls. The floor is far below any statistically useful
+    # ridge (documented with the alpha parameter).
+    alpha = max(settings.alpha, CENTERS_MIN_RIDGE * diag_mean)
+    d = np.ones(m) if operator.center_rows is None else n * w[operator.center_rows]
+    A_fac = falkon_factor(T, TTt, d, alpha, center)
 
     # The factors are finite (checked by cholesky): skip scipy's O(m^2)
     # finiteness scan on every one of the loop's solves.

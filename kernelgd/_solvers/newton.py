@@ -6,11 +6,11 @@ each column's diagonal ``h`` gives the second-order model
     1/2 sum_i h_i (f'_i - z_i)^2 + alpha ||f'||_H^2 + const,   z = F - G / h,
 
 a weighted kernel ridge problem (iteratively reweighted least squares). Its
-minimiser is found by preconditioned conjugate gradient: for the full model
-all columns at once (one product with K per iteration for every class),
+minimiser is found by preconditioned conjugate gradient, all columns at
+once (one product with K per iteration for every class): for the full model
 preconditioned by one Nystroem factor ``K ~ L L'`` shared by every step and
 re-weighted by each column's ``h``; with centers by solver "cg"'s FALKON
-preconditioner. For the binary logistic loss this is Newton's method. The
+preconditioner, weighted by the columns' mean ``h``. For the binary logistic loss this is Newton's method. The
 softmax's Hessian couples the classes, so the diagonal model is only an
 approximation: the step is then taken in the plane of this direction and the
 previous step, minimising the exact second-order model there (Hessian-vector
@@ -22,18 +22,14 @@ The fit stops when the Newton decrement (the objective decrease the diagonal
 model predicts) is at most ``tol**2`` times the intercept-only objective.
 """
 
-import warnings
-
 import numpy as np
-from scipy.linalg import cho_solve
+from scipy.linalg import cho_solve, solve_triangular
 from scipy.linalg.blas import dsyrk as syrk
 
-from .._losses import SquaredLoss
 from .._operator import blas_dot, single_threaded_blas
 from . import cg
 from ._common import (
     IterateLog,
-    SolverSettings,
     baseline,
     cholesky,
     finish,
@@ -55,28 +51,66 @@ REFACTOR_CHANGE = 0.25
 SUBSPACE_MEMORY = 4
 
 
-def _inner_settings(settings, alpha, cache):
-    return SolverSettings(
-        alpha=alpha, max_iter=settings.max_iter, tol=min(settings.tol, 1e-3),
-        fit_intercept=settings.fit_intercept, psd=settings.psd, kernel_name=settings.kernel_name,
-        random_state=settings.random_state, memory_budget=settings.memory_budget, loss=SquaredLoss,
-        cache=cache,
-    )
-
-
 def _direction_centers(operator, F, G, H, A, settings, cache):
-    """The diagonal model's minimiser on centers: one solver "cg" run per column."""
-    k = F.shape[1]
-    A_new, b_new = np.empty_like(A), np.empty(k)
-    for c in range(k):
-        h = H[:, c]
-        z = F[:, c] - G[:, c] / h
-        inner = _inner_settings(settings, 2.0 * settings.alpha / h.sum(), cache)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # a loose inner solve is still a descent direction
-            result = cg.solve(operator, z[:, None], h / h.sum(), inner)
-        A_new[:, c], b_new[c] = result.dual_coef[:, 0], result.intercept[0]
-    return A_new, b_new
+    """The diagonal model's minimiser on centers, all columns in one CG run.
+
+    Column c solves ``(K_c' H_c K_c + r_c K_mm) beta = K_c' H_c (z - z_bar)``
+    (``K_c`` the ``h_c``-centred K_nm, ``r_c = 2 alpha`` floored as solver
+    "cg" floors it) in FALKON's variables ``beta = T^-1 A^-1 u``, with one
+    ``A`` for every column: ``T D T' / m + r I``, D the centers' Hessian
+    weights averaged over the columns. A factor per column would cost m^3
+    flops per class per step; the shared one leaves CG a few more
+    iterations, each one product with K_nm for every class. Warm-started from
+    the current iterate. Returns the new coefficients, intercepts, K_nm
+    times the coefficients and the number of CG iterations.
+    """
+    n, k = F.shape
+    m = operator.m
+    center = settings.fit_intercept
+    Kmm, T, TTt = cg.center_factors(operator, cache)
+    total = H.sum(axis=0)
+    Z = F - G / H
+    z_bar = np.einsum("ij,ij->j", H, Z) / total if center else np.zeros(k)
+    floor = cg.CENTERS_MIN_RIDGE * float(np.mean(np.diagonal(Kmm)))
+    ridge = np.maximum(2.0 * settings.alpha, floor * total)  # solver "cg"'s floor, in H's scale
+    # D relative to uniform weights of the same total, so that r compares as in solver "cg"
+    rows = np.arange(m) if operator.center_rows is None else operator.center_rows
+    d = (n * H[rows] / total).mean(axis=1)
+    mean_ridge = float(np.exp(np.mean(np.log(ridge / total))))
+    A_fac = cg.falkon_factor(T, TTt, d, mean_ridge, center)
+
+    def apply_B(V):  # B = T^-1 A^-1
+        return solve_triangular(T, solve_triangular(A_fac, V, check_finite=False), check_finite=False)
+
+    def apply_Bt(V):
+        return solve_triangular(A_fac, solve_triangular(T, V, trans="T", check_finite=False), trans="T",
+                                check_finite=False)
+
+    k_h = operator.rmatvec(H) if center else None  # K_c'H K_c = K'H K - k_h k_h' / total
+    state = {"last": None, "KX": None}
+    scale = 1.0 / total  # each column's system divided by its total weight: comparable scales
+
+    def apply_A(U):
+        BU = apply_B(U)
+        HK, KBU = operator.gram_matvec(BU, H)
+        state["last"] = KBU
+        if center:
+            HK -= k_h * (np.einsum("ij,ij->j", k_h, BU) / total)
+        return apply_Bt(scale * (HK + ridge * blas_dot(Kmm, BU)))
+
+    def on_iter(X, step):
+        state["KX"] += step * state["last"]
+        return False
+
+    rhs = apply_Bt(scale * operator.rmatvec(H * (Z - z_bar)))
+    U0 = blas_dot(A_fac, blas_dot(T, A))  # u = B^-1 beta
+    U, n_inner, _ = cg.block_pcg(
+        apply_A, rhs, lambda V: V, max_iter=settings.max_iter, tol=min(settings.tol, 1e-3),
+        on_iter=on_iter, x0=U0, state=state,
+    )
+    A_new, KA_new = apply_B(U), state["KX"]
+    b_new = z_bar - np.einsum("ij,ij->j", H, KA_new) / total if center else np.zeros(k)
+    return A_new, b_new, KA_new, n_inner
 
 
 def _direction_full(operator, F, G, H, A, settings, cache):
@@ -86,7 +120,8 @@ def _direction_full(operator, F, G, H, A, settings, cache):
     ``S = diag(sqrt(h_c))`` and ``a = S x`` as solver "cg" does, preconditioned
     by ``P = S L L' S + mu I`` (Woodbury), with ``L`` one Nystroem factor of the
     unweighted K drawn once per fit. Warm-started from the current iterate.
-    Returns the new coefficients, intercepts and K times the coefficients.
+    Returns the new coefficients, intercepts, K times the coefficients and
+    the number of CG iterations.
     """
     n, k = F.shape
     ridge = 2.0 * settings.alpha
@@ -146,13 +181,13 @@ def _direction_full(operator, F, G, H, A, settings, cache):
         return False
 
     X0 = project(A / S)
-    X, _, _ = cg.block_pcg(
+    X, n_inner, _ = cg.block_pcg(
         apply_A, project(S * (Z - z_bar)), precondition, max_iter=settings.max_iter,
         tol=min(settings.tol, 1e-3), on_iter=on_iter, x0=X0, state=state,
     )
     A_new, KA_new = S * X, state["KX"]
     b_new = z_bar - np.einsum("ij,ij->j", H, KA_new) / total if center else np.zeros(k)
-    return A_new, b_new, KA_new
+    return A_new, b_new, KA_new, n_inner
 
 
 def solve(operator, Y, w, settings):
@@ -210,13 +245,9 @@ def solve(operator, Y, w, settings):
         G = loss.gradient(F, Y, w)
         H = loss.hessian_diagonal(F, w)
         H = np.maximum(H, HESSIAN_FLOOR * np.maximum(H.max(axis=0), np.finfo(float).tiny))
-        if K_mm is None:
-            A_new, b_new, KA_new = _direction_full(operator, F, G, H, A, settings, cache)
-            D, KD = A_new - A, KA_new - KA
-        else:
-            A_new, b_new = _direction_centers(operator, F, G, H, A, settings, cache)
-            D = A_new - A
-            KD = operator.matvec(D)
+        direction = _direction_full if K_mm is None else _direction_centers
+        A_new, b_new, KA_new, n_inner = direction(operator, F, G, H, A, settings, cache)
+        D, KD = A_new - A, KA_new - KA
         db = (b_new - b) if settings.fit_intercept else np.zeros(k)
         slope = float(np.einsum("ij,ij->", G, KD + db))  # directional derivative of the loss part
         if alpha:
@@ -243,7 +274,8 @@ def solve(operator, Y, w, settings):
         A, b, KA, value = A_t, b_t, KA_t, value_t
         log.record(value, A, b)
         if settings.verbose:
-            print(f"[newton] iter {it:4d}  objective {value:.6e}  step {step:.3g}  decrement {decrement:.3e}")
+            print(f"[newton] iter {it:4d}  objective {value:.6e}  step {step:.3g}  decrement {decrement:.3e}  "
+                  f"cg iterations {n_inner}")
         # Every accepted iterate reaches the callback, the last one included.
         stop_requested = settings.callback is not None and settings.callback(A, b)
         if settings.tol > 0 and decrement <= settings.tol**2 * value0:
