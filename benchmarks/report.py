@@ -241,6 +241,7 @@ def main(argv=None):
                          ("model_selection_classification", model_selection_classification),
                          ("logistic_letter_wide", logistic), ("logistic_mnist_wide", logistic),
                          ("logistic_adult", logistic), ("logistic_adult_centers", logistic),
+                         ("logistic_mnist_centers", logistic), ("logistic_letter_centers", logistic),
                          ("logistic_gpc", logistic), ("revisions", revisions)):
         path = RESULTS / f"{name}.json"
         if not path.exists():

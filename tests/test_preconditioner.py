@@ -128,3 +128,24 @@ def test_cg_on_a_zero_kernel():
         X, np.arange(30.0)
     )
     assert_allclose(model.predict(X), np.full(30, 14.5))
+
+
+def test_block_pcg_tolerance_from_the_start_solves_the_correction():
+    # Regression: Newton's warm-started inner solves measured tol against the right-hand side,
+    # so near the optimum a "converged" solve could return a correction that was no descent
+    # direction. Measured from the initial residual, tol bounds the correction's own error.
+    rs = np.random.RandomState(0)
+    M = rs.randn(50, 50)
+    A = M @ M.T + 1e-3 * np.eye(50)
+    B = rs.randn(50, 2)
+    x0 = np.linalg.solve(A, B) + 1e-6 * rs.randn(50, 2)
+    R0 = B - A @ x0
+    assert np.all(np.linalg.norm(R0, axis=0) < 1e-3 * np.linalg.norm(B, axis=0))
+
+    def solve(**kwargs):
+        return cg.block_pcg(lambda V: A @ V, B, lambda V: V, max_iter=500, tol=1e-3, x0=x0, **kwargs)
+
+    assert solve()[1] == 0  # against B: nothing to do
+    X, n_iter, status = solve(tol_from_start=True)
+    assert status == "converged" and n_iter > 0
+    assert np.all(np.linalg.norm(B - A @ X, axis=0) <= 1e-3 * np.linalg.norm(R0, axis=0))

@@ -44,7 +44,7 @@ CENTERS_MIN_RIDGE = 1e-7
 NO_PROGRESS_PATIENCE = 20
 
 
-def block_pcg(apply_A, B, apply_P, *, max_iter, tol, on_iter=None, x0=None, state=None):
+def block_pcg(apply_A, B, apply_P, *, max_iter, tol, on_iter=None, x0=None, state=None, tol_from_start=False):
     """Conjugate gradient on ``A X = B``, one independent run per column of B.
 
     Parameters
@@ -60,6 +60,10 @@ def block_pcg(apply_A, B, apply_P, *, max_iter, tol, on_iter=None, x0=None, stat
     state : dict, default=None
         With x0, ``state["KX"]`` is set to ``state["last"]`` after the
         product ``A x0`` (the callers' record of K times the iterate).
+    tol_from_start : bool, default=False
+        Whether tol is relative to the initial residual ``B - A x0`` rather
+        than to B: CG then solves for the correction to x0, and every
+        iterate's correction is a descent direction of the quadratic.
 
     Returns
     -------
@@ -78,7 +82,7 @@ def block_pcg(apply_A, B, apply_P, *, max_iter, tol, on_iter=None, x0=None, stat
     Z = apply_P(R)
     P = Z.copy()
     rz = np.einsum("ij,ij->j", R, Z)
-    b_norm = np.linalg.norm(B, axis=0)
+    b_norm = np.linalg.norm(R if tol_from_start else B, axis=0)
     b_norm[b_norm == 0] = 1.0
     active = np.linalg.norm(R, axis=0) / b_norm > tol
     stalled = False

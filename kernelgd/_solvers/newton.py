@@ -18,8 +18,13 @@ products in F cost no product with K), which speeds convergence (still
 linear, and slow with a tiny ridge, where the classes couple strongly). A
 backtracking line search on the true objective keeps every step a decrease.
 
-The fit stops when the Newton decrement (the objective decrease the diagonal
-model predicts) is at most ``tol**2`` times the intercept-only objective.
+With centers the steps are inexact: each CG run, warm-started from the
+current iterate, stops once its residual is a forcing term times its initial
+one (0.1 for the softmax, whose steps converge linearly anyway; ``sqrt(
+decrement / objective0)`` up to 0.1 where the diagonal model is exact). The
+fit stops when the Newton decrement (the objective decrease the diagonal
+model predicts) is at most ``tol**2`` times the intercept-only objective, a
+test always confirmed by a step solved to ``min(tol, 1e-3)``.
 """
 
 import numpy as np
@@ -47,6 +52,8 @@ MAX_HALVINGS = 30
 # Landmarks of the shared Nystroem factor of K (the full model's preconditioner).
 N_LANDMARKS = cg.N_LANDMARKS
 REFACTOR_CHANGE = 0.25
+# The loosest relative residual of an inexact Newton step's CG run.
+FORCING_MAX = 0.1
 # Earlier steps kept for the softmax's subspace step.
 SUBSPACE_MEMORY = 4
 
@@ -105,7 +112,7 @@ def _direction_centers(operator, F, G, H, A, settings, cache):
     rhs = apply_Bt(scale * operator.rmatvec(H * (Z - z_bar)))
     U0 = blas_dot(A_fac, blas_dot(T, A))  # u = B^-1 beta
     U, n_inner, _ = cg.block_pcg(
-        apply_A, rhs, lambda V: V, max_iter=settings.max_iter, tol=min(settings.tol, 1e-3),
+        apply_A, rhs, lambda V: V, max_iter=settings.max_iter, tol=cache["inner_tol"], tol_from_start=True,
         on_iter=on_iter, x0=U0, state=state,
     )
     A_new, KA_new = apply_B(U), state["KX"]
@@ -239,8 +246,20 @@ def solve(operator, Y, w, settings):
     previous = []  # the last steps taken: (D, db, K D), newest first
     converged, reason, it = False, None, 0
     decrement = np.inf
+    inner_tol = min(settings.tol, 1e-3)
+    # With centers, inexact steps until a stopping test passes; that test is then retaken exactly.
+    # The full model's steps stay exact: on letter (16,000 rows) inexact ones took 124 s against 105 s.
+    exact = K_mm is None or not value0 > 0
     while it < settings.max_iter:
         it += 1
+        # Inexact Newton: far from the optimum a loose solve points as well as an exact one; the
+        # softmax's steps, from a diagonal model, converge linearly however exactly they are solved.
+        if exact:
+            cache["inner_tol"] = inner_tol
+        else:
+            forcing = min(FORCING_MAX, np.sqrt(decrement / value0)) if loss.diagonal_hessian else FORCING_MAX
+            cache["inner_tol"] = max(inner_tol, forcing)
+        loose = cache["inner_tol"] > inner_tol
         F = KA + b
         G = loss.gradient(F, Y, w)
         H = loss.hessian_diagonal(F, w)
@@ -254,8 +273,11 @@ def solve(operator, Y, w, settings):
             slope += 2.0 * alpha * inner(D, KA if K_mm is None else A)
         decrement = max(-slope, 0.0)
         if slope >= 0:  # no descent left: the inner solves are at rounding level
-            reason = "no_descent"
             it -= 1
+            if loose:
+                exact = True
+                continue
+            reason = "no_descent"
             break
         D, db, KD, slope = _subspace_step(loss, F, Y, w, G, alpha, pair, A, KA, (D, db, KD, slope), previous)
         step, accepted = 1.0, False
@@ -267,8 +289,11 @@ def solve(operator, Y, w, settings):
                 break
             step /= 2
         if not accepted:
-            reason = "no_descent"
             it -= 1
+            if loose:
+                exact = True
+                continue
+            reason = "no_descent"
             break
         previous = [(step * D, step * db, step * KD)] + previous[: SUBSPACE_MEMORY - 1]
         A, b, KA, value = A_t, b_t, KA_t, value_t
@@ -278,6 +303,9 @@ def solve(operator, Y, w, settings):
                   f"cg iterations {n_inner}")
         # Every accepted iterate reaches the callback, the last one included.
         stop_requested = settings.callback is not None and settings.callback(A, b)
+        if loose and (decrement <= settings.tol**2 * value0 or decrement <= ROUNDING * (abs(value) + value0)):
+            exact = True  # a loose step's decrement is only an estimate: confirm with an exact one
+            continue
         if settings.tol > 0 and decrement <= settings.tol**2 * value0:
             converged = True
             break
