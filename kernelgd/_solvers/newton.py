@@ -93,7 +93,9 @@ def _direction_centers(operator, F, G, H, A, settings, cache):
         return solve_triangular(A_fac, solve_triangular(T, V, trans="T", check_finite=False), trans="T",
                                 check_finite=False)
 
-    k_h = operator.rmatvec(H) if center else None  # K_c'H K_c = K'H K - k_h k_h' / total
+    # one pass over K_nm for the right-hand side and k_h (K_c'H K_c = K'H K - k_h k_h' / total)
+    KtH = operator.rmatvec(np.hstack([H * (Z - z_bar), H]) if center else H * (Z - z_bar))
+    k_h = KtH[:, k:] if center else None
     state = {"last": None, "KX": None}
     scale = 1.0 / total  # each column's system divided by its total weight: comparable scales
 
@@ -109,7 +111,7 @@ def _direction_centers(operator, F, G, H, A, settings, cache):
         state["KX"] += step * state["last"]
         return False
 
-    rhs = apply_Bt(scale * operator.rmatvec(H * (Z - z_bar)))
+    rhs = apply_Bt(scale * KtH[:, :k])
     U0 = blas_dot(A_fac, blas_dot(T, A))  # u = B^-1 beta
     U, n_inner, _ = cg.block_pcg(
         apply_A, rhs, lambda V: V, max_iter=settings.max_iter, tol=cache["inner_tol"], tol_from_start=True,
