@@ -50,8 +50,9 @@ from .kernels import bind_kernel, get_spec, kernel_matrix
 LOO_MAX_SAMPLES = 3000
 # Beyond, leave-one-out of a rank-r pivoted-Cholesky approximation K ~ F F' (O(n r^2)).
 LOW_RANK_LOO_RANK = 2000
-# Default grids: widths are sigma_scale * 2**k, ridges per sample (KernelRidge's alpha / n).
-SIGMA_FACTORS = 2.0 ** np.arange(-3.0, 3.5, 0.5)
+# Default widths: sigma_scale * 2**(k / 2), |k| <= WIDTH_STEPS, walked to the best (see _walk_widths).
+WIDTH_STEPS = 8
+# Default ridges, per sample (KernelRidge's alpha / n).
 DEFAULT_ALPHAS = np.logspace(-10, 0, 21)
 # The refit's tolerance tracks the chosen model's error down to this (float64 CG's reach).
 MIN_REFIT_TOL = 1e-8
@@ -82,6 +83,14 @@ class _Decisions(ClassifierMixin, BaseEstimator):
         if self.scores.shape[1] == 1:
             return self.classes_[(self.scores[:, 0] > 0).astype(int)]
         return self.classes_[np.argmax(self.scores, axis=1)]
+
+
+def _is_rbf(kernel):
+    return isinstance(kernel, str) and get_spec(kernel).name == "rbf"
+
+
+def _kernel_name(kernel):
+    return kernel if isinstance(kernel, str) else getattr(kernel, "name", getattr(kernel, "__name__", repr(kernel)))
 
 
 def _scale_sigma(X, w):
@@ -158,11 +167,43 @@ def _loo_scores(system, Y, w, alphas, fit_intercept, scorer):
     return np.array(scores), predictions
 
 
+def _walk_widths(scale, score, n_jobs=None):
+    """Widths ``scale * 2**(k / 2)`` walked to the best score: ``[(sigma, scores), ...]``.
+
+    ``score(sigma)`` returns an (n_alphas, n_splits) array; a width's value is its best
+    alpha's mean. From the factors 1/2, 1 and 2 the walk steps by factors of 2 towards
+    the better end while that end is the best (within ``2**(+-WIDTH_STEPS / 2)``), then
+    scores the best width's two half-step neighbours: 5 to 7 widths where the score is
+    unimodal in log sigma, against 13 for the half-step grid over the same range
+    (each width is one kernel factorisation, the search's cost).
+    """
+    done = {}
+
+    def run(steps):
+        steps = [k for k in steps if k not in done and abs(k) <= WIDTH_STEPS]
+        results = Parallel(n_jobs=n_jobs, prefer="threads")(delayed(score)(scale * 2.0 ** (k / 2)) for k in steps)
+        done.update(zip(steps, results))
+
+    def best():  # ties go to the wider kernel: the smoother model
+        return max(done, key=lambda k: (float(np.max(done[k].mean(axis=1))), k))
+
+    run([-2, 0, 2])
+    while True:
+        k = best()
+        step = 2 if k == max(done) else -2 if k == min(done) else 0
+        if not step or abs(k + step) > WIDTH_STEPS:
+            break
+        run([k + step])
+    k = best()
+    run([k - 1, k + 1])
+    return [(scale * 2.0 ** (k / 2), done[k]) for k in sorted(done)]
+
+
 class _KernelCV(BaseEstimator):
     """What the CV estimators share: the grids, the per-width search, the K-fold path and the refit."""
 
     _parameter_constraints: dict = {
-        "kernel": [str, callable],
+        "kernel": [str, callable, list, tuple],
         "sigmas": ["array-like", None],
         "alphas": ["array-like", None],
         "cv": ["cv_object"],
@@ -245,37 +286,58 @@ class _KernelCV(BaseEstimator):
     def _extra_params(self):
         return {}
 
-    def _grids(self, X, w):
-        if isinstance(self.kernel, str) and self.kernel == "precomputed":
-            raise ValueError(f"{type(self).__name__} evaluates the kernel itself; kernel='precomputed' is not supported.")
+    def _kernels(self):
+        """The candidate kernels: ``kernel`` itself, or each entry of a list of them."""
+        kernels = list(self.kernel) if isinstance(self.kernel, (list, tuple)) else [self.kernel]
+        if not kernels:
+            raise ValueError("kernel is an empty list: give a kernel, or a list of candidate kernels.")
+        for kernel in kernels:
+            if isinstance(kernel, str) and kernel == "precomputed":
+                raise ValueError(f"{type(self).__name__} evaluates the kernel itself; kernel='precomputed' is "
+                                 "not supported.")
+            get_spec(kernel)  # an unknown name is a clear error before any work
+        return kernels
+
+    def _alphas(self):
+        """The ridge grid, decreasing: the warm-start path of the K-fold solves."""
         alphas = DEFAULT_ALPHAS if self.alphas is None else np.asarray(self.alphas, dtype=float).ravel()
         if not alphas.size or not np.all(np.isfinite(alphas) & (alphas >= 0)):
             raise ValueError(f"alphas must be a non-empty list of finite floats >= 0, got {self.alphas!r}.")
-        if "sigma" not in get_spec(self.kernel).params:
-            return [None], np.sort(alphas)[::-1]
+        return np.sort(alphas)[::-1]
+
+    def _sigmas(self):
+        """The given widths, checked; None: walk the default ones."""
         if self.sigmas is None:
-            sigmas = _scale_sigma(X, w) * SIGMA_FACTORS
-        else:
-            sigmas = np.asarray(self.sigmas, dtype=float).ravel()
-            if not sigmas.size or not np.all(np.isfinite(sigmas) & (sigmas > 0)):
-                raise ValueError(f"sigmas must be a non-empty list of finite floats > 0, got {self.sigmas!r}.")
-        return list(sigmas), np.sort(alphas)[::-1]  # alphas decreasing: the warm-start path
+            return None
+        sigmas = np.asarray(self.sigmas, dtype=float).ravel()
+        if not sigmas.size or not np.all(np.isfinite(sigmas) & (sigmas > 0)):
+            raise ValueError(f"sigmas must be a non-empty list of finite floats > 0, got {self.sigmas!r}.")
+        return list(sigmas)
 
+    def _widths(self, kernel, X, w, score):
+        """``[(sigma, score(sigma)), ...]`` over the widths searched for ``kernel``."""
+        if "sigma" not in get_spec(kernel).params:
+            return [(None, score(None))]
+        sigmas = self._sigmas()
+        if sigmas is not None:
+            return list(zip(sigmas, Parallel(n_jobs=self.n_jobs, prefer="threads")(
+                delayed(score)(s) for s in sigmas)))
+        return _walk_widths(_scale_sigma(X, w), score, self.n_jobs)
 
-    def _kernel(self, X, Y, sigma):
+    def _kernel(self, X, Y, kernel, sigma):
         params = dict(self.kernel_params or {})
         if sigma is not None:
             params["sigma"] = sigma
-        return kernel_matrix(X, Y, kernel=self.kernel, degree=self.degree, coef0=self.coef0, **params)
+        return kernel_matrix(X, Y, kernel=kernel, degree=self.degree, coef0=self.coef0, **params)
 
-    def _kfold_scores(self, X, Y, sw, sigma, alphas, scorer):
+    def _kfold_scores(self, X, Y, sw, kernel, sigma, alphas, scorer):
         """Scores of every alpha on every fold, from one kernel matrix (of a subsample where n is large)."""
         rng = check_random_state(self.random_state)
         n = X.shape[0]
         idx = np.arange(n) if n <= self.max_search_samples else np.sort(
             rng.choice(n, self.max_search_samples, replace=False))
         Xs, Ys, ws = X[idx], Y[idx], sw[idx]
-        K = self._kernel(Xs, Xs, sigma)
+        K = self._kernel(Xs, Xs, kernel, sigma)
         y_fit = Ys if Ys.ndim == 1 or Ys.shape[1] > 1 else Ys[:, 0]
         classifier = self._estimator_class is not KernelGDRegressor
         splits = list(check_cv(5 if self.cv is None else self.cv, y_fit, classifier=classifier).split(Xs, y_fit))
@@ -292,23 +354,31 @@ class _KernelCV(BaseEstimator):
                 scores[i, j] = scorer(model, K_test, y_fit[test], sample_weight=ws[test])
         return scores
 
-    def _store_results(self, rows, loo):
-        split_scores = np.array([s for _, _, s in rows])
+    def _store_results(self, rows, loo, several):
+        """``rows``: (kernel index, sigma, alpha, split scores) per candidate; ``several``: the kernel is searched."""
+        kernels = self._kernels()
+        split_scores = np.array([s for *_, s in rows])
         means = split_scores.mean(axis=1)
         results = {
-            "params": [({} if sigma is None else {"sigma": float(sigma)}) | {"alpha": float(alpha)}
-                       for sigma, alpha, _ in rows],
-            "param_alpha": np.ma.MaskedArray([float(a) for _, a, _ in rows]),
+            "params": [({"kernel": kernels[k]} if several else {})
+                       | ({} if sigma is None else {"sigma": float(sigma)}) | {"alpha": float(alpha)}
+                       for k, sigma, alpha, _ in rows],
+            "param_alpha": np.ma.MaskedArray([float(a) for _, _, a, _ in rows]),
             "mean_test_score": means,
             "std_test_score": np.zeros_like(means) if loo else split_scores.std(axis=1),
         }
-        if rows[0][0] is not None:
-            results["param_sigma"] = np.ma.MaskedArray([float(s) for s, _, _ in rows])
+        if several:
+            results["param_kernel"] = np.ma.MaskedArray(np.array([kernels[k] for k, *_ in rows], dtype=object))
+        if any(sigma is not None for _, sigma, _, _ in rows):
+            results["param_sigma"] = np.ma.MaskedArray(
+                [0.0 if sigma is None else float(sigma) for _, sigma, _, _ in rows],
+                mask=[sigma is None for _, sigma, _, _ in rows])
         if not loo:
             for k in range(split_scores.shape[1]):
                 results[f"split{k}_test_score"] = split_scores[:, k]
-        # ties go to the larger alpha, then the larger width: the smoother model
-        order = np.lexsort((-np.array([s or 0.0 for s, _, _ in rows]), -np.array([a for _, a, _ in rows]), -means))
+        # ties go to the larger alpha, then the larger width, then the earlier kernel: the smoother model
+        order = np.lexsort((np.array([k for k, *_ in rows]), -np.array([s or 0.0 for _, s, _, _ in rows]),
+                            -np.array([a for _, _, a, _ in rows]), -means))
         ranks = np.empty(len(rows), dtype=np.int32)
         ranks[order] = np.arange(1, len(rows) + 1)
         results["rank_test_score"] = ranks
@@ -316,40 +386,43 @@ class _KernelCV(BaseEstimator):
         self.best_index_ = int(order[0])
         self.best_score_ = float(means[self.best_index_])
 
-
     def _search(self, X_in, X, y, Y, sw, scorer, loo_scores=None):
-        """Score the grid (by ``loo_scores(sigma, alphas)`` where given, else K-fold), store it, refit the best."""
-        sigmas, alphas = self._grids(X, sw)
+        """Score every kernel's widths and alphas (by ``loo_scores(kernel, sigma, alphas)`` where
+        given, else K-fold), store them, refine the best (``_refine``) and refit it."""
+        kernels, alphas = self._kernels(), self._alphas()
         start = time.perf_counter()
 
-        def search(sigma):
+        def search(kernel, sigma):
             if loo_scores is not None:
-                split_scores = loo_scores(sigma, alphas)[:, None]
+                split_scores = loo_scores(kernel, sigma, alphas)[:, None]
             else:
-                split_scores = self._kfold_scores(X, Y, sw, sigma, alphas, scorer)
+                split_scores = self._kfold_scores(X, Y, sw, kernel, sigma, alphas, scorer)
             if self.verbose:
                 means = split_scores.mean(axis=1)
                 best = int(np.argmax(means))
+                name = f"kernel={_kernel_name(kernel)}  " if len(kernels) > 1 else ""
                 width = "" if sigma is None else f"sigma={sigma:.4g}  "
-                print(f"[{type(self).__name__}] {width}best alpha={alphas[best]:.3g}  score={means[best]:.6g}  "
+                print(f"[{type(self).__name__}] {name}{width}best alpha={alphas[best]:.3g}  score={means[best]:.6g}  "
                       f"elapsed {time.perf_counter() - start:.1f}s", flush=True)
             return split_scores
 
-        results = Parallel(n_jobs=self.n_jobs, prefer="threads")(delayed(search)(s) for s in sigmas)
-        rows = [(sigma, alpha, s) for sigma, scores in zip(sigmas, results) for alpha, s in zip(alphas, scores)]
-        self._store_results(rows, loo_scores is not None)
-        best = self.cv_results_["params"][self.best_index_]
-        self.sigma_, self.alpha_ = best.get("sigma"), best["alpha"]
+        rows = []
+        for k, kernel in enumerate(kernels):
+            for sigma, scores in self._widths(kernel, X, sw, lambda s, kernel=kernel: search(kernel, s)):
+                rows += [(k, sigma, alpha, s) for alpha, s in zip(alphas, scores)]
+        self._store_results(rows, loo_scores is not None, len(kernels) > 1)
+        index, self.sigma_, self.alpha_, _ = rows[self.best_index_]
+        self.kernel_ = kernels[index]
         self._refine(X, Y, sw, scorer, loo_scores, start)
-        model = self._base(sigma=self.sigma_ if self.sigma_ is not None else "scale", alpha=self.alpha_,
-                           **self._refit_params(Y, sw))
+        model = self._base(kernel=self.kernel_, sigma=self.sigma_ if self.sigma_ is not None else "scale",
+                           alpha=self.alpha_, **self._refit_params(Y, sw))
         self.best_estimator_ = model.fit(X_in, y, sample_weight=self._sample_weight)
         for name in ("dual_coef_", "intercept_", "X_fit_", "n_iter_", "loss_curve_"):
             setattr(self, name, getattr(self.best_estimator_, name))
         return self
 
     def _loo(self, X, Y, sw, scorer, rescore=None):
-        """``loo(sigma, alphas)``: exact leave-one-out scores, of the kernel itself up to
+        """``loo(kernel, sigma, alphas)``: exact leave-one-out scores, of the kernel itself up to
         ``LOO_MAX_SAMPLES`` rows, else of its rank-``LOW_RANK_LOO_RANK`` pivoted-Cholesky
         (Nystroem) approximation on at most ``max_search_samples`` rows. ``rescore(predictions,
         rows)``, where given, scores the leave-one-out predictions of every alpha instead of
@@ -364,8 +437,8 @@ class _KernelCV(BaseEstimator):
         if n <= LOO_MAX_SAMPLES:
             w = sw / sw.sum()
             rows = np.arange(n)
-            return lambda sigma, alphas: scores(
-                _eigen_system(self._kernel(X, X, sigma), Y, w, self.fit_intercept), Y, w, alphas, rows,
+            return lambda kernel, sigma, alphas: scores(
+                _eigen_system(self._kernel(X, X, kernel, sigma), Y, w, self.fit_intercept), Y, w, alphas, rows,
             )
         rng = check_random_state(self.random_state)
         idx = np.arange(n) if n <= self.max_search_samples else np.sort(
@@ -373,12 +446,12 @@ class _KernelCV(BaseEstimator):
         Xs, Ys, ws = X[idx], Y[idx], sw[idx] / sw[idx].sum()
         seed = rng.randint(np.iinfo(np.int32).max)
 
-        def loo(sigma, alphas):
+        def loo(kernel, sigma, alphas):
             params = dict(self.kernel_params or {})
             if sigma is not None:
                 params["sigma"] = sigma
-            kernel = bind_kernel(self.kernel, degree=self.degree, coef0=self.coef0, kernel_params=params)
-            operator = KernelOperator(Xs, kernel, dtype="float64", store=False)
+            bound = bind_kernel(kernel, degree=self.degree, coef0=self.coef0, kernel_params=params)
+            operator = KernelOperator(Xs, bound, dtype="float64", store=False)
 
             def columns(cols):
                 with single_threaded_blas():
@@ -518,7 +591,7 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
     def __init__(
         self,
         *,
-        kernel="rbf",
+        kernel=("rbf", "laplacian"),
         sigmas=None,
         alphas=None,
         ard="auto",
@@ -547,38 +620,43 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         )
 
     def _refine(self, X, Y, sw, scorer, loo_scores, start):
-        """With ard: per-feature scales from the grid's best, kept only if they score better."""
-        rbf = isinstance(self.kernel, str) and get_spec(self.kernel).name == "rbf"
-        self.ard_ = self.ard is True or (self.ard == "auto" and rbf and Y.shape[1] == 1)
+        """With ard: per-feature scales from the best rbf candidate, kept only if they beat the best of all."""
+        kernels = self._kernels()
+        rbf = [i for i, kernel in enumerate(kernels) if _is_rbf(kernel)]
+        self.ard_ = self.ard is True or (self.ard == "auto" and _is_rbf(self.kernel_) and Y.shape[1] == 1)
         if not self.ard_:
             return
         if not rbf:
             raise ValueError(f"ard=True learns per-feature scales of the rbf kernel; got kernel={self.kernel!r}.")
         if Y.shape[1] != 1:
             raise ValueError("ard=True supports one target column; fit one model per target.")
+        params, ranks = self.cv_results_["params"], self.cv_results_["rank_test_score"]
+        start_at = min((i for i, p in enumerate(params) if kernels.index(p.get("kernel", kernels[0])) in rbf),
+                       key=lambda i: ranks[i])
+        sigma0, alpha0, kernel = params[start_at]["sigma"], params[start_at]["alpha"], kernels[rbf[0]]
         rng = check_random_state(self.random_state)
         # Fitted on every row, the scales are judged on the rows they were fitted on: by another
         # criterion than the judge's own (the marginal likelihood); on a subsample, the other rows
         # judge leave-one-out scales without that bias.
         criterion = "likelihood" if np.count_nonzero(sw) <= _ard.ARD_MAX_SAMPLES else "loo"
-        sigma, lam, _, fitted = fit_scales(X, Y[:, 0], sw, self.sigma_, self.alpha_, self.fit_intercept,
+        sigma, lam, _, fitted = fit_scales(X, Y[:, 0], sw, sigma0, alpha0, self.fit_intercept,
                                            rng, criterion=criterion)
         # The subsample's ridge suits its own size: the scales are scored with every alpha on all rows.
-        grid_alphas = self._grids(X, sw)[1]
+        grid_alphas = self._alphas()
         alphas = np.unique(np.append(grid_alphas, lam))[::-1]
         if loo_scores is None:
-            scores = self._kfold_scores(X, Y, sw, sigma, alphas, scorer).mean(axis=1)
+            scores = self._kfold_scores(X, Y, sw, kernel, sigma, alphas, scorer).mean(axis=1)
             best = int(np.argmax(scores))
             score = float(scores[best])
             better = score > self.best_score_
         else:
             scores = self._held_out_loo(X, Y, sw, scorer, fitted)
-            learned = scores(sigma, alphas)
+            learned = scores(kernel, sigma, alphas)
             best = int(np.argmax(learned[:, 1]))
             score = float(learned[best, 0])
             # with no unseen row the judge is the grid's own leave-one-out: its best score stands
             judge = self.best_score_ if len(fitted) == np.count_nonzero(sw) else scores(
-                self.sigma_, grid_alphas)[:, 1].max()
+                self.kernel_, self.sigma_, grid_alphas)[:, 1].max()
             better = learned[best, 1] > judge
         alpha = float(alphas[best])
         if self.verbose:
@@ -586,7 +664,7 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
                   f"alpha={alpha:.3g}  kept={better}  elapsed {time.perf_counter() - start:.1f}s", flush=True)
         self.ard_score_ = score
         if better:
-            self.sigma_, self.alpha_, self.best_score_ = sigma, alpha, score
+            self.kernel_, self.sigma_, self.alpha_, self.best_score_ = kernel, sigma, alpha, score
 
     def _refit_params(self, Y, sw):
         """A refit solved to a tenth of the chosen model's own error (the default scoring only).
@@ -603,7 +681,7 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         return {"tol": max(min(self.tol, 0.1 * np.sqrt(-self.best_score_) / spread), MIN_REFIT_TOL)}
 
     def _held_out_loo(self, X, Y, sw, scorer, fitted):
-        """``loo(sigma, alphas)``: every alpha's leave-one-out score on all rows and on the rows
+        """``loo(kernel, sigma, alphas)``: every alpha's leave-one-out score on all rows and on the rows
         outside ``fitted`` (all rows where none is outside), shape (n_alphas, 2).
 
         Scales fitted on some rows flatter those rows' leave-one-out error (wine: kept, and 1% worse

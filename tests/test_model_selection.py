@@ -19,19 +19,19 @@ y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.randn(60)
 SIGMAS, ALPHAS = [0.5, 1.0, 2.0], [1e-5, 1e-3, 1e-1]
 
 
-def _brute_force_loo(sigma, alpha, w, fit_intercept):
+def _brute_force_loo(sigma, alpha, w, fit_intercept, kernel="rbf"):
     """Minus the weighted mean squared LOO error, each point's model a dense solve without it."""
-    return -float(w @ _brute_force_loo_errors(sigma, alpha, w, fit_intercept) ** 2)
+    return -float(w @ _brute_force_loo_errors(sigma, alpha, w, fit_intercept, kernel) ** 2)
 
 
-def _brute_force_loo_errors(sigma, alpha, w, fit_intercept):
+def _brute_force_loo_errors(sigma, alpha, w, fit_intercept, kernel="rbf"):
     """Each point's LOO residual, its model a dense solve without it.
 
     Without point i the fit minimises sum_{j != i} w_j (f_j - y_j)^2 + alpha a'K a (weights
     not renormalised, as in the hat-matrix identity), from its stationarity conditions
     (W K + alpha I) a + W 1 b = W y and 1'W (K a + b - y) = 0.
     """
-    K = kernel_matrix(X / np.asarray(sigma), sigma=1.0)  # a scale per feature: the rbf of rescaled features
+    K = kernel_matrix(X / np.asarray(sigma), kernel=kernel, sigma=1.0)  # a scale per feature: rescaled features
     n = len(y)
     errors = np.empty(n)
     for i in range(n):
@@ -55,8 +55,10 @@ def test_leave_one_out_scores_equal_brute_force(fit_intercept, weighted):
     model = KernelGDRegressorCV(ard=False, sigmas=SIGMAS, alphas=ALPHAS, fit_intercept=fit_intercept).fit(X, y, sample_weight=sw)
     w = np.ones(len(y)) if sw is None else sw
     w = w / w.sum()
+    assert set(model.cv_results_["param_kernel"]) == {"rbf", "laplacian"}  # the default candidates
     for params, score in zip(model.cv_results_["params"], model.cv_results_["mean_test_score"]):
-        assert_allclose(score, _brute_force_loo(params["sigma"], params["alpha"], w, fit_intercept), rtol=1e-6)
+        assert_allclose(score, _brute_force_loo(params["sigma"], params["alpha"], w, fit_intercept,
+                                                params["kernel"]), rtol=1e-6)
 
 
 def test_leave_one_out_with_a_scorer_equals_brute_force_r2():
@@ -75,13 +77,19 @@ def test_leave_one_out_with_a_scorer_equals_brute_force_r2():
 def test_kfold_scores_equal_grid_search():
     cv = KFold(3, shuffle=True, random_state=0)
     model = KernelGDRegressorCV(ard=False, sigmas=SIGMAS, alphas=ALPHAS, cv=cv, tol=1e-12, max_iter=2000).fit(X, y)
-    search = GridSearchCV(KernelGDRegressor(tol=1e-12, max_iter=2000), {"sigma": SIGMAS, "alpha": ALPHAS}, cv=cv,
+    grid = {"kernel": ["rbf", "laplacian"], "sigma": SIGMAS, "alpha": ALPHAS}
+    search = GridSearchCV(KernelGDRegressor(tol=1e-12, max_iter=2000), grid, cv=cv,
                           scoring="neg_mean_squared_error").fit(X, y)
-    ours = {(p["sigma"], p["alpha"]): s for p, s in zip(model.cv_results_["params"], model.cv_results_["mean_test_score"])}
-    theirs = {(p["sigma"], p["alpha"]): s for p, s in zip(search.cv_results_["params"], search.cv_results_["mean_test_score"])}
+
+    def keyed(results):
+        return {(p["kernel"], p["sigma"], p["alpha"]): s for p, s in zip(results["params"], results["mean_test_score"])}
+
+    ours, theirs = keyed(model.cv_results_), keyed(search.cv_results_)
+    assert ours.keys() == theirs.keys()
     for key, score in theirs.items():
         assert_allclose(ours[key], score, rtol=1e-6)
-    assert (model.sigma_, model.alpha_) == (search.best_params_["sigma"], search.best_params_["alpha"])
+    best = search.best_params_
+    assert (model.kernel_, model.sigma_, model.alpha_) == (best["kernel"], best["sigma"], best["alpha"])
     assert "split2_test_score" in model.cv_results_
 
 
@@ -94,18 +102,62 @@ def test_refit_is_the_base_model_at_the_chosen_parameters():
     assert model.best_score_ == pytest.approx(np.max(model.cv_results_["mean_test_score"]))
 
 
-def test_default_grids_beat_default_base_model():
+def test_default_search_beats_default_base_model():
     X_test = rng.uniform(-2, 2, size=(200, 2))
     y_test = np.sin(2 * X_test[:, 0]) + X_test[:, 1] ** 2
     tuned = KernelGDRegressorCV().fit(X, y)
     assert tuned.score(X_test, y_test) > KernelGDRegressor().fit(X, y).score(X_test, y_test)
-    assert len(tuned.cv_results_["params"]) == 13 * 21
+    results = tuned.cv_results_
+    assert set(results["param_kernel"]) == {"rbf", "laplacian"}
+    assert len(results["params"]) == len(set(zip(results["param_kernel"], results["param_sigma"]))) * 21
+    best = results["params"][tuned.best_index_]
+    assert tuned.kernel_ == best["kernel"] == tuned.best_estimator_.kernel
+
+
+@pytest.mark.parametrize("optimum", np.arange(-10, 11))
+def test_width_walk_finds_the_best_half_step_of_a_unimodal_score(optimum):
+    from kernelgd._model_selection import WIDTH_STEPS, _walk_widths
+
+    calls = []
+
+    def score(sigma):
+        k = 2 * np.log2(sigma / 3.0)
+        calls.append(k)
+        return np.array([[-((k - optimum) ** 2)], [-((k - optimum) ** 2) - 1.0]])  # (n_alphas, n_splits)
+
+    found = _walk_widths(3.0, score)
+    ks = [2 * np.log2(sigma / 3.0) for sigma, _ in found]
+    assert_allclose(ks, np.sort(calls))  # each width scored once, returned in increasing order
+    best = ks[int(np.argmax([scores.mean(axis=1).max() for _, scores in found]))]
+    assert best == pytest.approx(np.clip(optimum, -WIDTH_STEPS, WIDTH_STEPS))  # the half-step grid's best
+    assert len(calls) <= 3 + (abs(optimum) + 1) // 2 + 2 and np.all(np.abs(ks) <= WIDTH_STEPS + 1e-9)
+
+
+@pytest.mark.parametrize(
+    "kernel, match", [([], "empty"), (["rbf", "precomputed"], "precomputed"), (("rbf", "nonsense"), "nonsense")]
+)
+def test_bad_kernel_candidates_are_clear_errors(kernel, match):
+    with pytest.raises(ValueError, match=match):
+        KernelGDRegressorCV(kernel=kernel, sigmas=SIGMAS, alphas=ALPHAS).fit(X, y)
+
+
+def test_kernel_candidates_without_sigma_are_searched_with_the_others():
+    model = KernelGDRegressorCV(kernel=["polynomial", "rbf"], sigmas=SIGMAS, alphas=ALPHAS, ard=False).fit(X, y)
+    results = model.cv_results_
+    assert list(results["param_kernel"]).count("polynomial") == len(ALPHAS)
+    assert results["param_sigma"].mask.sum() == len(ALPHAS)  # masked where the kernel has no width
+    best = results["params"][model.best_index_]
+    assert model.kernel_ == best["kernel"] and model.sigma_ == best.get("sigma")
 
 
 def test_verbose_prints_one_line_per_width(capsys):
     KernelGDRegressorCV(ard=False, sigmas=SIGMAS, alphas=ALPHAS, verbose=1).fit(X, y)
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[KernelGDRegressorCV]")]
-    assert len(lines) == 3 and "best alpha=" in lines[0]
+    assert len(lines) == 2 * 3 and "best alpha=" in lines[0]
+    assert sum("kernel=laplacian" in line for line in lines) == 3
+    KernelGDRegressorCV(kernel="rbf", ard=False, sigmas=SIGMAS, alphas=ALPHAS, verbose=1).fit(X, y)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[KernelGDRegressorCV]")]
+    assert len(lines) == 3 and "kernel=" not in lines[0]
 
 
 def test_kernels_without_sigma_search_alpha_only():
@@ -240,20 +292,25 @@ def test_ard_scales_are_judged_on_the_rows_they_were_not_fitted_on(monkeypatch, 
     # scales fitted on 30 of the 60 rows: the other 30 choose their alpha and decide whether they stay
     monkeypatch.setattr(ard, "ARD_MAX_SAMPLES", 30)
     calls = []
-    monkeypatch.setattr(ms, "fit_scales", lambda *args, **kw: calls.append((ard.fit_scales(*args, **kw), kw))
+    monkeypatch.setattr(ms, "fit_scales", lambda *args, **kw: calls.append((ard.fit_scales(*args, **kw), kw, args))
                         or calls[-1][0])
     alphas = np.logspace(-6, 0, 13)
     model = KernelGDRegressorCV(ard=True, sigmas=SIGMAS, alphas=alphas, random_state=seed).fit(X, y)
-    (sigma, lam, _, fitted), kw = calls[0]
+    (sigma, lam, _, fitted), kw, args = calls[0]
     assert kw["criterion"] == "loo"  # a subsample: leave-one-out scales, judged by the other rows
     unseen = np.setdiff1d(np.arange(len(y)), fitted)
     w = np.full(len(y), 1.0 / len(y))
 
-    def held_out(s, a):
-        return -np.mean(_brute_force_loo_errors(s, a, w, True)[unseen] ** 2)
+    def held_out(s, a, kernel="rbf"):
+        return -np.mean(_brute_force_loo_errors(s, a, w, True, kernel)[unseen] ** 2)
 
-    grid_sigma = model.cv_results_["params"][model.best_index_]["sigma"]
-    plain = max(held_out(grid_sigma, a) for a in alphas)
+    results = model.cv_results_
+    rbf = [i for i, p in enumerate(results["params"]) if p["kernel"] == "rbf"]
+    start = results["params"][min(rbf, key=lambda i: results["rank_test_score"][i])]
+    assert (args[3], args[4]) == (start["sigma"], start["alpha"])  # from the best rbf candidate
+    grid = results["params"][model.best_index_]  # the judge: the best of both kernels
+    grid_sigma = grid["sigma"]
+    plain = max(held_out(grid_sigma, a, grid["kernel"]) for a in alphas)
     candidates = np.unique(np.append(alphas, lam))
     learned = [held_out(sigma, a) for a in candidates]
     assert model.ard_
@@ -262,8 +319,9 @@ def test_ard_scales_are_judged_on_the_rows_they_were_not_fitted_on(monkeypatch, 
         assert_allclose(model.alpha_, candidates[int(np.argmax(learned))])
         reference = _brute_force_loo_per_feature(sigma, model.alpha_, w, True)
         assert_allclose(model.best_score_, reference, rtol=1e-5)  # a tiny alpha: the dense solves round
+        assert model.kernel_ == "rbf"
     else:
-        assert model.sigma_ == grid_sigma
+        assert (model.kernel_, model.sigma_) == (grid["kernel"], grid_sigma)
 
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
@@ -367,7 +425,8 @@ def test_large_n_leave_one_out_uses_the_pivoted_cholesky_factor(monkeypatch):
     model = KernelGDRegressorCV(sigmas=SIGMAS, alphas=ALPHAS, random_state=0).fit(X, y)
     w = np.full(len(y), 1.0 / len(y))
     for params, score in zip(model.cv_results_["params"], model.cv_results_["mean_test_score"]):
-        assert_allclose(score, _brute_force_loo(params["sigma"], params["alpha"], w, True), rtol=1e-5)
+        assert_allclose(score, _brute_force_loo(params["sigma"], params["alpha"], w, True, params["kernel"]),
+                        rtol=1e-5)
     monkeypatch.setattr(ms, "LOW_RANK_LOO_RANK", 20)  # a real low-rank factor: still sound
     low = KernelGDRegressorCV(sigmas=SIGMAS, alphas=ALPHAS, random_state=0).fit(X, y)
     assert np.all(np.isfinite(low.cv_results_["mean_test_score"])) and low.score(X, y) > 0.9
