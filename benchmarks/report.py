@@ -193,30 +193,20 @@ def cv_head_to_head(results):
         for peer in peer_rows:
             ok = _ok_runs(peer)
             k = len(ok)
-            ours = {}
-            for name in ("kernelgd-cv", "kernelgd-cv-ard", "kernelgd-cv-scalar"):
-                runs = [_ok_runs(r) for r in rows.get((set_name, name), [])]
-                runs = max(runs, key=len) if runs else []
-                ours[name] = runs[:k] if len(runs) >= k > 0 else None
-            # the defaults are ard=True up to 1,000 rows and ard=False beyond (ard="auto")
-            sizes = [run["n_train"] for (s_, _), rs in rows.items() if s_ == set_name for r in rs
-                     for run in _ok_runs(r)]
-            small = bool(sizes) and sizes[0] <= 1000
-            if ours["kernelgd-cv"] is None:
-                ours["kernelgd-cv"] = ours["kernelgd-cv-ard" if small else "kernelgd-cv-scalar"]
-            if ours["kernelgd-cv-scalar"] is None and not small:
-                ours["kernelgd-cv-scalar"] = ours["kernelgd-cv"]
+            runs = [_ok_runs(r) for r in rows.get((set_name, "kernelgd-cv"), [])]
+            runs = max(runs, key=len) if runs else []
+            ours = runs[:k] if len(runs) >= k > 0 else None
             failed = peer["runs"][k] if len(peer["runs"]) > k else None
             status = "ok" if failed is None else f"{failed.get('status')} on split {k}"
             mean = (lambda runs, key: None if not runs else sum(r[key] for r in runs) / len(runs))
-            cv_rmse, cv_time = mean(ours["kernelgd-cv"], "rmse"), mean(ours["kernelgd-cv"], "fit_time")
+            cv_rmse, cv_time = mean(ours, "rmse"), mean(ours, "fit_time")
             peer_time = mean(ok, "fit_time")
             out.append([
                 set_name, system, str(k), fmt(mean(ok, "rmse"), ".4g"), fmt(cv_rmse, ".4g"),
-                fmt(mean(ours["kernelgd-cv-scalar"], "rmse"), ".4g"), fmt(peer_time, ".1f"), fmt(cv_time, ".1f"),
+                fmt(peer_time, ".1f"), fmt(cv_time, ".1f"),
                 fmt(None if peer_time is None or not cv_time else peer_time / cv_time, ".1f"), status,
             ])
-    header = ["set", "peer", "splits", "peer RMSE", "kernelgd-cv RMSE", "ard=False RMSE", "peer fit (s/split)",
+    header = ["set", "peer", "splits", "peer RMSE", "kernelgd-cv RMSE", "peer fit (s/split)",
               "kernelgd-cv fit (s/split)", "time ratio", "peer status"]
     return rst_table(header, out)
 
