@@ -502,8 +502,9 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         The candidate kernels, each as in :class:`KernelGDRegressor` (not
         "precomputed"); one kernel is searched alone. The default compares
         the smooth rbf with the rough laplacian: on the UCI sets of the user
-        guide the laplacian wins the leave-one-out comparison on wine,
-        concrete, energy and power, and the rbf on yacht and kin8nm.
+        guide the laplacian wins the leave-one-out comparison on energy,
+        concrete, wine, power and protein, the rbf on kin8nm, naval and
+        most of yacht's splits.
     sigmas : array-like of float, default=None
         Candidate widths, for every kernel with a ``sigma``. None: widths
         ``sigma_scale * 2**(k / 2)`` with ``sigma_scale**2 = n_features *
