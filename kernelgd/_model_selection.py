@@ -510,7 +510,7 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         ``sigma_scale * 2**(k / 2)`` with ``sigma_scale**2 = n_features *
         Var(X)`` (the base estimator's ``sigma="scale"``), walked per kernel:
         k = -2, 0, 2 first, then steps of 2 toward the better end while it is
-        the best (|k| <= 8), then the best k's neighbours k - 1 and k + 1.
+        the best (k from -8 to 8), then the best k's neighbours k - 1 and k + 1.
         Ignored by kernels without sigma.
     alphas : array-like of float, default=None
         Candidate ridge strengths (the base estimator's ``alpha``, per
