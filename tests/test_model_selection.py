@@ -133,6 +133,14 @@ def test_width_walk_finds_the_best_half_step_of_a_unimodal_score(optimum):
     assert len(calls) <= 3 + (abs(optimum) + 1) // 2 + 2 and np.all(np.abs(ks) <= WIDTH_STEPS + 1e-9)
 
 
+def test_parallel_walk_equals_the_serial_one():
+    serial = KernelGDRegressorCV(ard=False).fit(X, y)
+    parallel = KernelGDRegressorCV(ard=False, n_jobs=2).fit(X, y)
+    assert serial.cv_results_["params"] == parallel.cv_results_["params"]
+    assert_allclose(serial.cv_results_["mean_test_score"], parallel.cv_results_["mean_test_score"])
+    assert (serial.kernel_, serial.sigma_, serial.alpha_) == (parallel.kernel_, parallel.sigma_, parallel.alpha_)
+
+
 @pytest.mark.parametrize(
     "kernel, match", [([], "empty"), (["rbf", "precomputed"], "precomputed"), (("rbf", "nonsense"), "nonsense")]
 )
@@ -194,6 +202,22 @@ def test_classifier_kfold_scores_equal_grid_search(loss, scoring):
         assert_allclose(ours[(p["sigma"], p["alpha"])], score, rtol=1e-5, atol=1e-7)
     assert_allclose(model.best_score_, search.best_score_, rtol=1e-5)
     assert_allclose(model.decision_function(X), search.best_estimator_.decision_function(X), rtol=1e-5, atol=1e-7)
+
+
+def test_classifier_searches_kernel_candidates_as_grid_search_does():
+    cv = StratifiedKFold(3, shuffle=True, random_state=0)
+    params = dict(loss="logistic", tol=1e-10, max_iter=3000)
+    kernels = ["rbf", "laplacian"]
+    model = KernelGDClassifierCV(kernel=kernels, sigmas=SIGMAS, alphas=ALPHAS, cv=cv, **params).fit(X, labels)
+    search = GridSearchCV(KernelGDClassifier(**params), {"kernel": kernels, "sigma": SIGMAS, "alpha": ALPHAS},
+                          cv=cv, scoring="neg_log_loss").fit(X, labels)
+    ours = {(p["kernel"], p["sigma"], p["alpha"]): s
+            for p, s in zip(model.cv_results_["params"], model.cv_results_["mean_test_score"])}
+    for p, score in zip(search.cv_results_["params"], search.cv_results_["mean_test_score"]):
+        assert_allclose(ours[(p["kernel"], p["sigma"], p["alpha"])], score, rtol=1e-5, atol=1e-7)
+    assert model.kernel_ == search.best_params_["kernel"] == model.best_estimator_.kernel
+    assert_allclose(model.predict_proba(X), search.best_estimator_.predict_proba(X), rtol=1e-5, atol=1e-7)
+    assert KernelGDClassifierCV().kernel == "rbf"  # the classifier's default searches one kernel
 
 
 def _brute_force_classifier_loo(sigma, alpha, labels, fit_weight):
