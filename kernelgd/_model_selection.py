@@ -89,10 +89,6 @@ def _is_rbf(kernel):
     return isinstance(kernel, str) and get_spec(kernel).name == "rbf"
 
 
-def _kernel_name(kernel):
-    return kernel if isinstance(kernel, str) else getattr(kernel, "name", getattr(kernel, "__name__", repr(kernel)))
-
-
 def _scale_sigma(X, w):
     """``sqrt(n_features * Var(X))``, the ``sigma="scale"`` of the base estimator."""
     return KernelGDRegressor()._resolve_sigma(X, w)
@@ -354,9 +350,9 @@ class _KernelCV(BaseEstimator):
                 scores[i, j] = scorer(model, K_test, y_fit[test], sample_weight=ws[test])
         return scores
 
-    def _store_results(self, rows, loo, several):
-        """``rows``: (kernel index, sigma, alpha, split scores) per candidate; ``several``: the kernel is searched."""
-        kernels = self._kernels()
+    def _store_results(self, rows, loo, kernels):
+        """``rows``: (index in ``kernels``, sigma, alpha, split scores) per candidate."""
+        several = len(kernels) > 1
         split_scores = np.array([s for *_, s in rows])
         means = split_scores.mean(axis=1)
         results = {
@@ -400,7 +396,7 @@ class _KernelCV(BaseEstimator):
             if self.verbose:
                 means = split_scores.mean(axis=1)
                 best = int(np.argmax(means))
-                name = f"kernel={_kernel_name(kernel)}  " if len(kernels) > 1 else ""
+                name = f"kernel={get_spec(kernel).name}  " if len(kernels) > 1 else ""
                 width = "" if sigma is None else f"sigma={sigma:.4g}  "
                 print(f"[{type(self).__name__}] {name}{width}best alpha={alphas[best]:.3g}  score={means[best]:.6g}  "
                       f"elapsed {time.perf_counter() - start:.1f}s", flush=True)
@@ -410,7 +406,7 @@ class _KernelCV(BaseEstimator):
         for k, kernel in enumerate(kernels):
             for sigma, scores in self._widths(kernel, X, sw, lambda s, kernel=kernel: search(kernel, s)):
                 rows += [(k, sigma, alpha, s) for alpha, s in zip(alphas, scores)]
-        self._store_results(rows, loo_scores is not None, len(kernels) > 1)
+        self._store_results(rows, loo_scores is not None, kernels)
         index, self.sigma_, self.alpha_, _ = rows[self.best_index_]
         self.kernel_ = kernels[index]
         self._refine(X, Y, sw, scorer, loo_scores, start)
@@ -637,18 +633,17 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
     def _refine(self, X, Y, sw, scorer, loo_scores, start):
         """With ard: per-feature scales from the best rbf candidate, kept only if they beat the best of all."""
         kernels = self._kernels()
-        rbf = [i for i, kernel in enumerate(kernels) if _is_rbf(kernel)]
         self.ard_ = self.ard is True or (self.ard == "auto" and _is_rbf(self.kernel_) and Y.shape[1] == 1)
         if not self.ard_:
             return
-        if not rbf:
+        if not any(_is_rbf(kernel) for kernel in kernels):
             raise ValueError(f"ard=True learns per-feature scales of the rbf kernel; got kernel={self.kernel!r}.")
         if Y.shape[1] != 1:
             raise ValueError("ard=True supports one target column; fit one model per target.")
         params, ranks = self.cv_results_["params"], self.cv_results_["rank_test_score"]
-        start_at = min((i for i, p in enumerate(params) if kernels.index(p.get("kernel", kernels[0])) in rbf),
-                       key=lambda i: ranks[i])
-        sigma0, alpha0, kernel = params[start_at]["sigma"], params[start_at]["alpha"], kernels[rbf[0]]
+        origin = params[min((i for i, p in enumerate(params) if _is_rbf(p.get("kernel", kernels[0]))),
+                            key=lambda i: ranks[i])]
+        sigma0, alpha0, kernel = origin["sigma"], origin["alpha"], origin.get("kernel", kernels[0])
         rng = check_random_state(self.random_state)
         # Fitted on every row, the scales are judged on the rows they were fitted on: by another
         # criterion than the judge's own (the marginal likelihood); on a subsample, the other rows
