@@ -9,6 +9,11 @@
 3. K @ V for thin V (2 columns): one gemv per column against one gemm.
 4. scipy's symv right after a numpy product, against after a scipy product:
    numpy and scipy ship separate OpenBLAS builds whose idle threads spin.
+5. K @ V for wide V (3, 6, 10 and 26 columns, one per class of a
+   multinomial fit): a symv per column or one symm over the triangle, on
+   one thread, against a GEMM per row half of the whole K on two pool
+   threads (numpy's matmul, which releases the GIL; scipy's BLAS wrappers
+   hold it), and the one-off cost of mirroring the triangle.
 
 Prints a table of median times and writes benchmarks/results/operator.json.
 """
@@ -92,6 +97,35 @@ def main(argv=None):
         {"measure": "symv after a numpy product", "seconds": median_time(
             lambda: blas.ssymv(1.0, K.T, v, lower=1), before=lambda: C.T @ r)},
     ]
+    pool = ThreadPoolExecutor(2)
+    halves = [slice(0, n // 2), slice(n // 2, n)]
+
+    def row_halves(W):
+        out = np.empty_like(W)
+
+        def product(batch):
+            out[batch] = K[batch] @ W
+
+        with threadpool_limits(1):
+            list(pool.map(product, halves))
+        return out
+
+    for k in [3, 6, 10, 26]:
+        W = rng.normal(size=(n, k)).astype(np.float32)
+        rows += [
+            {"measure": f"K @ V ({k} columns): a symv per column", "seconds": median_time(
+                lambda: [blas.ssymv(1.0, K.T, W[:, j], lower=1) for j in range(k)])},
+            {"measure": f"K @ V ({k} columns): one symm", "seconds": median_time(
+                lambda: blas.ssymm(1.0, K.T, W, side=0, lower=1))},
+            {"measure": f"K @ V ({k} columns): row halves on two threads", "seconds": median_time(
+                lambda: row_halves(W))},
+        ]
+
+    def mirror():
+        for start in range(0, n, block):
+            K[start : start + block, :start] = K[:start, start : start + block].T
+
+    rows.append({"measure": "mirroring the upper triangle (once per fit)", "seconds": median_time(mirror, 3)})
     print(f"n = {n:,}, float32\n")
     print(format_table(rows, [("measure", "measure", None), ("seconds", "median time (s)", "{:.4f}")]))
     print(f"wrote {write_json(args.out, {'machine': machine(), 'n': n, 'rows': rows})}")

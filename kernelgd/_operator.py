@@ -12,8 +12,9 @@ parallelism itself: kernel blocks are evaluated on a small thread pool. The
 kernel GEMMs are thin (k = n_features) and numpy's elementwise work (exp) is
 single-threaded, so two blocks at once beat one block on two BLAS threads
 (bench_operator.py).
-Products with a stored K are memory-bound and run on one thread. Pool
-threads wait without spinning, whereas idle OpenBLAS threads spin and,
+Products of a stored K with a few columns are memory-bound and run on one
+thread (symv over the stored triangle); with many columns they are
+compute-bound and split by rows over the pool. Pool threads wait without spinning, whereas idle OpenBLAS threads spin and,
 on a loaded machine, slow fits down several times (bench_threads.py).
 """
 
@@ -47,8 +48,11 @@ DENSE_COPY_SHARE = 0.25
 # Stored-K products up to this many columns run one GEMV per column:
 # OpenBLAS's GEMM on thin right-hand sides is slower (bench_operator.py).
 GEMV_MAX_COLUMNS = 3
-# From this many columns one symm over a stored triangle beats a symv per column.
-SYMM_MIN_COLUMNS = 12
+# From this many columns a stored K's product is split by rows over the pool,
+# one GEMM per thread, once K is whole; up to it a symv per column over the
+# stored triangle is faster (bench_operator.py, n = 16,000: 26 columns in
+# 0.17 s on two threads against 0.29 s for one symm, 10 in 0.14 s against 0.17 s).
+POOLED_MIN_COLUMNS = 6
 # "auto" computes in float64 up to this many kernel entries, float32 above.
 AUTO_FLOAT64_MAX_ENTRIES = 4096**2
 
@@ -365,22 +369,34 @@ class KernelOperator:
         return np.asarray(blas_dot(block, Vc), dtype=np.float64)
 
     def _symv(self, V):
-        """``K @ V`` from the upper triangle of a stored symmetric K."""
+        """``K @ V`` from the upper triangle of a stored symmetric K, one symv per column."""
         symv = get_blas_funcs("symv", (self.K,))
         # K.T of the C-ordered K is Fortran-ordered: its lower triangle is K's upper.
         columns = V.astype(self.dtype, copy=False).reshape(self.n, -1)
-        if columns.shape[1] >= SYMM_MIN_COLUMNS:  # compute-bound: one level-3 call
-            symm = get_blas_funcs("symm", (self.K,))
-            return symm(1.0, self.K.T, columns, side=0, lower=1).astype(np.float64).reshape(V.shape)
         out = np.column_stack([symv(1.0, self.K.T, columns[:, j], lower=1) for j in range(columns.shape[1])])
         return out.astype(np.float64).reshape(V.shape)
 
+    def _pooled(self, V):
+        """Whether a product of the stored K with V is split by rows over the pool."""
+        return self.K is not None and self.n_threads > 1 and V.ndim == 2 and V.shape[1] >= POOLED_MIN_COLUMNS
+
+    def _row_batches(self):
+        """One contiguous row batch of K per pool thread."""
+        return list(gen_batches(self.n, -(-self.n // self.n_threads)))
+
     def matvec(self, V):
         """``K @ V`` for V of shape (m,) or (m, k); float64 result."""
-        if self.upper_only:
+        if self._pooled(V):
+            self.mirror_lower()  # once: whole rows, so that each thread multiplies a row block
+            Vc, out = V.astype(self.dtype, copy=False), np.empty((self.n, V.shape[1]))
+
+            def product(batch):  # numpy's matmul: scipy's BLAS wrappers hold the GIL
+                out[batch] = self.K[batch] @ Vc
+
+            self._run(product, self._row_batches())
+            return out
+        if self.K is not None and self.symmetric and self.kernel is not None:  # symv reads half of K
             return self._symv(V)
-        # Stored products run on one thread: they are memory-bound, and two
-        # threads were no faster on the target machine.
         if self.K is not None:
             return self.dot(self.K, V)
         out = np.empty((self.n,) + V.shape[1:])
@@ -395,6 +411,10 @@ class KernelOperator:
         """``K.T @ U`` for U of shape (n,) or (n, k); float64 result."""
         if self.symmetric:
             return self.matvec(U)
+        if self._pooled(U):
+            Uc = U.astype(self.dtype, copy=False)
+            parts = self._run(lambda batch: (self.K[batch].T @ Uc[batch]).astype(np.float64), self._row_batches())
+            return np.sum(parts, axis=0)
         if self.K is not None:
             return self.dot(self.K.T, U)
         parts = self._map_blocks(lambda batch: self.dot(self.rows(batch).T, U[batch]), self.n)

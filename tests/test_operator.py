@@ -125,11 +125,43 @@ def test_large_factorizations_run_single_threaded(monkeypatch):
     assert_allclose(T.T @ T, M, rtol=1e-10)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_stored_triangle_times_many_columns(dtype):
-    # from SYMM_MIN_COLUMNS columns one symm replaces a symv per column
-    op = KernelOperator(X, RBF, dtype=dtype, store=True)
+def test_stored_triangle_times_many_columns(dtype, threads):
+    # few columns: a symv per column over the stored triangle; from POOLED_MIN_COLUMNS
+    # on two threads, whole rows (mirrored once) split over the pool
+    op = KernelOperator(X, RBF, dtype=dtype, store=True, threads=threads)
     assert op.upper_only
-    W = rng.normal(size=(300, operator_module.SYMM_MIN_COLUMNS + 1))
+    K = kernel_matrix(X, sigma=2.0)
     rtol = 1e-12 if dtype == "float64" else 1e-5
-    assert_allclose(op.matvec(W), kernel_matrix(X, sigma=2.0) @ W, rtol=rtol, atol=rtol)
+    narrow = rng.normal(size=(300, operator_module.POOLED_MIN_COLUMNS - 1))
+    assert_allclose(op.matvec(narrow), K @ narrow, rtol=rtol, atol=rtol)
+    assert op.upper_only
+    wide = rng.normal(size=(300, operator_module.POOLED_MIN_COLUMNS + 1))
+    assert_allclose(op.matvec(wide), K @ wide, rtol=rtol, atol=rtol)
+    assert op.upper_only == (threads == 1)
+    assert_allclose(op.matvec(narrow), K @ narrow, rtol=rtol, atol=rtol)  # symv on the mirrored K
+    assert_allclose(op.matvec(narrow[:, 0]), K @ narrow[:, 0], rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_stored_centers_products_split_over_the_pool(threads):
+    C = X[:40] + 0.1
+    op = KernelOperator(X, RBF, centers=C, dtype="float64", store=True, threads=threads)
+    K = kernel_matrix(X, C, sigma=2.0)
+    for k in [1, operator_module.POOLED_MIN_COLUMNS + 2]:
+        V, U = rng.normal(size=(40, k)), rng.normal(size=(300, k))
+        assert_allclose(op.matvec(V), K @ V, rtol=1e-10, atol=1e-10)
+        assert_allclose(op.rmatvec(U), K.T @ U, rtol=1e-10, atol=1e-10)
+        w = rng.uniform(size=300)
+        KtWKV, KV = op.gram_matvec(V, w)
+        assert_allclose(KtWKV, K.T @ (w[:, None] * (K @ V)), rtol=1e-10, atol=1e-10)
+
+
+def test_precomputed_square_kernel_is_used_whole():
+    # a precomputed K is not assumed symmetric: no product reads only its triangle
+    K = rng.normal(size=(50, 50))
+    op = KernelOperator(K, None, dtype="float64")
+    for k in [1, 3, operator_module.POOLED_MIN_COLUMNS + 1]:
+        V = rng.normal(size=(50, k))
+        assert_allclose(op.matvec(V), K @ V, rtol=1e-12)
