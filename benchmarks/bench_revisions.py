@@ -1,6 +1,8 @@
-"""The squared-loss classifier's fit time at two git revisions (issue 8: "not slower than today").
+"""The classifier's fit time at two git revisions (issue 8: "not slower than today").
 
     python benchmarks/bench_revisions.py --data-dir ../shared/data --old 61afadc --new HEAD
+    python benchmarks/bench_revisions.py --data-dir ../shared/data --loss logistic --old 726777b \
+        --out benchmarks/results/revisions_logistic.json
 
 Each revision is checked out into a temporary git worktree and imported from
 there (kernelgd is pure Python). ``KernelGDClassifier()`` with its default
@@ -8,8 +10,12 @@ there (kernelgd is pure Python). ``KernelGDClassifier()`` with its default
 images, pixels / 255) and letter (the first 16,000 rows, standardized) at
 ``sigma = sqrt(n_features * mean variance)`` and ``alpha = 1e-5``, in fresh
 processes that alternate between the revisions (old, new, old, new, ...) so
-both see the same load. The script prints the median fit time of each, their
-ratio and the test accuracies, and writes benchmarks/results/revisions.json.
+both see the same load. With ``--loss logistic`` the model is
+``KernelGDClassifier(loss="logistic")`` at the width and ridge that
+bench_logistic.py's wider grids chose (sigma^2 = 1 and 1/4 times
+n_features * mean variance, alpha = 1e-7). The script prints the median fit
+time of each, their ratio and the test accuracies, and writes
+benchmarks/results/revisions.json.
 """
 
 import argparse
@@ -29,28 +35,39 @@ sys.path.insert(0, str(HERE))
 from _harness import format_table, machine, run_worker, write_json  # noqa: E402
 
 SETS = ["mnist", "letter"]
+# (sigma^2 factor, alpha) chosen by bench_logistic.py's wider grids
+LOGISTIC = {"mnist": (1.0, 1e-7), "letter": (0.25, 1e-7)}
 
 
-def worker(set_name, data_dir):
+def worker(set_name, data_dir, loss):
     import datasets
+    from sklearn.metrics import log_loss
 
     import kernelgd
     from kernelgd import KernelGDClassifier
 
     X, y, X_test, y_test = datasets.load_mnist8k(data_dir) if set_name == "mnist" else datasets.load_letter(data_dir)
-    sigma = float(np.sqrt(X.shape[1] * np.mean(np.var(X, axis=0))))
-    model = KernelGDClassifier(sigma=sigma, alpha=1e-5, random_state=0)
+    sigma2 = X.shape[1] * np.mean(np.var(X, axis=0))
+    if loss == "logistic":
+        factor, alpha = LOGISTIC[set_name]
+        model = KernelGDClassifier(loss="logistic", sigma=float(np.sqrt(factor * sigma2)), alpha=alpha, random_state=0)
+    else:  # the default loss, which every revision has
+        model = KernelGDClassifier(sigma=float(np.sqrt(sigma2)), alpha=1e-5, random_state=0)
     start = time.perf_counter()
     model.fit(X, y)
     fit_time = time.perf_counter() - start
-    print(json.dumps({"fit_time": fit_time, "accuracy": float(model.score(X_test, y_test)),
-                      "n_iter": int(model.n_iter_), "module": kernelgd.__file__}))
+    result = {"fit_time": fit_time, "accuracy": float(model.score(X_test, y_test)),
+              "n_iter": int(model.n_iter_), "module": kernelgd.__file__}
+    if loss == "logistic":
+        result["log_loss"] = float(log_loss(y_test, model.predict_proba(X_test), labels=model.classes_))
+    print(json.dumps(result))
 
 
-def run(tree, set_name, data_dir, timeout):
+def run(tree, set_name, data_dir, loss, timeout):
     """One fit in a fresh process that imports kernelgd from ``tree``."""
     env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{HERE}")
-    return run_worker(Path(__file__).resolve(), [set_name, "--data-dir", data_dir], timeout, env=env, cwd=tree)
+    return run_worker(Path(__file__).resolve(), [set_name, "--data-dir", data_dir, "--loss", loss], timeout,
+                      env=env, cwd=tree)
 
 
 def main(argv=None):
@@ -59,13 +76,14 @@ def main(argv=None):
     parser.add_argument("--old", default="61afadc", help="the revision before the logistic loss")
     parser.add_argument("--new", default="HEAD")
     parser.add_argument("--sets", nargs="*", default=SETS, choices=SETS)
+    parser.add_argument("--loss", default="squared", choices=["squared", "logistic"])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--timeout", type=int, default=900)
     parser.add_argument("--out", default=str(HERE / "results" / "revisions.json"))
     parser.add_argument("--worker", nargs=1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        return worker(args.worker[0], str(Path(args.data_dir).resolve()))
+        return worker(args.worker[0], str(Path(args.data_dir).resolve()), args.loss)
     data_dir = str(Path(args.data_dir).resolve())
     repo = HERE.parent
     rows = []
@@ -80,7 +98,7 @@ def main(argv=None):
                 runs = {"old": [], "new": []}
                 for _ in range(args.repeat):
                     for label in ("old", "new"):
-                        result = run(trees[label], set_name, data_dir, args.timeout)
+                        result = run(trees[label], set_name, data_dir, args.loss, args.timeout)
                         runs[label].append(result)
                         print(f"  {set_name} {label}: {result}", file=sys.stderr, flush=True)
                 row = {"set": set_name}
@@ -89,6 +107,8 @@ def main(argv=None):
                     row[f"{label}_fit_times"] = [r["fit_time"] for r in ok]
                     row[f"{label}_fit_time"] = float(np.median(row[f"{label}_fit_times"])) if ok else None
                     row[f"{label}_accuracy"] = ok[0]["accuracy"] if ok else None
+                    if args.loss == "logistic":
+                        row[f"{label}_log_loss"] = ok[0]["log_loss"] if ok else None
                     row[f"{label}_status"] = "ok" if len(ok) == len(runs[label]) else runs[label][-1]["status"]
                 if row["old_fit_time"] and row["new_fit_time"]:
                     row["ratio"] = row["new_fit_time"] / row["old_fit_time"]
@@ -102,10 +122,12 @@ def main(argv=None):
         ("new_fit_time", f"{args.new} fit (s)", "{:.2f}"), ("ratio", "new / old", "{:.2f}"),
         ("old_accuracy", "old accuracy", "{:.4f}"), ("new_accuracy", "new accuracy", "{:.4f}"),
     ]
+    if args.loss == "logistic":
+        columns += [("old_log_loss", "old log-loss", "{:.4f}"), ("new_log_loss", "new log-loss", "{:.4f}")]
     print(format_table(rows, columns))
     revisions = {label: subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", rev], capture_output=True,
                                        text=True).stdout.strip() for label, rev in (("old", args.old), ("new", args.new))}
-    path = write_json(args.out, {"machine": machine(), "revisions": revisions, "rows": rows})
+    path = write_json(args.out, {"machine": machine(), "revisions": revisions, "loss": args.loss, "rows": rows})
     print(f"wrote {path}")
 
 

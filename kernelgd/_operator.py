@@ -320,8 +320,12 @@ class KernelOperator:
             return
         K = self.K
 
-        def fill(batch):
+        def fill(batch):  # the batch's rows left of its diagonal block, then that block's lower part
             K[batch, : batch.start] = K[: batch.start, batch].T
+            # the evaluation's row batches may differ from these: nothing below the diagonal is assumed written
+            block = K[batch, batch]
+            lower = np.tril_indices(block.shape[0], -1)
+            block[lower] = block.T[lower]
 
         self._map_blocks(fill, self.n)
         self.upper_only = False
