@@ -232,7 +232,8 @@ def main(argv=None):
                          ("logistic_letter_wide", logistic), ("logistic_mnist_wide", logistic),
                          ("logistic_adult", logistic), ("logistic_adult_centers", logistic),
                          ("logistic_mnist_centers", logistic), ("logistic_letter_centers", logistic),
-                         ("logistic_gpc", logistic), ("revisions", revisions)):
+                         ("logistic_gpc", logistic), ("revisions", revisions),
+                         ("revisions_logistic", revisions)):
         path = RESULTS / f"{name}.json"
         if not path.exists():
             continue
