@@ -14,8 +14,9 @@ single-threaded, so two blocks at once beat one block on two BLAS threads
 (bench_operator.py).
 Products of a stored K with a few columns are memory-bound and run on one
 thread (symv over the stored triangle); with many columns they are
-compute-bound and split by rows over the pool. Pool threads wait without spinning, whereas idle OpenBLAS threads spin and,
-on a loaded machine, slow fits down several times (bench_threads.py).
+compute-bound and split by rows over the pool. Pool threads wait without
+spinning, whereas idle OpenBLAS threads spin and, on a loaded machine, slow
+fits down several times (bench_threads.py).
 """
 
 import functools
@@ -53,6 +54,8 @@ GEMV_MAX_COLUMNS = 3
 # stored triangle is faster (bench_operator.py, n = 16,000: 26 columns in
 # 0.17 s on two threads against 0.29 s for one symm, 10 in 0.14 s against 0.17 s).
 POOLED_MIN_COLUMNS = 6
+# On one thread, from this many columns one symm over the triangle beats a symv per column.
+SYMM_MIN_COLUMNS = 12
 # "auto" computes in float64 up to this many kernel entries, float32 above.
 AUTO_FLOAT64_MAX_ENTRIES = 4096**2
 
@@ -373,10 +376,13 @@ class KernelOperator:
         return np.asarray(blas_dot(block, Vc), dtype=np.float64)
 
     def _symv(self, V):
-        """``K @ V`` from the upper triangle of a stored symmetric K, one symv per column."""
+        """``K @ V`` from the upper triangle of a stored symmetric K (symv per column, or one symm)."""
         symv = get_blas_funcs("symv", (self.K,))
         # K.T of the C-ordered K is Fortran-ordered: its lower triangle is K's upper.
         columns = V.astype(self.dtype, copy=False).reshape(self.n, -1)
+        if columns.shape[1] >= SYMM_MIN_COLUMNS:  # compute-bound, and no pool to split it: one level-3 call
+            symm = get_blas_funcs("symm", (self.K,))
+            return symm(1.0, self.K.T, columns, side=0, lower=1).astype(np.float64).reshape(V.shape)
         out = np.column_stack([symv(1.0, self.K.T, columns[:, j], lower=1) for j in range(columns.shape[1])])
         return out.astype(np.float64).reshape(V.shape)
 

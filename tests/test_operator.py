@@ -142,6 +142,8 @@ def test_stored_triangle_times_many_columns(dtype, threads):
     assert op.upper_only == (threads == 1)
     assert_allclose(op.matvec(narrow), K @ narrow, rtol=rtol, atol=rtol)  # symv on the mirrored K
     assert_allclose(op.matvec(narrow[:, 0]), K @ narrow[:, 0], rtol=rtol, atol=rtol)
+    widest = rng.normal(size=(300, operator_module.SYMM_MIN_COLUMNS))  # one symm on a single thread
+    assert_allclose(op.matvec(widest), K @ widest, rtol=rtol, atol=rtol)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
