@@ -23,6 +23,11 @@ then refitted on the whole training part. Each (set, system) runs in its own
 process; the script prints test log-loss, accuracy, the refit's time, the
 search's time and the chosen hyperparameters, and writes
 benchmarks/results/logistic.json.
+
+With ``--refit-from RESULTS.json --repeat R`` there is no search: every
+system of that file refits the configuration it chose there, in fresh
+processes, the systems alternating R times, and the median refit time is
+reported (one run's times carry the machine's drift; alternation shares it).
 """
 
 import argparse
@@ -101,7 +106,7 @@ def make_model(system, sigma2, alpha, n):
     raise ValueError(system)
 
 
-def worker(set_name, system, data_dir, widths=WIDTHS, alphas=ALPHAS):
+def worker(set_name, system, data_dir, widths=WIDTHS, alphas=ALPHAS, fixed=None):
     from sklearn.metrics import accuracy_score, log_loss
     from sklearn.model_selection import train_test_split
 
@@ -112,15 +117,17 @@ def worker(set_name, system, data_dir, widths=WIDTHS, alphas=ALPHAS):
     sigma2_0 = base_sigma2(X)
     X_fit, X_val, y_fit, y_val = train_test_split(X, y, test_size=0.2, stratify=y, random_state=0)
     grid = [(s, None) for s in widths] if system == "gpc" else [(s, a) for s in widths for a in alphas]
+    if fixed is not None:  # a chosen configuration: refit only
+        grid = [fixed]
     start, scores = time.perf_counter(), []
-    for s, a in grid:
+    for s, a in ([] if fixed is not None else grid):
         model = make_model(system, s * sigma2_0, a or 1e-4, X_fit.shape[0])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model.fit(X_fit, y_fit)
         scores.append(log_loss(y_val, model.predict_proba(X_val), labels=np.unique(y)))
-    search_time = time.perf_counter() - start
-    s, a = grid[int(np.argmin(scores))]
+    search_time = time.perf_counter() - start if fixed is None else None
+    s, a = grid[int(np.argmin(scores))] if fixed is None else fixed
     model = make_model(system, s * sigma2_0, a or 1e-4, X.shape[0])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -148,10 +155,15 @@ def main(argv=None):
     parser.add_argument("--out", default=str(HERE / "results" / "logistic.json"))
     parser.add_argument("--widths", nargs="*", type=float, default=WIDTHS, help="sigma^2 factors of the grid")
     parser.add_argument("--alphas", nargs="*", type=float, default=ALPHAS, help="ridges of the grid")
+    parser.add_argument("--refit-from", help="a results file: refit its chosen configurations, no search")
+    parser.add_argument("--repeat", type=int, default=3, help="alternating refits per system (--refit-from)")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--fixed", nargs=2, type=float, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        return worker(args.worker[0], args.worker[1], args.data_dir, args.widths, args.alphas)
+        return worker(args.worker[0], args.worker[1], args.data_dir, args.widths, args.alphas, args.fixed)
+    if args.refit_from:
+        return refit_only(args)
     grid_args = ["--widths", *map(str, args.widths), "--alphas", *map(str, args.alphas)]
 
     rows = []
@@ -168,6 +180,41 @@ def main(argv=None):
     ]
     print(format_table(rows, columns))
     path = write_json(args.out, {"machine": machine(), "widths": args.widths, "alphas": args.alphas, "rows": rows})
+    print(f"wrote {path}")
+
+
+def refit_only(args):
+    """Refit each chosen configuration of ``args.refit_from``, the systems alternating in fresh processes."""
+    source = json.loads(Path(args.refit_from).read_text())
+    chosen = [r for r in source["rows"] if r.get("status") == "ok" and r["system"] != "gpc"]
+    times = {(r["set"], r["system"]): [] for r in chosen}
+    last = {}
+    for _ in range(args.repeat):
+        for r in chosen:
+            fixed = ["--fixed", str(r["width_factor"]), str(r["alpha"])]
+            result = run_worker(__file__, [r["set"], r["system"], "--data-dir", args.data_dir, *fixed], args.timeout)
+            print(f"  {r['set']} {r['system']}: {result}", file=sys.stderr, flush=True)
+            if result["status"] == "ok":
+                times[r["set"], r["system"]].append(result["fit_time"])
+                last[r["set"], r["system"]] = result
+    rows = []
+    for r in chosen:
+        key = (r["set"], r["system"])
+        result = last.get(key, {"status": "failed"})
+        rows.append({"set": r["set"], "system": r["system"], "description": SYSTEMS[r["system"]],
+                     "status": result["status"], "test_log_loss": result.get("test_log_loss"),
+                     "test_accuracy": result.get("test_accuracy"), "width_factor": r["width_factor"],
+                     "alpha": r["alpha"], "fit_times": times[key],
+                     "fit_time": float(np.median(times[key])) if times[key] else None})
+    columns = [
+        ("set", "set", None), ("description", "system", None),
+        ("test_log_loss", "test log-loss", "{:.4f}"), ("test_accuracy", "accuracy", "{:.4f}"),
+        ("fit_time", "refit (s, median)", "{:.1f}"), ("width_factor", "sigma^2 factor", "{:g}"),
+        ("alpha", "alpha", "{:g}"), ("status", "status", None),
+    ]
+    print(format_table(rows, columns))
+    path = write_json(args.out, {"machine": machine(), "refit_from": Path(args.refit_from).name,
+                                 "repeat": args.repeat, "rows": rows})
     print(f"wrote {path}")
 
 
