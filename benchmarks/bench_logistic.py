@@ -141,6 +141,7 @@ def worker(set_name, system, data_dir, widths=WIDTHS, alphas=ALPHAS, fixed=None)
         "fit_time": fit_time, "search_time": search_time,
         "sigma2": s * sigma2_0, "width_factor": s, "alpha": a,
         "validation_log_losses": scores,
+        "n_iter": int(model.n_iter_) if system.startswith("kernelgd") else None,  # the refit's Newton steps
         "warnings": sorted({str(w.message)[:120] for w in caught}),
     }))
 
