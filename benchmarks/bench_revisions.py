@@ -13,7 +13,8 @@ processes that alternate between the revisions (old, new, old, new, ...) so
 both see the same load. With ``--loss logistic`` the model is
 ``KernelGDClassifier(loss="logistic")`` at the width and ridge that
 bench_logistic.py's wider grids chose (sigma^2 = 1 and 1/4 times
-n_features * mean variance, alpha = 1e-7). The script prints the median fit
+n_features * mean variance, alpha = 1e-7), and on adult too (binary; 1 and
+1e-5; one-hot encoded as in bench_logistic.py). The script prints the median fit
 time of each, their ratio and the test accuracies, and writes
 benchmarks/results/revisions.json.
 """
@@ -34,9 +35,9 @@ sys.path.insert(0, str(HERE))
 
 from _harness import format_table, machine, run_worker, write_json  # noqa: E402
 
-SETS = ["mnist", "letter"]
-# (sigma^2 factor, alpha) chosen by bench_logistic.py's wider grids
-LOGISTIC = {"mnist": (1.0, 1e-7), "letter": (0.25, 1e-7)}
+SETS = ["mnist", "letter", "adult"]
+# (sigma^2 factor, alpha) chosen by bench_logistic.py's wider grids (adult: binary, logistic loss only)
+LOGISTIC = {"mnist": (1.0, 1e-7), "letter": (0.25, 1e-7), "adult": (1.0, 1e-5)}
 
 
 def worker(set_name, data_dir, loss):
@@ -46,8 +47,16 @@ def worker(set_name, data_dir, loss):
     import kernelgd
     from kernelgd import KernelGDClassifier
 
-    X, y, X_test, y_test = datasets.load_mnist8k(data_dir) if set_name == "mnist" else datasets.load_letter(data_dir)
-    sigma2 = X.shape[1] * np.mean(np.var(X, axis=0))
+    if set_name == "adult":
+        from bench_logistic import base_sigma2, load
+
+        X, y, X_test, y_test, pre = load(set_name, data_dir)
+        X, X_test = pre.fit(X).transform(X), pre.transform(X_test)
+        sigma2 = base_sigma2(X)
+    else:
+        load = datasets.load_mnist8k if set_name == "mnist" else datasets.load_letter
+        X, y, X_test, y_test = load(data_dir)
+        sigma2 = X.shape[1] * np.mean(np.var(X, axis=0))
     if loss == "logistic":
         factor, alpha = LOGISTIC[set_name]
         model = KernelGDClassifier(loss="logistic", sigma=float(np.sqrt(factor * sigma2)), alpha=alpha, random_state=0)
@@ -75,7 +84,7 @@ def main(argv=None):
     parser.add_argument("--data-dir", default=str(HERE.parent.parent / "shared" / "data"))
     parser.add_argument("--old", default="61afadc", help="the revision before the logistic loss")
     parser.add_argument("--new", default="HEAD")
-    parser.add_argument("--sets", nargs="*", default=SETS, choices=SETS)
+    parser.add_argument("--sets", nargs="*", choices=SETS, help="default: mnist letter (and adult with --loss logistic)")
     parser.add_argument("--loss", default="squared", choices=["squared", "logistic"])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--timeout", type=int, default=900)
@@ -85,6 +94,10 @@ def main(argv=None):
     if args.worker:
         return worker(args.worker[0], str(Path(args.data_dir).resolve()), args.loss)
     data_dir = str(Path(args.data_dir).resolve())
+    if args.sets is None:
+        args.sets = SETS if args.loss == "logistic" else SETS[:2]
+    if args.loss == "squared" and "adult" in args.sets:
+        parser.error("adult is measured with --loss logistic only")
     repo = HERE.parent
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

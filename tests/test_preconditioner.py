@@ -149,3 +149,7 @@ def test_block_pcg_tolerance_from_the_start_solves_the_correction():
     X, n_iter, status = solve(tol_from_start=True)
     assert status == "converged" and n_iter > 0
     assert np.all(np.linalg.norm(B - A @ X, axis=0) <= 1e-3 * np.linalg.norm(R0, axis=0))
+    # tol_b: a loose solve also stops where a solve against B would (Newton's inexact steps
+    # near the optimum need no more iterations than its exact ones)
+    assert solve(tol_from_start=True, tol_b=1e-3)[1] == 0
+    assert solve(tol_from_start=True, tol_b=1e-12)[1] == n_iter

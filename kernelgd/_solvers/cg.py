@@ -44,7 +44,9 @@ CENTERS_MIN_RIDGE = 1e-7
 NO_PROGRESS_PATIENCE = 20
 
 
-def block_pcg(apply_A, B, apply_P, *, max_iter, tol, on_iter=None, x0=None, state=None, tol_from_start=False):
+def block_pcg(
+    apply_A, B, apply_P, *, max_iter, tol, on_iter=None, x0=None, state=None, tol_from_start=False, tol_b=0.0
+):
     """Conjugate gradient on ``A X = B``, one independent run per column of B.
 
     Parameters
@@ -64,6 +66,10 @@ def block_pcg(apply_A, B, apply_P, *, max_iter, tol, on_iter=None, x0=None, stat
         Whether tol is relative to the initial residual ``B - A x0`` rather
         than to B: CG then solves for the correction to x0, and every
         iterate's correction is a descent direction of the quadratic.
+    tol_b : float, default=0.0
+        With tol_from_start, a column also stops once its residual is at
+        most tol_b times B's: near the solution the initial residual is
+        tiny, and tol times it can be stricter than an exact solve.
 
     Returns
     -------
@@ -82,7 +88,12 @@ def block_pcg(apply_A, B, apply_P, *, max_iter, tol, on_iter=None, x0=None, stat
     Z = apply_P(R)
     P = Z.copy()
     rz = np.einsum("ij,ij->j", R, Z)
-    b_norm = np.linalg.norm(R if tol_from_start else B, axis=0)
+    b_norm = np.linalg.norm(B, axis=0)
+    if tol_from_start:  # the looser of tol * |R0| and tol_b * |B|, as a tolerance relative to |R0|
+        r0_norm = np.linalg.norm(R, axis=0)
+        r0_norm[r0_norm == 0] = 1.0
+        tol = np.maximum(tol, tol_b * b_norm / r0_norm)
+        b_norm = r0_norm
     b_norm[b_norm == 0] = 1.0
     active = np.linalg.norm(R, axis=0) / b_norm > tol
     stalled = False
