@@ -288,7 +288,7 @@ def main(argv=None):
                          ("logistic_adult", logistic), ("logistic_adult_centers", logistic),
                          ("logistic_mnist_centers", logistic), ("logistic_letter_centers", logistic),
                          ("logistic_adult_wide", logistic), ("logistic_adult_refits", logistic_refits), ("logistic_gpc", logistic), ("revisions", revisions),
-                         ("revisions_logistic", revisions)):
+                         ("revisions_logistic", revisions), ("revisions_logistic_adult", revisions)):
         path = RESULTS / f"{name}.json"
         if not path.exists():
             continue
