@@ -26,10 +26,9 @@ initial one (0.1 for the softmax, whose steps converge linearly anyway;
 ``sqrt(decrement / objective0)`` up to 0.1 where the diagonal model is
 exact), and for the full model no later than an exact run would; the full
 model's exact steps are solved to ``min(tol, 1e-3)`` of the right-hand
-side. The
-fit stops when the Newton decrement (the objective decrease the diagonal
-model predicts) is at most ``tol**2`` times the intercept-only objective, a
-test always confirmed by a step solved to ``min(tol, 1e-3)``.
+side. The fit stops when the Newton decrement (the objective decrease the
+diagonal model predicts) is at most ``tol**2`` times the intercept-only
+objective, a test always confirmed by a step solved to ``min(tol, 1e-3)``.
 """
 
 import numpy as np
