@@ -118,16 +118,16 @@ def worker(set_name, system, data_dir, widths=WIDTHS, alphas=ALPHAS, fixed=None)
     X_fit, X_val, y_fit, y_val = train_test_split(X, y, test_size=0.2, stratify=y, random_state=0)
     grid = [(s, None) for s in widths] if system == "gpc" else [(s, a) for s in widths for a in alphas]
     if fixed is not None:  # a chosen configuration: refit only
-        grid = [fixed]
+        grid = []
     start, scores = time.perf_counter(), []
-    for s, a in ([] if fixed is not None else grid):
+    for s, a in grid:
         model = make_model(system, s * sigma2_0, a or 1e-4, X_fit.shape[0])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model.fit(X_fit, y_fit)
         scores.append(log_loss(y_val, model.predict_proba(X_val), labels=np.unique(y)))
-    search_time = time.perf_counter() - start if fixed is None else None
-    s, a = grid[int(np.argmin(scores))] if fixed is None else fixed
+    search_time = None if fixed is not None else time.perf_counter() - start
+    s, a = fixed if fixed is not None else grid[int(np.argmin(scores))]
     model = make_model(system, s * sigma2_0, a or 1e-4, X.shape[0])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
