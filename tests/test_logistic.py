@@ -244,6 +244,33 @@ def test_newton_with_centers_reads_k_nm_once_per_iteration_for_every_class(monke
     assert widths and set(widths) == {6}
 
 
+@pytest.mark.parametrize("labels", ["binary", "multinomial"])
+@pytest.mark.parametrize("intercept", [True, False])
+def test_newton_full_model_warm_starts_without_a_product(monkeypatch, capsys, labels, intercept):
+    # Each Newton step's CG run starts from the current coefficients, whose product with K the
+    # solver already has: every product is a CG iteration, but the final objective's one.
+    import re
+
+    from kernelgd._operator import KernelOperator
+
+    products = []
+    original = KernelOperator.matvec
+
+    def recording(self, V):
+        products.append(V.shape)
+        return original(self, V)
+
+    monkeypatch.setattr(KernelOperator, "matvec", recording)
+    model = KernelGDClassifier(loss="logistic", alpha=1e-4, solver="newton", fit_intercept=intercept,
+                               tol=1e-6, verbose=1).fit(X, y2 if labels == "binary" else y3)
+    cg_iterations = sum(int(n) for n in re.findall(r"cg iterations (\d+)", capsys.readouterr().out))
+    assert model.n_iter_ > 1 and cg_iterations > model.n_iter_
+    assert len(products) == cg_iterations + 1
+    reference = KernelGDClassifier(loss="logistic", alpha=1e-4, solver="newton", fit_intercept=intercept,
+                                   tol=1e-10).fit(X, y2 if labels == "binary" else y3)
+    assert_allclose(model.predict_proba(X), reference.predict_proba(X), atol=1e-5)
+
+
 @pytest.mark.parametrize("alpha", [1e-2, 1e-3])
 def test_newton_softmax_with_many_classes_equals_dense_reference(alpha):
     # six classes: the batched solve, per-class refactoring and the plane step

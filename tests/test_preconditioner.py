@@ -153,3 +153,14 @@ def test_block_pcg_tolerance_from_the_start_solves_the_correction():
     # near the optimum need no more iterations than its exact ones)
     assert solve(tol_from_start=True, tol_b=1e-3)[1] == 0
     assert solve(tol_from_start=True, tol_b=1e-12)[1] == n_iter
+    # a known A x0 spends no product and gives the same solve
+    products = []
+
+    def counted(V):
+        products.append(1)
+        return A @ V
+
+    X_known, n_known, _ = cg.block_pcg(counted, B, lambda V: V, max_iter=500, tol=1e-3, x0=x0,
+                                       tol_from_start=True, Ax0=A @ x0)
+    assert n_known == n_iter and len(products) == n_iter
+    assert_allclose(X_known, X, rtol=1e-10, atol=1e-12)

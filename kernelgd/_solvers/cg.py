@@ -45,7 +45,8 @@ NO_PROGRESS_PATIENCE = 20
 
 
 def block_pcg(
-    apply_A, B, apply_P, *, max_iter, tol, on_iter=None, x0=None, state=None, tol_from_start=False, tol_b=0.0
+    apply_A, B, apply_P, *, max_iter, tol, on_iter=None, x0=None, state=None, tol_from_start=False, tol_b=0.0,
+    Ax0=None,
 ):
     """Conjugate gradient on ``A X = B``, one independent run per column of B.
 
@@ -70,6 +71,9 @@ def block_pcg(
         With tol_from_start, a column also stops once its residual is at
         most tol_b times B's: near the solution the initial residual is
         tiny, and tol times it can be stricter than an exact solve.
+    Ax0 : ndarray of shape (n, k), default=None
+        ``A x0``, where the caller already has it: no product is spent on
+        it, and ``state["KX"]`` is then the caller's to set.
 
     Returns
     -------
@@ -82,9 +86,11 @@ def block_pcg(
         X, R = np.zeros_like(B), B.copy()
     else:
         X = np.array(x0, dtype=np.float64)
-        R = B - apply_A(X)
-        if state is not None:
-            state["KX"] = state["last"].copy()
+        if Ax0 is None:
+            Ax0 = apply_A(X)
+            if state is not None:
+                state["KX"] = state["last"].copy()
+        R = B - Ax0
     Z = apply_P(R)
     P = Z.copy()
     rz = np.einsum("ij,ij->j", R, Z)

@@ -24,11 +24,16 @@ only while the line search damps them): each CG run, warm-started from the
 current iterate, stops once its residual is a forcing term times its
 initial one (0.1 for the softmax, whose steps converge linearly anyway;
 ``sqrt(decrement / objective0)`` up to 0.1 where the diagonal model is
-exact), and for the full model no later than an exact run would; the full
-model's exact steps are solved to ``min(tol, 1e-3)`` of the right-hand
-side. The fit stops when the Newton decrement (the objective decrease the
-diagonal model predicts) is at most ``tol**2`` times the intercept-only
-objective, a test always confirmed by a step solved to ``min(tol, 1e-3)``.
+exact), and no later than its residual is ``min(tol, 1e-3)`` of its
+right-hand side. The full model's exact steps stop at that test alone, the
+centers' at the looser of it and ``min(tol, 1e-3)`` of the initial
+residual. A run that stops before its first iteration moves only the
+intercept: its coefficients' change would be rounding, which the softmax's
+subspace step would blow up. The full model's warm start costs no product
+with K, which the solver already has times the iterate. The fit stops when
+the Newton decrement (the objective decrease the diagonal model predicts)
+is at most ``tol**2`` times the intercept-only objective, a test always
+confirmed by an exact step.
 """
 
 import numpy as np
@@ -60,9 +65,11 @@ REFACTOR_CHANGE = 0.25
 FORCING_MAX = 0.1
 # Earlier steps kept for the softmax's subspace step.
 SUBSPACE_MEMORY = 4
+# Column sums of the coefficients below this share of their size are rounding of 0.
+ZERO_SUM = 1e-10
 
 
-def _direction_centers(operator, F, G, H, A, settings, cache):
+def _direction_centers(operator, F, G, H, A, KA, settings, cache):
     """The diagonal model's minimiser on centers, all columns in one CG run.
 
     Column c solves ``(K_c' H_c K_c + r_c K_mm) beta = K_c' H_c (z - z_bar)``
@@ -119,20 +126,21 @@ def _direction_centers(operator, F, G, H, A, settings, cache):
     U0 = blas_dot(A_fac, blas_dot(T, A))  # u = B^-1 beta
     U, n_inner, _ = cg.block_pcg(
         apply_A, rhs, lambda V: V, max_iter=settings.max_iter, tol=cache["inner_tol"], tol_from_start=True,
-        on_iter=on_iter, x0=U0, state=state,
+        tol_b=cache["exact_tol"], on_iter=on_iter, x0=U0, state=state,
     )
     A_new, KA_new = apply_B(U), state["KX"]
     b_new = z_bar - np.einsum("ij,ij->j", H, KA_new) / total if center else np.zeros(k)
     return A_new, b_new, KA_new, n_inner
 
 
-def _direction_full(operator, F, G, H, A, settings, cache):
+def _direction_full(operator, F, G, H, A, KA, settings, cache):
     """The diagonal model's minimiser for the full model, all columns in one CG run.
 
     Column c solves ``(Q S K S Q + 2 alpha I) x = Q S (z - z_bar)`` with
     ``S = diag(sqrt(h_c))`` and ``a = S x`` as solver "cg" does, preconditioned
     by ``P = S L L' S + mu I`` (Woodbury), with ``L`` one Nystroem factor of the
-    unweighted K drawn once per fit. Warm-started from the current iterate.
+    unweighted K drawn once per fit. Warm-started from the current iterate
+    ``x0 = Q A / s``, whose product is the known ``K A`` where ``S x0 = A``.
     Returns the new coefficients, intercepts, K times the coefficients and
     the number of CG iterations.
     """
@@ -193,11 +201,17 @@ def _direction_full(operator, F, G, H, A, settings, cache):
         state["KX"] += step * state["last"]
         return False
 
-    X0 = project(A / S)
+    X0, AX0 = project(A / S), None
+    # Q removes nothing from A / s where A's columns sum to 0 (every iterate but a user's coef_init, with
+    # an intercept): then K S X0 = K A, known, and the warm start costs no product with K
+    sums, sizes = np.abs(A.sum(axis=0)), np.abs(A).sum(axis=0)
+    if not center or np.all(sums <= ZERO_SUM * sizes):
+        state["KX"] = KA.copy()
+        AX0 = project(S * KA) + ridge * X0
     X, n_inner, _ = cg.block_pcg(
         apply_A, project(S * (Z - z_bar)), precondition, max_iter=settings.max_iter,
         tol=cache["inner_tol"], tol_from_start=cache["loose"], tol_b=cache["exact_tol"], on_iter=on_iter, x0=X0,
-        state=state,
+        state=state, Ax0=AX0,
     )
     A_new, KA_new = S * X, state["KX"]
     b_new = z_bar - np.einsum("ij,ij->j", H, KA_new) / total if center else np.zeros(k)
@@ -273,7 +287,9 @@ def solve(operator, Y, w, settings):
         H = loss.hessian_diagonal(F, w)
         H = np.maximum(H, HESSIAN_FLOOR * np.maximum(H.max(axis=0), np.finfo(float).tiny))
         direction = _direction_full if K_mm is None else _direction_centers
-        A_new, b_new, KA_new, n_inner = direction(operator, F, G, H, A, settings, cache)
+        A_new, b_new, KA_new, n_inner = direction(operator, F, G, H, A, KA, settings, cache)
+        if n_inner == 0:  # the iterate already solves the system: rounding noise is no step (only b may move)
+            A_new, KA_new = A, KA
         D, KD = A_new - A, KA_new - KA
         db = (b_new - b) if settings.fit_intercept else np.zeros(k)
         slope = float(np.einsum("ij,ij->", G, KD + db))  # directional derivative of the loss part
