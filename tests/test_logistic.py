@@ -271,6 +271,17 @@ def test_newton_full_model_warm_starts_without_a_product(monkeypatch, capsys, la
     assert_allclose(model.predict_proba(X), reference.predict_proba(X), atol=1e-5)
 
 
+def test_newton_warm_start_whose_coefficients_do_not_sum_to_zero():
+    # Coefficients fitted without an intercept do not sum to 0: the intercept's projection then
+    # changes the warm start, whose product with K must be computed, not taken from K A.
+    params = dict(loss="logistic", alpha=1e-3, solver="newton", tol=1e-8)
+    model = KernelGDClassifier(fit_intercept=False, warm_start=True, **params).fit(X, y3)
+    assert np.abs(model.dual_coef_.sum(axis=0)).max() > 1e-3
+    model.set_params(fit_intercept=True).fit(X, y3)
+    cold = KernelGDClassifier(fit_intercept=True, **params).fit(X, y3)
+    assert_allclose(model.predict_proba(X), cold.predict_proba(X), atol=1e-6)
+
+
 @pytest.mark.parametrize("alpha", [1e-2, 1e-3])
 def test_newton_softmax_with_many_classes_equals_dense_reference(alpha):
     # six classes: the batched solve, per-class refactoring and the plane step
