@@ -292,7 +292,8 @@ def main(argv=None):
                          ("logistic_adult_wide", logistic), ("logistic_adult_refits", logistic_refits),
                          ("logistic_mnist_refits", logistic_refits), ("logistic_letter_refits", logistic_refits),
                          ("logistic_gpc", logistic), ("revisions", revisions), ("revisions_logistic", revisions),
-                         ("revisions_logistic_adult", revisions), ("revisions_logistic_c8cf6e8", revisions)):
+                         ("revisions_logistic_adult", revisions), ("revisions_logistic_c8cf6e8", revisions),
+                         ("revisions_logistic_5d4bd57", revisions), ("revisions_squared_5d4bd57", revisions)):
         path = RESULTS / f"{name}.json"
         if not path.exists():
             continue
