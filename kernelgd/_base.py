@@ -271,7 +271,7 @@ class BaseKernelGD(CallbackSupportMixin, BaseEstimator):
         return isinstance(self.kernel, str) and self.kernel == "precomputed"
 
     def _resolve_sigma(self, X, w):
-        """sigma as a float; "scale" means sigma^2 = n_features * Var(X).
+        """sigma as a float; "scale" means sigma^2 = n_features * Var(X) (sigma^4 for exponential).
 
         The variance is weighted by the sample weights, so integer weights
         and repeated rows give the same sigma.
@@ -299,6 +299,8 @@ class BaseKernelGD(CallbackSupportMixin, BaseEstimator):
             mean = np.average(Xs.mean(axis=1), weights=w)
             var = np.average(((Xs - mean) ** 2).mean(axis=1), weights=w)
         sigma = top * float(np.sqrt(X.shape[1] * var))
+        # exponential divides distances by sigma**2: its sigma**2 takes the scale
+        sigma = sigma ** (1.0 / get_spec(self.kernel).sigma_power)
         return sigma if sigma > 0 else 1.0
 
     def _bound_kernel(self):

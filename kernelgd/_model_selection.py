@@ -89,9 +89,9 @@ def _is_rbf(kernel):
     return isinstance(kernel, str) and get_spec(kernel).name == "rbf"
 
 
-def _scale_sigma(X, w):
-    """``sqrt(n_features * Var(X))``, the ``sigma="scale"`` of the base estimator."""
-    return KernelGDRegressor()._resolve_sigma(X, w)
+def _scale_sigma(X, w, kernel="rbf"):
+    """The ``sigma="scale"`` of the base estimator for ``kernel``: ``sqrt(n_features * Var(X))`` for rbf."""
+    return KernelGDRegressor(kernel=kernel)._resolve_sigma(X, w)
 
 
 def _eigen_system(K, Y, w, fit_intercept):
@@ -318,7 +318,7 @@ class _KernelCV(BaseEstimator):
         if sigmas is not None:
             return list(zip(sigmas, Parallel(n_jobs=self.n_jobs, prefer="threads")(
                 delayed(score)(s) for s in sigmas)))
-        return _walk_widths(_scale_sigma(X, w), score, self.n_jobs)
+        return _walk_widths(_scale_sigma(X, w, kernel), score, self.n_jobs)
 
     def _kernel(self, X, Y, kernel, sigma):
         params = dict(self.kernel_params or {})

@@ -228,14 +228,34 @@ def _neg_sq_distances(X, Y, out=None, then=None):
     Bt = np.hstack([2 * Y, -np.ones_like(yy), -yy]).T
     D = np.empty((A.shape[0], Bt.shape[1]), dtype=np.result_type(A, Bt)) if out is None else out
     rows = max(1, DISTANCE_CHUNK_BYTES // max(1, D.shape[1] * D.itemsize))
+    # The expansion's rounding is about eps (|x|^2 + |z|^2): where that is large (features far
+    # from 0 in units of sigma), entries within it of 0 (a row against itself) are recomputed.
+    y_top = float(yy.max()) if yy.size else 0.0
     for start in range(0, D.shape[0], rows):
         chunk = D[start : start + rows]
         with np.errstate(invalid="ignore", over="ignore"):
             np.matmul(A[start : start + rows], Bt, out=chunk)
         np.minimum(chunk, 0, out=chunk)
+        if chunk.size:
+            _exact_near_zero(chunk, X[start : start + rows], Y, xx[start : start + rows], y_top)
         if then is not None:
             then(chunk)
     return D
+
+
+def _exact_near_zero(chunk, X, Y, xx, y_top):
+    """Recompute ``-||x - z||^2`` directly (in float64) where the expansion cannot resolve it from 0.
+
+    Only where that rounding could move a kernel value by more than
+    ``sqrt(eps)``: the scan costs as much as the GEMM for few features.
+    """
+    bound = 8 * np.finfo(chunk.dtype).eps * (float(xx.max()) + y_top)
+    if bound <= np.sqrt(np.finfo(chunk.dtype).eps):
+        return
+    i, j = np.nonzero(chunk >= -bound)
+    if len(i):
+        diff = X[i].astype(np.float64) - Y[j]
+        chunk[i, j] = -np.einsum("ij,ij->i", diff, diff)
 
 
 def _sparse_neg_sq_distances(X, Y, out=None):
@@ -523,6 +543,9 @@ class KernelSpec:
     sparse: bool = False
     # sigma may be an array of per-feature scales.
     per_feature: bool = False
+    # The kernel divides distances by sigma**sigma_power: sigma="scale" takes that root of the
+    # data's scale, so that scaling X by c scales sigma**sigma_power by c.
+    sigma_power: int = 1
 
     def __call__(self, X, Y, **params):
         return self.function(X, Y, **params)
@@ -542,7 +565,8 @@ def _add(spec, builtin=False):
 _add(KernelSpec("linear", linear, (), True, _linear_diag, sparse=True), True)
 _add(KernelSpec("polynomial", polynomial, ("degree", "coef0"), True, _polynomial_diag, sparse=True), True)
 _add(KernelSpec("rbf", rbf, ("sigma",), True, _ones_diag, stationary=True, sparse=True, per_feature=True), True)
-_add(KernelSpec("exponential", exponential, ("sigma",), True, _ones_diag, stationary=True, sparse=True, per_feature=True), True)
+_add(KernelSpec("exponential", exponential, ("sigma",), True, _ones_diag, stationary=True, sparse=True, per_feature=True,
+                sigma_power=2), True)
 _add(KernelSpec("laplacian", laplacian, ("sigma",), True, _ones_diag, stationary=True, sparse=True, per_feature=True), True)
 _add(KernelSpec("sigmoid", sigmoid, ("coef0",), False, _sigmoid_diag, sparse=True), True)
 _add(KernelSpec("all_subsets", all_subsets, (), True, _all_subsets_diag, sparse=True), True)

@@ -40,6 +40,8 @@ N_LANDMARKS = 500
 RPC_BLOCK = 100
 # With centers, the ridge is at least this times the mean of k(c, c).
 CENTERS_MIN_RIDGE = 1e-7
+# The full model's preconditioner shift is at least this times the mean weighted k(x, x).
+PRECONDITIONER_MIN_SHIFT = 1e-6
 # Iterations without a new best objective before stopping for lack of progress.
 NO_PROGRESS_PATIENCE = 20
 
@@ -224,8 +226,9 @@ def _solve_full(operator, Y, w, settings, rng):
     center = settings.fit_intercept
     diag_mean = float(np.mean(operator.diag() * w))
     # mu = alpha makes P^-1 (N + alpha I) + ... well conditioned (the Nystroem
-    # residual only adds eigenvalues above 1); without ridge P needs a shift.
-    mu = alpha if alpha > 0 else max(1e-6 * diag_mean, np.finfo(float).tiny)
+    # residual only adds eigenvalues above 1); without ridge, or with a ridge far
+    # below it, P needs a shift: 1 / alpha would blow up rounding outside N's span.
+    mu = max(alpha, PRECONDITIONER_MIN_SHIFT * diag_mean, np.finfo(float).tiny)
     precond = NystroemPreconditioner(operator, s, mu, N_LANDMARKS, rng)
     y_bar = np.einsum("i,ij->j", w, Y) if center else np.zeros(t)
 

@@ -34,6 +34,14 @@ with K, which the solver already has times the iterate. The fit stops when
 the Newton decrement (the objective decrease the diagonal model predicts)
 is at most ``tol**2`` times the intercept-only objective, a test always
 confirmed by an exact step.
+
+Without ridge (alpha negligible against the weighted kernel's trace) the
+full model's diagonal model is singular and its minimiser, an interpolant
+of the working targets, is no usable step. The step is then damped
+(Levenberg-Marquardt: ``damping * |x - x0|^2`` added to the model, its CG
+run truncated), and a damped step's small decrement is never taken for
+convergence. A direction that is no descent is never convergence either:
+it is retried with more damping or a shorter CG run.
 """
 
 import numpy as np
@@ -65,6 +73,14 @@ REFACTOR_CHANGE = 0.25
 FORCING_MAX = 0.1
 # Earlier steps kept for the softmax's subspace step.
 SUBSPACE_MEMORY = 4
+# Levenberg-Marquardt damping (relative to the weighted kernel's trace) where 2 alpha is below
+# LM_ALPHA of it: its start, and its range.
+LM_ALPHA = 1e-10
+LM_START = 1e-3
+LM_MIN = 1e-9
+LM_MAX = 1e3
+# A damped step's CG run is truncated here: any of its iterates is a descent direction.
+LM_INNER = 50
 # Column sums of the coefficients below this share of their size are rounding of 0.
 ZERO_SUM = 1e-10
 
@@ -124,8 +140,8 @@ def _direction_centers(operator, F, G, H, A, KA, settings, cache):
 
     rhs = apply_Bt(scale * KtH[:, :k])
     U0 = blas_dot(A_fac, blas_dot(T, A))  # u = B^-1 beta
-    U, n_inner, _ = cg.block_pcg(
-        apply_A, rhs, lambda V: V, max_iter=settings.max_iter, tol=cache["inner_tol"], tol_from_start=True,
+    U, n_inner, cache["status"] = cg.block_pcg(
+        apply_A, rhs, lambda V: V, max_iter=cache["inner_cap"], tol=cache["inner_tol"], tol_from_start=True,
         tol_b=cache["exact_tol"], on_iter=on_iter, x0=U0, state=state,
     )
     A_new, KA_new = apply_B(U), state["KX"]
@@ -145,7 +161,8 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
     the number of CG iterations.
     """
     n, k = F.shape
-    ridge = 2.0 * settings.alpha
+    damping = cache.get("damping", 0.0)
+    ridge = 2.0 * settings.alpha + damping
     center = settings.fit_intercept
     S = np.sqrt(H)
     total = H.sum(axis=0)
@@ -171,7 +188,8 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
     shifts = cache.setdefault("shifts", np.ones(k))  # the mu each factor was made with
     for c in range(k):
         old = weights[c]
-        if L.shape[1] and (old is None or np.abs(H[:, c] - old).sum() > REFACTOR_CHANGE * old.sum()):
+        moved = old is None or np.abs(H[:, c] - old).sum() > REFACTOR_CHANGE * old.sum()
+        if L.shape[1] and (moved or not 0.5 <= mu[c] / shifts[c] <= 2.0):  # or a damping that moved
             Gc = syrk(1.0, np.asfortranarray(S[:, c, None] * L), trans=1)
             Gc[np.diag_indices_from(Gc)] += mu[c]
             factors[c], weights[c] = (cholesky(Gc, "preconditioner matrix"), False), H[:, c].copy()
@@ -208,9 +226,14 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
     if not center or np.all(sums <= ZERO_SUM * sizes):
         state["KX"] = KA.copy()
         AX0 = project(S * KA) + ridge * X0
-    X, n_inner, _ = cg.block_pcg(
-        apply_A, project(S * (Z - z_bar)), precondition, max_iter=settings.max_iter,
-        tol=cache["inner_tol"], tol_from_start=cache["loose"], tol_b=cache["exact_tol"], on_iter=on_iter, x0=X0,
+    rhs = project(S * (Z - z_bar))
+    tol_b, from_start = cache["exact_tol"], cache["loose"]
+    if damping:  # Levenberg-Marquardt: damping * |x - x0|^2 added to the model, solved for the correction
+        rhs += damping * X0  # (B grows with the margins: no tolerance relative to it)
+        tol_b, from_start = 0.0, True
+    X, n_inner, cache["status"] = cg.block_pcg(
+        apply_A, rhs, precondition, max_iter=min(cache["inner_cap"], LM_INNER) if damping else cache["inner_cap"],
+        tol=cache["inner_tol"], tol_from_start=from_start, tol_b=tol_b, on_iter=on_iter, x0=X0,
         state=state, Ax0=AX0,
     )
     A_new, KA_new = S * X, state["KX"]
@@ -263,10 +286,11 @@ def solve(operator, Y, w, settings):
         A, b, KA = np.zeros((m, k)), b0.copy(), np.zeros((n, k))
     value = objective(A, KA, b)
     log = IterateLog()
-    cache = {}  # factors shared by every step's solve
+    cache = {"inner_cap": settings.max_iter}  # factors shared by every step's solve; CG's iteration cap
     previous = []  # the last steps taken: (D, db, K D), newest first
     converged, reason, it = False, None, 0
-    decrement = np.inf
+    decrement = accepted_decrement = np.inf
+    damped = False
     inner_tol = cache["exact_tol"] = min(settings.tol, 1e-3)  # the full model's exact steps: relative to B
     # Inexact steps until a stopping test passes, which an exact step then retakes; the full
     # model's softmax steps are inexact only until the first full step (letter, 16,000 rows: 74 s
@@ -286,6 +310,8 @@ def solve(operator, Y, w, settings):
         G = loss.gradient(F, Y, w)
         H = loss.hessian_diagonal(F, w)
         H = np.maximum(H, HESSIAN_FLOOR * np.maximum(H.max(axis=0), np.finfo(float).tiny))
+        if K_mm is None:  # damping where the model is (nearly) singular: see _damping
+            cache["damping"] = _damping(cache, operator, H, alpha)
         direction = _direction_full if K_mm is None else _direction_centers
         A_new, b_new, KA_new, n_inner = direction(operator, F, G, H, A, KA, settings, cache)
         if n_inner == 0:  # the iterate already solves the system: rounding noise is no step (only b may move)
@@ -296,8 +322,10 @@ def solve(operator, Y, w, settings):
         if alpha:
             slope += 2.0 * alpha * inner(D, KA if K_mm is None else A)
         decrement = max(-slope, 0.0)
-        if slope >= 0:  # no descent left: the inner solves are at rounding level
+        if slope >= 0:  # not a descent direction: never convergence
             it -= 1
+            if _shorten(cache, n_inner):
+                continue
             if loose:
                 exact = True
                 continue
@@ -314,11 +342,17 @@ def solve(operator, Y, w, settings):
             step /= 2
         if not accepted:
             it -= 1
+            if _shorten(cache, n_inner):
+                continue
             if loose:
                 exact = True
                 continue
             reason = "no_descent"
             break
+        accepted_decrement = decrement
+        if cache.get("damping"):  # trust a model that predicted well more: a full step halves the damping
+            cache["lm"] = max(LM_MIN, cache["lm"] / 4) if step == 1.0 else min(LM_MAX, cache["lm"] * 2 / step)
+        cache["inner_cap"] = min(settings.max_iter, 2 * cache["inner_cap"])  # a shortened cap grows back
         previous = [(step * D, step * db, step * KD)] + previous[: SUBSPACE_MEMORY - 1]
         A, b, KA, value = A_t, b_t, KA_t, value_t
         exact |= K_mm is None and step == 1.0 and not loss.diagonal_hessian  # the softmax: damped phase over
@@ -331,7 +365,8 @@ def solve(operator, Y, w, settings):
         if loose and (decrement <= settings.tol**2 * value0 or decrement <= ROUNDING * (abs(value) + value0)):
             exact = True  # a loose step's decrement is only an estimate: confirm with an exact one
             continue
-        if settings.tol > 0 and decrement <= settings.tol**2 * value0:
+        damped = bool(cache.get("damping")) and cache["lm"] > LM_MIN  # its decrement understates Newton's
+        if settings.tol > 0 and decrement <= settings.tol**2 * value0 and not damped:
             converged = True
             break
         if decrement <= ROUNDING * (abs(value) + value0):  # below what float64 can resolve
@@ -341,7 +376,14 @@ def solve(operator, Y, w, settings):
             reason = "callback"
             break
 
-    if reason == "no_descent" and not (settings.tol > 0 and decrement <= 1e3 * settings.tol**2 * value0):
+    # converged only if the last step taken predicted almost no further decrease (none taken: failure)
+    if reason == "no_descent" and damped:
+        warn_not_converged(
+            "newton", f"stopped at iteration {it}: without ridge (alpha={alpha:g}) the loss has no minimiser "
+            "it can reach, and its Newton steps no longer decrease it (rounding)",
+            "The model is the best iterate seen. Set alpha > 0 (for example alpha='auto').",
+        )
+    elif reason == "no_descent" and not (settings.tol > 0 and accepted_decrement <= 1e3 * settings.tol**2 * value0):
         warn_rounding(
             settings, "newton", f"stopped at iteration {it}: the Newton direction no longer decreases the "
             "objective (rounding)", "The model is the best iterate seen. Increase alpha or use options={'dtype': 'float64'}.",
@@ -359,6 +401,43 @@ def solve(operator, Y, w, settings):
             "Increase max_iter or alpha.",
         )
     return finish("newton", operator, Y, w, settings, A, b, log, it, converged, None, center_penalty)
+
+
+def _damping(cache, operator, H, alpha):
+    """The Levenberg-Marquardt damping of the full model's Newton step (0 where the ridge suffices).
+
+    Without ridge (alpha below ``LM_ALPHA`` times the weighted kernel's
+    trace) the diagonal model is singular: its minimiser interpolates the
+    working targets, as far as the rbf kernel's conditioning allows, and is
+    no usable step. Adding ``damping * |x - x0|^2`` makes the model strictly
+    convex, its minimiser a descent direction of any length the line search
+    can trust; the damping shrinks after full steps and grows after damped
+    ones, relative to the trace. A fit without ridge then decreases the loss
+    towards its infimum (0 on separable data) until max_iter.
+    """
+    scale = float(np.max(operator.diag() @ H))
+    if not 2.0 * alpha < LM_ALPHA * scale:
+        return 0.0
+    lm = cache.setdefault("lm", LM_START)
+    return max(lm * scale, 2.0 * alpha)
+
+
+def _shorten(cache, n_inner):
+    """After a failed direction: whether to retry, with more damping or a shorter CG run.
+
+    A damped model is damped further (up to ``LM_MAX``).
+    A CG run that stopped unconverged (its cap, or conjugacy lost) on an
+    ill-conditioned system, as with alpha = 0, can return a direction that
+    is no descent in rounding; its earlier iterates are descent directions
+    (truncated Newton). A converged run's failure is rounding at the optimum.
+    """
+    if cache.get("damping") and cache["lm"] < LM_MAX:
+        cache["lm"] = min(LM_MAX, 16 * cache["lm"])
+        return True
+    if n_inner <= 1 or cache["status"] == "converged":
+        return False
+    cache["inner_cap"] = max(1, n_inner // 4)
+    return True
 
 
 def _subspace_step(loss, F, Y, w, G, alpha, pair, A, KA, new, previous):

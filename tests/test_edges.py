@@ -1,0 +1,83 @@
+"""Fits at the edges of their parameters: right, or a clear warning or error.
+
+Each test reproduces a case that once returned a silently wrong model.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_classification, make_regression
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import log_loss
+
+from kernelgd import KernelGDClassifier, KernelGDRegressor, kernel_matrix
+
+
+@pytest.mark.parametrize("seed", [3, 25, 26, 28])
+def test_newton_without_ridge_decreases_the_loss_and_says_where_it_stopped(seed):
+    # A first Newton direction that was no descent direction (CG lost conjugacy on the
+    # interpolating system) set the decrement to 0, which passed as convergence: the
+    # class prior came back with n_iter_ == 0 and no warning.
+    X, y = make_classification(150, 4, flip_y=0.2, random_state=seed)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        clf = KernelGDClassifier(loss="logistic", alpha=0.0).fit(X, y)
+    prior = log_loss(y, np.full(len(y), y.mean()))
+    train = log_loss(y, clf.predict_proba(X)[:, 1])
+    assert clf.n_iter_ > 0 and np.any(clf.dual_coef_ != 0)
+    assert train < 0.15 * prior
+    # the infimum 0 is not attained: a stop short of it says so
+    stopped = any(issubclass(w.category, ConvergenceWarning) for w in caught)
+    assert stopped or train < 1e-3 * prior
+
+
+@pytest.mark.parametrize("sigma", [1e-8, 1e-3, 1.0])
+@pytest.mark.parametrize("offset", [0.0, 50.0, 1e6])
+def test_rbf_distance_of_a_row_to_itself_is_zero(sigma, offset):
+    # At sigma far below the features' spread, the expanded distance |x|^2 - 2x'z + |z|^2
+    # rounded to -8 on the diagonal: k(x, x) came out 0.000335 instead of 1.
+    rng = np.random.RandomState(0)
+    X = offset + 50 * rng.randn(40, 3)
+    K = kernel_matrix(X, kernel="rbf", sigma=sigma)
+    if sigma < 1:  # where the expansion's rounding could reach sqrt(eps), the distance is exact
+        np.testing.assert_array_equal(np.diag(K), 1.0)
+    assert np.all(np.abs(np.diag(K) - 1.0) <= np.sqrt(np.finfo(np.float64).eps))
+    K32 = kernel_matrix(X.astype(np.float32), X.astype(np.float32), kernel="rbf", sigma=sigma)
+    assert np.all(np.abs(np.diag(K32) - 1.0) <= np.sqrt(np.finfo(np.float32).eps))
+
+
+def test_rbf_tiny_sigma_fits_the_intercept_as_the_mean():
+    # With every off-diagonal kernel value 0, f interpolates on the training rows and the
+    # intercept is the weighted mean of y only if k(x, x) = 1.
+    rng = np.random.RandomState(0)
+    X = 50 + 50 * rng.randn(40, 3)
+    y = rng.randn(40)
+    reg = KernelGDRegressor(sigma=1e-8, alpha=1e-3, solver="cg", tol=1e-10).fit(X, y)
+    assert reg.intercept_ == pytest.approx(y.mean(), abs=1e-8)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian", "exponential"])
+@pytest.mark.parametrize("c", [1e-3, 1e3])
+def test_sigma_scale_makes_predictions_invariant_to_units(kernel, c):
+    # The exponential kernel divides distances by sigma**2, so sigma="scale" set from
+    # the spread gave R^2 0.95 -> 0.10 as X grew by 1e3.
+    X, y = make_regression(200, 4, noise=1, random_state=0)
+    y = np.sin(y / 50)
+    est = KernelGDRegressor(kernel=kernel, alpha=1e-4, solver="cg", tol=1e-8)
+    p1 = est.fit(X, y).predict(X)
+    pc = est.fit(c * X, y).predict(c * X)
+    np.testing.assert_allclose(pc, p1, rtol=1e-5, atol=1e-6 * np.abs(y).max())
+
+
+@pytest.mark.parametrize("alpha", [1e-16, 1e-20, 1e-300])
+def test_cg_with_a_tiny_ridge_fits_as_with_a_small_one(alpha):
+    # The preconditioner's shift was alpha itself: 1 / alpha blew up rounding outside the
+    # Nystroem span, and CG stopped at its first iteration with the intercept-only model.
+    X, y = make_regression(100, 3, noise=1, random_state=0)
+    ref = KernelGDRegressor(solver="cg", alpha=1e-14).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        reg = KernelGDRegressor(solver="cg", alpha=alpha).fit(X, y)
+    assert reg.score(X, y) > 0.999
+    np.testing.assert_allclose(reg.predict(X), ref.predict(X), atol=1e-3 * np.std(y))
