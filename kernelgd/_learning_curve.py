@@ -8,6 +8,7 @@ import numpy as np
 from sklearn.base import is_classifier
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import learning_curve
+from sklearn.utils.validation import _num_samples
 
 HIGH_VARIANCE, HIGH_BIAS, FINE = "high variance", "high bias", "fine"
 
@@ -200,10 +201,17 @@ def diagnose_learning_curve(
             f"errors), got {epsilon!r}."
         )
     scorer, to_error, error_name = _error_transform(estimator, scoring)
-    sizes, train_scores, test_scores = learning_curve(
-        estimator, X, y, groups=groups, train_sizes=train_sizes, cv=cv, scoring=scorer, n_jobs=n_jobs,
-        shuffle=shuffle, random_state=random_state, params=params, error_score="raise",
-    )
+    try:
+        sizes, train_scores, test_scores = learning_curve(
+            estimator, X, y, groups=groups, train_sizes=train_sizes, cv=cv, scoring=scorer, n_jobs=n_jobs,
+            shuffle=shuffle, random_state=random_state, params=params, error_score="raise",
+        )
+    except ValueError as exc:  # most often too few samples for the smallest training size
+        raise ValueError(
+            f"diagnose_learning_curve could not fit {type(estimator).__name__} on every training size "
+            f"of {_num_samples(X)} samples: {exc} Pass more data, larger train_sizes (for example "
+            "np.linspace(0.5, 1.0, 3)), fewer folds (cv=3), or shuffle=True for classes in every prefix."
+        ) from exc
     train_errors, test_errors = to_error(np.asarray(train_scores)), to_error(np.asarray(test_scores))
     train_error, test_error = float(train_errors[-1].mean()), float(test_errors[-1].mean())
     regime, symptoms = _read_curves(train_error, test_error, float(epsilon), error_name, train_errors, test_errors)

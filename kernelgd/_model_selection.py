@@ -25,7 +25,7 @@ from sklearn.base import (
     RegressorMixin,
     _fit_context,
 )
-from sklearn.metrics import check_scoring
+from sklearn.metrics import check_scoring, log_loss, make_scorer
 from sklearn.model_selection import check_cv
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils import check_random_state
@@ -83,6 +83,43 @@ class _Decisions(ClassifierMixin, BaseEstimator):
         if self.scores.shape[1] == 1:
             return self.classes_[(self.scores[:, 0] > 0).astype(int)]
         return self.classes_[np.argmax(self.scores, axis=1)]
+
+
+class _Unweighted:
+    """A scorer called without ``sample_weight``: where the user gave none, a metric need not take it."""
+
+    def __init__(self, scorer):
+        self.scorer = scorer
+
+    def __call__(self, estimator, X, y, sample_weight=None):
+        return self.scorer(estimator, X, y)
+
+
+def _scorer(estimator, scoring, sample_weight, classes=None):
+    """The search's scorer; it passes sample weights on only where the user gave them.
+
+    The log-loss is told every class: a fold's test rows may lack some.
+    """
+    if scoring == "neg_log_loss" and classes is not None:
+        scoring = make_scorer(log_loss, greater_is_better=False, response_method="predict_proba", labels=classes)
+    scorer = check_scoring(estimator, scoring=scoring)
+    return scorer if sample_weight is not None else _Unweighted(scorer)
+
+
+class _EveryClass(ClassifierMixin, BaseEstimator):
+    """A fold's classifier whose probabilities have a column, of zeros, for every class it never saw."""
+
+    def __init__(self, model, classes):
+        self.model = model
+        self.classes_ = classes
+
+    def predict(self, X):
+        return self.model.predict(X)
+
+    def predict_proba(self, X):
+        P = np.zeros((X.shape[0], len(self.classes_)))
+        P[:, np.searchsorted(self.classes_, self.model.classes_)] = self.model.predict_proba(X)
+        return P
 
 
 def _is_rbf(kernel):
@@ -326,6 +363,25 @@ class _KernelCV(BaseEstimator):
             params["sigma"] = sigma
         return kernel_matrix(X, Y, kernel=kernel, degree=self.degree, coef0=self.coef0, **params)
 
+    def _folds(self, y, classifier):
+        """``cv``, or by default 5 folds (fewer where the data are too few), with a clear error where too few."""
+        name = type(self).__name__
+        if self.cv is None:
+            largest = int(np.max(np.unique(y, return_counts=True)[1])) if classifier else len(y)
+            if largest < 2:
+                raise ValueError(
+                    f"{name} found {len(y)} samples, too few for cross-validation: it needs at least 2 "
+                    f"{'of one class' if classifier else 'samples'}. Fit on more data, or use "
+                    f"{'KernelGDClassifier' if classifier else 'KernelGDRegressor'} with sigma and alpha set."
+                )
+            return min(5, largest)  # stratified folds need as many members of the largest class
+        if isinstance(self.cv, Integral) and self.cv > len(y):
+            raise ValueError(
+                f"{name}(cv={self.cv}) needs at least {self.cv} samples, one per fold; got {len(y)}. "
+                "Pass a smaller cv or more data."
+            )
+        return self.cv
+
     def _kfold_scores(self, X, Y, sw, kernel, sigma, alphas, scorer):
         """Scores of every alpha on every fold, from one kernel matrix (of a subsample where n is large)."""
         rng = check_random_state(self.random_state)
@@ -336,7 +392,7 @@ class _KernelCV(BaseEstimator):
         K = self._kernel(Xs, Xs, kernel, sigma)
         y_fit = Ys if Ys.ndim == 1 or Ys.shape[1] > 1 else Ys[:, 0]
         classifier = self._estimator_class is not KernelGDRegressor
-        splits = list(check_cv(5 if self.cv is None else self.cv, y_fit, classifier=classifier).split(Xs, y_fit))
+        splits = list(check_cv(self._folds(y_fit, classifier), y_fit, classifier=classifier).split(Xs, y_fit))
         scores = np.empty((len(alphas), len(splits)))
         for j, (train, test) in enumerate(splits):
             K_train, K_test = K[np.ix_(train, train)], K[np.ix_(test, train)]
@@ -347,7 +403,10 @@ class _KernelCV(BaseEstimator):
             )
             for i, alpha in enumerate(alphas):  # decreasing: each solve starts from the last
                 model.set_params(alpha=alpha).fit(K_train, y_fit[train], sample_weight=ws[train])
-                scores[i, j] = scorer(model, K_test, y_fit[test], sample_weight=ws[test])
+                scored = model
+                if classifier and self.loss == "logistic" and len(model.classes_) < len(self.classes_):
+                    scored = _EveryClass(model, self.classes_)  # a class only in the test rows
+                scores[i, j] = scorer(scored, K_test, y_fit[test], sample_weight=ws[test])
         return scores
 
     def _store_results(self, rows, loo, kernels):
@@ -734,7 +793,7 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
             raise ValueError("sample_weight sums to zero: at least one sample needs a positive weight.")
         X = X.astype(np.float64, copy=False)
         Y = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
-        scorer = check_scoring(self, scoring=self.scoring or "neg_mean_squared_error")
+        scorer = _scorer(self, self.scoring or "neg_mean_squared_error", sample_weight)
         loo = None
         if self.cv is None:
             loo = self._loo(X, Y, sw, None if self.scoring is None else scorer)
@@ -871,7 +930,7 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         if not sw.sum() > 0:
             raise ValueError("sample_weight sums to zero: at least one sample needs a positive weight.")
         default = "neg_log_loss" if self.loss == "logistic" else "accuracy"
-        scorer = check_scoring(self, scoring=self.scoring or default)
+        scorer = _scorer(self, self.scoring or default, sample_weight, self.classes_)
         X = X.astype(np.float64, copy=False)
         loo = None
         if self.cv is None and self.loss == "squared":

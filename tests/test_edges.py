@@ -81,3 +81,64 @@ def test_cg_with_a_tiny_ridge_fits_as_with_a_small_one(alpha):
         reg = KernelGDRegressor(solver="cg", alpha=alpha).fit(X, y)
     assert reg.score(X, y) > 0.999
     np.testing.assert_allclose(reg.predict(X), ref.predict(X), atol=1e-3 * np.std(y))
+
+
+def _mse(y, p):
+    return -np.mean((y - p) ** 2)
+
+
+def _accuracy(y, p):
+    return np.mean(y == p)
+
+
+def test_cv_scorers_without_sample_weight_work():
+    # The searches always passed sample_weight= to the scorer: a metric f(y, p) raised TypeError.
+    from sklearn.metrics import make_scorer
+
+    from kernelgd import KernelGDClassifierCV, KernelGDRegressorCV
+
+    X, y = make_regression(60, 3, random_state=0)
+    reg = KernelGDRegressorCV(scoring=make_scorer(_mse)).fit(X, y)
+    assert reg.best_score_ == pytest.approx(KernelGDRegressorCV().fit(X, y).best_score_, rel=1e-9)
+    Xc, yc = make_classification(60, 4, random_state=0)
+    for cv in (None, 3):
+        KernelGDClassifierCV(scoring=make_scorer(_accuracy), cv=cv).fit(Xc, yc)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_classifier_cv_with_classes_missing_from_folds(seed):
+    # scikit-learn's check_fit2d_1feature data: 10 rows, one feature, 2 or 3 classes of a few
+    # members each; a fold's test rows lacking a class crashed the log-loss, and the default
+    # 5 folds could not be stratified.
+    from kernelgd import KernelGDClassifierCV
+
+    rnd = np.random.RandomState(seed)
+    X = 3 * rnd.uniform(size=(10, 1))
+    y = X[:, 0].astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = KernelGDClassifierCV(loss="logistic").fit(X, y)
+    assert np.isfinite(clf.best_score_)
+    assert clf.predict_proba(X).shape == (10, len(np.unique(y)))
+
+
+def test_cv_estimators_say_when_the_data_are_too_few():
+    from kernelgd import KernelGDClassifierCV, KernelGDRegressorCV
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(4, 2)
+    with pytest.raises(ValueError, match=r"cv=5\) needs at least 5 samples"):
+        KernelGDRegressorCV(cv=5).fit(X, X[:, 0])
+    with pytest.raises(ValueError, match="too few for cross-validation"):
+        KernelGDClassifierCV(loss="logistic").fit(X[:2], [0, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        KernelGDClassifierCV(loss="logistic").fit(np.vstack([X, X + 1]), [0, 1] * 4)  # 8 rows: fewer folds
+
+
+def test_diagnose_learning_curve_says_what_is_too_small():
+    from kernelgd import diagnose_learning_curve
+
+    X, y = make_classification(20, 4, random_state=0)
+    with pytest.raises(ValueError, match="could not fit KernelGDClassifier on every training size of 20"):
+        diagnose_learning_curve(KernelGDClassifier(), X, y, epsilon=0.1)
