@@ -122,6 +122,10 @@ class _EveryClass(ClassifierMixin, BaseEstimator):
         return P
 
 
+def _samples(n):
+    return f"{n} sample" + ("" if n == 1 else "s")
+
+
 def _is_rbf(kernel):
     return isinstance(kernel, str) and get_spec(kernel).name == "rbf"
 
@@ -370,14 +374,14 @@ class _KernelCV(BaseEstimator):
             largest = int(np.max(np.unique(y, return_counts=True)[1])) if classifier else len(y)
             if largest < 2:
                 raise ValueError(
-                    f"{name} found {len(y)} samples, too few for cross-validation: it needs at least 2 "
+                    f"{name} found {_samples(len(y))}, too few for cross-validation: it needs at least 2 "
                     f"{'of one class' if classifier else 'samples'}. Fit on more data, or use "
                     f"{'KernelGDClassifier' if classifier else 'KernelGDRegressor'} with sigma and alpha set."
                 )
             return min(5, largest)  # stratified folds need as many members of the largest class
         if isinstance(self.cv, Integral) and self.cv > len(y):
             raise ValueError(
-                f"{name}(cv={self.cv}) needs at least {self.cv} samples, one per fold; got {len(y)}. "
+                f"{name}(cv={self.cv}) needs at least {self.cv} samples, one per fold; got {_samples(len(y))}. "
                 "Pass a smaller cv or more data."
             )
         return self.cv
