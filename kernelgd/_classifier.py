@@ -311,6 +311,6 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
 
 
 KernelGDClassifier.__doc__ = KernelGDClassifier.__doc__ % {
-    "parameters": _docs.PARAMETERS,
+    "parameters": _docs.PARAMETERS.replace("{alpha}", _docs.CLASSIFIER_ALPHA),
     "notes": _docs.NOTES,
 }

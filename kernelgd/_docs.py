@@ -23,13 +23,7 @@ PARAMETERS = """\
     kernel_params : dict, default=None
         Further keyword arguments of the kernel function (``a`` of the
         sigmoid kernel, parameters of a registered or callable kernel).
-    alpha : float, default=0.0
-        Ridge strength (>= 0) in the objective below. ``alpha`` here equals
-        scikit-learn's ``KernelRidge(alpha=n_samples * alpha)``. With
-        ``alpha=0`` the minimiser interpolates the training data, and only
-        stopping early (``tol``, ``max_iter``, ``early_stopping``)
-        regularises: for noisy data, set a small ``alpha`` such as 1e-4.
-    solver : {"auto", "gd", "cg", "eigenpro", "newton"}, default="auto"
+{alpha}    solver : {"auto", "gd", "cg", "eigenpro", "newton"}, default="auto"
         ``"gd"``: the gradient-descent update of the course notes (see
         Notes). ``"cg"``: preconditioned conjugate gradient on the ridge
         system. ``"eigenpro"``: gradient descent preconditioned by the top
@@ -114,3 +108,22 @@ NOTES = """\
     ``beta = sum_i a_i phi(x_i)``. Each update costs one product ``K @ a``;
     K is stored when it fits in the memory budget and recomputed in row
     blocks otherwise."""
+
+
+REGRESSOR_ALPHA = """\
+    alpha : float, default=0.0
+        Ridge strength (>= 0) in the objective below. ``alpha`` here equals
+        scikit-learn's ``KernelRidge(alpha=n_samples * alpha)``. With
+        ``alpha=0`` the minimiser interpolates the training data, and only
+        stopping early (``tol``, ``max_iter``, ``early_stopping``)
+        regularises: for noisy data, set a small ``alpha`` such as 1e-4.
+"""
+
+CLASSIFIER_ALPHA = """\
+    alpha : float or "auto", default="auto"
+        Ridge strength (>= 0) in the objective below, as in
+        :class:`KernelGDRegressor`. ``"auto"``: with the logistic loss
+        ``1 / (2 * total sample weight)``, which is LogisticRegression's
+        default ``C=1`` (a minimiser then exists even on separable data);
+        with the squared loss 0. The value used is ``alpha_``.
+"""

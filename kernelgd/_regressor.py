@@ -106,6 +106,6 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
 
 
 KernelGDRegressor.__doc__ = KernelGDRegressor.__doc__ % {
-    "parameters": _docs.PARAMETERS,
+    "parameters": _docs.PARAMETERS.replace("{alpha}", _docs.REGRESSOR_ALPHA),
     "notes": _docs.NOTES,
 }

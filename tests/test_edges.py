@@ -142,3 +142,60 @@ def test_diagnose_learning_curve_says_what_is_too_small():
     X, y = make_classification(20, 4, random_state=0)
     with pytest.raises(ValueError, match="could not fit KernelGDClassifier on every training size of 20"):
         diagnose_learning_curve(KernelGDClassifier(), X, y, epsilon=0.1)
+
+
+def _documented_defaults(obj):
+    """``{name: default text}`` from the numpydoc Parameters section; grouped names map to their delegate."""
+    import inspect
+    import re
+
+    doc = inspect.getdoc(obj)
+    if "Parameters\n----------\n" not in doc:
+        return {}, {}
+    section = doc.split("Parameters\n----------\n", 1)[1]
+    section = re.split(r"\n\n?[A-Z][a-z]+( [A-Z][a-z]+)?\n-{3,}\n", section)[0]
+    found, delegated = {}, {}
+    lines = section.splitlines()
+    for i, line in enumerate(lines):
+        if not line or line.startswith(" "):
+            continue
+        names, _, spec = line.partition(" : ")
+        match = re.search(r"default=(.+)$", spec)
+        for name in names.split(", "):
+            if match:
+                found[name] = match.group(1).strip()
+            elif not spec:  # "a, b, c" then "As in :class:`X`."
+                target = re.search(r":class:`~?(?:kernelgd\.)?(\w+)`", lines[i + 1])
+                delegated[name] = target.group(1) if target else None
+    return found, delegated
+
+
+def _public_callables():
+    import inspect
+
+    import kernelgd
+
+    for name in kernelgd.__all__:
+        obj = getattr(kernelgd, name)
+        if inspect.isclass(obj) and not name.endswith(("Result", "Diagnosis")) or inspect.isfunction(obj):
+            yield name, obj
+
+
+@pytest.mark.parametrize("name, obj", list(_public_callables()))
+def test_docstring_defaults_match_the_signature(name, obj):
+    # KernelGDClassifier's alpha was documented as default=0.0 where the signature says "auto".
+    import inspect
+
+    import kernelgd
+
+    found, delegated = _documented_defaults(obj)
+    for param in inspect.signature(obj).parameters.values():
+        if param.default is inspect.Parameter.empty or param.kind is param.VAR_KEYWORD:
+            continue
+        if param.name in delegated:
+            target = getattr(kernelgd, delegated[param.name])
+            assert inspect.signature(target).parameters[param.name].default == param.default, param.name
+            continue
+        assert param.name in found, f"{name}: {param.name} has no documented default"
+        documented = eval(found[param.name], {"np": np})  # literals, and np.linspace(...)
+        np.testing.assert_equal(documented, param.default, err_msg=f"{name}.{param.name}")
