@@ -4,7 +4,6 @@ fit: validate -> weights -> (validation split) -> bound kernel -> centers ->
 KernelOperator -> solver -> store.
 """
 
-import warnings
 from dataclasses import replace
 from numbers import Integral, Real
 
@@ -55,6 +54,7 @@ from .kernels import (
     get_spec,
     is_builtin,
 )
+from ._warnings import warn
 
 OPTION_DEFAULTS = {"memory_budget": "auto", "dtype": "auto", "n_threads": "auto"}
 
@@ -329,7 +329,7 @@ class BaseKernelGD(CallbackSupportMixin, BaseEstimator):
         scale = np.max(np.abs(X)) if X.size else 0.0
         gap = np.max(np.abs(X - X.T)) if X.size else 0.0
         if gap > 1e-8 * scale:
-            warnings.warn(
+            warn(
                 "With kernel='precomputed', X must be a symmetric kernel matrix "
                 f"K[i, j] = k(x_i, x_j); here |K - K.T| reaches {gap:.3g} (largest "
                 f"entry {scale:.3g}). It is fitted as (K + K.T) / 2. Pass the kernel "
@@ -406,7 +406,7 @@ class BaseKernelGD(CallbackSupportMixin, BaseEstimator):
         if kernel is None:
             return
         if not kernel.psd:
-            warnings.warn(
+            warn(
                 f"The {kernel.name} kernel is not positive semi-definite: the "
                 "objective may be non-convex and gradient descent may diverge. "
                 "A positive alpha helps.",
@@ -419,7 +419,7 @@ class BaseKernelGD(CallbackSupportMixin, BaseEstimator):
                     f"has {found.n_negative} clearly negative eigenvalue(s), the smallest "
                     f"{found.min_eigenvalue:.3g} (largest {found.max_eigenvalue:.3g})"
                 )
-                warnings.warn(
+                warn(
                     f"The {kernel.name} kernel is used as positive semi-definite, but its matrix "
                     f"on {found.n_samples} training points {what}. The fit may diverge or "
                     "return a poor model. Check it with kernelgd.check_psd, and register it "

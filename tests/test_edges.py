@@ -199,3 +199,16 @@ def test_docstring_defaults_match_the_signature(name, obj):
         assert param.name in found, f"{name}: {param.name} has no documented default"
         documented = eval(found[param.name], {"np": np})  # literals, and np.linspace(...)
         np.testing.assert_equal(documented, param.default, err_msg=f"{name}.{param.name}")
+
+
+def test_warnings_point_at_the_users_line():
+    # Warnings named kernelgd's internals (kernelgd/_solvers/__init__.py:58) as their origin.
+    X, y = make_classification(150, 4, flip_y=0.2, random_state=4)
+    with pytest.warns(ConvergenceWarning) as caught:
+        KernelGDClassifier(loss="logistic", alpha=0.0, max_iter=3).fit(X, y)
+    assert {w.filename for w in caught} == {__file__}
+    rng = np.random.RandomState(0)
+    K = rng.rand(5, 5)  # not symmetric: a UserWarning from the estimator's own validation
+    with pytest.warns(UserWarning, match="symmetric") as caught:
+        KernelGDRegressor(kernel="precomputed", alpha=1e-3).fit(K, rng.randn(5))
+    assert caught[0].filename == __file__

@@ -5,12 +5,12 @@ and is listed in :data:`SOLVERS`; the estimators choose one by name, and
 :func:`choose_solver` resolves ``"auto"``.
 """
 
-import warnings
 
 import numpy as np
 
 from . import cg, eigenpro, gd, newton
 from ._common import NonPSDKernelWarning, SolverResult, SolverSettings, baseline
+from .._warnings import warn
 
 SOLVERS = {"gd": gd.solve, "cg": cg.solve, "eigenpro": eigenpro.solve, "newton": newton.solve}
 
@@ -46,7 +46,7 @@ def run_solver(name, operator, Y, w, settings):
     """
     diag = operator.diag()[w > 0]
     if settings.psd and np.any(diag < 0):
-        warnings.warn(
+        warn(
             f"The {settings.kernel_name} kernel is declared positive semi-definite but "
             f"k(x, x) < 0 on {np.count_nonzero(diag < 0)} training points, so it is not; "
             "the fit may stop early. Check the kernel function.",

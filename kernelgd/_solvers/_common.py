@@ -1,6 +1,5 @@
 """What every solver takes and returns, and helpers they share."""
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -8,6 +7,7 @@ from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 from sklearn.exceptions import ConvergenceWarning
 
 from .._losses import SquaredLoss
+from .._warnings import warn
 
 
 class NonPSDKernelWarning(UserWarning):
@@ -159,7 +159,7 @@ def _rounding_noise(operator, w, coef):
 
 def warn_not_converged(name, reason, advice):
     """A ConvergenceWarning that says why a solver stopped and what to do."""
-    warnings.warn(f"Solver {name!r} {reason}. {advice}", ConvergenceWarning, stacklevel=3)
+    warn(f"Solver {name!r} {reason}. {advice}", ConvergenceWarning)
 
 
 def warn_rounding(settings, name, reason, advice):
@@ -167,7 +167,7 @@ def warn_rounding(settings, name, reason, advice):
     if settings.rounding_stops is not None:
         settings.rounding_stops.append(f"Solver {name!r} {reason}. {advice}")
     else:
-        warnings.warn(f"Solver {name!r} {reason}. {advice}", ConvergenceWarning, stacklevel=3)
+        warn(f"Solver {name!r} {reason}. {advice}", ConvergenceWarning)
 
 
 # Dense factorizations above this size run on one BLAS thread: multithreaded

@@ -27,7 +27,6 @@ solver "cg", by iterating on the right-hand sides ``[Y, 1]``. One iteration
 is one epoch, about one pass over K.
 """
 
-import warnings
 
 import numpy as np
 import scipy.linalg
@@ -42,6 +41,7 @@ from ._common import (
     finish,
     warn_not_converged,
 )
+from .._warnings import warn
 
 SUBSAMPLE = 2000  # subsample size |S| for the eigen-directions
 TOP_Q = 100  # at most this many eigen-directions are flattened
@@ -184,7 +184,7 @@ def solve(operator, Y, w, settings):
     S, K_SS, V, D, tau, beta, exact = _preconditioner(operator, w, rng)
     log = IterateLog()
     if not tau > 0:  # K[S, S] has no positive eigenvalue: nothing to descend on
-        warnings.warn(
+        warn(
             f"Solver 'eigenpro': the {settings.kernel_name} kernel matrix has no positive "
             "eigenvalue on the training data; the intercept-only model is returned.",
             NonPSDKernelWarning,
@@ -300,7 +300,7 @@ def solve(operator, Y, w, settings):
                     A, u, b = (x.copy() for x in best_raw)
                 if exact or halvings > MAX_HALVINGS:
                     # a stable step diverges only along negative eigenvalues
-                    warnings.warn(
+                    warn(
                         f"Solver 'eigenpro' stopped at epoch {epoch}: the objective rose "
                         f"with a stable step, so the {settings.kernel_name} kernel matrix is "
                         "not positive semi-definite. The best iterate seen is returned; "

@@ -18,7 +18,6 @@ that does not depend on where the iteration started, so a warm start from a
 converged model stops at once.
 """
 
-import warnings
 
 import numpy as np
 
@@ -31,6 +30,7 @@ from ._common import (
     warn_not_converged,
     warn_rounding,
 )
+from .._warnings import warn
 
 # Safety factor on the stable bound for step_size="auto".
 AUTO_STEP_FRACTION = 0.9
@@ -119,7 +119,7 @@ def solve(operator, Y, w, settings):
                 raise _step_error(eta, it, bound)
             # A stable step can only raise the objective along negative
             # eigenvalues of K: the best iterate so far is returned.
-            warnings.warn(
+            warn(
                 f"Solver 'gd' stopped at iteration {it}: the objective rose although "
                 f"step_size={eta:.4g} is below the stable bound, because the "
                 f"{settings.kernel_name} kernel matrix is not positive semi-definite. "
