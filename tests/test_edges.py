@@ -212,3 +212,27 @@ def test_warnings_point_at_the_users_line():
     with pytest.warns(UserWarning, match="symmetric") as caught:
         KernelGDRegressor(kernel="precomputed", alpha=1e-3).fit(K, rng.randn(5))
     assert caught[0].filename == __file__
+
+
+def test_a_negative_objective_is_a_failure_never_the_best_model():
+    # A centers fit's penalty beta' K_mm beta went negative in rounding (objective -1.03e-2 on a
+    # 43.5k-row set) and the inverted model was returned silently.
+    from kernelgd._operator import KernelOperator
+    from kernelgd._solvers._common import IterateLog, SolverSettings, finish, objective
+    from kernelgd.kernels import bind_kernel
+
+    X, y = make_regression(50, 3, noise=1, random_state=0)
+    Y = (y / np.abs(y).max())[:, None]
+    w = np.full(50, 1 / 50)
+    op = KernelOperator(X, bind_kernel("rbf", sigma=3.0), dtype="float64")
+    good = KernelGDRegressor(sigma=3.0, alpha=1e-3, solver="cg").fit(X, Y[:, 0])
+    coef, b = good.dual_coef_[:, None], np.atleast_1d(good.intercept_)
+    value = objective(op.matvec(coef), coef, b, Y, w, 1e-3)
+    log = IterateLog()
+    log.record(value, coef, b)
+    log.record(-0.25, -coef, b)  # the broken iterate
+    assert log.best_value == value and log.negative == 1
+    settings = SolverSettings(alpha=1e-3)
+    with pytest.warns(ConvergenceWarning, match="negative objective"):
+        result = finish("test", op, Y, w, settings, -coef, b, log, 2, True, penalty=lambda c: -1e3)
+    np.testing.assert_array_equal(result.dual_coef, coef)

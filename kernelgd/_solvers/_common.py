@@ -81,9 +81,13 @@ class IterateLog:
     def __init__(self):
         self.curve = []
         self.best_value, self.best, self.best_index = np.inf, None, 0
+        self.negative = 0  # objectives below 0: an invariant broken by rounding, never a best
 
     def record(self, value, coef, b):
         self.curve.append(value)
+        if value < 0:
+            self.negative += 1
+            return
         if np.isfinite(value) and value < self.best_value:
             self.best_value, self.best_index = value, len(self.curve)
             self.best = (coef.copy(), np.array(b, dtype=np.float64, copy=True))
@@ -105,6 +109,14 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
     if np.all(np.isfinite(coef)) and np.all(np.isfinite(b)):
         with np.errstate(all="ignore"):
             value = objective(operator.matvec(coef), coef, b, Y, w, settings.alpha, settings.loss, penalty)
+    if value < 0 or log.negative:  # a loss plus a PSD penalty cannot be negative: rounding broke the fit
+        warn(
+            f"Solver {name!r} computed a negative objective ({min(value, *log.curve):.3g}), which a loss "
+            "plus a positive semi-definite penalty cannot have: rounding broke the fit. The best iterate "
+            "with a valid objective is returned. Increase alpha, use fewer centers, or scale the features.",
+            ConvergenceWarning,
+        )
+        value = np.inf if value < 0 else value
     curve = list(log.curve[:n_iter])
     if len(curve) == n_iter and n_iter:
         curve[-1] = value  # the exact value of the iterate the log estimated

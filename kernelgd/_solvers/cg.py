@@ -354,8 +354,8 @@ def _solve_centers(operator, Y, w, settings, rng):
         b = y_bar - k_w @ beta if center else np.zeros(t)
         return beta, b, KX + b
 
-    def penalty(beta):
-        return np.einsum("ij,ij->", beta, blas_dot(Kmm, beta))
+    def penalty(beta):  # beta' K_mm beta as |T beta|^2: never negative in rounding
+        return float(np.sum(blas_dot(T, beta) ** 2))
 
     state = {"last": None, "KX": np.zeros((n, t))}
     Z0 = None

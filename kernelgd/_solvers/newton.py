@@ -261,10 +261,11 @@ def solve(operator, Y, w, settings):
     n, k = Y.shape
     m = operator.m
     alpha = settings.alpha
-    K_mm = None if operator.symmetric else operator.center_matrix()
-
-    # ||f||_H^2 of a model on centers is beta' K_mm beta (finish takes it too)
-    center_penalty = None if K_mm is None else (lambda coef: np.einsum("ij,ij->", coef, K_mm @ coef))
+    cache = {"inner_cap": settings.max_iter}  # factors shared by every step's solve; CG's iteration cap
+    K_mm = None if operator.symmetric else cg.center_factors(operator, cache)[0]
+    # ||f||_H^2 of a model on centers is beta' K_mm beta (finish takes it too),
+    # computed as |T beta|^2 (K_mm + jitter = T'T): a squared norm cannot go negative in rounding
+    center_penalty = None if K_mm is None else (lambda coef: float(np.sum(blas_dot(cache["T"], coef) ** 2)))
 
     def inner(U, KV):
         """<U, V>_H summed over columns, given K V (or V itself with centers)."""
@@ -275,7 +276,8 @@ def solve(operator, Y, w, settings):
         return inner(U, KV if K_mm is None else V)
 
     def objective(A, KA, b):
-        return loss.value(KA + b, Y, w) + (alpha * inner(A, KA if K_mm is None else A) if alpha else 0.0)
+        norm = inner(A, KA) if K_mm is None else center_penalty(A)
+        return loss.value(KA + b, Y, w) + (alpha * norm if alpha else 0.0)
 
     b0, value0 = baseline(Y, w, settings.fit_intercept, loss)
     if settings.coef_init is not None:
@@ -286,7 +288,6 @@ def solve(operator, Y, w, settings):
         A, b, KA = np.zeros((m, k)), b0.copy(), np.zeros((n, k))
     value = objective(A, KA, b)
     log = IterateLog()
-    cache = {"inner_cap": settings.max_iter}  # factors shared by every step's solve; CG's iteration cap
     previous = []  # the last steps taken: (D, db, K D), newest first
     converged, reason, it = False, None, 0
     decrement = accepted_decrement = np.inf
