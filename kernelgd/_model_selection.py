@@ -180,18 +180,27 @@ def _loo_scores(system, Y, w, alphas, fit_intercept, scorer):
     to 1). With ``S = diag(sqrt(w))``, ``Q = I - s s'`` (the intercept) and
     ``Q S K S Q = V diag(lam) V'``, the hat matrix of the weighted problem
     is ``s s' + V diag(lam / (lam + alpha)) V'``, and the leave-one-out
-    residual is ``(y_i - f_i) / (1 - H_ii)``. ``system`` is
+    residual is ``(y_i - f_i) / (1 - H_ii)``, row i's with the shift
+    ``alpha (1 - w_i)``: the base estimator fitted without row i
+    renormalises the others' weights. ``system`` is
     :func:`_eigen_system`'s or :func:`_low_rank_system`'s result (V may have
     fewer columns than rows: the other directions have lam = 0).
     """
     s, lam, V, y_bar, VtY = system
     t = Y.shape[1]
-    shrink = np.column_stack([lam * _inverse_shift(lam, alpha) for alpha in alphas])  # (r, n_alphas)
-    # every alpha at once: two products with V instead of two per alpha
-    F_t = V @ (shrink[:, :, None] * VtY[:, None, :]).reshape(len(lam), -1)  # (n, n_alphas * t)
-    leverage = (V * V) @ shrink + (s * s if fit_intercept else np.zeros_like(s))[:, None]
+    # The base estimator's alpha is per unit weight: without row i the weights are w / (1 - w_i),
+    # the same fit as keeping row i at weight 0 with the ridge alpha (1 - w_i), row i's own shift.
+    F_t, leverage = np.empty((len(s), len(alphas), t)), np.empty((len(s), len(alphas)))
+    for a, alpha in enumerate(alphas):
+        if alpha > 0:
+            shrink = lam / (lam + alpha * (1.0 - w)[:, None])  # (n, r)
+        else:
+            shrink = np.broadcast_to(lam * _inverse_shift(lam, 0.0), (len(s), len(lam)))
+        VS = V * shrink
+        F_t[:, a] = VS @ VtY
+        leverage[:, a] = np.einsum("ij,ij->i", VS, V) + (s * s if fit_intercept else 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        F = np.where(s[:, None] > 0, F_t / s[:, None], 0.0).reshape(len(s), len(alphas), t) + y_bar
+        F = np.where(s[:, None, None] > 0, F_t / s[:, None, None], 0.0) + y_bar
     scores, predictions = [], []
     for i in range(len(alphas)):
         loo = Y - (Y - F[:, i]) / np.maximum(1.0 - leverage[:, i], 1e-12)[:, None]

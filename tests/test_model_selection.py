@@ -19,28 +19,29 @@ y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.randn(60)
 SIGMAS, ALPHAS = [0.5, 1.0, 2.0], [1e-5, 1e-3, 1e-1]
 
 
-def _brute_force_loo(sigma, alpha, w, fit_intercept, kernel="rbf"):
+def _brute_force_loo(sigma, alpha, w, fit_intercept, kernel="rbf", renormalise=True):
     """Minus the weighted mean squared LOO error, each point's model a dense solve without it."""
-    return -float(w @ _brute_force_loo_errors(sigma, alpha, w, fit_intercept, kernel) ** 2)
+    return -float(w @ _brute_force_loo_errors(sigma, alpha, w, fit_intercept, kernel, renormalise) ** 2)
 
 
-def _brute_force_loo_errors(sigma, alpha, w, fit_intercept, kernel="rbf"):
+def _brute_force_loo_errors(sigma, alpha, w, fit_intercept, kernel="rbf", renormalise=True):
     """Each point's LOO residual, its model a dense solve without it.
 
-    Without point i the fit minimises sum_{j != i} w_j (f_j - y_j)^2 + alpha a'K a (weights
-    not renormalised, as in the hat-matrix identity), from its stationarity conditions
-    (W K + alpha I) a + W 1 b = W y and 1'W (K a + b - y) = 0.
+    Without point i the fit minimises sum_{j != i} w_j (f_j - y_j)^2 + alpha a'K a with the
+    weights renormalised over the other rows, as KernelGDRegressor(alpha=alpha) fitted on them
+    does, from its stationarity conditions (W K + alpha I) a + W 1 b = W y and 1'W (K a + b - y) = 0.
     """
     K = kernel_matrix(X / np.asarray(sigma), kernel=kernel, sigma=1.0)  # a scale per feature: rescaled features
     n = len(y)
     errors = np.empty(n)
     for i in range(n):
         r = np.delete(np.arange(n), i)
-        W = np.diag(w[r])
+        wr = w[r] / w[r].sum() if renormalise else w[r]
+        W = np.diag(wr)
         if fit_intercept:
             top = np.hstack([W @ K[np.ix_(r, r)] + alpha * np.eye(n - 1), W @ np.ones((n - 1, 1))])
-            bottom = np.append(w[r] @ K[np.ix_(r, r)], w[r].sum())[None, :]
-            sol = np.linalg.solve(np.vstack([top, bottom]), np.append(W @ y[r], w[r] @ y[r]))
+            bottom = np.append(wr @ K[np.ix_(r, r)], wr.sum())[None, :]
+            sol = np.linalg.solve(np.vstack([top, bottom]), np.append(W @ y[r], wr @ y[r]))
             a, b = sol[:-1], sol[-1]
         else:
             a, b = np.linalg.solve(W @ K[np.ix_(r, r)] + alpha * np.eye(n - 1), W @ y[r]), 0.0
@@ -65,10 +66,10 @@ def test_leave_one_out_with_a_scorer_equals_brute_force_r2():
     from sklearn.metrics import r2_score
 
     model = KernelGDRegressorCV(ard=False, sigmas=[1.0], alphas=[1e-3], scoring="r2").fit(X, y)
-    loo = []  # each refit's weights sum to 1 over n - 1 rows: alpha scales by n / (n - 1) to match
+    loo = []  # each left-out fit is the base estimator's, with its per-sample alpha, on n - 1 rows
     for i in range(len(y)):
         r = np.delete(np.arange(len(y)), i)
-        ref = KernelGDRegressor(sigma=1.0, alpha=1e-3 * len(y) / (len(y) - 1), solver="cg", tol=1e-12,
+        ref = KernelGDRegressor(sigma=1.0, alpha=1e-3, solver="cg", tol=1e-12,
                                 max_iter=2000).fit(X[r], y[r])
         loo.append(ref.predict(X[i : i + 1])[0])
     assert_allclose(model.best_score_, r2_score(y, loo), rtol=1e-6)
@@ -221,13 +222,11 @@ def test_classifier_searches_kernel_candidates_as_grid_search_does():
 
 
 def _brute_force_classifier_loo(sigma, alpha, labels, fit_weight):
-    """Each point's decision values from a refit without it, the other points' weights fixed."""
-    w = fit_weight / fit_weight.sum()
+    """Each point's decision values from the base estimator refitted without it (same alpha)."""
     scores = []
     for i in range(len(labels)):
         r = np.delete(np.arange(len(labels)), i)
-        # the refit renormalises its weights over n - 1 rows: alpha scales to match
-        ref = KernelGDClassifier(sigma=sigma, alpha=alpha / (1 - w[i]), solver="cg", tol=1e-12,
+        ref = KernelGDClassifier(sigma=sigma, alpha=alpha, solver="cg", tol=1e-12,
                                  max_iter=3000).fit(X[r], labels[r], sample_weight=fit_weight[r])
         scores.append(ref.decision_function(X[i : i + 1])[0])
     return np.array(scores)
@@ -277,18 +276,20 @@ def test_ard_objective_is_the_leave_one_out_error_and_its_gradient_is_exact():
     theta = np.append(np.log(sigma), np.log(1e-3))
     for fit_intercept in (True, False):
         value, grad = loo_error_and_gradient(theta, X, y, w, fit_intercept)
-        reference = -_brute_force_loo_per_feature(sigma, 1e-3, w, fit_intercept)
+        # ARD's search criterion holds the ridge fixed over the other rows' weights (a smooth
+        # objective in log alpha); the candidates it finds are scored exactly afterwards
+        reference = -_brute_force_loo_per_feature(sigma, 1e-3, w, fit_intercept, renormalise=False)
         assert_allclose(value, reference, rtol=1e-6)
         numeric = approx_fprime(theta, lambda t: loo_error_and_gradient(t, X, y, w, fit_intercept)[0], 1e-7)
         assert_allclose(grad, numeric, rtol=1e-4, atol=1e-9)
 
 
-def _brute_force_loo_per_feature(sigma, alpha, w, fit_intercept):
+def _brute_force_loo_per_feature(sigma, alpha, w, fit_intercept, renormalise=True):
     Xs = X / sigma
     saved = globals()["X"]
     try:
         globals()["X"] = Xs
-        return _brute_force_loo(1.0, alpha, w, fit_intercept)
+        return _brute_force_loo(1.0, alpha, w, fit_intercept, renormalise=renormalise)
     finally:
         globals()["X"] = saved
 
