@@ -13,8 +13,9 @@ PARAMETERS = """\
         sets ``sigma**2 = n_features * X.var()`` (weighted by sample_weight),
         the analogue of SVC's ``gamma="scale"`` (for exponential, which
         divides distances by ``sigma**2``, ``sigma**4``: predictions then
-        do not change when X is scaled); the value used is ``sigma_``. An array gives each feature its own scale (feature j is
-        divided by ``sigma[j]``, by ``sigma[j]**2`` for exponential),
+        do not change when X is scaled); the value used is ``sigma_``. An
+        array gives each feature its own scale (feature j is divided by
+        ``sigma[j]``, by ``sigma[j]**2`` for exponential),
         as for a Gaussian process's anisotropic RBF.
     degree : float, default=3
         Degree of the polynomial kernel.

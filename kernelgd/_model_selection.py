@@ -52,6 +52,8 @@ LOO_MAX_SAMPLES = 3000
 LOW_RANK_LOO_RANK = 2000
 # Default widths: sigma_scale * 2**(k / 2), |k| <= WIDTH_STEPS, walked to the best (see _walk_widths).
 WIDTH_STEPS = 8
+# Leave-one-out batches the rows of each distinct weight (one shift each) up to this many weights.
+LOO_WEIGHT_GROUPS = 32
 # Default ridges, per sample (KernelRidge's alpha / n).
 DEFAULT_ALPHAS = np.logspace(-10, 0, 21)
 # The refit's tolerance tracks the chosen model's error down to this (float64 CG's reach).
@@ -191,14 +193,24 @@ def _loo_scores(system, Y, w, alphas, fit_intercept, scorer):
     # The base estimator's alpha is per unit weight: without row i the weights are w / (1 - w_i),
     # the same fit as keeping row i at weight 0 with the ridge alpha (1 - w_i), row i's own shift.
     F_t, leverage = np.empty((len(s), len(alphas), t)), np.empty((len(s), len(alphas)))
-    for a, alpha in enumerate(alphas):
-        if alpha > 0:
-            shrink = lam / (lam + alpha * (1.0 - w)[:, None])  # (n, r)
-        else:
-            shrink = np.broadcast_to(lam * _inverse_shift(lam, 0.0), (len(s), len(lam)))
-        VS = V * shrink
-        F_t[:, a] = VS @ VtY
-        leverage[:, a] = np.einsum("ij,ij->i", VS, V) + (s * s if fit_intercept else 0.0)
+    values, group = np.unique(w, return_inverse=True)
+    if len(values) <= LOO_WEIGHT_GROUPS:  # rows of one weight share a shift: every alpha in two products
+        for g, value in enumerate(values):
+            rows = slice(None) if len(values) == 1 else np.flatnonzero(group == g)  # a slice: V uncopied
+            shrink = np.column_stack([lam * _inverse_shift(lam, alpha * (1.0 - value)) for alpha in alphas])
+            F_t[rows] = (V[rows] @ (shrink[:, :, None] * VtY[:, None, :]).reshape(len(lam), -1)).reshape(
+                -1, len(alphas), t)
+            leverage[rows] = (V[rows] * V[rows]) @ shrink
+    else:  # many weights: a shift per row, one alpha at a time
+        for a, alpha in enumerate(alphas):
+            # w_i < 1 here (several weights): every shift is positive
+            shrink = lam / (lam + alpha * (1.0 - w)[:, None]) if alpha > 0 else \
+                np.broadcast_to(lam * _inverse_shift(lam, 0.0), (len(s), len(lam)))
+            VS = V * shrink
+            F_t[:, a] = VS @ VtY
+            leverage[:, a] = np.einsum("ij,ij->i", VS, V)
+    if fit_intercept:
+        leverage += (s * s)[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
         F = np.where(s[:, None, None] > 0, F_t / s[:, None, None], 0.0) + y_bar
     scores, predictions = [], []

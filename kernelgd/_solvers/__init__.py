@@ -5,7 +5,6 @@ and is listed in :data:`SOLVERS`; the estimators choose one by name, and
 :func:`choose_solver` resolves ``"auto"``.
 """
 
-
 import numpy as np
 
 from . import cg, eigenpro, gd, newton

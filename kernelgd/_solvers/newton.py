@@ -351,7 +351,7 @@ def solve(operator, Y, w, settings):
             reason = "no_descent"
             break
         accepted_decrement = decrement
-        if cache.get("damping"):  # trust a model that predicted well more: a full step halves the damping
+        if cache.get("damping"):  # a full step quarters the damping, a damped one raises it
             cache["lm"] = max(LM_MIN, cache["lm"] / 4) if step == 1.0 else min(LM_MAX, cache["lm"] * 2 / step)
         cache["inner_cap"] = min(settings.max_iter, 2 * cache["inner_cap"])  # a shortened cap grows back
         previous = [(step * D, step * db, step * KD)] + previous[: SUBSPACE_MEMORY - 1]
