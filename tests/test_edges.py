@@ -83,6 +83,55 @@ def test_cg_with_a_tiny_ridge_fits_as_with_a_small_one(alpha):
     np.testing.assert_allclose(reg.predict(X), ref.predict(X), atol=1e-3 * np.std(y))
 
 
+@pytest.mark.parametrize("alpha", [0.0, 1e-6])
+def test_cg_linear_kernel_on_huge_features_is_least_squares(alpha):
+    # Features ~3e6: CG on the ridge system lost conjugacy at its 4th iteration and returned
+    # R^2 0.985 against least squares' 0.99997 (the preconditioner approximated the
+    # uncentred kernel, whose span misses the centred system's range).
+    from sklearn.linear_model import LinearRegression
+
+    X, y = make_regression(200, 5, noise=1.0, random_state=0)
+    X = X * 3e6 + 3e6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        reg = KernelGDRegressor(kernel="linear", solver="cg", alpha=alpha).fit(X, y)
+    ref = LinearRegression().fit(X, y).predict(X)
+    np.testing.assert_allclose(reg.predict(X), ref, atol=1e-4 * np.std(y))
+
+
+def test_cg_without_ridge_on_duplicated_rows_is_least_squares():
+    # Duplicated rows with different targets make the system inconsistent: CG's iterates
+    # grew to ~1e11 and the intercept-only model came back. The least-squares fit of an
+    # rbf interpolating the 60 distinct rows predicts each pair's mean.
+    rng = np.random.RandomState(0)
+    X = rng.randn(60, 3)
+    X, y = np.vstack([X, X]), rng.randn(120)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        reg = KernelGDRegressor(solver="cg", alpha=0.0, sigma=0.3).fit(X, y)
+    pair_mean = np.tile((y[:60] + y[60:]) / 2, 2)
+    np.testing.assert_allclose(reg.predict(X), pair_mean, atol=1e-4)
+    # the smallest coefficients: a pair's two rows share theirs, and none is large
+    coef = reg.dual_coef_
+    np.testing.assert_allclose(coef[:60], coef[60:], atol=1e-2 * np.abs(coef).max())
+    assert np.abs(reg.dual_coef_).max() < 10 * np.abs(y).max()
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1e-16, 1e-15])
+def test_cg_classifier_without_ridge_fits(alpha):
+    # The zero model (accuracy 0.5) came back after 1000 iterations of a rising objective.
+    X, y = make_classification(100, 4, random_state=0)
+    Y = np.where(y == 1, 1.0, -1.0)
+    ridge = KernelGDClassifier(solver="cg", alpha=1e-6).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        clf = KernelGDClassifier(solver="cg", alpha=alpha).fit(X, y)
+    assert clf.score(X, y) >= ridge.score(X, y)
+    # a smaller ridge fits the training targets at least as closely
+    loss = np.mean((clf.decision_function(X) - Y) ** 2)
+    assert loss <= np.mean((ridge.decision_function(X) - Y) ** 2)
+
+
 def _mse(y, p):
     return -np.mean((y - p) ** 2)
 

@@ -17,6 +17,16 @@ linear system solved by conjugate gradient with a Nystroem preconditioner.
   the identity for uniform weights); alpha is at least
   ``CENTERS_MIN_RIDGE`` times the mean of ``k(c, c)``.
 
+Without ridge, or with a ridge below ``LEAST_SQUARES_RIDGE`` times the mean
+of ``w_i k(x_i, x_i)``, the full system is (nearly) singular and, with noisy
+targets, inconsistent: CG's iterates then grow without bound while the
+objective rises. There CG runs on the objective's Hessian ``M (M + alpha I)``
+(``M = Q S K S Q``) with right-hand side ``M B``, preconditioned by the
+square of the Nystroem preconditioner: two products with K per iteration,
+but every iterate decreases the objective itself, and the iterates stay in
+the range of M, so the limit is the least-squares fit with the smallest
+coefficients, as a pseudo-inverse gives.
+
 Centring eliminates the intercept without a division and without a second
 right-hand side. One pass over K per iteration. ``tol`` bounds the relative
 residual of every column; the best iterate by the objective is returned.
@@ -42,6 +52,11 @@ RPC_BLOCK = 100
 CENTERS_MIN_RIDGE = 1e-7
 # The full model's preconditioner shift is at least this times the mean weighted k(x, x).
 PRECONDITIONER_MIN_SHIFT = 1e-6
+# Below this ridge (times the mean weighted k(x, x)) the full model solves the
+# objective's own normal equations (least-squares mode, module doc).
+LEAST_SQUARES_RIDGE = PRECONDITIONER_MIN_SHIFT
+# Iterations over which least-squares mode measures the objective's decrease to stop.
+SETTLE_WINDOW = 5
 # Iterations without a new best objective before stopping for lack of progress.
 NO_PROGRESS_PATIENCE = 20
 
@@ -64,7 +79,8 @@ def block_pcg(
         The starting point (zero by default).
     state : dict, default=None
         With x0, ``state["KX"]`` is set to ``state["last"]`` after the
-        product ``A x0`` (the callers' record of K times the iterate).
+        product ``A x0`` (the callers' record of K times the iterate);
+        ``state["residual"]`` is the largest relative residual, before on_iter.
     tol_from_start : bool, default=False
         Whether tol is relative to the initial residual ``B - A x0`` rather
         than to B: CG then solves for the correction to x0, and every
@@ -117,6 +133,8 @@ def block_pcg(
         step = np.where(active, rz / np.where(active, pap, 1.0), 0.0)
         X += step * P
         R -= step * AP
+        if state is not None:
+            state["residual"] = float(np.max(np.linalg.norm(R, axis=0) / b_norm))
         if on_iter is not None and on_iter(X, step):
             return X, it, "stopped"
         active &= np.linalg.norm(R, axis=0) / b_norm > tol
@@ -188,21 +206,33 @@ def rp_cholesky(columns, diag, rank, rng, block=RPC_BLOCK):
 class NystroemPreconditioner:
     """``P^-1`` for ``P = F F' + mu I``, with ``F F'`` a Nystroem approximation of A.
 
-    ``F`` comes from :func:`rp_cholesky` on ``A = S K S``; by Woodbury
-    ``P^-1 v = (v - F G^-1 F' v) / mu`` with ``G = mu I + F' F``, all in
-    float64: in float32 the subtraction loses the small components that make
-    the preconditioner good.
+    ``F`` comes from :func:`rp_cholesky` on ``A = S K S``, or with
+    ``center=True`` on the centred ``A = Q S K S Q`` (``Q = I - s s'``, s the
+    unit vector ``sqrt(w)``) that CG solves with an intercept: the centred
+    system's range is not in the span of S K S's landmarks (a linear kernel
+    on features with a large mean), and outside it ``P^-1`` is ``1 / mu``.
+    By Woodbury ``P^-1 v = (v - F G^-1 F' v) / mu`` with ``G = mu I + F' F``,
+    all in float64: in float32 the subtraction loses the small components
+    that make the preconditioner good.
     """
 
-    def __init__(self, operator, s, mu, n_landmarks, rng, block=RPC_BLOCK):
+    def __init__(self, operator, s, mu, n_landmarks, rng, block=RPC_BLOCK, center=False):
+        diag = operator.diag() * s**2
+        if center:  # Q e_j = e_j - s_j s, so Q A Q's columns need only u = S K S s
+            u = s * operator.matvec(s[:, None] * s[:, None])[:, 0]
+            diag = diag - 2 * s * u + s**2 * (s @ u)
+
         def columns(idx):
             with single_threaded_blas():
                 C = operator.columns(idx)
             C *= s[:, None]
             C *= s[idx][None, :]
+            if center:
+                C -= np.outer(u, s[idx])
+                C -= np.outer(s, s @ C)
             return np.asfortranarray(C)
 
-        F, self.pivots = rp_cholesky(columns, operator.diag() * s**2, n_landmarks, rng, block)
+        F, self.pivots = rp_cholesky(columns, diag, n_landmarks, rng, block)
         self.F, self.mu = F, mu
         if F.shape[1] == 0:  # nothing to approximate: P = mu I
             self.G_factor = None
@@ -229,16 +259,25 @@ def _solve_full(operator, Y, w, settings, rng):
     # residual only adds eigenvalues above 1); without ridge, or with a ridge far
     # below it, P needs a shift: 1 / alpha would blow up rounding outside N's span.
     mu = max(alpha, PRECONDITIONER_MIN_SHIFT * diag_mean, np.finfo(float).tiny)
-    precond = NystroemPreconditioner(operator, s, mu, N_LANDMARKS, rng)
+    precond = NystroemPreconditioner(operator, s, mu, N_LANDMARKS, rng, center=center)
     y_bar = np.einsum("i,ij->j", w, Y) if center else np.zeros(t)
+    least_squares = alpha < LEAST_SQUARES_RIDGE * diag_mean
 
     def project(V):  # Q = I - s s': b is eliminated by centring (s's = 1)
         return V - np.outer(s, s @ V) if center else V
 
+    def apply_M(V):
+        return project(s[:, None] * operator.matvec(s[:, None] * V))
+
     def apply_A(V):
         KV = operator.matvec(s[:, None] * V)
-        state["last"] = KV
-        return project(s[:, None] * KV) + alpha * V
+        state["last"] = KV  # K times the iterate's direction, for the objective
+        AV = project(s[:, None] * KV) + alpha * V
+        return apply_M(AV) if least_squares else AV
+
+    def apply_P(V):
+        V = project(precond(V))
+        return project(precond(V)) if least_squares else V
 
     def combine(C, KX):
         A = s[:, None] * C
@@ -250,17 +289,32 @@ def _solve_full(operator, Y, w, settings, rng):
     if settings.coef_init is not None:  # warm start: c = a / s on the weighted rows
         X0 = project(np.divide(settings.coef_init, s[:, None], out=np.zeros((n, t)), where=s[:, None] > 0))
     B = project(s[:, None] * (Y - y_bar))
+    # In least-squares mode the fit has converged once the gradient's relative norm is at
+    # most tol and the best objective fell by at most tol^2 times the intercept-only one
+    # over SETTLE_WINDOW iterations: the decrease CG has left is about what it made over the
+    # last few (Strakos & Tichy, 2002), and (tol |B|)^2 is what a relative residual of tol
+    # allows the ridge system. The gradient alone would stop early: it underweights the
+    # error in K's small eigenvalues.
+    settle = (SETTLE_WINDOW, settings.tol**2 * float(np.sum(B**2)), settings.tol) if least_squares else None
+    if least_squares:
+        B = apply_M(B)
 
     def quadratic(C):  # what CG minimises, 1/2 C'(Q S K S Q + alpha) C - C'B, from the tracked K A
         return 0.5 * (np.einsum("ij,ij->", C, s[:, None] * state["KX"]) + alpha * np.einsum("ij,ij->", C, C)) \
             - np.einsum("ij,ij->", C, B)
 
     log = IterateLog()
-    on_iter = _monitor(settings, Y, w, state, combine, lambda A, KA: np.einsum("ij,ij->", A, KA), log, quadratic)
-    C, n_iter, status = block_pcg(
-        apply_A, B, lambda V: project(precond(V)),
-        max_iter=settings.max_iter, tol=settings.tol, on_iter=on_iter, x0=X0, state=state,
+    # In least-squares mode CG minimises the objective itself: progress is judged by it.
+    on_iter = _monitor(
+        settings, Y, w, state, combine, lambda A, KA: np.einsum("ij,ij->", A, KA), log,
+        None if least_squares else quadratic, settle,
     )
+    C, n_iter, status = block_pcg(
+        apply_A, B, apply_P, max_iter=settings.max_iter, tol=0.0 if least_squares else settings.tol,
+        on_iter=on_iter, x0=X0, state=state,
+    )
+    if status == "stalled" and settle is not None and _settled(log.curve, state, settle):
+        status = "converged"  # conjugacy lost at the objective's rounding floor
     A, b, _ = combine(C, state["KX"])
     return A, b, n_iter, log, _status(status, state), None
 
@@ -371,11 +425,27 @@ def _solve_centers(operator, Y, w, settings, rng):
     return beta, b, n_iter, log, _status(status, state), penalty
 
 
+def _settled(curve, state, settle):
+    """Least-squares mode's stop: small gradient, best objective flat over the window.
+
+    With a gradient below tol^2 one flat step is window enough: iterating on
+    at the rounding floor only lets rounding grow.
+    """
+    window, eps, tol = settle
+    residual = state.get("residual", np.inf)
+    if residual > tol or len(curve) <= (1 if residual <= tol**2 else window):
+        return False
+    before = curve[: -min(window, len(curve) - 1)]
+    return min(before) - min(curve) <= eps
+
+
 def _status(status, state):
+    if status == "stopped" and state.get("settled"):
+        return "converged"
     return "no_progress" if status == "stopped" and state.get("no_progress") else status
 
 
-def _monitor(settings, Y, w, state, combine, penalty, log, quadratic=None):
+def _monitor(settings, Y, w, state, combine, penalty, log, quadratic=None, settle=None):
     """The per-iteration step of block_pcg: objective, progress line, callback.
 
     ``state["KX"]`` tracks K times the iterate from the products already
@@ -402,6 +472,9 @@ def _monitor(settings, Y, w, state, combine, penalty, log, quadratic=None):
         it = len(log.curve)
         if settings.verbose and (settings.verbose > 1 or it % 10 == 0 or it == 1):
             print(f"[cg] iter {it:5d}  objective {value:.6e}")
+        if settle is not None and _settled(log.curve, state, settle):
+            state["settled"] = True
+            return True
         since = best["since"] if quadratic is not None else log.since_best()
         if settings.tol > 0 and since >= NO_PROGRESS_PATIENCE:
             state["no_progress"] = True  # rounding has taken over: stop
