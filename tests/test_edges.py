@@ -32,6 +32,22 @@ def test_newton_without_ridge_decreases_the_loss_and_says_where_it_stopped(seed)
     assert stopped or train < 1e-3 * prior
 
 
+@pytest.mark.parametrize("kernel", ["linear", "poly"])
+def test_newton_float32_auto_on_many_rows_matches_float64(kernel):
+    # Over 4,096 rows dtype="auto" computes in float32; Newton once returned the zero
+    # model from there with no float64 retry.
+    X, y = make_classification(4500, 6, n_informative=4, random_state=1)
+    params = dict(loss="logistic", kernel=kernel, max_iter=200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        auto = KernelGDClassifier(**params).fit(X, y)
+        ref = KernelGDClassifier(**params, options={"dtype": "float64"}).fit(X, y)
+    assert np.any(auto.dual_coef_ != 0)
+    loss, ref_loss = (log_loss(y, m.predict_proba(X)) for m in (auto, ref))
+    assert loss <= ref_loss * 1.01 + 1e-4
+    assert auto.score(X, y) >= ref.score(X, y) - 0.005
+
+
 @pytest.mark.parametrize("sigma", [1e-8, 1e-3, 1.0])
 @pytest.mark.parametrize("offset", [0.0, 50.0, 1e6])
 def test_rbf_distance_of_a_row_to_itself_is_zero(sigma, offset):
