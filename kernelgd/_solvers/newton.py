@@ -180,7 +180,9 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
         cache["L"] = cg.rp_cholesky(columns, operator.diag(), rank, rng)[0]
     L = cache["L"]
     diag = operator.diag()
-    mu = np.full(k, ridge) if ridge > 0 else np.maximum(1e-6 * (diag @ H) / n, np.finfo(float).tiny)
+    # floored as in solver "cg": a shift of a tiny ridge would blow every component outside
+    # L's span (K's null space) up by 1 / ridge, coefficients K cannot see but the penalty's rounding can
+    mu = np.maximum(np.maximum(ridge, cg.PRECONDITIONER_MIN_SHIFT * (diag @ H) / n), np.finfo(float).tiny)
     # G_c = L' diag(h_c) L + mu_c I, refactored only where h_c has moved by a
     # REFACTOR_CHANGE share since its factor was made: a stale factor still
     # preconditions (P stays positive definite), and late steps barely move h.
