@@ -657,7 +657,12 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         candidates), ``param_sigma`` (masked for kernels without a width),
         ``param_alpha``, ``mean_test_score``, ``std_test_score``,
         ``rank_test_score``, and ``split{k}_test_score`` with K-fold. Only
-        the widths the walk visited appear.
+        the widths the walk visited appear. With ``ard_``, the learned
+        scales are the last row (``param_sigma`` is then of object dtype),
+        ranked first when kept; ``best_index_`` is always the row of rank 1
+        and ``best_score_`` its ``mean_test_score``.
+    best_index_ : int
+        The chosen candidate's row in ``cv_results_``.
     dual_coef_, intercept_, X_fit_, n_iter_
         Those of ``best_estimator_``.
     n_features_in_ : int
@@ -739,9 +744,10 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         grid_alphas = self._alphas()
         alphas = np.unique(np.append(grid_alphas, lam))[::-1]
         if loo_scores is None:
-            scores = self._kfold_scores(X, Y, sw, kernel, sigma, alphas, scorer).mean(axis=1)
-            best = int(np.argmax(scores))
-            score = float(scores[best])
+            splits = self._kfold_scores(X, Y, sw, kernel, sigma, alphas, scorer)
+            best = int(np.argmax(splits.mean(axis=1)))
+            splits = splits[best]
+            score = float(splits.mean())
             better = score > self.best_score_
         else:
             scores = self._held_out_loo(X, Y, sw, scorer, fitted)
@@ -752,13 +758,40 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
             judge = self.best_score_ if len(fitted) == np.count_nonzero(sw) else scores(
                 self.kernel_, self.sigma_, grid_alphas)[:, 1].max()
             better = learned[best, 1] > judge
+            splits = np.array([score])
         alpha = float(alphas[best])
         if self.verbose:
             print(f"[{type(self).__name__}] ard: score={score:.6g} (grid's best {self.best_score_:.6g})  "
                   f"alpha={alpha:.3g}  kept={better}  elapsed {time.perf_counter() - start:.1f}s", flush=True)
         self.ard_score_ = score
+        self._add_result(kernel if len(kernels) > 1 else None, sigma, alpha, splits, chosen=better)
         if better:
             self.kernel_, self.sigma_, self.alpha_, self.best_score_ = kernel, sigma, alpha, score
+
+    def _add_result(self, kernel, sigma, alpha, splits, chosen):
+        """Append one candidate (ARD's scales) to ``cv_results_``; ranked first when chosen.
+
+        Otherwise it ranks by its mean score, but never above the chosen candidate: the
+        search may judge by other rows than the mean's (``_held_out_loo``), and
+        ``best_index_`` is always the row of rank 1.
+        """
+        results = self.cv_results_
+        results["params"].append(({} if kernel is None else {"kernel": kernel}) | {"sigma": sigma, "alpha": alpha})
+        for key, value in (("param_alpha", alpha), ("param_kernel", kernel), ("param_sigma", sigma)):
+            if key in results:  # object columns: a width per feature is one entry
+                old = results[key]
+                results[key] = np.ma.MaskedArray(list(old.data) + [value], mask=list(np.ma.getmaskarray(old)) + [False],
+                                                 dtype=object if key != "param_alpha" else float)
+        mean = float(np.mean(splits))
+        results["mean_test_score"] = np.append(results["mean_test_score"], mean)
+        results["std_test_score"] = np.append(results["std_test_score"], float(np.std(splits)))
+        for k in range(len(splits) if "split0_test_score" in results else 0):
+            results[f"split{k}_test_score"] = np.append(results[f"split{k}_test_score"], splits[k])
+        ranks = results["rank_test_score"]
+        rank = 1 if chosen else max(2, 1 + int(np.count_nonzero(results["mean_test_score"][:-1] >= mean)))
+        results["rank_test_score"] = np.append(np.where(ranks >= rank, ranks + 1, ranks), rank).astype(np.int32)
+        if chosen:
+            self.best_index_ = len(ranks)
 
     def _refit_params(self, Y, sw):
         """A refit solved to a tenth of the chosen model's own error (the default scoring only).

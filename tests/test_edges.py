@@ -337,3 +337,32 @@ def test_regressor_cv_leave_one_out_equals_refits_without_each_row(weighted):
     loo = cross_val_predict(base, X, y, cv=LeaveOneOut(), params={} if sw is None else {"sample_weight": sw})
     expected = -np.average((y - loo) ** 2, weights=sw)
     assert search.best_score_ == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("kept", [True, False])
+@pytest.mark.parametrize("cv", [None, 3])
+def test_ard_best_index_score_and_results_agree(kept, cv):
+    # ARD's scales replaced sigma_ and best_score_, while best_index_ and cv_results_ still
+    # described the grid's best.
+    from kernelgd import KernelGDRegressorCV
+
+    r = np.random.RandomState(0)
+    X = r.uniform(-2, 2, size=(120, 2))
+    # one relevant feature: ARD's scales win; both alike: the grid's isotropic width stays
+    y = np.sin(2 * X[:, 0]) if kept else np.sin(X[:, 0] + X[:, 1])
+    y = y + 0.05 * r.randn(120)
+    model = KernelGDRegressorCV(ard=True, cv=cv, random_state=0).fit(X, y)
+    res, i = model.cv_results_, model.best_index_
+    n = len(res["params"])
+    assert sorted(res["rank_test_score"]) == list(range(1, n + 1))
+    assert res["rank_test_score"][i] == 1
+    assert model.best_score_ == res["mean_test_score"][i]
+    np.testing.assert_allclose(res["params"][i]["sigma"], model.sigma_)
+    assert res["params"][i]["alpha"] == model.alpha_
+    assert np.ndim(res["params"][-1]["sigma"]) == 1  # ARD's candidate is in the results
+    assert (i == n - 1) == (np.ndim(model.sigma_) == 1)
+    if kept:
+        assert np.ndim(model.sigma_) == 1
+    for key in ("param_alpha", "param_sigma", "mean_test_score", "std_test_score"):
+        assert len(res[key]) == n
+
