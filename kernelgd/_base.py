@@ -48,6 +48,7 @@ from ._solvers import (
 )
 from ._solvers._common import NonPSDKernelWarning
 from .kernels import (
+    _CarriesRegisteredKernels,
     bind_kernel,
     check_sigma,
     check_sparse_support,
@@ -182,7 +183,7 @@ class _ValidationMonitor:
         return self.waited >= self.patience
 
 
-class BaseKernelGD(CallbackSupportMixin, BaseEstimator):
+class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
     """Base class of the kernelgd estimators; not for direct use."""
 
     _parameter_constraints: dict = {

@@ -44,7 +44,7 @@ from ._classifier import KernelGDClassifier, _class_weights
 from ._operator import KernelOperator, single_threaded_blas
 from ._regressor import KernelGDRegressor
 from ._solvers.cg import rp_cholesky
-from .kernels import bind_kernel, get_spec, kernel_matrix
+from .kernels import _CarriesRegisteredKernels, bind_kernel, get_spec, kernel_matrix
 
 # Exact leave-one-out (an O(n^3) eigendecomposition per width) up to this many rows.
 LOO_MAX_SAMPLES = 3000
@@ -257,7 +257,7 @@ def _walk_widths(scale, score, n_jobs=None):
     return [(scale * 2.0 ** (k / 2), done[k]) for k in sorted(done)]
 
 
-class _KernelCV(BaseEstimator):
+class _KernelCV(_CarriesRegisteredKernels, BaseEstimator):
     """What the CV estimators share: the grids, the per-width search, the K-fold path and the refit."""
 
     _parameter_constraints: dict = {

@@ -598,10 +598,13 @@ def register_kernel(name, function, *, params=(), psd=True, diag=None, sparse=Fa
     """Register a kernel under a name usable everywhere a built-in is.
 
     After registration ``kernel=name`` works in the estimators and in
-    :func:`kernel_matrix` in this process. The returned :class:`KernelSpec`
-    works everywhere, also in other processes (joblib/loky, Dask): pass it
-    as ``kernel=`` in grid searches with ``n_jobs``, or in models that are
-    pickled. Installed packages can also register kernels by name through
+    :func:`kernel_matrix` in this process, and an estimator pickled with
+    ``kernel=name`` carries the kernel with it, so grid searches with
+    ``n_jobs`` (joblib/loky) and Dask workers find the name too (the
+    function must pickle: loky and Dask pickle a function of ``__main__``
+    or a closure by value). The returned :class:`KernelSpec` works
+    everywhere as ``kernel=spec``, also in :func:`kernel_matrix` calls in
+    other processes. Installed packages can also register kernels by name through
     the entry-point group ``"kernelgd.kernels"`` (each entry point names a
     ``KernelSpec``, for example the result of ``register_kernel`` in the
     package's module); such names resolve in any process.
@@ -688,6 +691,37 @@ def _from_entry_points(name):
     return None
 
 
+def _user_specs(kernel):
+    """The user-registered specs that ``kernel`` (a name, or a list of kernels) refers to by name."""
+    kernels = kernel if isinstance(kernel, (list, tuple)) else [kernel]
+    names = {_ALIASES.get(k, k) for k in kernels if isinstance(k, str)}
+    return [_REGISTRY[k] for k in sorted(names) if k in _REGISTRY and k not in _BUILTINS]
+
+
+class _CarriesRegisteredKernels:
+    """Pickles the specs of user-registered kernel names with the estimator.
+
+    A name registered with :func:`register_kernel` lives in one process's
+    registry; joblib (loky) and Dask workers unpickle the estimator in
+    another, where the name alone would be unknown. The spec travels with
+    the estimator (its function pickled as the pickler can: by value with
+    cloudpickle, which loky and Dask use) and is registered on arrival where
+    the name is still free.
+    """
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        specs = _user_specs(getattr(self, "kernel", None))
+        if specs:
+            state = dict(state, _kernelgd_registered=specs)
+        return state
+
+    def __setstate__(self, state):
+        for spec in state.pop("_kernelgd_registered", ()):
+            _REGISTRY.setdefault(spec.name, spec)
+        super().__setstate__(state)
+
+
 def get_spec(kernel):
     """The registry entry of a kernel name, KernelSpec or callable (private helper)."""
     if isinstance(kernel, KernelSpec):
@@ -705,7 +739,10 @@ def get_spec(kernel):
     raise ValueError(
         f"Unknown kernel {kernel!r}. Use one of {available_kernels()}, "
         "'precomputed', a callable f(X, Y) -> matrix, or register a new one "
-        "with kernelgd.register_kernel."
+        "with kernelgd.register_kernel. A registered name exists only in the process that "
+        "registered it (and in estimators pickled from there): in other processes pass the "
+        "KernelSpec that register_kernel returns as kernel=, or register the kernel through "
+        f"the {ENTRY_POINT_GROUP!r} entry point."
     )
 
 

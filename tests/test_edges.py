@@ -366,3 +366,33 @@ def test_ard_best_index_score_and_results_agree(kept, cv):
     for key in ("param_alpha", "param_sigma", "mean_test_score", "std_test_score"):
         assert len(res[key]) == n
 
+
+def test_a_registered_kernel_name_works_in_loky_workers():
+    # Workers start with an empty registry: kernel="name" raised "Unknown kernel" there.
+    from sklearn.model_selection import cross_val_score
+
+    from kernelgd import KernelGDRegressorCV, register_kernel
+    from kernelgd.kernels import _REGISTRY
+
+    def cauchy(X, Y, sigma=1.0):  # local: pickled by value, not importable in the worker
+        sq = (X**2).sum(1)[:, None] - 2 * X @ Y.T + (Y**2).sum(1)[None, :]
+        return 1.0 / (1.0 + np.maximum(sq, 0.0) / sigma**2)
+
+    register_kernel("edges_cauchy", cauchy, params=("sigma",))
+    try:
+        X, y = make_regression(60, 3, noise=1.0, random_state=0)
+        model = KernelGDRegressor(kernel="edges_cauchy", sigma=3.0, alpha=1e-3)
+        serial = cross_val_score(model, X, y, cv=3)
+        parallel = cross_val_score(model, X, y, cv=3, n_jobs=2)
+        np.testing.assert_allclose(parallel, serial)
+        search = KernelGDRegressorCV(kernel=["edges_cauchy"], sigmas=[3.0], alphas=[1e-3], cv=2)
+        np.testing.assert_allclose(cross_val_score(search, X, y, cv=2, n_jobs=2),
+                                   cross_val_score(search, X, y, cv=2))
+    finally:
+        _REGISTRY.pop("edges_cauchy", None)
+
+
+def test_an_unknown_kernel_name_says_how_to_use_it_in_other_processes():
+    with pytest.raises(ValueError, match="pass the KernelSpec that register_kernel returns"):
+        KernelGDRegressor(kernel="never_registered").fit([[0.0], [1.0]], [0.0, 1.0])
+
