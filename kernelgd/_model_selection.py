@@ -41,7 +41,9 @@ from sklearn.utils.validation import (
 from . import _ard
 from ._ard import fit_scales
 from ._classifier import KernelGDClassifier, _class_weights
+from ._base import CallbackSupportMixin, with_callbacks
 from ._operator import KernelOperator, single_threaded_blas
+from ._progress import SearchProgress
 from ._regressor import KernelGDRegressor
 from ._solvers.cg import rp_cholesky
 from .kernels import _CarriesRegisteredKernels, bind_kernel, get_spec, kernel_matrix
@@ -257,7 +259,7 @@ def _walk_widths(scale, score, n_jobs=None):
     return [(scale * 2.0 ** (k / 2), done[k]) for k in sorted(done)]
 
 
-class _KernelCV(_CarriesRegisteredKernels, BaseEstimator):
+class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
     """What the CV estimators share: the grids, the per-width search, the K-fold path and the refit."""
 
     _parameter_constraints: dict = {
@@ -466,13 +468,21 @@ class _KernelCV(_CarriesRegisteredKernels, BaseEstimator):
         self.best_index_ = int(order[0])
         self.best_score_ = float(means[self.best_index_])
 
+    @with_callbacks
     def _search(self, X_in, X, y, Y, sw, scorer, loo_scores=None):
         """Score every kernel's widths and alphas (by ``loo_scores(kernel, sigma, alphas)`` where
         given, else K-fold), store them, refine the best (``_refine``) and refit it."""
         kernels, alphas = self._kernels(), self._alphas()
         start = time.perf_counter()
+        progress = SearchProgress.start(self, X_in, y, self._sample_weight)
 
         def search(kernel, sigma):
+            if progress is not None:
+                name = f"kernel={get_spec(kernel).name}" + ("" if sigma is None else f" sigma={sigma:.4g}")
+                return progress.candidate(name, lambda: score_width(kernel, sigma))
+            return score_width(kernel, sigma)
+
+        def score_width(kernel, sigma):
             if loo_scores is not None:
                 split_scores = loo_scores(kernel, sigma, alphas)[:, None]
             else:
@@ -496,7 +506,15 @@ class _KernelCV(_CarriesRegisteredKernels, BaseEstimator):
         self._refine(X, Y, sw, scorer, loo_scores, start)
         model = self._base(kernel=self.kernel_, sigma=self.sigma_ if self.sigma_ is not None else "scale",
                            alpha=self.alpha_, **self._refit_params(Y, sw))
-        self.best_estimator_ = model.fit(X_in, y, sample_weight=self._sample_weight)
+
+        def refit():
+            self.best_estimator_ = model.fit(X_in, y, sample_weight=self._sample_weight)
+
+        if progress is None:
+            refit()
+        else:
+            progress.refit(model, refit)
+            progress.end()
         for name in ("dual_coef_", "intercept_", "X_fit_", "n_iter_", "loss_curve_"):
             setattr(self, name, getattr(self.best_estimator_, name))
         return self
@@ -634,7 +652,10 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         Seeds the subsample and the base estimator.
     verbose : int, default=0
         1 prints one line per kernel and width (best alpha, its score,
-        elapsed time).
+        elapsed time). With scikit-learn 1.9+, callbacks set by
+        ``set_callbacks`` see the same progress: a task per scored width,
+        then the refit, to which auto-propagated callbacks (such as
+        ``sklearn.callback.ProgressBar``) pass on.
 
     Attributes
     ----------

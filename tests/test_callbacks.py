@@ -126,3 +126,35 @@ def test_fits_without_sklearn_callback(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+class PropagatedRecorder(Recorder):
+    """A Recorder that meta-estimators pass on to the estimators they fit."""
+
+    max_propagation_depth = None
+
+
+@pytest.mark.parametrize("cv", [None, 3])
+def test_cv_estimators_report_each_width_and_the_refit(cv):
+    # The searches ran silent: no task per width, nothing reached the refit's iterations.
+    from kernelgd import KernelGDClassifierCV, KernelGDRegressorCV
+
+    X, y = data()
+    for model, target in [(KernelGDRegressorCV(cv=cv), y), (KernelGDClassifierCV(loss="logistic", cv=3), y > 0)]:
+        own, passed = Recorder(), PropagatedRecorder()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.set_callbacks(own, passed).fit(X, target)
+        widths = {(p.get("kernel"), p.get("sigma")) for p in model.cv_results_["params"]
+                  if np.ndim(p.get("sigma")) == 0}  # ARD's scales are no width of the walk
+        for recorder in (own, passed):
+            events = recorder.events
+            assert events[:3] == ["setup", ("begin", "fit"), ("begin", "search")]
+            assert events[-2:] == [("end", "fit"), "teardown"]
+            scored = [name for event, name in events[1:-1] if event == "end" and name.startswith("kernel=")]
+            assert len(scored) == len(set(scored)) == len(widths)
+            assert events.index(("end", "search")) > max(events.index(("end", n)) for n in scored)
+        assert ("end", "refit") in own.events
+        # the propagated one also sees the refit's own fit, an iteration each
+        assert passed.events.count(("end", "iteration")) == model.best_estimator_.n_iter_ > 0
+        assert own.events.count(("end", "iteration")) == 0
