@@ -10,6 +10,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # MathJax served from the built docs: maths renders offline
     "numpydoc",
     "sphinx_gallery.gen_gallery",
 ]
@@ -25,7 +26,12 @@ sphinx_gallery_conf = {
 }
 autosummary_generate = True
 numpydoc_show_class_members = False
-exclude_patterns = ["_build", "_bench_*.rst"]  # included by benchmarks.rst
+exclude_patterns = ["_build"]
 html_theme = "pydata_sphinx_theme"
+html_title = "kernelgd"  # the navbar shows this; "kernelgd 0.1.0 documentation" was cut off
+# API pages are titled by the short name (KernelGDRegressorCV, not kernelgd.KernelGDRegressorCV)
+templates_path = ["_templates"]
+html_static_path = ["_static"]
+html_css_files = ["kernelgd.css"]
 # Inherited scikit-learn docstrings (score, ...) point at scikit-learn's labels.
 suppress_warnings = ["ref.ref"]
