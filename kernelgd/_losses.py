@@ -132,6 +132,9 @@ class MultinomialLoss:
     # the largest eigenvalue of diag(p) - p p' is at most 1/2
     curvature = 0.5
     diagonal_hessian = False
+    # a constant added to every class's score changes nothing: the unpenalised intercepts
+    # are determined up to it, and are returned summing to zero
+    shift_invariant = True
 
     @staticmethod
     def value(F, Y, w):

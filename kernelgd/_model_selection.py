@@ -9,8 +9,9 @@ randomly pivoted Cholesky factor ``K ~ F F'`` (O(n r^2) per width): the exact
 leave-one-out error of the Nystroem model on those pivots. Otherwise each
 fold's model is solved along a decreasing alpha path, warm-started from the
 previous alpha, on the rows of the one kernel matrix (on a subsample of at
-most ``max_search_samples`` rows where n is large); the chosen parameters
-are then refitted on all the data.
+most ``max_search_samples`` rows where n is large), and stops once
+``PATH_PATIENCE`` alphas in a row have not beaten the fold's best score; the
+chosen parameters are then refitted on all the data.
 """
 
 import time
@@ -58,6 +59,9 @@ WIDTH_STEPS = 8
 LOO_WEIGHT_GROUPS = 32
 # Default ridges, per sample (KernelRidge's alpha / n).
 DEFAULT_ALPHAS = np.logspace(-10, 0, 21)
+# A fold's decreasing alpha path stops once this many alphas in a row have not beaten the fold's
+# best score (two decades on the default grid): the smallest ridges cost the most solves.
+PATH_PATIENCE = 4
 # The refit's tolerance tracks the chosen model's error down to this (float64 CG's reach).
 MIN_REFIT_TOL = 1e-8
 
@@ -245,7 +249,7 @@ def _walk_widths(scale, score, n_jobs=None):
         done.update(zip(steps, results))
 
     def best():  # ties go to the wider kernel: the smoother model
-        return max(done, key=lambda k: (float(np.max(done[k].mean(axis=1))), k))
+        return max(done, key=lambda k: (float(np.nanmax(done[k].mean(axis=1))), k))
 
     run([-2, 0, 2])
     while True:
@@ -420,7 +424,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         y_fit = Ys if Ys.ndim == 1 or Ys.shape[1] > 1 else Ys[:, 0]
         classifier = self._estimator_class is not KernelGDRegressor
         splits = list(check_cv(self._folds(y_fit, classifier), y_fit, classifier=classifier).split(Xs, y_fit))
-        scores = np.empty((len(alphas), len(splits)))
+        scores = np.full((len(alphas), len(splits)), np.nan)  # NaN: past the fold's early stop
         for j, (train, test) in enumerate(splits):
             K_train, K_test = K[np.ix_(train, train)], K[np.ix_(test, train)]
             model = self._estimator_class(
@@ -428,12 +432,16 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
                 max_iter=self.max_iter, tol=self.tol, warm_start=True, random_state=self.random_state,
                 options=self.options, **self._extra_params(),
             )
+            best, since_best = -np.inf, 0
             for i, alpha in enumerate(alphas):  # decreasing: each solve starts from the last
                 model.set_params(alpha=alpha).fit(K_train, y_fit[train], sample_weight=ws[train])
                 scored = model
                 if classifier and self.loss == "logistic" and len(model.classes_) < len(self.classes_):
                     scored = _EveryClass(model, self.classes_)  # a class only in the test rows
                 scores[i, j] = scorer(scored, K_test, y_fit[test], sample_weight=ws[test])
+                best, since_best = (scores[i, j], 0) if scores[i, j] > best else (best, since_best + 1)
+                if since_best >= PATH_PATIENCE:
+                    break
         return scores
 
     def _store_results(self, rows, loo, kernels):
@@ -489,7 +497,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
                 split_scores = self._kfold_scores(X, Y, sw, kernel, sigma, alphas, scorer)
             if self.verbose:
                 means = split_scores.mean(axis=1)
-                best = int(np.argmax(means))
+                best = int(np.nanargmax(means))
                 name = f"kernel={get_spec(kernel).name}  " if len(kernels) > 1 else ""
                 width = "" if sigma is None else f"sigma={sigma:.4g}  "
                 print(f"[{type(self).__name__}] {name}{width}best alpha={alphas[best]:.3g}  score={means[best]:.6g}  "
@@ -678,7 +686,10 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         candidates), ``param_sigma`` (masked for kernels without a width),
         ``param_alpha``, ``mean_test_score``, ``std_test_score``,
         ``rank_test_score``, and ``split{k}_test_score`` with K-fold. Only
-        the widths the walk visited appear. With ``ard_``, the learned
+        the widths the walk visited appear. With K-fold, each fold's
+        decreasing alpha path stops after 4 alphas in a row that do not
+        beat its best score; the alphas it did not reach score NaN and
+        rank last. With ``ard_``, the learned
         scales are the last row (``param_sigma`` is then of object dtype),
         ranked first when kept; ``best_index_`` is always the row of rank 1
         and ``best_score_`` its ``mean_test_score``.
@@ -766,7 +777,7 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         alphas = np.unique(np.append(grid_alphas, lam))[::-1]
         if loo_scores is None:
             splits = self._kfold_scores(X, Y, sw, kernel, sigma, alphas, scorer)
-            best = int(np.argmax(splits.mean(axis=1)))
+            best = int(np.nanargmax(splits.mean(axis=1)))
             splits = splits[best]
             score = float(splits.mean())
             better = score > self.best_score_
@@ -892,8 +903,10 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
     in :class:`KernelGDRegressorCV`. Otherwise each fold of a stratified
     K-fold split (5 folds by default) is solved for the ``alphas`` from the
     largest to the smallest, each solve warm-started from the last, on the
-    rows of that one matrix. The best pair is then refitted on all the data
-    with :class:`KernelGDClassifier`.
+    rows of that one matrix, until 4 alphas in a row have not beaten the
+    fold's best score (the smallest ridges need the most Newton steps). The
+    best pair is then refitted on all the data with
+    :class:`KernelGDClassifier`.
 
     Parameters
     ----------

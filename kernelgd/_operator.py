@@ -21,6 +21,7 @@ fits down several times (bench_threads.py).
 
 import functools
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
@@ -210,6 +211,21 @@ def _controller():
     return ThreadpoolController()
 
 
+_POOLS = {}
+_POOLS_LOCK = threading.Lock()
+_POOL_PREFIX = "kernelgd-blocks"
+
+
+def _pool(n_threads):
+    """The process's pool of ``n_threads`` threads, made once (per process, for forks): starting
+    threads for every product cost a third of a small multi-class fit's time."""
+    with _POOLS_LOCK:
+        key = (os.getpid(), n_threads)
+        if key not in _POOLS:
+            _POOLS[key] = ThreadPoolExecutor(n_threads, thread_name_prefix=_POOL_PREFIX)
+        return _POOLS[key]
+
+
 @contextmanager
 def single_threaded_blas():
     """Single-threaded BLAS, for work spread over threads or large factorizations."""
@@ -293,10 +309,11 @@ class KernelOperator:
         return self._run(func, list(gen_batches(n_rows, self.block_rows)))
 
     def _run(self, func, batches):
-        if len(batches) == 1 or self.n_threads == 1:
+        # a task of the pool itself runs its batches in place: waiting on its own pool could deadlock
+        if len(batches) == 1 or self.n_threads == 1 or threading.current_thread().name.startswith(_POOL_PREFIX):
             return [func(batch) for batch in batches]
-        with single_threaded_blas(), ThreadPoolExecutor(self.n_threads) as pool:
-            return list(pool.map(func, batches))
+        with single_threaded_blas():
+            return list(_pool(self.n_threads).map(func, batches))
 
     def _evaluate_all(self):
         K = np.empty((self.n, self.m), dtype=self.dtype)

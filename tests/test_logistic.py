@@ -19,7 +19,7 @@ rng = np.random.RandomState(0)
 X = rng.randn(120, 4)
 y2 = (X[:, 0] + 0.5 * X[:, 1] + 0.7 * rng.randn(120) > 0).astype(int)
 y3 = np.digitize(X[:, 0] + 0.4 * rng.randn(120), [-0.5, 0.5])
-TIGHT = dict(tol=1e-10, max_iter=200_000)
+TIGHT = dict(tol=1e-10, max_iter=200_000, random_state=0)  # the same preconditioner landmarks in every fit
 # Newton's test is on the decrement (objective units): tol**2 * the baseline objective
 TIGHT_NEWTON = dict(tol=1e-7, max_iter=500)
 
@@ -294,3 +294,17 @@ def test_newton_softmax_with_many_classes_equals_dense_reference(alpha):
     w = np.full(120, 1 / 120)
     F_ref = _dense_reference(kernel_matrix(X, sigma=2.0), np.eye(6)[labels], w, alpha, True)
     assert_allclose(model.predict_proba(X), MultinomialLoss.probabilities(F_ref), atol=1e-5)
+
+
+@pytest.mark.parametrize("solver, n_centers", [("newton", None), ("newton", 40), ("gd", None)])
+def test_softmax_intercepts_sum_to_zero(solver, n_centers):
+    """A constant added to every class's score changes nothing: the intercepts are returned centred,
+    so the model does not depend on the solver's path (its random preconditioner landmarks)."""
+    fits = [KernelGDClassifier(loss="logistic", solver=solver, n_centers=n_centers, alpha=1e-3,
+                               random_state=seed, **(TIGHT_NEWTON if solver == "newton" else {"max_iter": 2000}))
+            .fit(X, y3)
+            for seed in (0, 1)]
+    for model in fits:
+        assert abs(model.intercept_.sum()) < 1e-12 * np.abs(model.intercept_).max()
+    if solver == "newton" and n_centers is None:
+        assert_allclose(fits[0].decision_function(X), fits[1].decision_function(X), atol=1e-5)

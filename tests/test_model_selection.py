@@ -195,7 +195,7 @@ labels = (y > np.median(y)).astype(int) + (y > np.quantile(y, 0.8)).astype(int) 
 @pytest.mark.parametrize("loss, scoring", [("squared", "accuracy"), ("logistic", "neg_log_loss")])
 def test_classifier_kfold_scores_equal_grid_search(loss, scoring):
     cv = StratifiedKFold(3, shuffle=True, random_state=0)
-    params = dict(loss=loss, tol=1e-10, max_iter=3000)
+    params = dict(loss=loss, tol=1e-10, max_iter=3000, random_state=0)  # the same preconditioner landmarks
     model = KernelGDClassifierCV(sigmas=SIGMAS, alphas=ALPHAS, cv=cv, **params).fit(X, labels)
     search = GridSearchCV(KernelGDClassifier(**params), {"sigma": SIGMAS, "alpha": ALPHAS}, cv=cv,
                           scoring=scoring).fit(X, labels)
@@ -208,7 +208,7 @@ def test_classifier_kfold_scores_equal_grid_search(loss, scoring):
 
 def test_classifier_searches_kernel_candidates_as_grid_search_does():
     cv = StratifiedKFold(3, shuffle=True, random_state=0)
-    params = dict(loss="logistic", tol=1e-10, max_iter=3000)
+    params = dict(loss="logistic", tol=1e-10, max_iter=3000, random_state=0)
     kernels = ["rbf", "laplacian"]
     model = KernelGDClassifierCV(kernel=kernels, sigmas=SIGMAS, alphas=ALPHAS, cv=cv, **params).fit(X, labels)
     search = GridSearchCV(KernelGDClassifier(**params), {"kernel": kernels, "sigma": SIGMAS, "alpha": ALPHAS},
@@ -487,3 +487,21 @@ def test_ard_inverse_is_exact_for_spd_and_finite_at_rounding_level():
     singular = np.ones((5, 5))  # PSD with a zero ridge: Cholesky fails, the result stays finite
     M = _spd_inverse(singular)
     assert np.all(np.isfinite(M)) and np.array_equal(M, M.T)
+
+
+def test_kfold_alpha_path_stops_early_without_missing_the_best():
+    """Each fold's path stops 4 alphas past its best: the search still finds GridSearchCV's best."""
+    cv = StratifiedKFold(3, shuffle=True, random_state=0)
+    alphas = np.logspace(-9, 0, 19)
+    params = dict(loss="logistic", tol=1e-8, max_iter=3000, random_state=0)
+    model = KernelGDClassifierCV(sigmas=[1.0], alphas=alphas, cv=cv, **params).fit(X, labels)
+    search = GridSearchCV(KernelGDClassifier(sigma=1.0, **params), {"alpha": alphas}, cv=cv,
+                          scoring="neg_log_loss").fit(X, labels)
+    means = model.cv_results_["mean_test_score"]
+    unscored = np.isnan(means)
+    assert unscored.any() and not unscored[0]  # the path stopped, after the largest alpha
+    assert np.all(model.cv_results_["rank_test_score"][unscored] > (~unscored).sum())  # unscored rank last
+    theirs = dict(zip(search.cv_results_["param_alpha"], search.cv_results_["mean_test_score"]))
+    for alpha, score in zip(model.cv_results_["param_alpha"][~unscored], means[~unscored]):
+        assert_allclose(score, theirs[alpha], rtol=1e-4)
+    assert model.alpha_ == search.best_params_["alpha"]

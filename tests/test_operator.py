@@ -185,3 +185,21 @@ def test_mirrored_triangle_is_the_whole_kernel_whatever_the_batches(monkeypatch,
     assert_allclose(op.K, kernel_matrix(X, sigma=2.0), rtol=rtol, atol=rtol)
     wide = rng.normal(size=(300, operator_module.POOLED_MIN_COLUMNS))
     assert_allclose(op.matvec(wide), kernel_matrix(X, sigma=2.0) @ wide, rtol=rtol, atol=rtol)
+
+
+def test_the_block_pool_is_made_once(monkeypatch):
+    """Products split over threads reuse one pool: no thread is started per product or per fit."""
+    made = []
+
+    class Counted(operator_module.ThreadPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            made.append(1)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(operator_module, "ThreadPoolExecutor", Counted)
+    monkeypatch.setattr(operator_module, "_POOLS", {})
+    op = KernelOperator(X, RBF, memory_budget=1 << 30, threads=2)
+    V6 = rng.normal(size=(300, 6))  # enough columns for a pooled product
+    for _ in range(20):
+        assert_allclose(op.matvec(V6), kernel_matrix(X, sigma=2.0) @ V6, rtol=1e-12, atol=1e-12)
+    assert len(made) == 1

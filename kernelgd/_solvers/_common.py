@@ -145,7 +145,10 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
         )
         coef, b = np.zeros_like(coef), b0
         curve, converged = [value0], False
-    return SolverResult(coef, np.asarray(b, dtype=np.float64), n_iter, curve, step_size, converged)
+    b = np.asarray(b, dtype=np.float64)
+    if getattr(loss, "shift_invariant", False):  # the softmax: the same model whatever the solver's path
+        b = b - b.mean()
+    return SolverResult(coef, b, n_iter, curve, step_size, converged)
 
 
 # A model whose predictions carry rounding noise above this fraction of the
