@@ -1,4 +1,4 @@
-"""Model selection for classification (issue 9's classification row).
+"""Model selection for classification: the CV estimator against GridSearchCV(SVC).
 
     python benchmarks/bench_cv_classification.py --data-dir ../shared/data [--sets mnist letter]
 
@@ -10,12 +10,21 @@ time (search and refit) and the chosen parameters. Systems:
   loss, rbf kernel: exact leave-one-out of every alpha, of a rank-2,000
   pivoted-Cholesky factor on at most 10,000 rows, for 21 alphas at each width
   of the walk over widths);
+* kernelgd-cv-logistic: ``KernelGDClassifierCV(loss="logistic")`` (stratified
+  5-fold along each width's alpha path, by log-loss);
 * svc-grid: ``GridSearchCV(SVC())``, C in {1, 10, 100} x gamma in
-  {1/4, 1, 4} / (n_features * Var(X)), 3-fold.
+  {1/4, 1, 4} / (n_features * Var(X)), 3-fold;
+* svc-grid-7x7: ``GridSearchCV(SVC())``, 7 C from 0.1 to 100 x 7 gammas from
+  10^-1.5 to 10^1.5 times 1 / (n_features * Var(X)), 5-fold.
 
-Sets: MNIST (8,000 train / 2,000 test) and letter (16,000 / 4,000). Each
+Sets: MNIST (8,000 train / 2,000 test), letter (16,000 / 4,000) and, with
+``--sets digits``, scikit-learn's digits (a stratified 75/25 split). Each
 (set, system) runs in its own process. Writes
-benchmarks/results/model_selection_classification.json.
+benchmarks/results/model_selection_classification.json. The logistic
+search against the 7 x 7 grid on digits:
+
+    python benchmarks/bench_cv_classification.py --sets digits --systems kernelgd-cv-logistic svc-grid-7x7 \
+        --out benchmarks/results/model_selection_digits.json
 """
 
 import argparse
@@ -31,50 +40,69 @@ sys.path.insert(0, str(HERE))
 
 from _harness import format_table, machine, run_worker, write_json  # noqa: E402
 
-SETS = ("mnist", "letter")
+SETS = ("mnist", "letter", "digits")
 SYSTEMS = {
     "kernelgd-cv": "kernelgd KernelGDClassifierCV() (defaults)",
+    "kernelgd-cv-logistic": "kernelgd KernelGDClassifierCV(loss='logistic')",
     "svc-grid": "GridSearchCV(SVC rbf), 3 C x 3 gamma, 3-fold",
+    "svc-grid-7x7": "GridSearchCV(SVC rbf), 7 C x 7 gamma, 5-fold",
 }
 
 
 def load(set_name, data_dir):
     import datasets
 
+    if set_name == "digits":  # scikit-learn's copy: a stratified 75/25 split, standardized on training
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+        from sklearn.preprocessing import StandardScaler
+
+        X, y = load_digits(return_X_y=True)
+        X, X_test, y, y_test = train_test_split(X, y, stratify=y, random_state=0)
+        scaler = StandardScaler().fit(X)
+        return scaler.transform(X), y, scaler.transform(X_test), y_test
     return datasets.load_mnist8k(data_dir) if set_name == "mnist" else datasets.load_letter(data_dir)
 
 
 def worker(set_name, system, data_dir):
     X, y, X_test, y_test = load(set_name, data_dir)
-    if system == "kernelgd-cv":
+    if system.startswith("kernelgd-cv"):
         from kernelgd import KernelGDClassifierCV
 
-        model = KernelGDClassifierCV(random_state=0)
+        model = KernelGDClassifierCV(loss="logistic" if system.endswith("logistic") else "squared", random_state=0)
     else:
         from sklearn.model_selection import GridSearchCV
         from sklearn.svm import SVC
 
         gamma0 = 1.0 / (X.shape[1] * X.var())
-        grid = {"C": [1.0, 10.0, 100.0], "gamma": list(gamma0 * np.array([0.25, 1.0, 4.0]))}
-        model = GridSearchCV(SVC(cache_size=1000), grid, cv=3)
+        if system == "svc-grid":
+            grid, cv = {"C": [1.0, 10.0, 100.0], "gamma": list(gamma0 * np.array([0.25, 1.0, 4.0]))}, 3
+        else:  # 7 x 7 around the defaults C=1 and gamma="scale", half-decade steps
+            grid, cv = {"C": list(np.logspace(-1, 2, 7)), "gamma": list(gamma0 * np.logspace(-1.5, 1.5, 7))}, 5
+        model = GridSearchCV(SVC(cache_size=1000), grid, cv=cv)
     start = time.perf_counter()
     model.fit(X, y)
     fit_time = time.perf_counter() - start
-    if system == "kernelgd-cv":
+    if system.startswith("kernelgd-cv"):
         chosen = {"sigma": float(model.sigma_), "alpha": float(model.alpha_),
                   "widths": len(set(model.cv_results_["param_sigma"]))}
     else:
         chosen = {k: float(v) for k, v in model.best_params_.items()}
     accuracy = float(np.mean(model.predict(X_test) == y_test))
-    print(json.dumps({"accuracy": accuracy, "fit_time": fit_time, "n_train": int(X.shape[0]),
+    loss = None
+    if system.endswith("logistic"):
+        from sklearn.metrics import log_loss
+
+        loss = float(log_loss(y_test, model.predict_proba(X_test)))
+    print(json.dumps({"accuracy": accuracy, "log_loss": loss, "fit_time": fit_time, "n_train": int(X.shape[0]),
                       "chosen": chosen}))
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default=str(HERE.parent.parent / "shared" / "data"))
-    parser.add_argument("--sets", nargs="*", default=list(SETS), choices=list(SETS))
-    parser.add_argument("--systems", nargs="*", default=list(SYSTEMS), choices=list(SYSTEMS))
+    parser.add_argument("--sets", nargs="*", default=["mnist", "letter"], choices=list(SETS))
+    parser.add_argument("--systems", nargs="*", default=["kernelgd-cv", "svc-grid"], choices=list(SYSTEMS))
     parser.add_argument("--timeout", type=int, default=3600, help="seconds per (set, system)")
     parser.add_argument("--out", default=str(HERE / "results" / "model_selection_classification.json"))
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)

@@ -69,6 +69,7 @@ MAX_HALVINGS = 30
 # Landmarks of the shared Nystroem factor of K (the full model's preconditioner).
 N_LANDMARKS = cg.N_LANDMARKS
 MIN_LANDMARKS = 100
+REFACTOR_PRODUCTS = 8
 REFACTOR_CHANGE = 0.25
 # The loosest relative residual of an inexact Newton step's CG run.
 FORCING_MAX = 0.1
@@ -176,10 +177,12 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
             with single_threaded_blas():
                 return np.asfortranarray(operator.columns(idx))
 
-        # k factors cost n r^2 k flops per refactoring, a product with K n^2 k: with r <= sqrt(n) a
-        # refactoring costs at most one product (digits' 5-fold path: 2.2 times faster than r = 316);
-        # below MIN_LANDMARKS rows every row is a landmark: an exact, deterministic preconditioner
-        rank = int(min(N_LANDMARKS, 2 * N_LANDMARKS / np.sqrt(k), max(np.sqrt(n), MIN_LANDMARKS)))
+        # k factors cost n r^2 k flops per refactoring, a product with K n^2 k: r <= sqrt(8 n) keeps a
+        # refactoring within 8 products (digits' 5-fold path: 2.2 times faster than r = 316, while
+        # adult's binary fits at small alpha keep their 500); below MIN_LANDMARKS rows every row is
+        # a landmark: an exact, deterministic preconditioner
+        rank = int(min(N_LANDMARKS, 2 * N_LANDMARKS / np.sqrt(k),
+                       max(np.sqrt(REFACTOR_PRODUCTS * n), MIN_LANDMARKS)))
         cache["L"] = cg.rp_cholesky(columns, operator.diag(), rank, rng)[0]
     L = cache["L"]
     diag = operator.diag()
