@@ -10,10 +10,12 @@ leave-one-out error of the Nystroem model on those pivots. Otherwise each
 fold's model is solved along a decreasing alpha path, warm-started from the
 previous alpha, on the rows of the one kernel matrix (on a subsample of at
 most ``max_search_samples`` rows where n is large), and stops once
-``PATH_PATIENCE`` alphas in a row have not beaten the fold's best score; the
-chosen parameters are then refitted on all the data.
+``PATH_PATIENCE`` alphas in a row have not beaten the fold's best score; a
+width that loses its first ``RACE_FOLDS`` folds to the best candidate stops
+there. The chosen parameters are then refitted on all the data.
 """
 
+import threading
 import time
 from numbers import Integral, Real
 
@@ -62,6 +64,15 @@ DEFAULT_ALPHAS = np.logspace(-10, 0, 21)
 # A fold's decreasing alpha path stops once this many alphas in a row have not beaten the fold's
 # best score (two decades on the default grid): the smallest ridges cost the most solves.
 PATH_PATIENCE = 4
+# K-fold races widths on paired folds: a width whose best score on each of its first RACE_FOLDS folds
+# is below the best candidate's on the same fold stops there (it would have to win the rest by far).
+RACE_FOLDS = 3
+
+
+def _best_mean(split_scores):
+    """The best alpha's mean score over the folds; -inf for a width stopped before its last fold."""
+    means = split_scores.mean(axis=1)
+    return float(np.nanmax(means)) if np.isfinite(means).any() else -np.inf
 # The refit's tolerance tracks the chosen model's error down to this (float64 CG's reach).
 MIN_REFIT_TOL = 1e-8
 
@@ -249,9 +260,9 @@ def _walk_widths(scale, score, n_jobs=None):
         done.update(zip(steps, results))
 
     def best():  # ties go to the wider kernel: the smoother model
-        return max(done, key=lambda k: (float(np.nanmax(done[k].mean(axis=1))), k))
+        return max(done, key=lambda k: (_best_mean(done[k]), k))
 
-    run([-2, 0, 2])
+    run([0, -2, 2])  # the middle first: with K-fold the others race against it
     while True:
         k = best()
         step = 2 if k == max(done) else -2 if k == min(done) else 0
@@ -413,8 +424,12 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             )
         return self.cv
 
-    def _kfold_scores(self, X, Y, sw, kernel, sigma, alphas, scorer):
-        """Scores of every alpha on every fold, from one kernel matrix (of a subsample where n is large)."""
+    def _kfold_scores(self, X, Y, sw, kernel, sigma, alphas, scorer, incumbent=None):
+        """Scores of every alpha on every fold, from one kernel matrix (of a subsample where n is large).
+
+        ``incumbent``: the best candidate's score on each fold so far; the width stops after
+        ``RACE_FOLDS`` folds on which even its best alpha scored lower (the folds must be the same
+        for every width: all rows, and ``cv`` None or an int)."""
         rng = check_random_state(self.random_state)
         n = X.shape[0]
         idx = np.arange(n) if n <= self.max_search_samples else np.sort(
@@ -425,7 +440,11 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         classifier = self._estimator_class is not KernelGDRegressor
         splits = list(check_cv(self._folds(y_fit, classifier), y_fit, classifier=classifier).split(Xs, y_fit))
         scores = np.full((len(alphas), len(splits)), np.nan)  # NaN: past the fold's early stop
+        paired = incumbent is not None and len(idx) == n and (self.cv is None or isinstance(self.cv, Integral))
         for j, (train, test) in enumerate(splits):
+            if paired and RACE_FOLDS <= j < len(splits) and np.all(
+                    np.nanmax(scores[:, :j], axis=0) < incumbent[:j]):
+                break  # lost every fold so far to the best candidate
             K_train, K_test = K[np.ix_(train, train)], K[np.ix_(test, train)]
             model = self._estimator_class(
                 kernel="precomputed", fit_intercept=self.fit_intercept, solver=self.solver,
@@ -490,18 +509,28 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
                 return progress.candidate(name, lambda: score_width(kernel, sigma))
             return score_width(kernel, sigma)
 
+        race = {"best": None, "lock": threading.Lock()}  # the best candidate's fold scores so far
+
         def score_width(kernel, sigma):
             if loo_scores is not None:
                 split_scores = loo_scores(kernel, sigma, alphas)[:, None]
             else:
-                split_scores = self._kfold_scores(X, Y, sw, kernel, sigma, alphas, scorer)
+                split_scores = self._kfold_scores(X, Y, sw, kernel, sigma, alphas, scorer, race["best"])
+                with race["lock"]:
+                    means = split_scores.mean(axis=1)
+                    if np.isfinite(means).any() and (race["best"] is None or np.nanmax(means) > race["best"].mean()):
+                        race["best"] = split_scores[int(np.nanargmax(means))].copy()
             if self.verbose:
-                means = split_scores.mean(axis=1)
-                best = int(np.nanargmax(means))
                 name = f"kernel={get_spec(kernel).name}  " if len(kernels) > 1 else ""
                 width = "" if sigma is None else f"sigma={sigma:.4g}  "
-                print(f"[{type(self).__name__}] {name}{width}best alpha={alphas[best]:.3g}  score={means[best]:.6g}  "
-                      f"elapsed {time.perf_counter() - start:.1f}s", flush=True)
+                means = split_scores.mean(axis=1)
+                if np.isfinite(means).any():
+                    best = int(np.nanargmax(means))
+                    result = f"best alpha={alphas[best]:.3g}  score={means[best]:.6g}"
+                else:
+                    result = f"stopped after {int(np.isfinite(split_scores).any(axis=0).sum())} folds (cannot win)"
+                print(f"[{type(self).__name__}] {name}{width}{result}  elapsed {time.perf_counter() - start:.1f}s",
+                      flush=True)
             return split_scores
 
         rows = []
@@ -688,8 +717,10 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         ``rank_test_score``, and ``split{k}_test_score`` with K-fold. Only
         the widths the walk visited appear. With K-fold, each fold's
         decreasing alpha path stops after 4 alphas in a row that do not
-        beat its best score; the alphas it did not reach score NaN and
-        rank last. With ``ard_``, the learned
+        beat its best score, and a width whose best alpha scored below the
+        best candidate on each of its first 3 folds stops there; what was
+        not scored is NaN (a candidate without a score on every fold has a
+        NaN mean and ranks last). With ``ard_``, the learned
         scales are the last row (``param_sigma`` is then of object dtype),
         ranked first when kept; ``best_index_`` is always the row of rank 1
         and ``best_score_`` its ``mean_test_score``.
@@ -904,8 +935,9 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
     K-fold split (5 folds by default) is solved for the ``alphas`` from the
     largest to the smallest, each solve warm-started from the last, on the
     rows of that one matrix, until 4 alphas in a row have not beaten the
-    fold's best score (the smallest ridges need the most Newton steps). The
-    best pair is then refitted on all the data with
+    fold's best score (the smallest ridges need the most Newton steps); a
+    width that loses each of its first 3 folds to the best candidate so far
+    stops there. The best pair is then refitted on all the data with
     :class:`KernelGDClassifier`.
 
     Parameters

@@ -505,3 +505,21 @@ def test_kfold_alpha_path_stops_early_without_missing_the_best():
     for alpha, score in zip(model.cv_results_["param_alpha"][~unscored], means[~unscored]):
         assert_allclose(score, theirs[alpha], rtol=1e-4)
     assert model.alpha_ == search.best_params_["alpha"]
+
+
+def test_a_width_that_loses_every_fold_stops_early():
+    """K-fold races widths on paired folds: one that loses its first 3 folds to the best stops there."""
+    from sklearn.datasets import make_moons
+
+    Xm, ym = make_moons(200, noise=0.2, random_state=0)
+    params = dict(loss="logistic", tol=1e-6, max_iter=3000, random_state=0)
+    sigmas, alphas = [0.5, 20.0], [1e-2, 1e-3, 1e-4]  # the wide kernel is nearly linear: it loses
+    model = KernelGDClassifierCV(sigmas=sigmas, alphas=alphas, cv=5, **params).fit(Xm, ym)
+    search = GridSearchCV(KernelGDClassifier(**params), {"sigma": sigmas, "alpha": alphas}, cv=5,
+                          scoring="neg_log_loss").fit(Xm, ym)
+    wide = np.array([p["sigma"] == 20.0 for p in model.cv_results_["params"]])
+    assert np.all(np.isnan(model.cv_results_["mean_test_score"][wide]))
+    for k in range(5):  # scored on the first 3 folds, then stopped
+        assert np.isnan(model.cv_results_[f"split{k}_test_score"][wide]).all() == (k >= 3)
+    assert (model.sigma_, model.alpha_) == (search.best_params_["sigma"], search.best_params_["alpha"])
+    assert_allclose(model.best_score_, search.best_score_, rtol=1e-4)
