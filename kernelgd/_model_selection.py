@@ -1055,6 +1055,13 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
             raise ValueError("sample_weight sums to zero: at least one sample needs a positive weight.")
         default = "neg_log_loss" if self.loss == "logistic" else "accuracy"
         scorer = _scorer(self, self.scoring or default, sample_weight, self.classes_)
+        response = getattr(getattr(scorer, "scorer", scorer), "_response_method", None)
+        if self.loss == "squared" and response in ("predict_proba", "predict_log_proba"):
+            raise ValueError(
+                f"scoring={self.scoring!r} needs predict_proba, which KernelGDClassifierCV(loss='squared') does "
+                "not have. Use loss='logistic' (kernel logistic regression, with probabilities), or a scoring "
+                "that reads labels or decision values, such as 'accuracy' (or 'roc_auc' for two classes)."
+            )
         X = X.astype(np.float64, copy=False)
         loo = None
         if self.cv is None and self.loss == "squared":

@@ -523,3 +523,13 @@ def test_a_width_that_loses_every_fold_stops_early():
         assert np.isnan(model.cv_results_[f"split{k}_test_score"][wide]).all() == (k >= 3)
     assert (model.sigma_, model.alpha_) == (search.best_params_["sigma"], search.best_params_["alpha"])
     assert_allclose(model.best_score_, search.best_score_, rtol=1e-4)
+
+
+@pytest.mark.parametrize("cv", [None, 3])
+@pytest.mark.parametrize("scoring", ["neg_log_loss", "neg_brier_score"])
+def test_probability_scoring_without_probabilities_is_a_clear_error(scoring, cv):
+    """The squared loss has no predict_proba: a probability scorer is refused up front, not an AttributeError."""
+    with pytest.raises(ValueError, match="needs predict_proba.*loss='logistic'"):
+        KernelGDClassifierCV(scoring=scoring, cv=cv, sigmas=[1.0], alphas=[1e-3]).fit(X, labels)
+    binary = (labels > 0).astype(int)
+    assert KernelGDClassifierCV(scoring="roc_auc", cv=cv, sigmas=[1.0], alphas=[1e-3]).fit(X, binary).best_score_ > 0.5
