@@ -138,3 +138,20 @@ def adult_preprocessor():
         ("categorical", make_pipeline(SimpleImputer(strategy="constant", fill_value="missing"),
                                       OneHotEncoder(handle_unknown="ignore")), categorical),
     ])
+
+
+def make_logistic_synthetic(n, n_classes=2, n_test=20_000, d=10, seed=0):
+    """A classification problem of any size with overlapping classes (log-loss well above 0).
+
+    Labels are drawn from a softmax of smooth non-linear functions of Gaussian features, so
+    the Bayes log-loss is positive and a model's probabilities matter, not only its labels.
+    """
+    rng = np.random.RandomState(seed)
+    X = rng.normal(size=(n + n_test, d))
+    W = rng.normal(size=(4, n_classes))
+    features = np.column_stack([np.sin(2 * X[:, 0]), np.cos(X[:, 1] * X[:, 2]), np.tanh(X[:, 3]), X[:, 4] ** 2 / 2])
+    logits = 3.0 * features @ W
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    y = (rng.rand(len(X), 1) > np.cumsum(p, axis=1)).sum(axis=1)
+    return X[:n], y[:n], X[n:], y[n:]
