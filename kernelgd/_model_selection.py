@@ -67,14 +67,14 @@ PATH_PATIENCE = 4
 # K-fold races widths on paired folds: a width whose best score on each of its first RACE_FOLDS folds
 # is below the best candidate's on the same fold stops there (it would have to win the rest by far).
 RACE_FOLDS = 3
+# The refit's tolerance tracks the chosen model's error down to this (float64 CG's reach).
+MIN_REFIT_TOL = 1e-8
 
 
 def _best_mean(split_scores):
     """The best alpha's mean score over the folds; -inf for a width stopped before its last fold."""
     means = split_scores.mean(axis=1)
     return float(np.nanmax(means)) if np.isfinite(means).any() else -np.inf
-# The refit's tolerance tracks the chosen model's error down to this (float64 CG's reach).
-MIN_REFIT_TOL = 1e-8
 
 
 class _Predictions(RegressorMixin, BaseEstimator):
@@ -517,9 +517,8 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             else:
                 split_scores = self._kfold_scores(X, Y, sw, kernel, sigma, alphas, scorer, race["best"])
                 with race["lock"]:
-                    means = split_scores.mean(axis=1)
-                    if np.isfinite(means).any() and (race["best"] is None or np.nanmax(means) > race["best"].mean()):
-                        race["best"] = split_scores[int(np.nanargmax(means))].copy()
+                    if _best_mean(split_scores) > (-np.inf if race["best"] is None else race["best"].mean()):
+                        race["best"] = split_scores[int(np.nanargmax(split_scores.mean(axis=1)))].copy()
             if self.verbose:
                 name = f"kernel={get_spec(kernel).name}  " if len(kernels) > 1 else ""
                 width = "" if sigma is None else f"sigma={sigma:.4g}  "
