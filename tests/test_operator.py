@@ -146,8 +146,11 @@ def test_stored_triangle_times_many_columns(dtype, threads):
     assert_allclose(op.matvec(widest), K @ widest, rtol=rtol, atol=rtol)
 
 
+@pytest.mark.parametrize("chunk_rows", [7, 1000])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_stored_centers_products_split_over_the_pool(threads):
+def test_stored_centers_products_split_over_the_pool(threads, chunk_rows, monkeypatch):
+    # gram_matvec's fused pass: chunks that do not divide a thread's rows, and one chunk per thread
+    monkeypatch.setattr(operator_module, "GRAM_CHUNK_BYTES", chunk_rows * 40 * 8)
     C = X[:40] + 0.1
     op = KernelOperator(X, RBF, centers=C, dtype="float64", store=True, threads=threads)
     K = kernel_matrix(X, C, sigma=2.0)
@@ -158,6 +161,9 @@ def test_stored_centers_products_split_over_the_pool(threads):
         w = rng.uniform(size=300)
         KtWKV, KV = op.gram_matvec(V, w)
         assert_allclose(KtWKV, K.T @ (w[:, None] * (K @ V)), rtol=1e-10, atol=1e-10)
+        assert_allclose(KV, K @ V, rtol=1e-10, atol=1e-10)
+        W = rng.uniform(size=(300, k))  # a weight per column
+        assert_allclose(op.gram_matvec(V, W)[0], K.T @ (W * (K @ V)), rtol=1e-10, atol=1e-10)
 
 
 def test_precomputed_square_kernel_is_used_whole():
