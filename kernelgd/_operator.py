@@ -450,14 +450,19 @@ class KernelOperator:
         return np.sum(parts, axis=0)
 
     def gram_matvec(self, V, w):
-        """``(K.T diag(w) K @ V, K @ V)`` in one pass over K; V of shape (m, k).
+        """``(K.T W(K @ V), K @ V)`` in one pass over K; V of shape (m, k).
 
-        w of shape (n,), or (n, k) for one weight vector per column of V.
+        ``W`` multiplies rows elementwise by w of shape (n,), or (n, k) for one
+        weight vector per column of V; or w is a callable ``w(rows, KV_rows)``
+        that maps a slice of rows and their ``K @ V`` rows to the weighted rows
+        (a Hessian that couples the columns).
         """
-        w = w[:, None] if w.ndim == 1 else w
+        if not callable(w):
+            weights = w[:, None] if w.ndim == 1 else w
+            w = lambda rows, KV: weights[rows] * KV  # noqa: E731
         if self.K is not None and self.symmetric:
             KV = self.matvec(V)
-            return self.rmatvec(w * KV), KV
+            return self.rmatvec(w(slice(None), KV)), KV
         if self.K is not None:
             return self._fused_gram(V, w)
         KV = np.empty((self.n, V.shape[1]))
@@ -465,10 +470,9 @@ class KernelOperator:
         def product(batch):
             block = self.rows(batch)
             KV[batch] = self.dot(block, V)
-            return self.dot(block.T, w[batch] * KV[batch])
+            return self.dot(block.T, w(batch, KV[batch]))
 
         return np.sum(self._map_blocks(product, self.n), axis=0), KV
-
 
     def _fused_gram(self, V, w):
         """``gram_matvec`` of a stored K_nm: each thread reads its rows once, in cache-sized chunks.
@@ -488,7 +492,7 @@ class KernelOperator:
                 rows = slice(batch.start + rows.start, batch.start + rows.stop)
                 block = self.K[rows]
                 KV[rows] = block @ Vc
-                out += block.T @ (w[rows] * KV[rows]).astype(self.dtype, copy=False)
+                out += block.T @ w(rows, KV[rows]).astype(self.dtype, copy=False)
             return out
 
         return np.sum(self._run(product, self._row_batches()), axis=0), KV

@@ -190,12 +190,22 @@ def test_centers_equal_dense_reference(labels, intercept):
     model = KernelGDClassifier(loss="logistic", sigma=2.0, alpha=alpha, n_centers=30, random_state=0,
                                fit_intercept=intercept, **tight("newton")).fit(X, labels, sample_weight=sw)
     assert model.solver_ == "newton"
+    multinomial = labels is y3
+    loss = MultinomialLoss if multinomial else BinaryLogisticLoss
+    F_ref = _centers_reference(model, labels, sw, alpha, intercept)
+    assert_allclose(model.predict_proba(X), loss.probabilities(F_ref), atol=1e-5)
+
+
+def _centers_reference(model, labels, sw, alpha, intercept):
+    """The centers model's optimal scores on X, by L-BFGS on its explicit features."""
+    # f = K_nm beta + b with ||f||_H^2 = beta' K_mm beta; K_mm = T'T, c = T beta
     C = model.X_fit_
     Knm, Kmm = kernel_matrix(X, C, sigma=2.0), kernel_matrix(C, sigma=2.0)
     T = np.linalg.cholesky(Kmm + 1e-10 * np.eye(len(C))).T
     Phi = np.linalg.solve(T.T, Knm.T).T  # K_nm T^-1: f = Phi c
-    multinomial = labels is y3
-    Y = np.eye(3)[labels] if multinomial else np.where(labels == 1, 1.0, -1.0)[:, None]
+    n_classes = len(np.unique(labels))
+    multinomial = n_classes > 2
+    Y = np.eye(n_classes)[labels] if multinomial else np.where(labels == 1, 1.0, -1.0)[:, None]
     loss = MultinomialLoss if multinomial else BinaryLogisticLoss
     w = sw / sw.sum()
     k = Y.shape[1]
@@ -212,8 +222,25 @@ def test_centers_equal_dense_reference(labels, intercept):
     res = minimize(fun, np.zeros(size), jac=True, method="L-BFGS-B",
                    options={"maxiter": 100_000, "gtol": 1e-12, "ftol": 1e-15})
     c = res.x[: Phi.shape[1] * k].reshape(-1, k)
-    F_ref = Phi @ c + (res.x[Phi.shape[1] * k :] if intercept else 0.0)
-    assert_allclose(model.predict_proba(X), loss.probabilities(F_ref), atol=1e-5)
+    return Phi @ c + (res.x[Phi.shape[1] * k :] if intercept else 0.0)
+
+
+@pytest.mark.parametrize("intercept", [True, False])
+def test_newton_softmax_on_centers_takes_exact_newton_steps(intercept):
+    # Regression: with the Hessian's diagonal as its model, the softmax on centers converged
+    # linearly (alpha=1e-6 on 400 points: no convergence in 200 iterations); exact steps on the
+    # coupled Hessian converge in a few, to the same optimum.
+    labels = np.digitize(X[:, 0] + 0.5 * X[:, 1] + 0.3 * rng.randn(120), [-1.5, -0.8, -0.2, 0.4, 1.0])
+    sw = np.random.RandomState(4).uniform(0.5, 2.0, len(labels))
+    alpha = 1e-4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = KernelGDClassifier(loss="logistic", sigma=2.0, alpha=alpha, n_centers=40, random_state=0,
+                                   solver="newton", tol=1e-6, max_iter=30, fit_intercept=intercept,
+                                   ).fit(X, labels, sample_weight=sw)
+    assert model.n_iter_ <= 12
+    F_ref = _centers_reference(model, labels, sw, alpha, intercept)
+    assert_allclose(model.predict_proba(X), MultinomialLoss.probabilities(F_ref), atol=1e-4)
 
 
 def test_auto_picks_newton_for_the_logistic_loss():

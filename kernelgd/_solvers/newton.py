@@ -11,8 +11,11 @@ once (one product with K per iteration for every class): for the full model
 preconditioned by one Nystroem factor ``K ~ L L'`` shared by every step and
 re-weighted by each column's ``h``; with centers by solver "cg"'s FALKON
 preconditioner, weighted by the columns' mean ``h``. For the binary logistic loss this is Newton's method. The
-softmax's Hessian couples the classes, so the diagonal model is only an
-approximation: the step is then taken in the plane of this direction and the
+softmax's Hessian couples the classes. With centers, its steps are exact
+Newton steps on the coupled Hessian, one CG run over every class at once
+(``_direction_centers_coupled``; a 6-class fit at alpha=1e-6 converges in
+19 steps where the diagonal model did not in 200). For the full model the
+diagonal model is only an approximation: the step is then taken in the plane of this direction and the
 previous step, minimising the exact second-order model there (Hessian-vector
 products in F cost no product with K), which speeds convergence (still
 linear, and slow with a tiny ridge, where the classes couple strongly). A
@@ -149,6 +152,94 @@ def _direction_centers(operator, F, G, H, A, KA, settings, cache):
     A_new, KA_new = apply_B(U), state["KX"]
     b_new = z_bar - np.einsum("ij,ij->j", H, KA_new) / total if center else np.zeros(k)
     return A_new, b_new, KA_new, n_inner
+
+
+def _direction_centers_coupled(operator, F, G, A, KA, b, settings, cache, loss, w):
+    """The exact Newton step of the softmax on centers, every class in one CG run.
+
+    The Hessian in the predictions couples the classes row by row
+    (``H_i = w_i (diag(p_i) - p_i p_i')``), so the step ``(D, e)`` of the
+    coefficients and intercepts solves the whole system; eliminating ``e``
+    through ``S = sum_i H_i`` (singular along the softmax's invariance, where
+    the right-hand side vanishes) leaves for D the Schur complement
+
+        (K'H K - K'H 1 S^+ 1'H K + R) D = -(K'G + 2 alpha K_mm A) - K'H 1 e0,
+
+    ``R = r_c K_mm`` per class (``r_c = 2 alpha`` floored as in
+    ``_direction_centers``: extra damping, so D is always a descent
+    direction), ``e0 = -S^+ 1'G``. One product is one pass over K_nm for
+    every class (``K'H 1`` is made once per step, k^2 columns). CG runs
+    jointly over all classes in FALKON's variables (the factor
+    ``_direction_centers`` builds, weighted by the Hessian's diagonal),
+    each class scaled by its total weight. Returns the new coefficients,
+    intercepts, K_nm times the coefficients and the number of CG iterations.
+    """
+    n, k = F.shape
+    m = operator.m
+    center = settings.fit_intercept
+    Kmm, T, TTt = cg.center_factors(operator, cache)
+    P = loss.probabilities(F)
+    H = w[:, None] * P * (1.0 - P)  # the diagonal, for the preconditioner and the floor
+    total = np.maximum(H.sum(axis=0), np.finfo(float).tiny)
+    floor = cg.CENTERS_MIN_RIDGE * float(np.mean(np.diagonal(Kmm)))
+    # one ridge for every class: the operator then keeps coefficients whose rows sum to zero (the
+    # softmax ignores a function added to every class: only the ridge would see that direction)
+    ridge = max(2.0 * settings.alpha, floor * float(total.max()))
+    rows_c = np.arange(m) if operator.center_rows is None else operator.center_rows
+    d = (n * H[rows_c] / total).mean(axis=1)
+    A_fac = cg.falkon_factor(T, TTt, d, float(np.exp(np.mean(np.log(ridge / total)))), center)
+
+    def hess(rows, V):  # H applied row by row to V = the rows' change of F
+        PV = P[rows] * V
+        return w[rows, None] * (PV - P[rows] * PV.sum(axis=1, keepdims=True))
+
+    rhs = -(operator.rmatvec(G) + 2.0 * settings.alpha * blas_dot(Kmm, A))
+    if center:
+        S = np.diag(w @ P) - (w[:, None] * P).T @ P
+        S_pinv = np.linalg.pinv(S, hermitian=True)
+        # K'H 1 e = sum_d e_d K'H(1 e_d'): the k^2 columns H(1 e_d') for every d, in one pass
+        ones = np.eye(k)
+        KH1 = operator.rmatvec(np.hstack([hess(slice(None), np.broadcast_to(ones[d], (n, k))) for d in range(k)]))
+        KH1 = KH1.reshape(m, k, k)  # [:, :, d] = K'H(1 e_d')
+        e0 = -S_pinv @ G.sum(axis=0)
+        rhs -= KH1 @ e0
+
+    def apply_B(V):
+        return solve_triangular(T, solve_triangular(A_fac, V, check_finite=False), check_finite=False)
+
+    def apply_Bt(V):
+        return solve_triangular(A_fac, solve_triangular(T, V, trans="T", check_finite=False), trans="T",
+                                check_finite=False)
+
+    state = {"last": None, "KX": np.zeros((n, k))}
+
+    def operator_D(D):
+        HK, KD = operator.gram_matvec(D, hess)
+        state["last"] = KD
+        out = HK + ridge * blas_dot(Kmm, D)
+        if center:
+            out -= KH1 @ (S_pinv @ hess(slice(None), KD).sum(axis=0))
+        return out
+
+    # joint CG over every class: one column of m * k entries
+    def apply_A(u):
+        return apply_Bt(operator_D(apply_B(u.reshape(m, k)))).reshape(-1, 1)
+
+    def precondition(r):  # each class by its weight, then rows summing to zero (see ridge)
+        Z = r.reshape(m, k) / total
+        return (Z - Z.mean(axis=1, keepdims=True)).reshape(-1, 1)
+
+    def on_iter(X, step):
+        state["KX"] += step[0] * state["last"]
+        return False
+
+    U, n_inner, cache["status"] = cg.block_pcg(
+        apply_A, apply_Bt(rhs).reshape(-1, 1), precondition, max_iter=cache["inner_cap"], tol=cache["inner_tol"],
+        on_iter=on_iter,
+    )
+    D, KD = apply_B(U.reshape(m, k)), state["KX"]
+    e = (e0 - S_pinv @ hess(slice(None), KD).sum(axis=0)) if center else np.zeros(k)
+    return A + D, b + e, KA + KD, n_inner
 
 
 def _direction_full(operator, F, G, H, A, KA, settings, cache):
@@ -305,6 +396,9 @@ def solve(operator, Y, w, settings):
     # model's softmax steps are inexact only until the first full step (letter, 16,000 rows: 74 s
     # against 121 s with every step exact, and 127 s with the later steps at a forcing term of 0.01).
     exact = not value0 > 0
+    # the softmax on centers takes exact Newton steps (the Hessian is coupled, not diagonal)
+    coupled = K_mm is not None and not loss.diagonal_hessian
+    exact_model = loss.diagonal_hessian or coupled  # the second-order model is the true one
     while it < settings.max_iter:
         it += 1
         # Inexact Newton: far from the optimum a loose solve points as well as an exact one; the
@@ -312,7 +406,7 @@ def solve(operator, Y, w, settings):
         if exact:
             cache["inner_tol"] = inner_tol
         else:
-            forcing = min(FORCING_MAX, np.sqrt(decrement / value0)) if loss.diagonal_hessian else FORCING_MAX
+            forcing = min(FORCING_MAX, np.sqrt(decrement / value0)) if exact_model else FORCING_MAX
             cache["inner_tol"] = max(inner_tol, forcing)
         loose = cache["loose"] = cache["inner_tol"] > inner_tol
         F = KA + b
@@ -321,8 +415,12 @@ def solve(operator, Y, w, settings):
         H = np.maximum(H, HESSIAN_FLOOR * np.maximum(H.max(axis=0), np.finfo(float).tiny))
         if K_mm is None:  # damping where the model is (nearly) singular: see _damping
             cache["damping"] = _damping(cache, operator, H, alpha)
-        direction = _direction_full if K_mm is None else _direction_centers
-        A_new, b_new, KA_new, n_inner = direction(operator, F, G, H, A, KA, settings, cache)
+        if coupled:
+            A_new, b_new, KA_new, n_inner = _direction_centers_coupled(
+                operator, F, G, A, KA, b, settings, cache, loss, w)
+        else:
+            direction = _direction_full if K_mm is None else _direction_centers
+            A_new, b_new, KA_new, n_inner = direction(operator, F, G, H, A, KA, settings, cache)
         if n_inner == 0:  # the iterate already solves the system: rounding noise is no step (only b may move)
             A_new, KA_new = A, KA
         D, KD = A_new - A, KA_new - KA
@@ -340,7 +438,8 @@ def solve(operator, Y, w, settings):
                 continue
             reason = "no_descent"
             break
-        D, db, KD, slope = _subspace_step(loss, F, Y, w, G, alpha, pair, A, KA, (D, db, KD, slope), previous)
+        if not exact_model:
+            D, db, KD, slope = _subspace_step(loss, F, Y, w, G, alpha, pair, A, KA, (D, db, KD, slope), previous)
         step, accepted = 1.0, False
         for _ in range(MAX_HALVINGS):
             A_t, b_t, KA_t = A + step * D, b + step * db, KA + step * KD
