@@ -57,6 +57,10 @@ from .kernels import (
 )
 from ._warnings import warn
 
+# n_centers="auto" (see auto_centers)
+AUTO_EXACT_MAX_ROWS = 20_000
+AUTO_MIN_CENTERS = 1000
+AUTO_CENTERS_PER_ROOT = 2.0
 OPTION_DEFAULTS = {"memory_budget": "auto", "dtype": "auto", "n_threads": "auto"}
 
 
@@ -183,6 +187,21 @@ class _ValidationMonitor:
         return self.waited >= self.patience
 
 
+def auto_centers(n_samples):
+    """``n_centers="auto"``: None (the exact model) up to ``AUTO_EXACT_MAX_ROWS`` rows, else a count of centers.
+
+    The exact model's memory and time per product grow as n^2 (20,000 rows: a
+    1.6 GB kernel matrix in float32); the centers model's as n m. Its count
+    grows as ``AUTO_CENTERS_PER_ROOT * sqrt(n)`` (FALKON's analysis: m of order
+    sqrt(n) keeps the exact model's statistical rate), at least
+    ``AUTO_MIN_CENTERS`` (benchmarks/bench_large_logistic.py: 1,000 centers beat
+    Nystroem(1000) + LogisticRegression's log-loss and time at 50,000 and 200,000 rows).
+    """
+    if n_samples <= AUTO_EXACT_MAX_ROWS:
+        return None
+    return int(max(AUTO_MIN_CENTERS, np.ceil(AUTO_CENTERS_PER_ROOT * np.sqrt(n_samples))))
+
+
 class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
     """Base class of the kernelgd estimators; not for direct use."""
 
@@ -197,7 +216,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "solver": [StrOptions(set(SOLVERS) | {"auto"})],
-        "n_centers": [Interval(Integral, 1, None, closed="left"), None],  # bools rejected in fit
+        "n_centers": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],  # bools rejected in fit
         "fit_intercept": ["boolean"],
         "early_stopping": ["boolean"],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
@@ -221,7 +240,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         step_size="auto",
         max_iter=1000,
         tol=1e-3,
-        n_centers=None,
+        n_centers="auto",
         fit_intercept=True,
         early_stopping=False,
         validation_fraction=0.1,
@@ -386,14 +405,18 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         w = raw / top  # first by the largest, so that the sum cannot overflow
         return w / w.sum(), raw
 
-    def _choose_centers(self, X_tr, w_tr, rng):
+    def _choose_centers(self, X_tr, w_tr, rng, psd):
         """The indices of the rows of X_tr the model is restricted to (None: all of them)."""
         if isinstance(self.n_centers, (bool, np.bool_)):
             raise ValueError(
-                f"n_centers must be a positive int or None, got {self.n_centers!r}; "
+                f"n_centers must be a positive int, 'auto' or None, got {self.n_centers!r}; "
                 "for example n_centers=1000."
             )
-        if self.n_centers is None or self.n_centers >= X_tr.shape[0]:
+        n_centers = self.n_centers
+        if isinstance(n_centers, str):  # "auto"
+            solver_has_centers = self.solver == "auto" and psd or self.solver in CENTER_SOLVERS
+            n_centers = auto_centers(X_tr.shape[0]) if solver_has_centers and not self._precomputed else None
+        if n_centers is None or n_centers >= X_tr.shape[0]:
             return None
         if self._precomputed:
             raise ValueError(
@@ -401,7 +424,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
                 "a subset of the inputs. Pass the inputs with a kernel name or callable."
             )
         candidates = np.flatnonzero(w_tr > 0)
-        return np.sort(rng.choice(candidates, min(self.n_centers, len(candidates)), replace=False))
+        return np.sort(rng.choice(candidates, min(n_centers, len(candidates)), replace=False))
 
     def _warn_if_not_psd(self, kernel, X):
         if kernel is None:
@@ -468,7 +491,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         kernel = self._bound_kernel()
         psd = True if kernel is None else kernel.psd
         self._warn_if_not_psd(kernel, X_tr)
-        center_rows = self._choose_centers(X_tr, w_tr, rng)
+        center_rows = self._choose_centers(X_tr, w_tr, rng, psd)
         centers = None if center_rows is None else X_tr[center_rows]
         solver = self.solver
         if solver == "auto":
@@ -566,6 +589,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         self.validation_loss_curve_ = None if monitor is None else _unscale_curve(monitor.curve, y_scale)
         self.step_size_ = result.step_size
         self.solver_ = solver
+        self.n_centers_ = operator.m
 
     def _decision(self, X):
         """``K(X, X_fit_) @ dual_coef_ + intercept_`` with 2-D coefficients."""

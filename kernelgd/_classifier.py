@@ -79,6 +79,10 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         The training inputs (the training kernel matrix when precomputed).
     alpha_ : float
         The ridge strength used (``alpha``, or its value for ``"auto"``).
+    n_centers_ : int
+        The number of centers f is restricted to: the number of training
+        rows for the exact model (``n_centers=None``, or ``"auto"`` up to
+        20,000 rows), else the rows of ``X_fit_``.
     sigma_ : float, ndarray of shape (n_features,) or None
         The bandwidth used, None for kernels without one.
     step_size_ : float
@@ -134,7 +138,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         step_size="auto",
         max_iter=1000,
         tol=1e-3,
-        n_centers=None,
+        n_centers="auto",
         fit_intercept=True,
         early_stopping=False,
         validation_fraction=0.1,

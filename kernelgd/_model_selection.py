@@ -290,7 +290,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         "kernel_params": [dict, None],
         "fit_intercept": ["boolean"],
         "solver": [str],
-        "n_centers": [Interval(Integral, 1, None, closed="left"), None],
+        "n_centers": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "options": [dict, None],
@@ -313,7 +313,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         kernel_params=None,
         fit_intercept=True,
         solver="auto",
-        n_centers=None,
+        n_centers="auto",
         max_iter=1000,
         tol=1e-3,
         options=None,
@@ -683,7 +683,8 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         1e-8), so that the solve's error stays below the model's own. The K-fold
         solves use ``fit_intercept``, ``solver``, ``max_iter``, ``tol`` and
         ``options`` on the full model of the kernel matrix (``n_centers``
-        applies to the refit only).
+        applies to the refit only: with ``"auto"``, a refit on more than
+        20,000 rows is a centers model).
     random_state : int, RandomState instance or None, default=None
         Seeds the subsample and the base estimator.
     verbose : int, default=0
@@ -766,7 +767,7 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         kernel_params=None,
         fit_intercept=True,
         solver="auto",
-        n_centers=None,
+        n_centers="auto",
         max_iter=1000,
         tol=1e-3,
         options=None,
@@ -1010,7 +1011,7 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         kernel_params=None,
         fit_intercept=True,
         solver="auto",
-        n_centers=None,
+        n_centers="auto",
         max_iter=1000,
         tol=1e-3,
         options=None,

@@ -27,6 +27,10 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         The intercept ``b`` (0 when ``fit_intercept=False``).
     X_fit_ : ndarray of shape (n_samples, n_features)
         The training inputs (the training kernel matrix when precomputed).
+    n_centers_ : int
+        The number of centers f is restricted to: the number of training
+        rows for the exact model (``n_centers=None``, or ``"auto"`` up to
+        20,000 rows), else the rows of ``X_fit_``.
     sigma_ : float, ndarray of shape (n_features,) or None
         The bandwidth used, None for kernels without one.
     step_size_ : float

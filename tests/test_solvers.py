@@ -4,6 +4,8 @@ References: scikit-learn's KernelRidge, and the optimality conditions of the
 objective solved directly by dense linear algebra.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
@@ -183,6 +185,38 @@ def test_n_centers_at_least_n_is_the_full_model():
     full = KernelGDRegressor(alpha=ALPHA, tol=1e-12, max_iter=500).fit(X, y)
     many = KernelGDRegressor(alpha=ALPHA, tol=1e-12, max_iter=500, n_centers=1000).fit(X, y)
     assert_allclose(many.predict(Z), full.predict(Z), rtol=1e-8)
+
+
+def test_auto_centers_rule():
+    from kernelgd._base import AUTO_EXACT_MAX_ROWS, auto_centers
+
+    assert auto_centers(100) is None and auto_centers(AUTO_EXACT_MAX_ROWS) is None
+    assert auto_centers(AUTO_EXACT_MAX_ROWS + 1) == 1000 and auto_centers(200_000) == 1000
+    assert auto_centers(10**6) == 2000 and auto_centers(10**8) == 20_000
+
+
+def test_n_centers_auto_is_exact_up_to_the_threshold_and_centers_above(monkeypatch):
+    from kernelgd import _base
+
+    params = dict(alpha=ALPHA, tol=1e-10, max_iter=500, random_state=0)
+    exact = KernelGDRegressor(**params).fit(X, y)  # the default is "auto"
+    assert exact.n_centers_ == len(X) and exact.X_fit_.shape == X.shape
+    assert_allclose(exact.predict(Z), KernelGDRegressor(n_centers=None, **params).fit(X, y).predict(Z))
+    monkeypatch.setattr(_base, "AUTO_EXACT_MAX_ROWS", 50)
+    monkeypatch.setattr(_base, "AUTO_MIN_CENTERS", 20)
+    auto = KernelGDRegressor(**params).fit(X, y)
+    assert auto.n_centers_ == 20 and auto.X_fit_.shape == (20, X.shape[1])
+    explicit = KernelGDRegressor(n_centers=20, **params).fit(X, y)
+    assert_allclose(auto.predict(Z), explicit.predict(Z))
+    labels = (y > 0).astype(int)
+    assert KernelGDClassifier(loss="logistic", random_state=0).fit(X, labels).n_centers_ == 20
+    # where centers cannot be used, "auto" is the exact model, never an error
+    for model in [KernelGDRegressor(solver="gd", max_iter=5, tol=0), KernelGDRegressor(solver="eigenpro", max_iter=2),
+                  KernelGDRegressor(kernel="sigmoid", max_iter=5, tol=0)]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert model.fit(X, y).n_centers_ == len(X)
+    assert KernelGDRegressor(kernel="precomputed", alpha=ALPHA).fit(kernel_matrix(X), y).n_centers_ == len(X)
 
 
 @pytest.mark.parametrize("solver", ["cg", "eigenpro"])
