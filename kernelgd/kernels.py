@@ -230,32 +230,42 @@ def _neg_sq_distances(X, Y, out=None, then=None):
     rows = max(1, DISTANCE_CHUNK_BYTES // max(1, D.shape[1] * D.itemsize))
     # The expansion's rounding is about eps (|x|^2 + |z|^2): where that is large (features far
     # from 0 in units of sigma), entries within it of 0 (a row against itself) are recomputed.
-    y_top = float(yy.max()) if yy.size else 0.0
     for start in range(0, D.shape[0], rows):
         chunk = D[start : start + rows]
         with np.errstate(invalid="ignore", over="ignore"):
             np.matmul(A[start : start + rows], Bt, out=chunk)
         np.minimum(chunk, 0, out=chunk)
         if chunk.size:
-            _exact_near_zero(chunk, X[start : start + rows], Y, xx[start : start + rows], y_top)
+            _exact_near_zero(chunk, X[start : start + rows], Y, xx[start : start + rows, 0], yy[:, 0])
         if then is not None:
             then(chunk)
     return D
 
 
-def _exact_near_zero(chunk, X, Y, xx, y_top):
+def _exact_near_zero(chunk, X, Y, xx, yy):
     """Recompute ``-||x - z||^2`` directly (in float64) where the expansion cannot resolve it from 0.
 
-    Only where that rounding could move a kernel value by more than
-    ``sqrt(eps)``: the scan costs as much as the GEMM for few features.
+    Entry (i, j) is rounded by about ``eps (|x_i|^2 + |z_j|^2)``; it is
+    recomputed where it lies within 8 times that of 0 and that bound exceeds
+    ``sqrt(eps)`` (a kernel value moved by more). Only rows and columns of
+    large norm can reach that bound, so only they are scanned: a scan of the
+    whole block costs as much as its GEMM for few features, and one outlier
+    row (California housing's) would otherwise make every block pay it.
     """
-    bound = 8 * np.finfo(chunk.dtype).eps * (float(xx.max()) + y_top)
-    if bound <= np.sqrt(np.finfo(chunk.dtype).eps):
-        return
-    i, j = np.nonzero(chunk >= -bound)
-    if len(i):
-        diff = X[i].astype(np.float64) - Y[j]
-        chunk[i, j] = -np.einsum("ij,ij->i", diff, diff)
+    eps = np.finfo(chunk.dtype).eps
+    big = np.sqrt(eps) / (8 * eps)  # |x_i|^2 + |z_j|^2 above this can move a kernel value by sqrt(eps)
+    rows = np.flatnonzero(xx > big / 2)
+    cols = np.flatnonzero(yy > big / 2)
+    other = np.setdiff1d(np.arange(len(xx)), rows, assume_unique=True)  # the columns' scan skips rows scanned whole
+    for r, c in ((rows, np.arange(chunk.shape[1])), (other, cols)):
+        if not (len(r) and len(c)):
+            continue
+        bound = 8 * eps * (xx[r, None] + yy[None, c])
+        i, j = np.nonzero((chunk[np.ix_(r, c)] >= -bound) & (bound > np.sqrt(eps)))
+        if len(i):
+            i, j = r[i], c[j]
+            diff = X[i].astype(np.float64) - Y[j]
+            chunk[i, j] = -np.einsum("ij,ij->i", diff, diff)
 
 
 def _sparse_neg_sq_distances(X, Y, out=None):

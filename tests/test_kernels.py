@@ -254,3 +254,25 @@ def test_rbf_by_chunks_of_rows_equals_scikit_learn(monkeypatch, dtype):
     assert np.shares_memory(out, big)
     assert_allclose(big[:, 2:], expected, rtol=rtol)
     assert np.isnan(big[:, :2]).all()
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_float32_rbf_recomputes_near_zero_distances_of_outliers_only_where_needed(swap):
+    # A point far out (|x|^2 = 1e6 in units of sigma) and its near-duplicate among ordinary
+    # points: their distance must be exact (the GEMM expansion rounds it by ~0.1) although only
+    # the outliers' rows and columns are scanned, and every other entry stays accurate.
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    r = np.random.RandomState(0)
+    A = r.randn(300, 3)
+    B = r.randn(200, 3)
+    far = np.full(3, 1e3 / np.sqrt(3))
+    A[7], B[5] = far, far + 0.05
+    if swap:
+        A, B = B, A
+    from kernelgd.kernels import rbf
+
+    K = rbf(A.astype(np.float32), B.astype(np.float32), sigma=1.0)
+    assert K.dtype == np.float32
+    ref = rbf_kernel(A.astype(np.float32).astype(np.float64), B.astype(np.float32).astype(np.float64), gamma=1.0)
+    assert_allclose(K, ref, atol=1e-5)
