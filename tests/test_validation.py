@@ -123,3 +123,16 @@ def test_all_subsets_features_errors():
         AllSubsetsFeatures().fit(X).get_feature_names_out(["a"])
     with pytest.raises(ValueError, match="overflow"):
         AllSubsetsFeatures().fit(X * 1e120).transform(X * 1e120)
+
+
+@pytest.mark.parametrize("n", [1, 5, 256, 300, 700])
+def test_asymmetry_by_tiles_equals_the_dense_reference(n):
+    from kernelgd._base import _asymmetry
+
+    r = np.random.RandomState(n)
+    A = r.randn(n, n)
+    for M in (A, A + A.T, (A + A.T).astype(np.float32)):
+        assert _asymmetry(M) == np.max(np.abs(M - M.T))
+    one = A + A.T
+    one[n - 1, 0] += 3.0  # a single asymmetric pair, in the last tile
+    assert _asymmetry(one) == np.max(np.abs(one - one.T))
