@@ -209,6 +209,8 @@ def _asymmetry(X, block=256):
 def auto_centers(n_samples):
     """``n_centers="auto"``: None (the exact model) up to ``AUTO_EXACT_MAX_ROWS`` rows, else a count of centers.
 
+    ``n_samples`` counts the training rows with positive weight.
+
     The exact model's memory and time per product grow as n^2 (20,000 rows: a
     1.6 GB kernel matrix in float32); the centers model's as n m. Its count
     grows as ``AUTO_CENTERS_PER_ROOT * sqrt(n)`` (FALKON's analysis: m of order
@@ -434,7 +436,10 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         n_centers = self.n_centers
         if isinstance(n_centers, str):  # "auto"
             solver_has_centers = self.solver == "auto" and psd or self.solver in CENTER_SOLVERS
-            n_centers = auto_centers(X_tr.shape[0]) if solver_has_centers and not self._precomputed else None
+            # counted over the rows that carry weight: the others cannot shape the model, and centers as
+            # many as those rows would interpolate them (without ridge, the least-squares interpolant)
+            n_weighted = int(np.count_nonzero(w_tr > 0))
+            n_centers = auto_centers(n_weighted) if solver_has_centers and not self._precomputed else None
         if n_centers is None or n_centers >= X_tr.shape[0]:
             return None
         if self._precomputed:

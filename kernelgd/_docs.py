@@ -56,9 +56,10 @@ PARAMETERS = """\
         Nystroem / FALKON model): memory O(n * n_centers) instead of
         O(n^2), at some loss of accuracy for small ``n_centers``. None uses
         all training points (the exact model). ``"auto"`` uses all of them
-        up to 20,000 training rows, and ``max(1000, 2 sqrt(n))`` centers
-        above (with the solvers that support centers, and not for a
-        precomputed kernel); the count used is ``n_centers_``.
+        up to 20,000 training rows with positive weight, and
+        ``max(1000, 2 sqrt(n))`` centers above (with the solvers that
+        support centers, and not for a precomputed kernel); the count used
+        is ``n_centers_``.
     fit_intercept : bool, default=True
         Whether to learn an unpenalised intercept.
     early_stopping : bool, default=False

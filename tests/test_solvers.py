@@ -219,6 +219,32 @@ def test_n_centers_auto_is_exact_up_to_the_threshold_and_centers_above(monkeypat
     assert KernelGDRegressor(kernel="precomputed", alpha=ALPHA).fit(kernel_matrix(X), y).n_centers_ == len(X)
 
 
+def test_n_centers_auto_counts_the_rows_that_carry_weight(monkeypatch):
+    # Regression: 20,001 rows of which 500 had weight drew those 500 as centers; with the
+    # default alpha=0 the model interpolated their noise (held-out R^2 -5.2, against 0.90 for
+    # the exact model on the same weights). Below the threshold in weighted rows, "auto" is exact.
+    from kernelgd import _base
+
+    monkeypatch.setattr(_base, "AUTO_EXACT_MAX_ROWS", 100)
+    monkeypatch.setattr(_base, "AUTO_MIN_CENTERS", 60)
+    r = np.random.RandomState(0)
+    Xw = r.randn(400, 2)
+    yw = np.sin(Xw[:, 0]) + 0.3 * r.randn(400)
+    w = np.zeros(400)
+    w[:50] = 1.0
+    def quiet_fit(model, *args, **kwargs):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return model.fit(*args, **kwargs)
+
+    model = quiet_fit(KernelGDRegressor(random_state=0), Xw, yw, sample_weight=w)
+    assert model.n_centers_ == 400  # the exact model (zero-weight rows get zero coefficients)
+    reference = quiet_fit(KernelGDRegressor(n_centers=None, random_state=0), Xw, yw, sample_weight=w)
+    assert_allclose(model.predict(Xw[50:]), reference.predict(Xw[50:]))
+    w[:200] = 1.0  # 200 weighted rows: centers
+    assert quiet_fit(KernelGDRegressor(random_state=0), Xw, yw, sample_weight=w).n_centers_ == 60
+
+
 @pytest.mark.parametrize("solver", ["cg", "eigenpro"])
 def test_float32_close_to_float64(solver):
     params = dict(sigma=SIGMA, alpha=ALPHA, random_state=0, **CONVERGED[solver])
