@@ -64,6 +64,17 @@ def test_centers_more_iterations_never_make_the_model_worse():
     assert min(scores) > 0.95
 
 
+def test_a_float64_rounding_stop_does_not_advise_float64():
+    # Centers always compute in float64: their rounding stop advised options={'dtype': 'float64'}.
+    r = np.random.RandomState(0)
+    Xc = r.rand(2000, 3)
+    yc = (np.sin(6 * Xc[:, 0]) + np.cos(6 * Xc[:, 1]) + Xc[:, 2] > 0.5).astype(int)
+    with pytest.warns(ConvergenceWarning, match="lack of progress") as record:
+        KernelGDClassifier(sigma=1.0, n_centers=500, alpha=1e-6, max_iter=300, tol=0, random_state=0).fit(Xc, yc)
+    message = " ".join(str(w.message) for w in record if "lack of progress" in str(w.message))
+    assert "raise tol" in message and "float64" not in message
+
+
 def test_centers_objective_matches_a_dense_solve():
     # The centred elimination gives the optimum of
     # mean((K_nm beta + b - y)^2) + alpha beta' K_mm beta.

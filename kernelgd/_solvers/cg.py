@@ -503,17 +503,19 @@ def solve(operator, Y, w, settings):
     rng = np.random.RandomState(settings.random_state)
     run = _solve_full if operator.symmetric else _solve_centers
     coef, b, n_iter, log, status, penalty = run(operator, Y, w, settings, rng)
+    # in float64 already (centers always are), more precision is no remedy: a looser tol is
+    remedy = "use options={'dtype': 'float64'}" if operator.dtype == np.float32 else "raise tol"
     if status == "stalled":
         warn_rounding(
             settings, "cg", f"stopped at iteration {n_iter} for lack of progress: the search directions "
             "lost conjugacy in rounding",
-            "The model is the best iterate seen. Increase alpha or use options={'dtype': 'float64'}.",
+            f"The model is the best iterate seen. Increase alpha or {remedy}.",
         )
     elif status == "no_progress":
         warn_rounding(
             settings, "cg", f"stopped at iteration {n_iter} for lack of progress: the objective has not "
             f"decreased for {NO_PROGRESS_PATIENCE} iterations (rounding)",
-            "The model is the best iterate seen. Increase alpha or use options={'dtype': 'float64'}.",
+            f"The model is the best iterate seen. Increase alpha or {remedy}.",
         )
     elif status == "max_iter" and settings.tol > 0:
         warn_not_converged(

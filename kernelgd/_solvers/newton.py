@@ -509,7 +509,8 @@ def solve(operator, Y, w, settings):
     elif reason == "no_descent" and not (settings.tol > 0 and accepted_decrement <= 1e3 * settings.tol**2 * value0):
         warn_rounding(
             settings, "newton", f"stopped at iteration {it}: the Newton direction no longer decreases the "
-            "objective (rounding)", "The model is the best iterate seen. Increase alpha or use options={'dtype': 'float64'}.",
+            "objective (rounding)", "The model is the best iterate seen. Increase alpha"
+            + (" or use options={'dtype': 'float64'}." if operator.dtype == np.float32 else "."),
         )
     elif reason == "no_descent":
         converged = True
