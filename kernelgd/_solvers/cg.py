@@ -416,7 +416,7 @@ def _solve_centers(operator, Y, w, settings, rng):
     if settings.coef_init is not None:  # warm start: z = B^-1 beta = A_fac T beta
         Z0 = blas_dot(A_fac, blas_dot(T, settings.coef_init))
     log = IterateLog()
-    on_iter = _monitor(settings, Y, w, state, combine, lambda beta, _: penalty(beta), log)
+    on_iter = _monitor(settings, Y, w, state, combine, lambda beta, _: penalty(beta), log, residual_progress=True)
     Z, n_iter, status = block_pcg(
         apply_A, apply_Bt(rhs), lambda V: V, max_iter=settings.max_iter, tol=settings.tol,
         on_iter=on_iter, x0=Z0, state=state,
@@ -445,7 +445,7 @@ def _status(status, state):
     return "no_progress" if status == "stopped" and state.get("no_progress") else status
 
 
-def _monitor(settings, Y, w, state, combine, penalty, log, quadratic=None, settle=None):
+def _monitor(settings, Y, w, state, combine, penalty, log, quadratic=None, settle=None, residual_progress=False):
     """The per-iteration step of block_pcg: objective, progress line, callback.
 
     ``state["KX"]`` tracks K times the iterate from the products already
@@ -454,9 +454,12 @@ def _monitor(settings, Y, w, state, combine, penalty, log, quadratic=None, settl
     ``quadratic(X)``, the function CG minimises, where it differs from the
     objective: CG decreases it at every step in exact arithmetic, while the
     objective, a different norm of the error, may rise for many steps when
-    the system is ill-conditioned, which is not rounding.
+    the system is ill-conditioned, which is not rounding. With
+    ``residual_progress`` a new smallest residual is progress too: once the
+    objective is flat to float64's resolution, CG can still be reducing the
+    residual that its stopping test reads (centers at a tiny ridge).
     """
-    best = {"quadratic": np.inf, "since": 0}
+    best = {"quadratic": np.inf, "since": 0, "residual": np.inf, "since_residual": 0}
 
     def on_iter(X, step):
         state["KX"] += step * state["last"]
@@ -476,6 +479,11 @@ def _monitor(settings, Y, w, state, combine, penalty, log, quadratic=None, settl
             state["settled"] = True
             return True
         since = best["since"] if quadratic is not None else log.since_best()
+        if residual_progress:
+            residual = state.get("residual", np.inf)
+            best["since_residual"] = 0 if residual < best["residual"] else best["since_residual"] + 1
+            best["residual"] = min(best["residual"], residual)
+            since = min(since, best["since_residual"])
         if settings.tol > 0 and since >= NO_PROGRESS_PATIENCE:
             state["no_progress"] = True  # rounding has taken over: stop
             return True
