@@ -15,7 +15,8 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from . import _docs
+from . import _dask, _docs
+from ._dask import is_dask_collection
 from ._base import BaseKernelGD
 from ._losses import BinaryLogisticLoss, MultinomialLoss, SquaredLoss
 
@@ -197,6 +198,8 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         self : KernelGDClassifier
             The fitted estimator.
         """
+        if any(map(is_dask_collection, (X, y, sample_weight))):
+            return _dask.fit(self, X, y, sample_weight, classifier=True)
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
         check_classification_targets(y)
         binarizer = LabelBinarizer(neg_label=-1, pos_label=1)
@@ -235,6 +238,10 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
             For two classes, positive values vote for ``classes_[1]``.
         """
+        if is_dask_collection(X):  # lazily, block by block
+            check_is_fitted(self)
+            n_columns = None if self.dual_coef_.shape[1] == 1 else self.dual_coef_.shape[1]
+            return _dask.map_rows(self.decision_function, X, n_columns, np.float64)
         F = self._decision(X)
         return F.ravel() if F.shape[1] == 1 else F
 
@@ -252,6 +259,9 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         y_pred : ndarray of shape (n_samples,)
             The predicted labels.
         """
+        if is_dask_collection(X):
+            check_is_fitted(self)
+            return _dask.map_rows(self.predict, X, None, self.classes_.dtype)
         scores = self.decision_function(X)
         if scores.ndim == 1:
             return self.classes_[(scores > 0).astype(int)]
@@ -283,6 +293,8 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
                [0.13, 0.87]])
         """
         check_is_fitted(self)
+        if is_dask_collection(X):
+            return _dask.map_rows(self.predict_proba, X, len(self.classes_), np.float64)
         return self._fitted_loss().probabilities(self._decision(X))
 
     @available_if(_has_probabilities)
@@ -311,6 +323,8 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         array([[-0.1 , -2.36]])
         """
         check_is_fitted(self)
+        if is_dask_collection(X):
+            return _dask.map_rows(self.predict_log_proba, X, len(self.classes_), np.float64)
         return self._fitted_loss().log_probabilities(self._decision(X))
 
 

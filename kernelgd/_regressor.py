@@ -2,9 +2,10 @@
 
 import numpy as np
 from sklearn.base import MultiOutputMixin, RegressorMixin, _fit_context
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _docs
+from . import _dask, _docs
+from ._dask import is_dask_collection
 from ._base import BaseKernelGD
 
 
@@ -85,6 +86,8 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         self : KernelGDRegressor
             The fitted estimator.
         """
+        if any(map(is_dask_collection, (X, y, sample_weight))):
+            return _dask.fit(self, X, y, sample_weight, classifier=False)
         X, y = validate_data(
             self, X, y, accept_sparse="csr", multi_output=True, y_numeric=True, dtype=np.float64
         )
@@ -105,6 +108,10 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets)
             The predictions.
         """
+        if is_dask_collection(X):  # lazily, block by block
+            check_is_fitted(self)
+            n_columns = None if self.dual_coef_.ndim == 1 else self.dual_coef_.shape[1]
+            return _dask.map_rows(self.predict, X, n_columns, np.float64)
         F = self._decision(X)
         return F.ravel() if self.dual_coef_.ndim == 1 else F
 

@@ -1,0 +1,358 @@
+"""Fits and predictions on Dask collections: the rows stay on the workers.
+
+``fit(X, y)`` with X (and y, sample_weight) as row-chunked dask arrays or
+dask DataFrames fits the centers model: the blocks are persisted once on
+the workers, the centers are drawn from them and gathered (m rows), and
+the solver (``_solvers/blockwise.py``) runs on the client, each pass over
+the rows one map-reduce (a task per block, its result m x k, summed in a
+tree). Predictions map the numpy methods over the blocks and return dask
+arrays. dask is an optional dependency: nothing here imports it unless
+the input is already a dask collection.
+"""
+
+import sys
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import _check_feature_names
+
+from ._losses import SquaredLoss
+from ._operator import check_budget
+from ._solvers import SMOOTH_LOSS_SOLVERS, SolverSettings
+from ._solvers import blockwise
+from .kernels import get_spec
+
+# Blocks summed per task of the reduction tree.
+FAN_IN = 8
+
+
+def is_dask_collection(X):
+    """Whether X is a dask collection (without importing dask when it is not loaded)."""
+    dask = sys.modules.get("dask")
+    return dask is not None and dask.is_dask_collection(X)
+
+
+def _as_dask_array(X, name, n_rows=None, row_chunks=None):
+    """A dask array with known row chunks, from a dask array, DataFrame or Series (or a numpy array)."""
+    import dask.array as da
+
+    if X is None:
+        return None
+    if is_dask_collection(X) and hasattr(X, "to_dask_array"):  # dask DataFrame or Series
+        X = X.to_dask_array(lengths=True)
+    elif not is_dask_collection(X):
+        X = np.asarray(X)
+        if row_chunks is not None and X.ndim >= 1 and X.shape[0] == n_rows:
+            X = da.from_array(X, chunks=(row_chunks,) + X.shape[1:])
+        else:
+            X = da.from_array(X)
+    if not isinstance(X, da.Array):
+        raise ValueError(f"{name} is a {type(X).__name__}; kernelgd takes dask arrays and dask DataFrames.")
+    if sp.issparse(getattr(X, "_meta", None)):
+        raise ValueError(
+            f"{name} is a dask array of sparse blocks, which kernelgd does not fit on Dask; "
+            "densify the blocks (X.map_blocks(lambda b: b.toarray())) or fit a scipy.sparse matrix in memory."
+        )
+    if any(np.isnan(c) for c in X.chunks[0]):
+        X = X.compute_chunk_sizes()
+    return X
+
+
+def _aligned(v, X, name):
+    """v (targets or weights) as a dask array chunked like X's rows."""
+    v = _as_dask_array(v, name, X.shape[0], X.chunks[0])
+    if v is None:
+        return None
+    if v.shape[0] != X.shape[0]:
+        raise ValueError(f"{name} has {v.shape[0]} rows but X has {X.shape[0]}; they must match.")
+    if v.chunks[0] != X.chunks[0]:
+        v = v.rechunk({0: X.chunks[0]})
+    return v
+
+
+def _encode_labels(y, classes, one_hot):
+    """LabelBinarizer(-1, 1)'s columns for y (one-hot 0/1 rows for the softmax), per block."""
+    idx = np.searchsorted(classes, y)
+    if one_hot:
+        return np.eye(len(classes))[idx]
+    if len(classes) == 2:
+        return np.where(idx == 1, 1.0, -1.0)[:, None]
+    Y = -np.ones((len(y), len(classes)))
+    Y[np.arange(len(y)), idx] = 1.0
+    return Y
+
+
+def _class_of_rows(y, classes, per_class):
+    return per_class[np.searchsorted(classes, y)]
+
+
+def _weighted_counts(y, w, classes):
+    return np.bincount(np.searchsorted(classes, y), weights=w, minlength=len(classes))[None, :]
+
+
+def _positive_rows(w, ranks):
+    """The positions in the block of the positive-weight rows of the given ranks."""
+    return np.flatnonzero(w > 0)[ranks]
+
+
+def fit(estimator, X, y, sample_weight, classifier):
+    """Fit ``estimator`` (a KernelGDRegressor or KernelGDClassifier) on Dask collections."""
+    import dask
+    import dask.array as da
+
+    from ._base import resolve_options
+
+    est = estimator
+    if hasattr(X, "columns"):  # a dask DataFrame: its (empty pandas) meta carries the feature names
+        _check_feature_names(est, X._meta, reset=True)
+    inputs = (X, y, sample_weight)
+    X = _as_dask_array(X, "X")
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features); the dask array has shape {X.shape}.")
+    if est._precomputed:
+        raise ValueError("kernel='precomputed' cannot be fitted on Dask collections: pass the inputs and a kernel name.")
+    if est.early_stopping:
+        raise ValueError(
+            "early_stopping is not supported on Dask collections. Fit with early_stopping=False, or "
+            "hold out a validation set and choose max_iter or alpha with it."
+        )
+    X = X.rechunk({1: -1}).astype(np.float64)
+    n, n_features = X.shape
+    if n < 2 or n_features < 1:
+        raise ValueError(f"Found array with {n} sample(s) and {n_features} feature(s); at least 2 and 1 are required.")
+    y = _aligned(y, X, "y")
+    if y is None:
+        raise ValueError("y is required: pass the targets as a dask array or Series.")
+    w = _aligned(sample_weight, X, "sample_weight")
+    est.n_features_in_ = n_features
+
+    checks = {"X finite": da.isfinite(X).all(), "top": abs(X).max()}
+    if classifier:
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-D class labels; got shape {y.shape}.")
+        checks["classes"] = da.unique(y)
+    else:
+        if y.ndim > 2:
+            raise ValueError(f"y must be 1-D or 2-D; got shape {y.shape}.")
+        y = y.astype(np.float64)
+        checks["y finite"], checks["y top"] = da.isfinite(y).all(), abs(y).max()
+    if w is not None:
+        w = w.astype(np.float64)
+        checks["w finite"], checks["w min"] = da.isfinite(w).all(), w.min()
+    (found,) = dask.compute(checks)
+    for key in ("X finite", "y finite", "w finite"):
+        if key in found and not found[key]:
+            what = key.split()[0]
+            raise ValueError(f"Input {what} contains NaN or infinity; kernelgd needs finite values.")
+    if w is not None and found["w min"] < 0:
+        raise ValueError("Negative values in sample_weight are not allowed; weights must be >= 0.")
+
+    if classifier:
+        classes = np.asarray(found["classes"])
+        if len(classes) < 2:
+            raise ValueError(
+                "KernelGDClassifier needs samples of at least 2 classes, but the "
+                f"data contains only one class: {classes[0]!r}."
+            )
+        est.classes_ = classes
+        one_hot = est.loss == "logistic" and len(classes) > 2
+        k = len(classes) if one_hot or len(classes) > 2 else 1
+        Y = y.map_blocks(_encode_labels, classes, one_hot, dtype=np.float64, new_axis=1, chunks=(y.chunks[0], (k,)))
+        if est.class_weight is not None:
+            from ._classifier import _class_weights
+
+            ones = w if w is not None else da.ones(n, chunks=X.chunks[0])
+            counts = y.map_blocks(_weighted_counts, ones, classes, dtype=np.float64, new_axis=1,
+                                  chunks=((1,) * y.numblocks[0], (len(classes),))).sum(axis=0).compute()
+            per_class = _class_weights(est.class_weight, classes, classes, counts)
+            w = ones * y.map_blocks(_class_of_rows, classes, per_class, dtype=np.float64)
+        y_scale = 1.0
+    else:
+        Y = y.reshape(n, -1)
+        top_y = float(found["y top"])
+        y_scale = float(np.ldexp(1.0, np.frexp(top_y)[1] - 1)) if top_y > 0 and np.isfinite(top_y) else 1.0
+        Y = Y / y_scale
+    weighted = w is not None
+    raw = w if weighted else da.ones(n, chunks=X.chunks[0])
+    totals = {"W": raw.sum(), "positive": (raw > 0).sum()}
+    (totals,) = dask.compute(totals)
+    W, n_positive = float(totals["W"]), int(totals["positive"])
+    if not W > 0:
+        raise ValueError("sample_weight must have a positive sum; got all zero weights.")
+    if not np.isfinite(W):
+        raise ValueError("sample_weight sums to infinity; scale the weights down.")
+    m = _n_centers(est, n_positive)
+    if m is None:  # "auto" with rows few enough for the exact model: gathered, fitted in memory
+        X_in, y_in, w_in = dask.compute(*inputs)
+        return est.fit(X_in, y_in, sample_weight=w_in)
+    loss = est._loss(Y.shape[1])
+    alpha = est._alpha(W)
+    wn = raw / W
+
+    rng = check_random_state(est.random_state)
+    seed = rng.randint(np.iinfo(np.int32).max)
+    X, Y, wn = dask.persist(X, Y, wn)  # once: every later pass reads the blocks where they are
+    est.sigma_ = _sigma(est, X, wn, float(found["top"]))
+    kernel = est._bound_kernel()
+    if not kernel.psd:
+        raise ValueError(
+            f"The {kernel.name} kernel is not positive semi-definite; fits on Dask collections take the "
+            "centers model, whose solvers need a PSD kernel. Use a PSD kernel (rbf, laplacian, ...)."
+        )
+    solver = _solver(est, loss)
+    options = resolve_options(est.options)
+    check_budget(
+        3 * m * m * 8, f"n_centers={m} (three m x m matrices)", options["memory_budget"],
+        "Use fewer centers (n_centers) or raise options['memory_budget'].",
+    )
+    rows = _center_rows(rng, wn if weighted else None, n, n_positive, m)
+    centers, center_weights, wY = dask.compute(X[rows], wn[rows], (wn[:, None] * Y).sum(axis=0))
+    problem = DaskBlocks(kernel, centers, X, Y, wn, center_weights, loss, wY)
+    coef_init, intercept_init = est._warm_start_init(m, Y.shape[1])
+    settings = SolverSettings(
+        alpha=alpha, max_iter=est.max_iter, tol=float(est.tol), fit_intercept=est.fit_intercept,
+        coef_init=None if coef_init is None else coef_init / y_scale,
+        intercept_init=None if intercept_init is None else intercept_init / y_scale,
+        verbose=est.verbose, psd=True, kernel_name=kernel.name, random_state=seed,
+        memory_budget=int(options["memory_budget"]), loss=loss,
+    )
+    result = blockwise.solve(problem, settings)
+    coef, intercept = result.dual_coef * y_scale, result.intercept * y_scale
+    if not classifier and y.ndim == 1:
+        coef, intercept = coef.ravel(), float(intercept[0])
+    est.X_fit_, est.dual_coef_, est.intercept_ = centers, coef, intercept
+    est._compute_dtype = np.float64
+    est.n_iter_ = result.n_iter
+    est.loss_curve_ = [value * y_scale**2 for value in result.loss_curve] if loss is SquaredLoss else list(result.loss_curve)
+    est.validation_loss_curve_ = None
+    est.step_size_ = None
+    est.solver_ = solver
+    est.n_centers_ = m
+    return est
+
+
+def _sigma(est, X, w, top):
+    """sigma_ as the in-memory fit computes it, from passes over the persisted blocks."""
+    import dask
+
+    spec = get_spec(est.kernel)
+    if "sigma" not in spec.params or not (isinstance(est.sigma, str) and est.sigma == "scale"):
+        return est._resolve_sigma(np.empty((1, X.shape[1])), np.ones(1))
+    if top == 0.0:
+        return 1.0
+    Xs = X / top  # so that the variance of huge features does not overflow
+    (mean,) = dask.compute((w * Xs.mean(axis=1)).sum())
+    (var,) = dask.compute((w * ((Xs - mean) ** 2).mean(axis=1)).sum())
+    sigma = (top * float(np.sqrt(X.shape[1] * var))) ** (1.0 / spec.sigma_power)
+    return sigma if sigma > 0 else 1.0
+
+
+def _n_centers(est, n_positive):
+    from ._base import auto_centers
+
+    if isinstance(est.n_centers, (bool, np.bool_)):
+        raise ValueError(f"n_centers must be a positive int, 'auto' or None, got {est.n_centers!r}.")
+    if est.n_centers is None:
+        raise ValueError(
+            "The exact model (n_centers=None) needs every row in memory, which a Dask collection is "
+            "not meant for. Set n_centers (for example n_centers=1000) or 'auto', or call .compute() "
+            "on the inputs and fit those."
+        )
+    if isinstance(est.n_centers, str):  # "auto": None (the exact model) up to AUTO_EXACT_MAX_ROWS rows
+        return auto_centers(n_positive)
+    return min(int(est.n_centers), n_positive)
+
+
+def _solver(est, loss):
+    solver = est.solver
+    if solver == "auto":
+        return "cg" if loss is SquaredLoss else "newton"
+    if solver not in ("cg", "newton"):
+        raise ValueError(
+            f"solver={solver!r} does not fit Dask collections; use solver='auto', 'cg' or 'newton'."
+        )
+    if loss is not SquaredLoss and solver not in SMOOTH_LOSS_SOLVERS:
+        raise ValueError(
+            f"solver={solver!r} minimises the squared loss only; with loss={loss.name!r} use "
+            f"solver='auto' or one of {sorted(SMOOTH_LOSS_SOLVERS)}."
+        )
+    return solver
+
+
+def _center_rows(rng, w, n, n_positive, m):
+    """Sorted row indices of m centers drawn from the rows with positive weight.
+
+    The same draw as the in-memory fit's (``rng.choice`` over the positive
+    rows), so the same rows give the same centers; with weights, each
+    block maps the ranks it holds to its rows.
+    """
+    import dask
+
+    ranks = np.sort(rng.choice(n_positive, m, replace=False))
+    if w is None:
+        return ranks
+    blocks = w.to_delayed().ravel()
+    counts = dask.compute(*[dask.delayed(np.count_nonzero)(block > 0) for block in blocks])
+    starts = np.concatenate([[0], np.cumsum(w.chunks[0])])
+    rank_starts = np.concatenate([[0], np.cumsum(counts)])
+    tasks = []
+    for j, block in enumerate(blocks):
+        mine = ranks[(ranks >= rank_starts[j]) & (ranks < rank_starts[j + 1])] - rank_starts[j]
+        if len(mine):
+            tasks.append(dask.delayed(_positive_rows)(block, mine) + starts[j])
+    return np.sort(np.concatenate(dask.compute(*tasks)))
+
+
+class DaskBlocks:
+    """The blockwise solver's problem on persisted dask arrays: each pass one map-reduce."""
+
+    def __init__(self, kernel, centers, X, Y, w, center_weights, loss, weighted_targets):
+        self.kernel, self.C, self.loss = kernel, centers, loss
+        self.parts = list(zip(X.to_delayed().ravel(), Y.to_delayed().ravel(), w.to_delayed().ravel()))
+        self.center_weights = center_weights
+        self.weighted_targets = weighted_targets
+        self.n, self.m = X.shape[0], centers.shape[0]
+        self.dtype = np.float64
+        self.n_passes = 0
+
+    def center_matrix(self):
+        return np.asarray(self.kernel(self.C, self.C), dtype=np.float64)
+
+    def _map_reduce(self, func, *args):
+        import dask
+
+        self.n_passes += 1
+        shared = [dask.delayed(a) for a in (self.C,) + args]  # one key each, not a copy per task
+        parts = [
+            dask.delayed(func)(self.kernel, shared[0], X, Y, w, self.loss, *shared[1:]) for X, Y, w in self.parts
+        ]
+        while len(parts) > 1:
+            parts = [dask.delayed(_sum_terms)(*parts[i : i + FAN_IN]) for i in range(0, len(parts), FAN_IN)]
+        (terms,) = dask.compute(parts[0])
+        return terms
+
+    def evaluate(self, beta, b, hessian):
+        return self._map_reduce(blockwise.block_terms, beta, b, hessian)
+
+    def hessp(self, beta, b, D):
+        return self._map_reduce(blockwise.block_hessp, beta, b, D)
+
+
+def _sum_terms(*parts):
+    total = {}
+    for part in parts:
+        total = blockwise.add_terms(total, part)
+    return total
+
+
+def map_rows(method, X, n_columns, dtype):
+    """``method`` (a numpy method of a fitted estimator) over X's row blocks, as a dask array.
+
+    ``n_columns`` None: one value per row.
+    """
+    X = _as_dask_array(X, "X").rechunk({1: -1})
+    if n_columns is None:
+        return X.map_blocks(method, drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype=dtype))
+    return X.map_blocks(method, chunks=(X.chunks[0], (n_columns,)), dtype=dtype,
+                        meta=np.empty((0, n_columns), dtype=dtype))
+

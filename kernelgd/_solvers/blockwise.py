@@ -1,0 +1,366 @@
+"""Newton's method for a centers model whose rows stay in blocks: every pass over them is one map-reduce.
+
+The model ``f = K_nm beta + b`` on m centers has m x k coefficients, and
+every quantity a Newton step needs from the n rows is a sum over row
+blocks. A *problem* computes those sums wherever its rows live (Dask
+workers: ``kernelgd/_dask.py``; a list of arrays: :class:`LocalBlocks`,
+which the tests use) and exposes
+
+* ``evaluate(beta, b, hessian)``: the loss, ``K'G`` and ``sum_i G_i`` at
+  ``F = K beta + b``; with ``hessian``, also what the Newton step's
+  elimination of the intercept needs (``S = sum_i H_i`` and ``K'H 1``);
+* ``hessp(beta, b, D)``: ``K'H K D`` and ``sum_i (H K D)_i``;
+* ``center_matrix()``, ``center_weights`` (the normalised weights of the
+  centers' rows), ``weighted_targets`` (``sum_i w_i Y_i``), ``n``, ``m``.
+
+The client keeps the m x m factors and the m x k state. Each step is the
+exact Newton step on centers of solver "newton" (``_direction_centers_coupled``),
+for every loss: the intercept is eliminated through the Schur complement
+of S, and conjugate gradient runs in FALKON's variables (solver "cg"'s
+factors), one pass over the rows per iteration. The squared loss's
+Hessian does not depend on the iterate, so its first step, solved to tol,
+is the fit: solver "cg"'s system. A backtracking line search on the exact
+objective (one pass per trial, which also returns the next step's
+gradient) keeps every iterate a decrease from the intercept-only model.
+"""
+
+import numpy as np
+from scipy.linalg import solve_triangular
+from sklearn.utils import gen_batches
+
+from .._operator import blas_dot
+from . import cg
+from ._common import IterateLog, SolverResult, warn_not_converged, warn_rounding
+from .newton import ARMIJO, CONFIRM_MARGIN, FORCING_MAX, MAX_HALVINGS, ROUNDING
+
+# Rows of a block whose kernel values are formed at once (bytes of K).
+CHUNK_BYTES = 64 << 20
+
+
+# ------------------------------------------------------------------ per block
+
+
+def _chunks(X, m):
+    return gen_batches(X.shape[0], max(1, CHUNK_BYTES // (8 * max(m, 1))))
+
+
+def block_terms(kernel, C, X, Y, w, loss, beta, b, hessian):
+    """A block's share of ``evaluate``: dict of sums (``value`` a 0-d array)."""
+    k = Y.shape[1]
+    out = {}
+    for rows in _chunks(X, C.shape[0]):
+        K = kernel(X[rows], C)
+        F = K @ beta + b
+        Yr, wr = Y[rows], w[rows]
+        G = loss.gradient(F, Yr, wr)
+        part = {"value": np.array(loss.value(F, Yr, wr)), "KG": K.T @ G, "sG": G.sum(axis=0)}
+        if hessian and loss.diagonal_hessian:
+            h = loss.hessian_diagonal(F, wr)
+            part["Kh"], part["sh"] = K.T @ h, h.sum(axis=0)
+        elif hessian:  # the softmax: K'(w P), the k (k + 1) / 2 distinct K'(w p_c p_d), and S
+            P = loss.probabilities(F)
+            WP = wr[:, None] * P
+            i, j = np.triu_indices(k)
+            part["KWP"] = K.T @ np.hstack([WP, WP[:, i] * P[:, j]])
+            part["S"] = np.diag(WP.sum(axis=0)) - WP.T @ P
+        out = add_terms(out, part)
+    return out
+
+
+def block_hessp(kernel, C, X, Y, w, loss, beta, b, D):
+    """A block's share of ``hessp``: ``K'H K D`` and ``sum_i (H K D)_i``."""
+    out = {}
+    for rows in _chunks(X, C.shape[0]):
+        K = kernel(X[rows], C)
+        # the squared loss's Hessian does not depend on F: one product less
+        F = None if loss.name == "squared" else K @ beta + b
+        HU = loss.hessp(F, Y[rows], w[rows], K @ D)
+        out = add_terms(out, {"KHU": K.T @ HU, "sHU": HU.sum(axis=0)})
+    return out
+
+
+def add_terms(a, b):
+    """Key-wise sum of two dicts of arrays (an empty dict is zero)."""
+    if not a:
+        return b
+    if not b:
+        return a
+    return {key: a[key] + b[key] for key in a}
+
+
+class LocalBlocks:
+    """A problem whose blocks are in-memory arrays, summed one after the other.
+
+    Parameters
+    ----------
+    kernel : BoundKernel
+    centers : ndarray of shape (m, n_features)
+    blocks : list of (X, Y, w)
+        Rows, targets (n_j, k) and weights (normalised over all blocks).
+    center_weights : ndarray of shape (m,)
+        The weights of the centers' rows.
+    loss : loss class
+    """
+
+    def __init__(self, kernel, centers, blocks, center_weights, loss):
+        self.kernel, self.C, self.blocks, self.loss = kernel, centers, blocks, loss
+        self.center_weights = center_weights
+        self.n = sum(X.shape[0] for X, _, _ in blocks)
+        self.m = centers.shape[0]
+        self.dtype = np.float64
+        self.weighted_targets = sum(w @ Y for _, Y, w in blocks)
+        self.n_passes = 0
+
+    def center_matrix(self):
+        return np.asarray(self.kernel(self.C, self.C), dtype=np.float64)
+
+    def evaluate(self, beta, b, hessian):
+        self.n_passes += 1
+        terms = {}
+        for X, Y, w in self.blocks:
+            terms = add_terms(terms, block_terms(self.kernel, self.C, X, Y, w, self.loss, beta, b, hessian))
+        return terms
+
+    def hessp(self, beta, b, D):
+        self.n_passes += 1
+        terms = {}
+        for X, Y, w in self.blocks:
+            terms = add_terms(terms, block_hessp(self.kernel, self.C, X, Y, w, self.loss, beta, b, D))
+        return terms
+
+
+# ------------------------------------------------------------------ client side
+
+
+def baseline_intercept(loss, weighted_targets, fit_intercept):
+    """The intercept-only model's intercept from ``sum_i w_i Y_i`` (weights summing to one)."""
+    wY = np.asarray(weighted_targets, dtype=np.float64)
+    if not fit_intercept:
+        return np.zeros(wY.shape[0])
+    if loss.name == "squared":
+        return wY.copy()
+    if wY.shape[0] == 1:  # +-1 labels: the positive share is (1 + sum w y) / 2
+        p = (1.0 + wY[0]) / 2.0
+        return loss.baseline(np.array([[1.0], [-1.0]]), np.array([p, 1.0 - p]), True)[0]
+    return loss.baseline(np.eye(wY.shape[0]), wY, True)[0]
+
+
+def _hessian_summary(loss, terms, m, k):
+    """``S = sum_i H_i`` (k x k) and ``K'H 1`` (m x k x k: ``[:, :, d] = K'H(1 e_d')``)."""
+    if loss.diagonal_hessian:
+        S = np.diag(terms["sh"])
+        KH1 = np.zeros((m, k, k))
+        KH1[:, np.arange(k), np.arange(k)] = terms["Kh"]
+        return S, KH1
+    i, j = np.triu_indices(k)
+    KWP = terms["KWP"]
+    KPP = np.empty((m, k, k))
+    KPP[:, i, j] = KPP[:, j, i] = KWP[:, k:]
+    KH1 = -KPP
+    KH1[:, np.arange(k), np.arange(k)] += KWP[:, :k]
+    return terms["S"], KH1
+
+
+def _direction(problem, terms, beta, b, settings, factors, inner_tol):
+    """The Newton step ``(D, e)`` at ``(beta, b)``, its CG iterations and status (see the module doc)."""
+    loss, alpha = settings.loss, settings.alpha
+    m, k = beta.shape
+    center = settings.fit_intercept
+    Kmm, T, TTt = factors
+    S, KH1 = _hessian_summary(loss, terms, m, k)
+    total = np.maximum(np.diagonal(S).copy(), np.finfo(float).tiny)
+    floor = cg.CENTERS_MIN_RIDGE * float(np.mean(np.diagonal(Kmm)))
+    # one ridge for every column, solver "cg"'s floor in the Hessian's scale (see newton's coupled step)
+    ridge = max(2.0 * alpha, floor * float(total.max()))
+    h_centers = loss.hessian_diagonal(blas_dot(Kmm, beta) + b, problem.center_weights)
+    d = (problem.n * h_centers / total).mean(axis=1)
+    A_fac = cg.falkon_factor(T, TTt, d, float(np.exp(np.mean(np.log(ridge / total)))), center)
+
+    def apply_B(V):  # B = T^-1 A^-1
+        return solve_triangular(T, solve_triangular(A_fac, V, check_finite=False), check_finite=False)
+
+    def apply_Bt(V):
+        return solve_triangular(A_fac, solve_triangular(T, V, trans="T", check_finite=False), trans="T",
+                                check_finite=False)
+
+    rhs = -(terms["KG"] + 2.0 * alpha * blas_dot(Kmm, beta))
+    e0 = np.zeros(k)
+    if center:
+        S_pinv = np.diag(1.0 / total) if loss.diagonal_hessian else np.linalg.pinv(S, hermitian=True)
+        e0 = -S_pinv @ terms["sG"]
+        rhs = rhs - KH1 @ e0
+    state = {"last": None, "sHKD": np.zeros(k)}
+
+    def operator_D(D):
+        parts = problem.hessp(beta, b, D)
+        state["last"] = parts["sHU"]
+        out = parts["KHU"] + ridge * blas_dot(Kmm, D)
+        if center:
+            out -= KH1 @ (S_pinv @ parts["sHU"])
+        return out
+
+    if loss.diagonal_hessian:  # independent columns: one CG run each, each scaled by its total weight
+
+        def apply_A(U):
+            return apply_Bt(operator_D(apply_B(U)) / total)
+
+        B0, precondition = apply_Bt(rhs / total), (lambda V: V)
+    else:  # the softmax couples the classes: one joint run, rows kept summing to zero
+
+        def zero_sum(Z):
+            return (Z - Z.mean(axis=1, keepdims=True)).reshape(-1, 1)
+
+        def apply_A(u):
+            return zero_sum(apply_Bt(operator_D(apply_B(u.reshape(m, k)))))
+
+        def precondition(r):
+            return zero_sum(r.reshape(m, k) / total)
+
+        B0 = zero_sum(apply_Bt(rhs))
+
+    def on_iter(X, step):
+        state["sHKD"] += (step if loss.diagonal_hessian else step[0]) * state["last"]
+        return False
+
+    U, n_inner, status = cg.block_pcg(
+        apply_A, B0, precondition, max_iter=settings.max_iter, tol=inner_tol, on_iter=on_iter,
+    )
+    D = apply_B(U.reshape(m, k))
+    e = e0 - S_pinv @ state["sHKD"] if center else np.zeros(k)
+    return D, e, n_inner, status
+
+
+def solve(problem, settings):
+    """Minimise the objective on centers by Newton steps whose data passes are map-reduces.
+
+    Parameters
+    ----------
+    problem : object
+        The rows' sums (module docstring), for example :class:`LocalBlocks`.
+    settings : SolverSettings
+
+    Returns
+    -------
+    SolverResult
+        ``loss_curve`` holds the exact objective of every accepted iterate.
+    """
+    loss, alpha, tol = settings.loss, settings.alpha, settings.tol
+    factors = cg.center_factors(problem, {})
+    T = factors[1]
+
+    def penalty(beta):  # beta' K_mm beta as |T beta|^2: never negative in rounding
+        return float(np.sum(blas_dot(T, beta) ** 2))
+
+    k = len(problem.weighted_targets)
+    b0 = baseline_intercept(loss, problem.weighted_targets, settings.fit_intercept)
+    beta0 = np.zeros((problem.m, k))
+    terms0 = problem.evaluate(beta0, b0, hessian=settings.coef_init is None)
+    value0 = float(terms0["value"])
+    if not np.isfinite(value0):
+        raise ValueError(
+            f"The intercept-only model's loss is {value0}: the targets or weights overflow float64. "
+            "Scale the targets down."
+        )
+    beta, b, terms, value = beta0, b0, terms0, value0
+    if settings.coef_init is not None:  # warm start, kept only where it beats the intercept-only model
+        start = (settings.coef_init.copy(), settings.intercept_init.copy() if settings.fit_intercept else b0)
+        terms_s = problem.evaluate(*start, hessian=True)
+        value_s = float(terms_s["value"]) + alpha * penalty(start[0])
+        if np.isfinite(value_s) and value_s <= value0:
+            (beta, b), terms, value = start, terms_s, value_s
+        else:
+            terms = problem.evaluate(beta0, b0, hessian=True)
+    log = IterateLog()
+    squared = loss.name == "squared"
+    # the squared loss's single step is solver "cg"'s solve, to tol; smooth losses: newton's exact tolerance
+    exact_tol = tol if squared else min(tol, 1e-3)
+    exact = squared or not value0 > 0
+    decrement = np.inf
+    converged, reason, it = False, None, 0
+    while it < settings.max_iter:
+        it += 1
+        inner_tol = exact_tol if exact else max(exact_tol, min(FORCING_MAX, np.sqrt(decrement / value0)))
+        loose = inner_tol > exact_tol
+        D, e, n_inner, status = _direction(problem, terms, beta, b, settings, factors, inner_tol)
+        slope = float(np.sum(terms["KG"] * D) + terms["sG"] @ e)
+        if alpha:
+            slope += 2.0 * alpha * float(np.sum(D * blas_dot(factors[0], beta)))
+        accepted, step = False, 1.0
+        if slope < 0:
+            for _ in range(MAX_HALVINGS):
+                beta_t, b_t = beta + step * D, b + step * e
+                # the Hessian summary is fetched with the trial a full step usually makes the next iterate
+                terms_t = problem.evaluate(beta_t, b_t, hessian=step == 1.0 or loss.diagonal_hessian)
+                value_t = float(terms_t["value"]) + alpha * penalty(beta_t)
+                if np.isfinite(value_t) and value_t <= value + ARMIJO * step * slope:
+                    accepted = True
+                    break
+                step /= 2
+        if not accepted:
+            it -= 1
+            if loose:  # an inexact direction failed: retry it exact
+                exact = True
+                continue
+            reason = "no_descent"
+            break
+        decrement = -slope
+        beta, b, value, terms = beta_t, b_t, value_t, terms_t
+        log.record(value, beta, b)
+        if settings.verbose:
+            print(f"[newton] iter {it:4d}  objective {value:.6e}  step {step:.3g}  decrement {decrement:.3e}  "
+                  f"cg iterations {n_inner}")
+        stop_requested = settings.callback is not None and settings.callback(beta, b)
+        if squared:  # the quadratic's Newton step is its minimiser, as exact as CG solved it
+            it = n_inner  # counted as solver "cg" counts: its iterations
+            converged = status == "converged"
+            reason = None if converged else status
+            break
+        if loose and decrement <= tol**2 * value0 and not decrement <= CONFIRM_MARGIN * tol**2 * value0:
+            exact = True  # confirm a loose step's small decrement with an exact one
+        elif tol > 0 and decrement <= tol**2 * value0:
+            converged = True
+            break
+        elif decrement <= ROUNDING * (abs(value) + value0):
+            reason = "rounding"
+            break
+        if stop_requested:
+            reason = "callback"
+            break
+        if "sh" not in terms and "S" not in terms:  # a damped step's point lacks the Hessian summary
+            terms = problem.evaluate(beta, b, hessian=True)
+    _report(reason, converged, it, settings)
+    if log.negative:  # a loss plus a PSD penalty cannot be negative: rounding broke the fit
+        warn_rounding(
+            settings, "newton", f"computed a negative objective ({min(log.curve):.3g}), which a loss plus a "
+            "positive semi-definite penalty cannot have", "The best iterate with a valid objective is returned. "
+            "Increase alpha, use fewer centers, or scale the features.",
+        )
+    if log.best is None:  # no step decreased the objective: the start is the model
+        return SolverResult(beta, np.asarray(b, dtype=np.float64), 0, [value], None, converged)
+    beta, b = log.best
+    b = np.asarray(b, dtype=np.float64)
+    if getattr(loss, "shift_invariant", False):
+        b = b - b.mean()
+    return SolverResult(beta, b, it, list(log.curve), None, converged)
+
+
+def _report(reason, converged, it, settings):
+    if reason == "no_descent":
+        warn_rounding(
+            settings, "newton", f"stopped at iteration {it}: the Newton direction no longer decreases the "
+            "objective (rounding)", "The model is the best iterate seen. Increase alpha.",
+        )
+    elif reason == "rounding":
+        warn_rounding(
+            settings, "newton", f"stopped at iteration {it} for lack of progress: the predicted decrease is at "
+            f"the level of rounding, above tol={settings.tol:g}", "The model is the best iterate seen; a larger tol suffices.",
+        )
+    elif reason in ("max_iter", "stalled"):
+        warn_not_converged(
+            "cg", f"did not reach tol={settings.tol:g} in max_iter={settings.max_iter} iterations"
+            if reason == "max_iter" else "lost conjugacy in rounding before reaching tol",
+            "The model is the best iterate seen. Increase max_iter or alpha.",
+        )
+    elif not converged and reason is None and settings.tol > 0:
+        warn_not_converged("newton", f"did not converge in max_iter={settings.max_iter} iterations",
+                           "Increase max_iter or alpha.")
