@@ -11,6 +11,8 @@ the input is already a dask collection.
 """
 
 import sys
+from functools import partial
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
@@ -24,6 +26,10 @@ from .kernels import get_spec
 
 # Blocks summed per task of the reduction tree.
 FAN_IN = 8
+# The kernel blocks K(X_j, C) are kept on the workers when, with the rows, they take at most
+# this share of the workers' memory limits (dask starts spilling at 60%): each pass is then
+# products at memory speed instead of kernel evaluations (benchmarks/bench_dask.py).
+KERNEL_CACHE_SHARE = 0.4
 
 
 def is_dask_collection(X):
@@ -103,9 +109,75 @@ def fit(estimator, X, y, sample_weight, classifier):
     from ._base import resolve_options
 
     est = estimator
+    inputs = (X, y, sample_weight)
+    X, y, w, found = _validated(est, X, y, sample_weight, classifier)
+    Y, w, y_scale = _targets(est, X, y, w, found, classifier)
+    n = X.shape[0]
+    raw = w if w is not None else da.ones(n, chunks=X.chunks[0])
+    (totals,) = dask.compute({"W": raw.sum(), "positive": (raw > 0).sum()})
+    W, n_positive = float(totals["W"]), int(totals["positive"])
+    if not W > 0:
+        raise ValueError("sample_weight must have a positive sum; got all zero weights.")
+    if not np.isfinite(W):
+        raise ValueError("sample_weight sums to infinity; scale the weights down.")
+    m = _n_centers(est, n_positive)
+    if m is None:  # "auto" with rows few enough for the exact model: gathered, fitted in memory
+        X_in, y_in, w_in = dask.compute(*inputs)
+        return est.fit(X_in, y_in, sample_weight=w_in)
+    loss = est._loss(Y.shape[1])
+    alpha = est._alpha(W)
+    rng = check_random_state(est.random_state)
+    seed = rng.randint(np.iinfo(np.int32).max)  # drawn as the in-memory fit draws it: the same centers
+    X, Y, wn = dask.persist(X, Y, raw / W)  # once: every later pass reads the blocks where they are
+    est.sigma_ = _sigma(est, X, wn, float(found["top"]))
+    kernel = est._bound_kernel()
+    if not kernel.psd:
+        raise ValueError(
+            f"The {kernel.name} kernel is not positive semi-definite; fits on Dask collections take the "
+            "centers model, whose solvers need a PSD kernel. Use a PSD kernel (rbf, laplacian, ...)."
+        )
+    solver = _solver(est, loss)
+    options = resolve_options(est.options)
+    check_budget(
+        3 * m * m * 8, f"n_centers={m} (three m x m matrices)", options["memory_budget"],
+        "Use fewer centers (n_centers) or raise options['memory_budget'].",
+    )
+    rows = _center_rows(rng, wn if w is not None else None, n_positive, m)
+    centers, center_weights, wY = dask.compute(X[rows], wn[rows], (wn[:, None] * Y).sum(axis=0))
+    stored = _kernel_fits(n * m * 8 + X.nbytes + Y.nbytes)
+    if stored:
+        X = X.map_blocks(_kernel_block, kernel, centers, chunks=(X.chunks[0], (m,)), dtype=np.float64).persist()
+    problem = DaskBlocks(kernel, centers, X, Y, wn, center_weights, loss, wY, stored=stored)
+    coef_init, intercept_init = est._warm_start_init(m, Y.shape[1])
+    settings = SolverSettings(
+        alpha=alpha, max_iter=est.max_iter, tol=float(est.tol), fit_intercept=est.fit_intercept,
+        coef_init=None if coef_init is None else coef_init / y_scale,
+        intercept_init=None if intercept_init is None else intercept_init / y_scale,
+        verbose=est.verbose, psd=True, kernel_name=kernel.name, random_state=seed,
+        memory_budget=int(options["memory_budget"]), loss=loss,
+    )
+    result = blockwise.solve(problem, settings)
+    coef, intercept = result.dual_coef * y_scale, result.intercept * y_scale
+    if not classifier and y.ndim == 1:
+        coef, intercept = coef.ravel(), float(intercept[0])
+    est.X_fit_, est.dual_coef_, est.intercept_ = centers, coef, intercept
+    est._compute_dtype = np.float64
+    est.n_iter_ = result.n_iter
+    est.loss_curve_ = [v * y_scale**2 for v in result.loss_curve] if loss is SquaredLoss else list(result.loss_curve)
+    est.validation_loss_curve_ = None
+    est.step_size_ = None
+    est.solver_ = solver
+    est.n_centers_ = m
+    return est
+
+
+def _validated(est, X, y, sample_weight, classifier):
+    """X, y and the weights as aligned dask arrays, checked in one pass; with what the pass found."""
+    import dask
+    import dask.array as da
+
     if hasattr(X, "columns"):  # a dask DataFrame: its (empty pandas) meta carries the feature names
         _check_feature_names(est, X._meta, reset=True)
-    inputs = (X, y, sample_weight)
     X = _as_dask_array(X, "X")
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (n_samples, n_features); the dask array has shape {X.shape}.")
@@ -125,7 +197,6 @@ def fit(estimator, X, y, sample_weight, classifier):
         raise ValueError("y is required: pass the targets as a dask array or Series.")
     w = _aligned(sample_weight, X, "sample_weight")
     est.n_features_in_ = n_features
-
     checks = {"X finite": da.isfinite(X).all(), "top": abs(X).max()}
     if classifier:
         if y.ndim != 1:
@@ -142,93 +213,39 @@ def fit(estimator, X, y, sample_weight, classifier):
     (found,) = dask.compute(checks)
     for key in ("X finite", "y finite", "w finite"):
         if key in found and not found[key]:
-            what = key.split()[0]
-            raise ValueError(f"Input {what} contains NaN or infinity; kernelgd needs finite values.")
+            raise ValueError(f"Input {key.split()[0]} contains NaN or infinity; kernelgd needs finite values.")
     if w is not None and found["w min"] < 0:
         raise ValueError("Negative values in sample_weight are not allowed; weights must be >= 0.")
+    return X, y, w, found
 
-    if classifier:
-        classes = np.asarray(found["classes"])
-        if len(classes) < 2:
-            raise ValueError(
-                "KernelGDClassifier needs samples of at least 2 classes, but the "
-                f"data contains only one class: {classes[0]!r}."
-            )
-        est.classes_ = classes
-        one_hot = est.loss == "logistic" and len(classes) > 2
-        k = len(classes) if one_hot or len(classes) > 2 else 1
-        Y = y.map_blocks(_encode_labels, classes, one_hot, dtype=np.float64, new_axis=1, chunks=(y.chunks[0], (k,)))
-        if est.class_weight is not None:
-            from ._classifier import _class_weights
 
-            ones = w if w is not None else da.ones(n, chunks=X.chunks[0])
-            counts = y.map_blocks(_weighted_counts, ones, classes, dtype=np.float64, new_axis=1,
-                                  chunks=((1,) * y.numblocks[0], (len(classes),))).sum(axis=0).compute()
-            per_class = _class_weights(est.class_weight, classes, classes, counts)
-            w = ones * y.map_blocks(_class_of_rows, classes, per_class, dtype=np.float64)
-        y_scale = 1.0
-    else:
-        Y = y.reshape(n, -1)
-        top_y = float(found["y top"])
-        y_scale = float(np.ldexp(1.0, np.frexp(top_y)[1] - 1)) if top_y > 0 and np.isfinite(top_y) else 1.0
-        Y = Y / y_scale
-    weighted = w is not None
-    raw = w if weighted else da.ones(n, chunks=X.chunks[0])
-    totals = {"W": raw.sum(), "positive": (raw > 0).sum()}
-    (totals,) = dask.compute(totals)
-    W, n_positive = float(totals["W"]), int(totals["positive"])
-    if not W > 0:
-        raise ValueError("sample_weight must have a positive sum; got all zero weights.")
-    if not np.isfinite(W):
-        raise ValueError("sample_weight sums to infinity; scale the weights down.")
-    m = _n_centers(est, n_positive)
-    if m is None:  # "auto" with rows few enough for the exact model: gathered, fitted in memory
-        X_in, y_in, w_in = dask.compute(*inputs)
-        return est.fit(X_in, y_in, sample_weight=w_in)
-    loss = est._loss(Y.shape[1])
-    alpha = est._alpha(W)
-    wn = raw / W
+def _targets(est, X, y, w, found, classifier):
+    """The solver's targets Y (n, k), the weights with class weights applied, and the targets' scale."""
+    import dask.array as da
 
-    rng = check_random_state(est.random_state)
-    seed = rng.randint(np.iinfo(np.int32).max)
-    X, Y, wn = dask.persist(X, Y, wn)  # once: every later pass reads the blocks where they are
-    est.sigma_ = _sigma(est, X, wn, float(found["top"]))
-    kernel = est._bound_kernel()
-    if not kernel.psd:
+    if not classifier:  # solved for Y / s, s a power of two near max|Y|, as in memory
+        top = float(found["y top"])
+        y_scale = float(np.ldexp(1.0, np.frexp(top)[1] - 1)) if top > 0 and np.isfinite(top) else 1.0
+        return y.reshape(X.shape[0], -1) / y_scale, w, y_scale
+    classes = np.asarray(found["classes"])
+    if len(classes) < 2:
         raise ValueError(
-            f"The {kernel.name} kernel is not positive semi-definite; fits on Dask collections take the "
-            "centers model, whose solvers need a PSD kernel. Use a PSD kernel (rbf, laplacian, ...)."
+            "KernelGDClassifier needs samples of at least 2 classes, but the "
+            f"data contains only one class: {classes[0]!r}."
         )
-    solver = _solver(est, loss)
-    options = resolve_options(est.options)
-    check_budget(
-        3 * m * m * 8, f"n_centers={m} (three m x m matrices)", options["memory_budget"],
-        "Use fewer centers (n_centers) or raise options['memory_budget'].",
-    )
-    rows = _center_rows(rng, wn if weighted else None, n, n_positive, m)
-    centers, center_weights, wY = dask.compute(X[rows], wn[rows], (wn[:, None] * Y).sum(axis=0))
-    problem = DaskBlocks(kernel, centers, X, Y, wn, center_weights, loss, wY)
-    coef_init, intercept_init = est._warm_start_init(m, Y.shape[1])
-    settings = SolverSettings(
-        alpha=alpha, max_iter=est.max_iter, tol=float(est.tol), fit_intercept=est.fit_intercept,
-        coef_init=None if coef_init is None else coef_init / y_scale,
-        intercept_init=None if intercept_init is None else intercept_init / y_scale,
-        verbose=est.verbose, psd=True, kernel_name=kernel.name, random_state=seed,
-        memory_budget=int(options["memory_budget"]), loss=loss,
-    )
-    result = blockwise.solve(problem, settings)
-    coef, intercept = result.dual_coef * y_scale, result.intercept * y_scale
-    if not classifier and y.ndim == 1:
-        coef, intercept = coef.ravel(), float(intercept[0])
-    est.X_fit_, est.dual_coef_, est.intercept_ = centers, coef, intercept
-    est._compute_dtype = np.float64
-    est.n_iter_ = result.n_iter
-    est.loss_curve_ = [value * y_scale**2 for value in result.loss_curve] if loss is SquaredLoss else list(result.loss_curve)
-    est.validation_loss_curve_ = None
-    est.step_size_ = None
-    est.solver_ = solver
-    est.n_centers_ = m
-    return est
+    est.classes_ = classes
+    one_hot = est.loss == "logistic" and len(classes) > 2
+    k = len(classes) if len(classes) > 2 else 1
+    Y = y.map_blocks(_encode_labels, classes, one_hot, dtype=np.float64, new_axis=1, chunks=(y.chunks[0], (k,)))
+    if est.class_weight is not None:
+        from ._classifier import _class_weights
+
+        ones = w if w is not None else da.ones(X.shape[0], chunks=X.chunks[0])
+        counts = y.map_blocks(_weighted_counts, ones, classes, dtype=np.float64, new_axis=1,
+                              chunks=((1,) * y.numblocks[0], (len(classes),))).sum(axis=0).compute()
+        per_class = _class_weights(est.class_weight, classes, classes, counts)
+        w = ones * y.map_blocks(_class_of_rows, classes, per_class, dtype=np.float64)
+    return Y, w, 1.0
 
 
 def _sigma(est, X, w, top):
@@ -279,7 +296,7 @@ def _solver(est, loss):
     return solver
 
 
-def _center_rows(rng, w, n, n_positive, m):
+def _center_rows(rng, w, n_positive, m):
     """Sorted row indices of m centers drawn from the rows with positive weight.
 
     The same draw as the in-memory fit's (``rng.choice`` over the positive
@@ -303,11 +320,40 @@ def _center_rows(rng, w, n, n_positive, m):
     return np.sort(np.concatenate(dask.compute(*tasks)))
 
 
-class DaskBlocks:
-    """The blockwise solver's problem on persisted dask arrays: each pass one map-reduce."""
+def _kernel_block(X, kernel, centers):
+    return np.asarray(kernel(X, centers), dtype=np.float64)
 
-    def __init__(self, kernel, centers, X, Y, w, center_weights, loss, weighted_targets):
-        self.kernel, self.C, self.loss = kernel, centers, loss
+
+def _kernel_fits(n_bytes):
+    """Whether ``n_bytes`` fit in ``KERNEL_CACHE_SHARE`` of the workers' memory limits.
+
+    Without a distributed client the local scheduler's workers are this
+    process's threads: the limit is the memory this process can allocate.
+    """
+    try:
+        from distributed import default_client
+
+        client = default_client()
+    except (ImportError, ValueError):
+        from ._operator import available_memory
+
+        available = available_memory()
+        return available is not None and n_bytes <= KERNEL_CACHE_SHARE * available
+    limits = [w.get("memory_limit") or 0 for w in client.scheduler_info(n_workers=-1)["workers"].values()]
+    return bool(limits) and min(limits) > 0 and n_bytes <= KERNEL_CACHE_SHARE * sum(limits)
+
+
+class DaskBlocks:
+    """The blockwise solver's problem on persisted dask arrays: each pass one map-reduce.
+
+    With ``stored``, X holds the kernel blocks ``K(X_j, C)`` rather than the rows.
+    """
+
+    def __init__(self, kernel, centers, X, Y, w, center_weights, loss, weighted_targets, stored=False):
+        self.kernel, self.C, self.loss = (None if stored else kernel), centers, loss
+        self.center_kernel = kernel
+        self.stored = stored
+        self.arrays = (X, Y, w)  # holding the persisted collections holds their blocks on the workers
         self.parts = list(zip(X.to_delayed().ravel(), Y.to_delayed().ravel(), w.to_delayed().ravel()))
         self.center_weights = center_weights
         self.weighted_targets = weighted_targets
@@ -316,7 +362,7 @@ class DaskBlocks:
         self.n_passes = 0
 
     def center_matrix(self):
-        return np.asarray(self.kernel(self.C, self.C), dtype=np.float64)
+        return np.asarray(self.center_kernel(self.C, self.C), dtype=np.float64)
 
     def _map_reduce(self, func, *args):
         import dask
@@ -345,11 +391,19 @@ def _sum_terms(*parts):
     return total
 
 
+def _on_frame(method, columns, block):
+    import pandas as pd
+
+    return method(pd.DataFrame(block, columns=columns))
+
+
 def map_rows(method, X, n_columns, dtype):
     """``method`` (a numpy method of a fitted estimator) over X's row blocks, as a dask array.
 
     ``n_columns`` None: one value per row.
     """
+    if hasattr(X, "columns"):  # blocks as pandas frames: the model checks the feature names it was fitted with
+        method = partial(_on_frame, method, list(X.columns))
     X = _as_dask_array(X, "X").rechunk({1: -1})
     if n_columns is None:
         return X.map_blocks(method, drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype=dtype))

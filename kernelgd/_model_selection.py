@@ -242,6 +242,14 @@ def _loo_scores(system, Y, w, alphas, fit_intercept, scorer):
     return np.array(scores), predictions
 
 
+def _shared_memory_backend():
+    """Whether the joblib backend the widths would run on shares this process's memory (threads)."""
+    from joblib.parallel import get_active_backend
+
+    backend, _ = get_active_backend(prefer="threads")
+    return bool(getattr(backend, "supports_sharedmem", False))
+
+
 def _walk_widths(scale, score, n_jobs=None):
     """Widths ``scale * 2**(k / 2)`` walked to the best score: ``[(sigma, scores), ...]``.
 
@@ -509,11 +517,15 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
                 return progress.candidate(name, lambda: score_width(kernel, sigma))
             return score_width(kernel, sigma)
 
-        race = {"best": None, "lock": threading.Lock()}  # the best candidate's fold scores so far
+        # the best candidate's fold scores so far; only threads share it (under joblib's Dask
+        # backend the widths run in other processes, and each scores every fold)
+        race = {"best": None, "lock": threading.Lock() if _shared_memory_backend() else None}
 
         def score_width(kernel, sigma):
             if loo_scores is not None:
                 split_scores = loo_scores(kernel, sigma, alphas)[:, None]
+            elif race["lock"] is None:
+                split_scores = self._kfold_scores(X, Y, sw, kernel, sigma, alphas, scorer, None)
             else:
                 split_scores = self._kfold_scores(X, Y, sw, kernel, sigma, alphas, scorer, race["best"])
                 with race["lock"]:

@@ -73,9 +73,11 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, dask array, dask DataFrame} of shape (n_samples, n_features)
             Training inputs, or the (n_samples, n_samples) kernel matrix if
-            ``kernel="precomputed"``.
+            ``kernel="precomputed"``. Dask collections, chunked by rows, fit
+            the centers model on the cluster, the rows staying on the workers
+            (the "Scaling out" page of the documentation).
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Targets; a 2-D y fits every column at once.
         sample_weight : array-like of shape (n_samples,), default=None

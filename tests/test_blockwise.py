@@ -150,3 +150,14 @@ def test_never_worse_than_the_intercept_only_model_and_always_finite(scale, alph
     assert value <= value0 * (1 + 1e-9) + 1e-12
     assert np.all(np.diff(result.loss_curve) <= 1e-12 * value0)  # every accepted step decreases it
 
+
+
+def test_importing_kernelgd_leaves_dask_unimported():
+    """dask is optional: kernelgd touches it only for inputs that are dask collections."""
+    import subprocess
+    import sys
+
+    code = "import sys, numpy as np, kernelgd; kernelgd.KernelGDRegressor(n_centers=5).fit(np.eye(9), np.arange(9.0)); " \
+           "print('dask' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -123,7 +123,9 @@ def test_dask_dataframes(client):
     ref = KernelGDRegressor(alpha=1e-4, **TIGHT).fit(frame, y)
     assert list(est.feature_names_in_) == ["a", "b", "c", "d"]
     assert_allclose(est.predict(frame), ref.predict(frame), atol=1e-6)
-    assert_allclose(est.predict(ddf).compute(), ref.predict(frame), atol=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # blocks reach the model with their feature names
+        assert_allclose(est.predict(ddf).compute(), ref.predict(frame), atol=1e-6)
 
 
 def test_auto_on_few_rows_is_the_in_memory_exact_fit(client):
@@ -191,3 +193,18 @@ def test_a_killed_worker_leaves_the_fit_finishing_or_failing_clearly():
     else:
         ref = KernelGDRegressor(n_centers=150, random_state=0, alpha=1e-6, tol=1e-6).fit(X, y)
         assert_allclose(outcome["model"].predict(X), ref.predict(X), atol=1e-4)
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_cv_widths_run_on_joblibs_dask_backend(client, loss):
+    from joblib import parallel_config
+
+    from kernelgd import KernelGDClassifierCV
+
+    Xs, ys = X[:400], labels3[:400]
+    ref = KernelGDClassifierCV(loss=loss, cv=3, n_jobs=-1).fit(Xs, ys)  # threads (the logistic loss races widths)
+    with distributed.get_task_stream(client) as stream, parallel_config(backend="dask"):
+        est = KernelGDClassifierCV(loss=loss, cv=3, n_jobs=-1).fit(Xs, ys)
+    assert len(stream.data) >= 3  # the widths ran on the workers
+    assert (est.sigma_, est.alpha_) == (ref.sigma_, ref.alpha_)
+    assert_array_equal(est.predict(Xs), ref.predict(Xs))

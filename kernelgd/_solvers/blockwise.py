@@ -40,16 +40,18 @@ CHUNK_BYTES = 64 << 20
 # ------------------------------------------------------------------ per block
 
 
-def _chunks(X, m):
-    return gen_batches(X.shape[0], max(1, CHUNK_BYTES // (8 * max(m, 1))))
+def _kernel_chunks(kernel, C, X):
+    """``(rows, K[rows])`` over chunks of the block; ``kernel=None``: X is the block's stored K."""
+    step = max(1, CHUNK_BYTES // (8 * max(C.shape[0], 1)))
+    for rows in gen_batches(X.shape[0], step):
+        yield rows, (X[rows] if kernel is None else kernel(X[rows], C))
 
 
 def block_terms(kernel, C, X, Y, w, loss, beta, b, hessian):
     """A block's share of ``evaluate``: dict of sums (``value`` a 0-d array)."""
     k = Y.shape[1]
     out = {}
-    for rows in _chunks(X, C.shape[0]):
-        K = kernel(X[rows], C)
+    for rows, K in _kernel_chunks(kernel, C, X):
         F = K @ beta + b
         Yr, wr = Y[rows], w[rows]
         G = loss.gradient(F, Yr, wr)
@@ -70,11 +72,13 @@ def block_terms(kernel, C, X, Y, w, loss, beta, b, hessian):
 def block_hessp(kernel, C, X, Y, w, loss, beta, b, D):
     """A block's share of ``hessp``: ``K'H K D`` and ``sum_i (H K D)_i``."""
     out = {}
-    for rows in _chunks(X, C.shape[0]):
-        K = kernel(X[rows], C)
-        # the squared loss's Hessian does not depend on F: one product less
-        F = None if loss.name == "squared" else K @ beta + b
-        HU = loss.hessp(F, Y[rows], w[rows], K @ D)
+    for rows, K in _kernel_chunks(kernel, C, X):
+        if loss.name == "squared":  # its Hessian does not depend on F: one product less
+            F, U = None, K @ D
+        else:  # F and K D in one read of K
+            KV = K @ np.hstack([beta, D])
+            F, U = KV[:, : beta.shape[1]] + b, KV[:, beta.shape[1] :]
+        HU = loss.hessp(F, Y[rows], w[rows], U)
         out = add_terms(out, {"KHU": K.T @ HU, "sHU": HU.sum(axis=0)})
     return out
 
@@ -161,8 +165,14 @@ def _hessian_summary(loss, terms, m, k):
     return terms["S"], KH1
 
 
-def _direction(problem, terms, beta, b, settings, factors, inner_tol):
-    """The Newton step ``(D, e)`` at ``(beta, b)``, its CG iterations and status (see the module doc)."""
+def _direction(problem, terms, beta, b, settings, factors, inner_tol, scale):
+    """The Newton step ``(D, e)`` at ``(beta, b)``, its CG iterations and status (see the module doc).
+
+    CG stops at ``inner_tol`` of its right-hand side, or at ``scale["tol"]``
+    of the first step's (set here on the first call): near the optimum the
+    gradient is tiny, and a tolerance relative to it alone would ask for
+    more than the fit's tol can see (solver "newton"'s ``tol_b``).
+    """
     loss, alpha = settings.loss, settings.alpha
     m, k = beta.shape
     center = settings.fit_intercept
@@ -222,8 +232,11 @@ def _direction(problem, terms, beta, b, settings, factors, inner_tol):
         state["sHKD"] += (step if loss.diagonal_hessian else step[0]) * state["last"]
         return False
 
+    norms = np.linalg.norm(B0, axis=0)
+    scale.setdefault("norms", norms)
+    floor = scale["tol"] * scale["norms"] / np.where(norms > 0, norms, 1.0)
     U, n_inner, status = cg.block_pcg(
-        apply_A, B0, precondition, max_iter=settings.max_iter, tol=inner_tol, on_iter=on_iter,
+        apply_A, B0, precondition, max_iter=settings.max_iter, tol=np.maximum(inner_tol, floor), on_iter=on_iter,
     )
     D = apply_B(U.reshape(m, k))
     e = e0 - S_pinv @ state["sHKD"] if center else np.zeros(k)
@@ -275,16 +288,21 @@ def solve(problem, settings):
     # the squared loss's single step is solver "cg"'s solve, to tol; smooth losses: newton's exact tolerance
     exact_tol = tol if squared else min(tol, 1e-3)
     exact = squared or not value0 > 0
+    scale = {"tol": exact_tol}
     decrement = np.inf
     converged, reason, it = False, None, 0
     while it < settings.max_iter:
         it += 1
         inner_tol = exact_tol if exact else max(exact_tol, min(FORCING_MAX, np.sqrt(decrement / value0)))
         loose = inner_tol > exact_tol
-        D, e, n_inner, status = _direction(problem, terms, beta, b, settings, factors, inner_tol)
+        D, e, n_inner, status = _direction(problem, terms, beta, b, settings, factors, inner_tol, scale)
         slope = float(np.sum(terms["KG"] * D) + terms["sG"] @ e)
         if alpha:
             slope += 2.0 * alpha * float(np.sum(D * blas_dot(factors[0], beta)))
+        if not loose and tol > 0 and -slope <= tol**2 * value0:  # Newton's decrement: nothing left to gain
+            it = n_inner if squared else it - 1
+            converged = True
+            break
         accepted, step = False, 1.0
         if slope < 0:
             for _ in range(MAX_HALVINGS):
