@@ -208,3 +208,29 @@ def test_cv_widths_run_on_joblibs_dask_backend(client, loss):
     assert len(stream.data) >= 3  # the widths ran on the workers
     assert (est.sigma_, est.alpha_) == (ref.sigma_, ref.alpha_)
     assert_array_equal(est.predict(Xs), ref.predict(Xs))
+
+
+def test_kernel_blocks_recomputed_when_they_do_not_fit(client, monkeypatch):
+    from kernelgd import _dask
+
+    monkeypatch.setattr(_dask, "KERNEL_CACHE_SHARE", 0.0)  # the decision is the client's
+    seen = []
+    original = _dask.DaskBlocks.__init__
+
+    def spy(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        seen.append(self.stored)
+
+    monkeypatch.setattr(_dask.DaskBlocks, "__init__", spy)
+    kwargs = dict(loss="logistic", alpha=1e-4, **TIGHT)
+    ref = KernelGDClassifier(**kwargs).fit(X, labels3)
+    est = KernelGDClassifier(**kwargs).fit(dask(X), dask(labels3))
+    assert seen == [False]
+    assert_allclose(est.predict_proba(X), ref.predict_proba(X), atol=1e-6)
+
+
+def test_float32_blocks_fit_as_float64(client):
+    ref = KernelGDRegressor(alpha=1e-4, **TIGHT).fit(X.astype(np.float32), y)
+    est = KernelGDRegressor(alpha=1e-4, **TIGHT).fit(dask(X.astype(np.float32)), dask(y))
+    assert est.X_fit_.dtype == np.float64
+    assert_allclose(est.predict(X), ref.predict(X), atol=1e-6)
