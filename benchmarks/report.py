@@ -414,7 +414,7 @@ def dask_section():
         if recomputed:
             plan = _dask_plan(cfg, recomputed)
     header = ["rows", "system", "kernel blocks", "fit (s)", "passes", "s / pass", "fitting process (GiB)",
-              "workers (GiB)", "test log-loss", "test accuracy", "max |p - p in memory|"]
+              "workers (GiB)", "test log-loss", "test accuracy", "largest probability difference"]
     text = f"""
 Kernel logistic regression with ``n_centers=1000`` on the synthetic two-class
 set above (10 features), written to disk in blocks of rows
@@ -423,7 +423,7 @@ set above (10 features), written to disk in blocks of rows
 machine, against the in-memory fit of the same rows. Peak memory is each
 process's resident high-water mark: the fitting process (for Dask, the
 client, which also runs the scheduler) and each worker. The last column is
-the largest difference between the two models' test probabilities.
+the largest difference between the two models' test probabilities (Dask against in memory).
 
 {rst_table(header, rows)}
 
