@@ -29,7 +29,20 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from ._array_api import add_at_rows, memory_budget, namespace, take_rows, to_numpy, xp_of, zeros
 from ._losses import SquaredLoss
+
+try:  # scikit-learn >= 1.9: the standard error for predicting on another namespace than fit's
+    from sklearn.utils._array_api import check_same_namespace as _check_same_namespace
+except ImportError:  # pragma: no cover - older scikit-learn
+
+    def _check_same_namespace(X, estimator, *, attribute, method):
+        if type(X).__module__.split(".")[0] != type(getattr(estimator, attribute)).__module__.split(".")[0]:
+            raise ValueError(
+                f"Inputs passed to {type(estimator).__name__}.{method}() must use the same namespace "
+                "and the same device as those passed to fit()."
+            )
+from ._operator_xp import ArrayKernelOperator, array_cross_kernel_dot
 from ._operator import (
     KernelOperator,
     cross_kernel_dot,
@@ -98,7 +111,8 @@ def resolve_options(options):
 
 def _power_of_two_scale(Y):
     """A power of two near max|Y| (1 for zero targets): dividing by it is exact."""
-    top = float(np.max(np.abs(Y))) if Y.size else 0.0
+    xp = xp_of(Y)
+    top = float(xp.max(xp.abs(Y))) if Y.shape[0] * Y.shape[1] else 0.0
     if not (top > 0 and np.isfinite(top)):
         return 1.0
     return float(np.ldexp(1.0, np.frexp(top)[1] - 1))
@@ -166,25 +180,34 @@ class _ValidationMonitor:
 
     def __init__(self, kernel, X_val, Y_val, w_val, centers, n_iter_no_change, tol, options, precomputed, loss):
         self.K_val = X_val if precomputed else None
-        self.op = None if precomputed else KernelOperator(
+        self.op = None if precomputed else _operator(
             X_val, kernel, centers=centers, memory_budget=options["memory_budget"] // 4,
             dtype=options["dtype"], threads=options["n_threads"],
         )
-        self.Y, self.w, self.loss = Y_val, w_val / w_val.sum(), loss
+        self.Y, self.w, self.loss = Y_val, w_val / xp_of(w_val).sum(w_val), loss
         self.patience, self.tol = n_iter_no_change, tol
         self.curve, self.best, self.best_loss, self.waited = [], None, np.inf, 0
         self.best_iter = 0
 
     def __call__(self, A, b):
-        F = (self.K_val @ A if self.op is None else self.op.matvec(A)) + b
+        xp = xp_of(A)
+        K_val = None if self.K_val is None else xp.astype(self.K_val, xp.float64)
+        F = (K_val @ A if self.op is None else self.op.matvec(A)) + b
         loss = self.loss.value(F, self.Y, self.w)
         self.curve.append(loss)
         if loss < self.best_loss * (1 - self.tol):
-            self.best, self.best_loss, self.waited = (A.copy(), b.copy()), loss, 0
+            self.best, self.best_loss, self.waited = (xp.asarray(A, copy=True), xp.asarray(b, copy=True)), loss, 0
             self.best_iter = len(self.curve)
         else:
             self.waited += 1
         return self.waited >= self.patience
+
+
+def _operator(X, kernel, *, threads="auto", **kwargs):
+    """The kernel operator for X's array namespace: numpy's tuned one, or the array API one."""
+    if isinstance(X, np.ndarray) or sp.issparse(X):
+        return KernelOperator(X, kernel, threads=threads, **kwargs)
+    return ArrayKernelOperator(X, kernel, **kwargs)
 
 
 def _asymmetry(X, block=256):
@@ -295,6 +318,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = self.kernel == "precomputed"
         tags.input_tags.sparse = True
+        tags.array_api_support = True
         return tags
 
     # ------------------------------------------------------------ helpers
@@ -327,6 +351,18 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
                     "pass one scale per feature."
                 )
             return sigma if np.ndim(sigma) else float(sigma)
+        if not isinstance(X, np.ndarray) and not sp.issparse(X):  # another namespace: the same formula
+            xp = xp_of(X)
+            top = float(xp.max(xp.abs(X))) if X.shape[0] * X.shape[1] else 0.0
+            if top == 0.0:
+                return 1.0
+            Xs = X / top
+            row_means = xp.mean(Xs, axis=1)
+            mean = float(w @ row_means) / float(xp.sum(w))
+            var = float(w @ xp.mean((Xs - mean) ** 2, axis=1)) / float(xp.sum(w))
+            sigma = top * float(np.sqrt(X.shape[1] * var))
+            sigma = sigma ** (1.0 / get_spec(self.kernel).sigma_power)
+            return sigma if sigma > 0 else 1.0
         # Computed on X / max|X| so that the variance of huge features does not overflow.
         top = float(abs(X).max()) if X.size else 0.0
         if top == 0.0:
@@ -362,6 +398,8 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             return X
         if sp.issparse(X):  # a kernel matrix is dense in general
             X = X.toarray()
+        if not isinstance(X, np.ndarray):
+            return self._validate_precomputed_array_api(X)
         if X.shape[0] != X.shape[1]:
             raise ValueError(
                 "With kernel='precomputed', X must be the square training kernel "
@@ -380,13 +418,36 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             return (X + X.T) / 2
         return X
 
+    def _validate_precomputed_array_api(self, X):
+        xp = xp_of(X)
+        if X.shape[0] != X.shape[1]:
+            raise ValueError(
+                "With kernel='precomputed', X must be the square training kernel "
+                f"matrix of shape (n_samples, n_samples); got shape {tuple(X.shape)}."
+            )
+        scale = float(xp.max(xp.abs(X))) if X.shape[0] else 0.0
+        gap = float(xp.max(xp.abs(X - X.T))) if X.shape[0] else 0.0
+        if gap > 1e-8 * scale:
+            warn(
+                "With kernel='precomputed', X must be a symmetric kernel matrix "
+                f"K[i, j] = k(x_i, x_j); here |K - K.T| reaches {gap:.3g} (largest "
+                f"entry {scale:.3g}). It is fitted as (K + K.T) / 2. Pass the kernel "
+                "matrix of the training points against themselves.",
+                UserWarning,
+            )
+            return (X + X.T) / 2
+        return X
+
     def _warm_start_init(self, n_coef, n_targets):
         if not (self.warm_start and hasattr(self, "dual_coef_")):
             return None, None
-        coef = self.dual_coef_.reshape(len(self.dual_coef_), -1)
-        if coef.shape != (n_coef, n_targets):
+        xp = xp_of(self.dual_coef_)
+        coef = xp.reshape(self.dual_coef_, (self.dual_coef_.shape[0], -1))
+        if tuple(coef.shape) != (n_coef, n_targets):
             return None, None
-        return coef, np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64)).copy()
+        if xp is np:
+            return coef, np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64)).copy()
+        return coef, xp.reshape(xp.asarray(self.intercept_, dtype=xp.float64, device=coef.device, copy=True), (-1,))
 
     def _split(self, n_samples, w, stratify, rng):
         """Indices of the training and validation parts for early stopping."""
@@ -417,6 +478,17 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
     def _sample_weights(self, X, sample_weight):
         """Sample weights normalised to sum to one, and the raw weights (ones without weights)."""
         n_samples = X.shape[0]
+        xp, device = namespace(X) if not sp.issparse(X) else (np, None)
+        if xp is not np:
+            if sample_weight is None:
+                raw = xp.ones(n_samples, dtype=xp.float64, device=device)
+            else:
+                raw = _check_sample_weight(sample_weight, X, dtype=xp.float64, ensure_non_negative=True)
+            top = float(xp.max(raw))
+            if not top > 0:
+                raise ValueError("sample_weight must have a positive sum; got all zero weights.")
+            w = raw / top
+            return w / xp.sum(w), raw
         if sample_weight is None:
             return np.full(n_samples, 1.0 / n_samples), np.ones(n_samples)
         raw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
@@ -498,28 +570,39 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
     def _fit_single_threaded(self, X, Y, sample_weight, stratify, options, progress, ravel):
         X = self._validate_precomputed(X)
         w, raw_weights = self._sample_weights(X, sample_weight)
+        xp = xp_of(w)
+        w_host = w if xp is np else np.asarray(to_numpy(w))  # index logic (splits, centers) runs on the host
         rng = check_random_state(self.random_state)
         seed = rng.randint(np.iinfo(np.int32).max)
 
-        tr, val = self._split(X.shape[0], w, stratify, rng)
+        tr, val = self._split(X.shape[0], w_host, stratify, rng)
         if val is None:  # every row trains: no copy (a precomputed fold's K is most of a small fit's time)
             X_tr = X
-        else:
+        elif xp is np:
             X_tr = X[np.ix_(tr, tr)] if self._precomputed else X[tr]
-        w_tr = w[tr] / w[tr].sum()
+        else:
+            X_tr = take_rows(xp, X, tr)
+            X_tr = take_rows(xp, X_tr.T, tr).T if self._precomputed else X_tr
+        if xp is np:
+            w_tr = w[tr] / w[tr].sum()
+            Y_tr, raw_tr = Y[tr], raw_weights[tr]
+        else:
+            w_tr = take_rows(xp, w, tr)
+            w_tr = w_tr / xp.sum(w_tr)
+            Y_tr, raw_tr = take_rows(xp, Y, tr), take_rows(xp, raw_weights, tr)
         loss = self._loss(Y.shape[1])
         # Targets of any representable size: solve for Y / s, s a power of two
         # (the squared loss only: a logistic loss takes its labels as they are).
-        y_scale = _power_of_two_scale(Y[tr]) if loss is SquaredLoss else 1.0
-        Y = Y / y_scale
-        alpha = self._alpha(float(raw_weights[tr].sum()))  # alpha="auto" scales with the raw total
+        y_scale = _power_of_two_scale(Y_tr) if loss is SquaredLoss else 1.0
+        Y, Y_tr = Y / y_scale, Y_tr / y_scale
+        alpha = self._alpha(float(xp.sum(raw_tr)))  # alpha="auto" scales with the raw total
 
         self.sigma_ = self._resolve_sigma(X_tr, w_tr)
         kernel = self._bound_kernel()
         psd = True if kernel is None else kernel.psd
         self._warn_if_not_psd(kernel, X_tr)
-        center_rows = self._choose_centers(X_tr, w_tr, rng, psd)
-        centers = None if center_rows is None else X_tr[center_rows]
+        center_rows = self._choose_centers(X_tr, w_host[tr] / w_host[tr].sum(), rng, psd)
+        centers = None if center_rows is None else take_rows(xp, X_tr, center_rows)
         solver = self.solver
         if solver == "auto":
             solver = choose_solver(alpha=alpha, psd=psd, centers=centers is not None, loss=loss)
@@ -546,7 +629,9 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             # FALKON's change of variables amplifies float32 rounding in K_nm
             # products far beyond the signal when alpha is small.
             dtype = "float64"
-        operator = KernelOperator(
+        if xp is not np:
+            options = dict(options, memory_budget=self._device_budget(xp, namespace(X_tr)[1], options))
+        operator = _operator(
             X_tr, kernel, centers=centers, memory_budget=options["memory_budget"], dtype=dtype,
             threads=options["n_threads"], center_rows=center_rows,
         )
@@ -556,19 +641,22 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             if self._precomputed and val is not None:
                 # predict takes kernels against all training samples: zero
                 # weight for the validation part.
-                full = np.zeros((X.shape[0], coef.shape[1]))
-                full[tr] = coef
-                coef, X_fit = full, X
+                full = zeros(coef, (X.shape[0], coef.shape[1]))
+                coef, X_fit = add_at_rows(xp, full, tr, coef), X
             coef, intercept = coef * y_scale, intercept * y_scale
             if ravel:
-                coef, intercept = coef.ravel(), float(intercept[0])
+                coef, intercept = xp.reshape(coef, (-1,)), float(intercept[0])
             return {"X_fit_": X_fit, "dual_coef_": coef, "intercept_": intercept, "_compute_dtype": operator.dtype}
 
         monitor = None
         if val is not None:
-            X_val = X[np.ix_(val, tr)] if self._precomputed else X[val]
+            if xp is np:
+                X_val, Y_val, w_val = X[np.ix_(val, tr)] if self._precomputed else X[val], Y[val], w[val]
+            else:
+                X_val, Y_val, w_val = take_rows(xp, X, val), take_rows(xp, Y, val), take_rows(xp, w, val)
+                X_val = take_rows(xp, X_val.T, tr).T if self._precomputed else X_val
             monitor = _ValidationMonitor(
-                kernel, X_val, Y[val], w[val], X_tr if centers is None else centers,
+                kernel, X_val, Y_val, w_val, X_tr if centers is None else centers,
                 self.n_iter_no_change, self.tol, options, self._precomputed, loss,
             )
         coef_init, intercept_init = self._warm_start_init(operator.m, Y.shape[1])
@@ -590,19 +678,19 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         )
         retry = options["dtype"] == "auto" and operator.dtype == np.float32
         settings.rounding_stops = [] if retry else None
-        result = run_solver(solver, operator, Y[tr], w_tr, settings)
+        result = run_solver(solver, operator, Y_tr, w_tr, settings)
         n_iter, curve = result.n_iter, list(result.loss_curve)
         if settings.rounding_stops:
             # float32 rounding stopped the fit short: dtype="auto" redoes it in
             # float64, from where float32 got to
-            operator = KernelOperator(
+            operator = _operator(
                 X_tr, kernel, centers=centers, memory_budget=options["memory_budget"], dtype="float64",
                 threads=options["n_threads"], center_rows=center_rows,
             )
             settings = replace(
                 settings, coef_init=result.dual_coef, intercept_init=result.intercept, rounding_stops=None,
             )
-            result = run_solver(solver, operator, Y[tr], w_tr, settings)
+            result = run_solver(solver, operator, Y_tr, w_tr, settings)
             n_iter, curve = n_iter + result.n_iter, curve + list(result.loss_curve)
         coef, intercept = result.dual_coef, result.intercept
         if monitor is not None and monitor.best is not None:
@@ -618,12 +706,16 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         self.solver_ = solver
         self.n_centers_ = operator.m
 
-    def _decision(self, X):
-        """``K(X, X_fit_) @ dual_coef_ + intercept_`` with 2-D coefficients."""
+    def _decision(self, X, method):
+        """``K(X, X_fit_) @ dual_coef_ + intercept_`` with 2-D coefficients; ``method`` names the caller."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, accept_sparse="csr", dtype=np.float64)
+        _check_same_namespace(X, self, attribute="dual_coef_", method=method)
+        xp, device = namespace(X) if not sp.issparse(X) else (np, None)
+        X = validate_data(self, X, reset=False, accept_sparse="csr", dtype=xp.float64)
         if self._precomputed and sp.issparse(X):
             X = X.toarray()
+        if xp is not np:
+            return self._decision_array_api(xp, device, X)
         coef = self.dual_coef_.reshape(len(self.dual_coef_), -1)
         intercept = np.atleast_1d(self.intercept_)
         options = resolve_options(self.options)
@@ -633,4 +725,22 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
                 self._bound_kernel(), X, self.X_fit_, coef, memory_budget=options["memory_budget"],
                 dtype=dtype, threads=options["n_threads"],
             )
+        return F + intercept
+
+    def _device_budget(self, xp, device, options):
+        """The memory budget on the arrays' device: ``memory_budget="auto"`` reads a GPU's free memory."""
+        if (self.options or {}).get("memory_budget", "auto") != "auto":
+            return options["memory_budget"]
+        return memory_budget(xp, device, options["memory_budget"])
+
+    def _decision_array_api(self, xp, device, X):
+        """``_decision`` for arrays of another namespace: on their device, in blocks under its budget."""
+        coef = xp.reshape(self.dual_coef_, (self.dual_coef_.shape[0], -1))
+        intercept = xp.reshape(xp.asarray(self.intercept_, dtype=xp.float64, device=device), (-1,))
+        options = resolve_options(self.options)
+        dtype = getattr(self, "_compute_dtype", resolve_dtype(options["dtype"], X.shape[0], self.X_fit_.shape[0]))
+        F = array_cross_kernel_dot(
+            self._bound_kernel(), X, self.X_fit_, coef,
+            memory_budget=self._device_budget(xp, device, options), dtype=dtype,
+        )
         return F + intercept

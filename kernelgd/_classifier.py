@@ -17,6 +17,7 @@ from sklearn.utils.validation import (
 
 from . import _dask, _docs
 from ._dask import is_dask_collection
+from ._array_api import follow, from_numpy, to_numpy, xp_of
 from ._base import BaseKernelGD
 from ._losses import BinaryLogisticLoss, MultinomialLoss, SquaredLoss
 
@@ -189,7 +190,11 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
             Training inputs, or the (n_samples, n_samples) kernel matrix if
             ``kernel="precomputed"``. Dask collections, chunked by rows, fit
             the centers model on the cluster, the rows staying on the workers
-            (the "Scaling out" page of the documentation).
+            (the "Scaling out" page of the documentation). Under
+            ``sklearn.config_context(array_api_dispatch=True)``, arrays of
+            torch, CuPy or another array API library are computed on in
+            their own namespace and on their device, and the fitted
+            attributes stay there (the "GPUs" page).
         y : array-like of shape (n_samples,)
             Class labels, at least two distinct.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -202,7 +207,11 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         """
         if any(map(is_dask_collection, (X, y, sample_weight))):
             return _dask.fit(self, X, y, sample_weight, classifier=True)
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
+        xp, device, y, sample_weight = follow(X, y, sample_weight)
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=xp.float64)
+        if xp is not np:  # labels are encoded on the host (classes_ stays numpy, as in scikit-learn)
+            y = np.asarray(to_numpy(y))
+            sample_weight = None if sample_weight is None else np.asarray(to_numpy(sample_weight))
         check_classification_targets(y)
         binarizer = LabelBinarizer(neg_label=-1, pos_label=1)
         Y = binarizer.fit_transform(y).astype(np.float64)
@@ -221,8 +230,11 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
             del self.dual_coef_  # other classes: the old coefficients do not apply
         self.classes_ = binarizer.classes_
         if self.class_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+            sample_weight = _check_sample_weight(sample_weight, X if xp is np else y[:, None], dtype=np.float64)
             sample_weight = sample_weight * _class_weights(self.class_weight, self.classes_, y, sample_weight)
+        if xp is not np:
+            Y = from_numpy(Y, xp, device)
+            sample_weight = None if sample_weight is None else from_numpy(sample_weight, xp, device)
         # a stratified validation split where every class can be split
         return self._fit(X, Y, sample_weight, y, stratify=y)
 
@@ -244,8 +256,11 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
             check_is_fitted(self)
             n_columns = None if self.dual_coef_.shape[1] == 1 else self.dual_coef_.shape[1]
             return _dask.map_rows(self.decision_function, X, n_columns, np.float64)
-        F = self._decision(X)
-        return F.ravel() if F.shape[1] == 1 else F
+        return self._scores(X, "decision_function")
+
+    def _scores(self, X, method):
+        F = self._decision(X, method)
+        return xp_of(F).reshape(F, (-1,)) if F.shape[1] == 1 else F
 
     def predict(self, X):
         """Predict class labels.
@@ -264,10 +279,20 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         if is_dask_collection(X):
             check_is_fitted(self)
             return _dask.map_rows(self.predict, X, None, self.classes_.dtype)
-        scores = self.decision_function(X)
+        scores = self._scores(X, "predict")
+        if not isinstance(scores, np.ndarray):
+            return self._labels_array_api(scores)
         if scores.ndim == 1:
             return self.classes_[(scores > 0).astype(int)]
         return self.classes_[np.argmax(scores, axis=1)]
+
+    def _labels_array_api(self, scores):
+        """Labels for scores of another namespace: there too for numeric classes, numpy for others."""
+        xp = xp_of(scores)
+        index = xp.astype(scores > 0, xp.int64) if scores.ndim == 1 else xp.argmax(scores, axis=1)
+        if self.classes_.dtype.kind not in "biuf":
+            return self.classes_[np.asarray(to_numpy(index))]
+        return xp.take(from_numpy(self.classes_, xp, scores.device), index)
 
     @available_if(_has_probabilities)
     def predict_proba(self, X):
@@ -297,7 +322,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         check_is_fitted(self)
         if is_dask_collection(X):
             return _dask.map_rows(self.predict_proba, X, len(self.classes_), np.float64)
-        return self._fitted_loss().probabilities(self._decision(X))
+        return self._fitted_loss().probabilities(self._decision(X, "predict_proba"))
 
     @available_if(_has_probabilities)
     def predict_log_proba(self, X):
@@ -327,7 +352,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         check_is_fitted(self)
         if is_dask_collection(X):
             return _dask.map_rows(self.predict_log_proba, X, len(self.classes_), np.float64)
-        return self._fitted_loss().log_probabilities(self._decision(X))
+        return self._fitted_loss().log_probabilities(self._decision(X, "predict_log_proba"))
 
 
 KernelGDClassifier.__doc__ = KernelGDClassifier.__doc__ % {

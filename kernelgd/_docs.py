@@ -80,7 +80,8 @@ PARAMETERS = """\
     options : dict, default=None
         Performance settings, apart from the statistical ones:
         ``"memory_budget"`` (bytes, or ``"auto"``, the default: half the
-        memory available at fit time) bounds the kernel matrix kept in memory (K is stored when it fits, else streamed in row
+        memory available at fit time, or half the GPU's free memory for
+        arrays on a CUDA device) bounds the kernel matrix kept in memory (K is stored when it fits, else streamed in row
         blocks); ``"dtype"`` (``"auto"``, ``"float32"``, ``"float64"``) is
         the precision of kernel values, ``"auto"`` meaning float64 up to
         4096^2 entries and float32 above (products accumulate in float64),

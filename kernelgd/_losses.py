@@ -16,7 +16,33 @@ multinomial        logsumexp(f) - sum_c y_c f_c         one-hot rows (0 / 1)
 """
 
 import numpy as np
-from scipy.special import expit, log_expit, logsumexp, softmax
+
+from ._array_api import total, weighted_sum, xp_of, zeros
+from ._array_api import expit as _xp_expit
+from ._array_api import log_expit as _xp_log_expit
+from ._array_api import logsumexp as _xp_logsumexp
+from ._array_api import softmax as _xp_softmax
+
+
+def expit(F):
+    return _xp_expit(F) if not isinstance(F, np.ndarray) else _sp_expit(F)
+
+
+def log_expit(F):
+    return _xp_log_expit(F) if not isinstance(F, np.ndarray) else _sp_log_expit(F)
+
+
+def logsumexp(F, axis, keepdims=False):
+    return _xp_logsumexp(F, axis, keepdims) if not isinstance(F, np.ndarray) else _sp_logsumexp(
+        F, axis=axis, keepdims=keepdims)
+
+
+def softmax(F, axis):
+    return _xp_softmax(F, axis) if not isinstance(F, np.ndarray) else _sp_softmax(F, axis=axis)
+from scipy.special import expit as _sp_expit
+from scipy.special import log_expit as _sp_log_expit
+from scipy.special import logsumexp as _sp_logsumexp
+from scipy.special import softmax as _sp_softmax
 
 # Probabilities of the baseline are kept this far from 0 and 1, so that a
 # class without weight gives a large finite intercept instead of inf.
@@ -35,7 +61,7 @@ class SquaredLoss:
     @staticmethod
     def value(F, Y, w):
         R = F - Y
-        return float(np.einsum("i,ij,ij->", w, R, R))
+        return total(R, R, w)
 
     @staticmethod
     def gradient(F, Y, w):
@@ -50,14 +76,14 @@ class SquaredLoss:
     @staticmethod
     def hessian_diagonal(F, w):
         """The diagonal of the Hessian in F, one column per target: 2 w_i."""
-        return np.broadcast_to(2.0 * w[:, None], F.shape)
+        return xp_of(F).broadcast_to(2.0 * w[:, None], F.shape)
 
     @staticmethod
     def baseline(Y, w, fit_intercept):
         """The best constant model (the weighted mean, or zero) and its value."""
-        b = np.einsum("i,ij->j", w, Y) if fit_intercept else np.zeros(Y.shape[1])
+        b = weighted_sum(w, Y) if fit_intercept else zeros(Y, Y.shape[1])
         R = Y - b
-        return b, float(np.einsum("i,ij,ij->", w, R, R))
+        return b, total(R, R, w)
 
     @staticmethod
     def prediction_scale(value0):
@@ -79,7 +105,8 @@ class BinaryLogisticLoss:
 
     @staticmethod
     def value(F, Y, w):
-        return float(-np.dot(w, log_expit(Y * F).sum(axis=1)))
+        xp = xp_of(F)
+        return float(-(w @ xp.sum(log_expit(Y * F), axis=1)))
 
     @staticmethod
     def gradient(F, Y, w):
@@ -99,22 +126,28 @@ class BinaryLogisticLoss:
     @classmethod
     def baseline(cls, Y, w, fit_intercept):
         """The log-odds of the weighted positive share (or zero) and its value."""
+        xp = xp_of(Y)
         if fit_intercept:
-            p = float(np.clip(np.dot(w, Y[:, 0] > 0) / w.sum(), _P_MIN, 1 - _P_MIN))
-            b = np.array([np.log(p) - np.log1p(-p)])
+            positive = float(w @ xp.astype(Y[:, 0] > 0, w.dtype)) if xp is not np else np.dot(w, Y[:, 0] > 0)
+            p = float(np.clip(positive / float(xp.sum(w)), _P_MIN, 1 - _P_MIN))
+            b = zeros(Y, 1) + float(np.log(p) - np.log1p(-p))
         else:
-            b = np.zeros(1)
-        return b, cls.value(np.broadcast_to(b, Y.shape), Y, w)
+            b = zeros(Y, 1)
+        return b, cls.value(xp.broadcast_to(b, Y.shape), Y, w)
 
     @staticmethod
     def probabilities(F):
         """Rows of class probabilities ``[1 - p, p]`` from one column of scores."""
         p = expit(F[:, 0])
-        return np.column_stack([1.0 - p, p])
+        if isinstance(F, np.ndarray):
+            return np.column_stack([1.0 - p, p])
+        return xp_of(F).stack([1.0 - p, p], axis=1)
 
     @staticmethod
     def log_probabilities(F):
-        return np.column_stack([log_expit(-F[:, 0]), log_expit(F[:, 0])])
+        if isinstance(F, np.ndarray):
+            return np.column_stack([log_expit(-F[:, 0]), log_expit(F[:, 0])])
+        return xp_of(F).stack([log_expit(-F[:, 0]), log_expit(F[:, 0])], axis=1)
 
     @staticmethod
     def prediction_scale(value0):
@@ -138,6 +171,8 @@ class MultinomialLoss:
 
     @staticmethod
     def value(F, Y, w):
+        if not isinstance(F, np.ndarray):
+            return float(w @ (logsumexp(F, axis=1) - xp_of(F).sum(Y * F, axis=1)))
         return float(np.dot(w, logsumexp(F, axis=1) - np.einsum("ij,ij->i", Y, F)))
 
     @staticmethod
@@ -150,7 +185,7 @@ class MultinomialLoss:
         """w_i (diag(p_i) - p_i p_i') V_i, row by row."""
         P = softmax(F, axis=1)
         PV = P * V
-        return w[:, None] * (PV - P * PV.sum(axis=1, keepdims=True))
+        return w[:, None] * (PV - P * xp_of(PV).sum(PV, axis=1, keepdims=True))
 
     @staticmethod
     def hessian_diagonal(F, w):
@@ -161,12 +196,13 @@ class MultinomialLoss:
     @classmethod
     def baseline(cls, Y, w, fit_intercept):
         """The log of the weighted class shares, centred (or zero), and its value."""
+        xp = xp_of(Y)
         if fit_intercept:
-            logp = np.log(np.clip(w @ Y / w.sum(), _P_MIN, None))
-            b = logp - logp.mean()
+            logp = xp.log(xp.clip(w @ Y / xp.sum(w), min=_P_MIN))
+            b = logp - xp.mean(logp)
         else:
-            b = np.zeros(Y.shape[1])
-        return b, cls.value(np.broadcast_to(b, Y.shape), Y, w)
+            b = zeros(Y, Y.shape[1])
+        return b, cls.value(xp.broadcast_to(b, Y.shape), Y, w)
 
     @staticmethod
     def probabilities(F):

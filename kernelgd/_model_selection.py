@@ -20,6 +20,7 @@ import time
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from joblib import Parallel, delayed
 from sklearn.base import (
     BaseEstimator,
@@ -75,6 +76,20 @@ def _best_mean(split_scores):
     """The best alpha's mean score over the folds; -inf for a width stopped before its last fold."""
     means = split_scores.mean(axis=1)
     return float(np.nanmax(means)) if np.isfinite(means).any() else -np.inf
+
+
+def _numpy_only(estimator, X):
+    """A clear error for array API inputs, which the searches do not take yet."""
+    from sklearn import get_config
+
+    from ._array_api import namespace
+
+    if get_config()["array_api_dispatch"] and not sp.issparse(X) and namespace(X)[0] is not np:
+        raise ValueError(
+            f"{type(estimator).__name__} does not support array API inputs ({type(X).__module__} arrays) "
+            "yet: fit it on numpy arrays, or fit KernelGDRegressor / KernelGDClassifier, which compute on "
+            "the inputs' device, with sigma and alpha set."
+        )
 
 
 class _Predictions(RegressorMixin, BaseEstimator):
@@ -920,6 +935,7 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         self : KernelGDRegressorCV
         """
         X_in, self._sample_weight = X, sample_weight
+        _numpy_only(self, X)
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32])
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
         if not sw.sum() > 0:
@@ -1057,6 +1073,7 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         self : KernelGDClassifierCV
         """
         X_in, self._sample_weight = X, sample_weight
+        _numpy_only(self, X)
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
         check_classification_targets(y)
         self.classes_ = np.unique(y)

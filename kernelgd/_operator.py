@@ -133,6 +133,10 @@ def blas_dot(A, V):
     of both (benchmarks/bench_operator.py). Every product in the solvers'
     loops therefore goes through scipy's BLAS, as symv must.
     """
+    if not isinstance(A, np.ndarray):  # another array namespace: its own matmul
+        from ._array_api import namespace
+
+        return A @ namespace(A)[0].astype(V, A.dtype)
     V = np.asarray(V, dtype=A.dtype)
     transposed = not A.flags.f_contiguous
     At = A.T if transposed else A  # Fortran order either way: no copy

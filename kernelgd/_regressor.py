@@ -6,6 +6,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _dask, _docs
 from ._dask import is_dask_collection
+from ._array_api import follow, xp_of
 from ._base import BaseKernelGD
 
 
@@ -77,7 +78,11 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
             Training inputs, or the (n_samples, n_samples) kernel matrix if
             ``kernel="precomputed"``. Dask collections, chunked by rows, fit
             the centers model on the cluster, the rows staying on the workers
-            (the "Scaling out" page of the documentation).
+            (the "Scaling out" page of the documentation). Under
+            ``sklearn.config_context(array_api_dispatch=True)``, arrays of
+            torch, CuPy or another array API library are computed on in
+            their own namespace and on their device, and the fitted
+            attributes stay there (the "GPUs" page).
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Targets; a 2-D y fits every column at once.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -90,11 +95,12 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         """
         if any(map(is_dask_collection, (X, y, sample_weight))):
             return _dask.fit(self, X, y, sample_weight, classifier=False)
+        xp, _, y, sample_weight = follow(X, y, sample_weight)
         X, y = validate_data(
-            self, X, y, accept_sparse="csr", multi_output=True, y_numeric=True, dtype=np.float64
+            self, X, y, accept_sparse="csr", multi_output=True, y_numeric=True, dtype=xp.float64
         )
-        y = np.asarray(y, dtype=np.float64)
-        return self._fit(X, y.reshape(len(y), -1), sample_weight, y, ravel=y.ndim == 1)
+        y = xp.asarray(y, dtype=xp.float64)
+        return self._fit(X, xp.reshape(y, (y.shape[0], -1)), sample_weight, y, ravel=y.ndim == 1)
 
     def predict(self, X):
         """Predict with the fitted model.
@@ -114,8 +120,8 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
             check_is_fitted(self)
             n_columns = None if self.dual_coef_.ndim == 1 else self.dual_coef_.shape[1]
             return _dask.map_rows(self.predict, X, n_columns, np.float64)
-        F = self._decision(X)
-        return F.ravel() if self.dual_coef_.ndim == 1 else F
+        F = self._decision(X, "predict")
+        return xp_of(F).reshape(F, (-1,)) if self.dual_coef_.ndim == 1 else F
 
 
 KernelGDRegressor.__doc__ = KernelGDRegressor.__doc__ % {

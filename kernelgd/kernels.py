@@ -797,6 +797,8 @@ class BoundKernel:
 
     def __call__(self, X, Y):
         """The block ``K(X, Y)``, in float32 if X and Y are float32."""
+        if not isinstance(X, np.ndarray) and not sp.issparse(X):
+            return self._call_array_api(X, Y)
         dtype = np.float32 if X.dtype == Y.dtype == np.float32 else np.float64
         try:
             K = np.asarray(self.spec.function(X, Y, **self.params), dtype=dtype)
@@ -816,6 +818,30 @@ class BoundKernel:
         self._check(K)
         return K
 
+    def _call_array_api(self, X, Y):
+        """The block in X's array namespace and device (see kernelgd._array_api)."""
+        from ._array_api import namespace
+        from ._kernels_xp import KERNELS
+
+        xp, _ = namespace(X, Y)
+        if is_builtin(self.spec) and self.spec.name in KERNELS:
+            K = KERNELS[self.spec.name](xp, X, Y, **self.params)
+        else:  # a user's kernel gets the arrays as they are: it must support their namespace
+            K = self.spec.function(X, Y, **self.params)
+        expected = (X.shape[0], Y.shape[0])
+        if tuple(K.shape) != expected:
+            raise ValueError(
+                f"The {self.name} kernel returned shape {tuple(K.shape)}; expected "
+                f"{expected}, one row per X sample and one column per Y sample."
+            )
+        if not bool(xp.all(xp.isfinite(K))):
+            params = f" with {self.params}" if self.params else ""
+            raise ValueError(
+                f"The {self.name} kernel{params} returned inf or NaN values for this "
+                "data. Scale the features or change the kernel parameters."
+            )
+        return xp.astype(K, X.dtype)
+
     def _check(self, K):
         # One reduction finds any inf or NaN; the full test only if it fails
         # (a finite sum can overflow).
@@ -834,6 +860,17 @@ class BoundKernel:
 
     def diag(self, X):
         """``k(X[i], X[i])`` for every row."""
+        if not isinstance(X, np.ndarray) and not sp.issparse(X):
+            from ._array_api import namespace
+            from ._kernels_xp import DIAGONALS
+
+            xp, _ = namespace(X)
+            if is_builtin(self.spec) and self.spec.name in DIAGONALS:
+                return DIAGONALS[self.spec.name](xp, X, **self.params)
+            return xp.concat([
+                xp.astype(xp.linalg.diagonal(self(X[i : i + 256], X[i : i + 256])), xp.float64)
+                for i in range(0, X.shape[0], 256)
+            ])
         if self.spec.diag is not None:
             return np.asarray(self.spec.diag(X, **self.params), dtype=np.float64)
         out = np.empty(X.shape[0])

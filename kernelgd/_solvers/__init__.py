@@ -9,6 +9,7 @@ import numpy as np
 
 from . import cg, eigenpro, gd, newton
 from ._common import NonPSDKernelWarning, SolverResult, SolverSettings, baseline
+from .._array_api import xp_of, zeros
 from .._warnings import warn
 
 SOLVERS = {"gd": gd.solve, "cg": cg.solve, "eigenpro": eigenpro.solve, "newton": newton.solve}
@@ -43,17 +44,18 @@ def run_solver(name, operator, Y, w, settings):
     ``k(x, .) = 0`` there, so every f is constant on the data and the
     intercept-only model is the exact minimiser.
     """
+    xp = xp_of(Y)
     diag = operator.diag()[w > 0]
-    if settings.psd and np.any(diag < 0):
+    if settings.psd and bool(xp.any(diag < 0)):
         warn(
             f"The {settings.kernel_name} kernel is declared positive semi-definite but "
-            f"k(x, x) < 0 on {np.count_nonzero(diag < 0)} training points, so it is not; "
+            f"k(x, x) < 0 on {int(xp.sum(xp.astype(diag < 0, xp.int64)))} training points, so it is not; "
             "the fit may stop early. Check the kernel function.",
             NonPSDKernelWarning,
         )
-    elif settings.psd and not np.any(diag > 0):
+    elif settings.psd and not bool(xp.any(diag > 0)):
         b, value = baseline(Y, w, settings.fit_intercept, settings.loss)
-        return SolverResult(np.zeros((operator.m, Y.shape[1])), b, 0, [value], None, True)
+        return SolverResult(zeros(Y, (operator.m, Y.shape[1])), b, 0, [value], None, True)
     return SOLVERS[name](operator, Y, w, settings)
 
 

@@ -6,6 +6,7 @@ import numpy as np
 from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 from sklearn.exceptions import ConvergenceWarning
 
+from .._array_api import outer, total, weighted_sum, xp_of
 from .._losses import SquaredLoss
 from .._warnings import warn
 
@@ -60,7 +61,7 @@ def objective(KA, A, b, Y, w, alpha, loss=SquaredLoss, penalty=None):
     """
     value = loss.value(KA + b, Y, w)
     if alpha:
-        norm = np.einsum("ij,ij->", A, KA) if penalty is None else penalty(A)
+        norm = total(A, KA) if penalty is None else penalty(A)
         value += alpha * float(norm)
     return value
 
@@ -90,7 +91,11 @@ class IterateLog:
             return
         if np.isfinite(value) and value < self.best_value:
             self.best_value, self.best_index = value, len(self.curve)
-            self.best = (coef.copy(), np.array(b, dtype=np.float64, copy=True))
+            if isinstance(coef, np.ndarray):
+                self.best = (coef.copy(), np.array(b, dtype=np.float64, copy=True))
+            else:
+                xp = xp_of(coef)
+                self.best = (xp.asarray(coef, copy=True), xp.asarray(b, dtype=xp.float64, copy=True))
 
     def since_best(self):
         """Iterates recorded since the best one."""
@@ -105,8 +110,9 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
     that is worse than the intercept-only one, or not finite, is never
     returned: the intercept-only model is, with a warning.
     """
+    xp = xp_of(coef)
     value = np.inf
-    if np.all(np.isfinite(coef)) and np.all(np.isfinite(b)):
+    if bool(xp.all(xp.isfinite(coef))) and bool(xp.all(xp.isfinite(b))):
         with np.errstate(all="ignore"):
             value = objective(operator.matvec(coef), coef, b, Y, w, settings.alpha, settings.loss, penalty)
     if value < 0 or log.negative:  # a loss plus a PSD penalty cannot be negative: rounding broke the fit
@@ -125,7 +131,7 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
     loss = settings.loss
     b0, value0 = baseline(Y, w, settings.fit_intercept, loss)
     # differences at the level of rounding do not count as worse
-    slack = 1e-12 * (value0 + float(np.einsum("i,ij,ij->", w, Y, Y)))
+    slack = 1e-12 * (value0 + total(Y, Y, w))
     if log.best is not None and not log.best_value >= value - slack:
         coef, b = log.best
         curve, value = list(log.curve[: log.best_index]), log.best_value
@@ -143,11 +149,11 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
             "The intercept-only model is returned. "
             "Increase alpha, scale the features, or change the kernel parameters.",
         )
-        coef, b = np.zeros_like(coef), b0
+        coef, b = xp.zeros_like(coef), b0
         curve, converged = [value0], False
-    b = np.asarray(b, dtype=np.float64)
+    b = xp.asarray(b, dtype=xp.float64)
     if getattr(loss, "shift_invariant", False):  # the softmax: the same model whatever the solver's path
-        b = b - b.mean()
+        b = b - xp.mean(b)
     return SolverResult(coef, b, n_iter, curve, step_size, converged)
 
 
@@ -163,6 +169,13 @@ def _rounding_noise(operator, w, coef):
     ``|K_ij| <= sqrt(k_ii k_jj)`` (PSD) its weighted mean square is at most
     ``eps^2 (w'|d_rows|) (sum_j |d_j| a_j^2)``, computed in O(n + m).
     """
+    if not isinstance(coef, np.ndarray):
+        xp = xp_of(coef)
+        if not coef.shape[0] * coef.shape[1]:
+            return 0.0
+        rows = float(w @ xp.abs(operator.diag()))
+        cols = float(xp.max(xp.abs(operator.center_diag()) @ (coef**2)))
+        return np.finfo(operator.dtype).eps * np.sqrt(rows * cols)
     if not coef.size:
         return 0.0
     eps = np.finfo(operator.dtype).eps
@@ -204,6 +217,10 @@ def cholesky(M, what="matrix", jitter=0.0):
 
     from .._operator import single_threaded_blas
 
+    if not isinstance(M, np.ndarray):
+        from .._array_api import cholesky_upper, namespace
+
+        return cholesky_upper(namespace(M)[0], M, jitter, what)
     m = len(M)
     guard = single_threaded_blas() if m > _THREADED_LAPACK_MAX else nullcontext()
     scale = max(np.trace(M) / max(m, 1), np.finfo(float).tiny)
@@ -237,12 +254,13 @@ def dual_sum_intercept(w, Y, X_y, X_1):
     pure noise). Without ridge it converges to the generalised least squares
     intercept ``1'K^-1 y / 1'K^-1 1`` of the minimum-norm interpolant.
     """
-    total = float(np.sum(X_1))
-    if total > 0 and np.isfinite(total):
-        b = np.sum(X_y, axis=0) / total
+    xp = xp_of(X_y)
+    total_1 = float(xp.sum(X_1))
+    if total_1 > 0 and np.isfinite(total_1):
+        b = xp.sum(X_y, axis=0) / total_1
     else:  # not positive definite, or nothing learned yet: the weighted mean
-        b = np.einsum("i,ij->j", w, Y)
-    return X_y - np.outer(X_1, b), b
+        b = weighted_sum(w, Y)
+    return X_y - outer(X_1, b), b
 
 
 # Dense eigensolver below this size: exact and cheap, and far below the size
@@ -257,6 +275,8 @@ def top_eigenvalue(operator, w, fit_intercept):
     intercept. Lanczos (ARPACK) starts from a fixed pseudo-random vector, so
     the same data always give the same estimate.
     """
+    if not isinstance(w, np.ndarray):  # another namespace: Lanczos on the host, products on the device
+        return _top_eigenvalue_array_api(operator, w, fit_intercept)
     s = np.sqrt(w)
     n = operator.n
     if n <= _DENSE_EIG_MAX:
@@ -280,6 +300,33 @@ def top_eigenvalue(operator, w, fit_intercept):
         if len(exc.eigenvalues):
             return float(np.max(exc.eigenvalues)) * 1.1
         raise
+
+
+def _top_eigenvalue_array_api(operator, w, fit_intercept):
+    """:func:`top_eigenvalue` for arrays of another namespace: the same Lanczos run (ARPACK, on the
+    host, from the same start), each product with K on the device."""
+    from .._array_api import from_numpy, to_numpy
+
+    xp = xp_of(w)
+    s = xp.sqrt(w)
+    n = operator.n
+    if n <= _DENSE_EIG_MAX:
+        M = operator.rows(slice(None)) * outer(s, s)
+        if fit_intercept:
+            M = M + outer(s, s)
+        M = np.asarray(to_numpy(M), dtype=np.float64)
+        return float(np.linalg.eigvalsh((M + M.T) / 2)[-1])
+
+    def matvec(v):
+        v = from_numpy(np.ravel(v), xp, w.device)
+        out = s * operator.matvec(s * v)
+        if fit_intercept:
+            out = out + s * (s @ v)
+        return np.asarray(to_numpy(out))
+
+    A = LinearOperator((n, n), matvec=matvec, dtype=np.float64)
+    v0 = np.random.RandomState(0).uniform(0.5, 1.5, n)
+    return float(eigsh(A, k=1, which="LA", v0=v0, tol=1e-6, return_eigenvectors=False)[0])
 
 
 def stable_step_bound(operator, w, alpha, fit_intercept, curvature=2.0):

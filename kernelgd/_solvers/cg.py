@@ -41,6 +41,10 @@ from scipy.linalg.blas import dtrsm as trsm
 from scipy.linalg.lapack import dlauum as lauum
 from scipy.linalg.lapack import dpstrf as pstrf
 
+from .._array_api import (
+    coldot, colnorm, outer, pivoted_cholesky, total, weighted_sum, xp_of, zeros,
+)
+from .._array_api import solve_triangular as xp_solve_triangular
 from .._operator import blas_dot, check_budget, single_threaded_blas
 from ._common import IterateLog, cholesky, finish, warn_not_converged, warn_rounding
 
@@ -100,50 +104,53 @@ def block_pcg(
         "max_iter", "stalled" (a column lost conjugacy: ``p'A p <= 0`` in
         rounding) or "stopped" (on_iter returned True).
     """
+    xp = xp_of(B)
+    # numpy scalars are no operands of other namespaces' arrays
+    tol, tol_b = (float(t) if np.ndim(t) == 0 else t for t in (tol, tol_b))
     if x0 is None:
-        X, R = np.zeros_like(B), B.copy()
+        X, R = xp.zeros_like(B), xp.asarray(B, copy=True)
     else:
-        X = np.array(x0, dtype=np.float64)
+        X = xp.asarray(x0, dtype=xp.float64, copy=True)
         if Ax0 is None:
             Ax0 = apply_A(X)
             if state is not None:
-                state["KX"] = state["last"].copy()
+                state["KX"] = xp.asarray(state["last"], copy=True)
         R = B - Ax0
     Z = apply_P(R)
-    P = Z.copy()
-    rz = np.einsum("ij,ij->j", R, Z)
-    b_norm = np.linalg.norm(B, axis=0)
+    P = xp.asarray(Z, copy=True)
+    rz = coldot(R, Z)
+    b_norm = colnorm(B)
     if tol_from_start:  # the looser of tol * |R0| and tol_b * |B|, as a tolerance relative to |R0|
-        r0_norm = np.linalg.norm(R, axis=0)
-        r0_norm[r0_norm == 0] = 1.0
-        tol = np.maximum(tol, tol_b * b_norm / r0_norm)
+        r0_norm = colnorm(R)
+        r0_norm = xp.where(r0_norm == 0, 1.0, r0_norm)
+        tol = np.maximum(tol, tol_b * b_norm / r0_norm) if xp is np else xp.clip(tol_b * b_norm / r0_norm, min=tol)
         b_norm = r0_norm
-    b_norm[b_norm == 0] = 1.0
-    active = np.linalg.norm(R, axis=0) / b_norm > tol
+    b_norm = xp.where(b_norm == 0, 1.0, b_norm)
+    active = colnorm(R) / b_norm > tol
     stalled = False
     it = 0
     for it in range(1, max_iter + 1):
-        if not active.any():
+        if not bool(xp.any(active)):
             return X, it - 1, "stalled" if stalled else "converged"
         AP = apply_A(P)
-        pap = np.einsum("ij,ij->j", P, AP)
+        pap = coldot(P, AP)
         lost = active & ~(pap > 0) | active & ~(rz > 0)
-        if lost.any():  # no descent left in these columns: they stop here
+        if bool(xp.any(lost)):  # no descent left in these columns: they stop here
             stalled, active = True, active & ~lost
-        step = np.where(active, rz / np.where(active, pap, 1.0), 0.0)
+        step = xp.where(active, rz / xp.where(active, pap, 1.0), 0.0)
         X += step * P
         R -= step * AP
         if state is not None:
-            state["residual"] = float(np.max(np.linalg.norm(R, axis=0) / b_norm))
+            state["residual"] = float(xp.max(colnorm(R) / b_norm))
         if on_iter is not None and on_iter(X, step):
             return X, it, "stopped"
-        active &= np.linalg.norm(R, axis=0) / b_norm > tol
+        active &= colnorm(R) / b_norm > tol
         Z = apply_P(R)
-        rz_new = np.einsum("ij,ij->j", R, Z)
-        beta = np.where(rz > 0, rz_new / np.where(rz > 0, rz, 1.0), 0.0)
+        rz_new = coldot(R, Z)
+        beta = xp.where(rz > 0, rz_new / xp.where(rz > 0, rz, 1.0), 0.0)
         P = Z + beta * P
         rz = rz_new
-    if not active.any():
+    if not bool(xp.any(active)):
         return X, it, "stalled" if stalled else "converged"
     return X, it, "max_iter"
 
@@ -174,6 +181,8 @@ def rp_cholesky(columns, diag, rank, rng, block=RPC_BLOCK):
     F : ndarray of shape (n, r), r <= rank
     pivots : ndarray of shape (r_pivots,)
     """
+    if not isinstance(diag, np.ndarray):
+        return _rp_cholesky_array_api(columns, diag, rank, rng, block)
     n = len(diag)
     d = np.maximum(diag, 0.0)  # a non-PSD kernel can have negative diagonal entries
     rank = min(rank, np.count_nonzero(d > 0))
@@ -203,6 +212,41 @@ def rp_cholesky(columns, diag, rank, rng, block=RPC_BLOCK):
     return F[:, :k], np.asarray(pivots, dtype=np.intp)
 
 
+def _rp_cholesky_array_api(columns, diag, rank, rng, block):
+    """:func:`rp_cholesky` for arrays of another namespace: the same pivots (drawn on the host
+    from the same residual diagonal), F on the device."""
+    from .._array_api import take_columns, take_rows, to_numpy
+
+    xp = xp_of(diag)
+    n = diag.shape[0]
+    d = np.maximum(to_numpy(diag), 0.0)
+    rank = min(rank, np.count_nonzero(d > 0))
+    parts, pivots, k = [], [], 0
+    floor = np.finfo(np.float64).eps * d.sum()
+    while k < rank and d.sum() > floor:
+        S = np.unique(rng.choice(n, min(block, rank - k), p=d / d.sum()))
+        G = columns(S)
+        if k:
+            F = xp.concat(parts, axis=1)
+            G = G - F @ take_rows(xp, F, S).T
+        R, perm, r = pivoted_cholesky(take_rows(xp, G, S))
+        if r == 0:
+            break
+        keep = perm[:r]
+        R = xp.asarray(R[:r, :r], device=G.device)
+        # Fk R = G[:, keep]: Fk' = R^-T G[:, keep]'
+        Fk = xp_solve_triangular(xp, R, take_columns(xp, G, keep).T, upper=True, trans=True).T
+        S = S[keep]
+        d -= to_numpy(xp.sum(Fk * Fk, axis=1))
+        np.maximum(d, 0.0, out=d)
+        d[S] = 0.0
+        parts.append(Fk)
+        pivots.extend(S)
+        k += r
+    F = xp.concat(parts, axis=1) if parts else xp.zeros((n, 0), dtype=xp.float64, device=diag.device)
+    return F, np.asarray(pivots, dtype=np.intp)
+
+
 class NystroemPreconditioner:
     """``P^-1`` for ``P = F F' + mu I``, with ``F F'`` a Nystroem approximation of A.
 
@@ -222,7 +266,18 @@ class NystroemPreconditioner:
             u = s * operator.matvec(s[:, None] * s[:, None])[:, 0]
             diag = diag - 2 * s * u + s**2 * (s @ u)
 
+        xp = xp_of(s)
+
         def columns(idx):
+            if xp is not np:
+                from .._array_api import take_rows
+
+                s_idx = take_rows(xp, s, idx)
+                C = operator.columns(idx) * s[:, None] * s_idx[None, :]
+                if center:
+                    C = C - outer(u, s_idx)
+                    C = C - outer(s, s @ C)
+                return C
             with single_threaded_blas():
                 C = operator.columns(idx)
             C *= s[:, None]
@@ -237,6 +292,10 @@ class NystroemPreconditioner:
         if F.shape[1] == 0:  # nothing to approximate: P = mu I
             self.G_factor = None
             return
+        if xp is not np:
+            G = F.T @ F + mu * xp.eye(F.shape[1], dtype=F.dtype, device=F.device)
+            self.G_factor = (cholesky(G, "preconditioner matrix"), False)
+            return
         G = syrk(1.0, F, trans=1)  # F'F, upper triangle, through scipy's BLAS
         G = np.triu(G) + np.triu(G, 1).T
         G[np.diag_indices_from(G)] += mu
@@ -245,26 +304,36 @@ class NystroemPreconditioner:
     def __call__(self, V):
         if self.G_factor is None:
             return V / self.mu
+        if not isinstance(V, np.ndarray):
+            inner = _cho_solve_upper(self.G_factor[0], self.F.T @ V)
+            return (V - self.F @ inner) / self.mu
         inner = cho_solve(self.G_factor, blas_dot(self.F.T, V), check_finite=False)
         return (V - blas_dot(self.F, inner)) / self.mu
 
 
+def _cho_solve_upper(U, V):
+    """``(U'U)^-1 V`` for an upper Cholesky factor U of another namespace."""
+    xp = xp_of(U)
+    return xp_solve_triangular(xp, U, xp_solve_triangular(xp, U, V, upper=True, trans=True), upper=True)
+
+
 def _solve_full(operator, Y, w, settings, rng):
     n, t = Y.shape
+    xp = xp_of(Y)
     alpha = settings.alpha
-    s = np.sqrt(w)
+    s = xp.sqrt(w)
     center = settings.fit_intercept
-    diag_mean = float(np.mean(operator.diag() * w))
+    diag_mean = float(xp.mean(operator.diag() * w))
     # mu = alpha makes P^-1 (N + alpha I) + ... well conditioned (the Nystroem
     # residual only adds eigenvalues above 1); without ridge, or with a ridge far
     # below it, P needs a shift: 1 / alpha would blow up rounding outside N's span.
-    mu = max(alpha, PRECONDITIONER_MIN_SHIFT * diag_mean, np.finfo(float).tiny)
+    mu = float(max(alpha, PRECONDITIONER_MIN_SHIFT * diag_mean, np.finfo(float).tiny))
     precond = NystroemPreconditioner(operator, s, mu, N_LANDMARKS, rng, center=center)
-    y_bar = np.einsum("i,ij->j", w, Y) if center else np.zeros(t)
+    y_bar = weighted_sum(w, Y) if center else zeros(Y, t)
     least_squares = alpha < LEAST_SQUARES_RIDGE * diag_mean
 
     def project(V):  # Q = I - s s': b is eliminated by centring (s's = 1)
-        return V - np.outer(s, s @ V) if center else V
+        return V - outer(s, s @ V) if center else V
 
     def apply_M(V):
         return project(s[:, None] * operator.matvec(s[:, None] * V))
@@ -281,13 +350,17 @@ def _solve_full(operator, Y, w, settings, rng):
 
     def combine(C, KX):
         A = s[:, None] * C
-        b = y_bar - np.einsum("i,ij->j", w, KX) if center else np.zeros(t)
+        b = y_bar - weighted_sum(w, KX) if center else zeros(Y, t)
         return A, b, KX + b
 
-    state = {"last": None, "KX": np.zeros((n, t))}
+    state = {"last": None, "KX": zeros(Y, (n, t))}
     X0 = None
     if settings.coef_init is not None:  # warm start: c = a / s on the weighted rows
-        X0 = project(np.divide(settings.coef_init, s[:, None], out=np.zeros((n, t)), where=s[:, None] > 0))
+        if xp is np:
+            X0 = project(np.divide(settings.coef_init, s[:, None], out=np.zeros((n, t)), where=s[:, None] > 0))
+        else:
+            positive = s[:, None] > 0
+            X0 = project(xp.where(positive, settings.coef_init / xp.where(positive, s[:, None], 1.0), 0.0))
     B = project(s[:, None] * (Y - y_bar))
     # In least-squares mode the fit has converged once the gradient's relative norm is at
     # most tol and the best objective fell by at most tol^2 times the intercept-only one
@@ -295,18 +368,17 @@ def _solve_full(operator, Y, w, settings, rng):
     # last few (Strakos & Tichy, 2002), and (tol |B|)^2 is what a relative residual of tol
     # allows the ridge system. The gradient alone would stop early: it underweights the
     # error in K's small eigenvalues.
-    settle = (SETTLE_WINDOW, settings.tol**2 * float(np.sum(B**2)), settings.tol) if least_squares else None
+    settle = (SETTLE_WINDOW, settings.tol**2 * total(B, B), settings.tol) if least_squares else None
     if least_squares:
         B = apply_M(B)
 
     def quadratic(C):  # what CG minimises, 1/2 C'(Q S K S Q + alpha) C - C'B, from the tracked K A
-        return 0.5 * (np.einsum("ij,ij->", C, s[:, None] * state["KX"]) + alpha * np.einsum("ij,ij->", C, C)) \
-            - np.einsum("ij,ij->", C, B)
+        return 0.5 * (total(C, s[:, None] * state["KX"]) + alpha * total(C, C)) - total(C, B)
 
     log = IterateLog()
     # In least-squares mode CG minimises the objective itself: progress is judged by it.
     on_iter = _monitor(
-        settings, Y, w, state, combine, lambda A, KA: np.einsum("ij,ij->", A, KA), log,
+        settings, Y, w, state, combine, lambda A, KA: total(A, KA), log,
         None if least_squares else quadratic, settle,
     )
     C, n_iter, status = block_pcg(
@@ -332,10 +404,12 @@ def center_factors(operator, cache):
         # FALKON's jitter m * eps(dtype) on K_mm: K_mm is nearly singular for
         # smooth kernels, and beta = B z is an exact change of variables, so
         # the jitter only shapes the preconditioner, never the solution.
-        jitter = m * np.finfo(operator.dtype).eps * float(np.mean(np.diagonal(Kmm)))
+        xp = xp_of(Kmm)
+        jitter = m * np.finfo(operator.dtype).eps * float(xp.mean(xp.linalg.diagonal(Kmm)))
         cache["Kmm"] = Kmm
         cache["T"] = cholesky(Kmm, "center kernel matrix", jitter=jitter)
-        cache["TTt"] = lauum(cache["T"], lower=0)[0] / m  # m^3/3 flops
+        T = cache["T"]
+        cache["TTt"] = lauum(T, lower=0)[0] / m if xp is np else T @ T.T / m  # m^3/3 flops
     return cache["Kmm"], cache["T"], cache["TTt"]
 
 
@@ -348,6 +422,17 @@ def falkon_factor(T, TTt, d, alpha, center):
     iterations. Uniform weights reuse ``TTt``, the upper triangle of ``T T' / m``.
     """
     m = T.shape[0]
+    xp = xp_of(T)
+    if xp is not np:
+        if bool(xp.all(xp.abs(d - 1.0) <= 1e-3 * xp.abs(d) + 1e-8)):  # np.allclose's test
+            d = xp.ones_like(d)
+        else:
+            Td = T * xp.sqrt(d)
+            TTt = Td @ Td.T / m
+        if center:
+            v = T @ d / float(xp.sqrt(m * xp.sum(d)))
+            TTt = TTt - outer(v, v)
+        return cholesky(TTt, "FALKON preconditioner", jitter=alpha)
     if np.allclose(d, 1.0, rtol=1e-3):
         d = np.ones(m)
     else:
@@ -362,22 +447,17 @@ def falkon_factor(T, TTt, d, alpha, center):
     return cholesky(TTt, "FALKON preconditioner", jitter=alpha)  # reads the upper triangle only
 
 
-def _solve_centers(operator, Y, w, settings, rng):
-    n, t = Y.shape
-    m = operator.m
-    center = settings.fit_intercept
-    check_budget(
-        3 * m * m * 8, f"n_centers={m} (three m x m matrices)", settings.memory_budget,
-        "Use fewer centers (n_centers) or raise options['memory_budget'].",
-    )
-    Kmm, T, TTt = center_factors(operator, settings.cache if settings.cache is not None else {})
-    diag_mean = float(np.mean(np.diagonal(Kmm)))
-    # FALKON needs a positive ridge: without one, K_nm'W K_nm is as singular
-    # as K_mm and CG stalls. The floor is far below any statistically useful
-    # ridge (documented with the alpha parameter).
-    alpha = max(settings.alpha, CENTERS_MIN_RIDGE * diag_mean)
-    d = np.ones(m) if operator.center_rows is None else n * w[operator.center_rows]
-    A_fac = falkon_factor(T, TTt, d, alpha, center)
+def falkon_maps(T, A_fac):
+    """FALKON's change of variables ``B = T^-1 A^-1`` and its transpose, as two functions."""
+    xp = xp_of(T)
+    if xp is not np:
+        def apply_B(V):
+            return xp_solve_triangular(xp, T, xp_solve_triangular(xp, A_fac, V))
+
+        def apply_Bt(V):
+            return xp_solve_triangular(xp, A_fac, xp_solve_triangular(xp, T, V, trans=True), trans=True)
+
+        return apply_B, apply_Bt
 
     # The factors are finite (checked by cholesky): skip scipy's O(m^2)
     # finiteness scan on every one of the loop's solves.
@@ -388,10 +468,38 @@ def _solve_centers(operator, Y, w, settings, rng):
         inner = solve_triangular(T, V, trans="T", check_finite=False)
         return solve_triangular(A_fac, inner, trans="T", check_finite=False)
 
+    return apply_B, apply_Bt
+
+
+def _solve_centers(operator, Y, w, settings, rng):
+    n, t = Y.shape
+    xp = xp_of(Y)
+    m = operator.m
+    center = settings.fit_intercept
+    check_budget(
+        3 * m * m * 8, f"n_centers={m} (three m x m matrices)", settings.memory_budget,
+        "Use fewer centers (n_centers) or raise options['memory_budget'].",
+    )
+    Kmm, T, TTt = center_factors(operator, settings.cache if settings.cache is not None else {})
+    diag_mean = float(xp.mean(xp.linalg.diagonal(Kmm)))
+    # FALKON needs a positive ridge: without one, K_nm'W K_nm is as singular
+    # as K_mm and CG stalls. The floor is far below any statistically useful
+    # ridge (documented with the alpha parameter).
+    alpha = max(settings.alpha, CENTERS_MIN_RIDGE * diag_mean)
+    if operator.center_rows is None:
+        d = xp.ones(m, dtype=xp.float64) if xp is np else xp.ones(m, dtype=xp.float64, device=Y.device)
+    else:
+        from .._array_api import take_rows
+
+        d = n * take_rows(xp, w, operator.center_rows)
+    A_fac = falkon_factor(T, TTt, d, alpha, center)
+
+    apply_B, apply_Bt = falkon_maps(T, A_fac)
+
     # The intercept is eliminated by centring: for a given beta the best b is
     # w'(y - K beta), which leaves K_c = (I - 1 w') K in the normal equations,
     # K_c' W K_c = K'W K - k_w k_w' with k_w = K'w. No division, no extra column.
-    y_bar = np.einsum("i,ij->j", w, Y) if center else np.zeros(t)
+    y_bar = weighted_sum(w, Y) if center else zeros(Y, t)
     k_w = operator.rmatvec(w) if center else None
     rhs = operator.rmatvec(w[:, None] * (Y - y_bar))
 
@@ -400,18 +508,18 @@ def _solve_centers(operator, Y, w, settings, rng):
         H, KBV = operator.gram_matvec(BV, w)
         state["last"] = KBV
         if center:
-            H -= np.outer(k_w, k_w @ BV)
+            H = H - outer(k_w, k_w @ BV)
         return apply_Bt(H + alpha * blas_dot(Kmm, BV))
 
     def combine(Z, KX):
         beta = apply_B(Z)
-        b = y_bar - k_w @ beta if center else np.zeros(t)
+        b = y_bar - k_w @ beta if center else zeros(Y, t)
         return beta, b, KX + b
 
     def penalty(beta):  # beta' K_mm beta as |T beta|^2: never negative in rounding
-        return float(np.sum(blas_dot(T, beta) ** 2))
+        return total(blas_dot(T, beta) ** 2)
 
-    state = {"last": None, "KX": np.zeros((n, t))}
+    state = {"last": None, "KX": zeros(Y, (n, t))}
     Z0 = None
     if settings.coef_init is not None:  # warm start: z = B^-1 beta = A_fac T beta
         Z0 = blas_dot(A_fac, blas_dot(T, settings.coef_init))

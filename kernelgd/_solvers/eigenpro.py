@@ -32,6 +32,7 @@ import numpy as np
 import scipy.linalg
 from sklearn.utils import gen_batches
 
+from .._array_api import add_at_rows, copy, outer, rows_of, take_columns, to_numpy, total, xp_of, zeros
 from .._operator import blas_dot, single_threaded_blas
 from ._common import (
     IterateLog,
@@ -67,34 +68,38 @@ def _preconditioner(operator, w, rng):
     Returns S, K[S, S], Vt, D, tau, beta, exact: the correction is
     ``Vt D Vt' K[S, :] grad``.
     """
-    candidates = np.flatnonzero(w > 0)
+    xp = xp_of(w)
+    w_host = np.asarray(to_numpy(w))
+    candidates = np.flatnonzero(w_host > 0)
     exact = len(candidates) <= SUBSAMPLE
     if exact:
-        S, omega = candidates, w[candidates]
+        S, omega = candidates, rows_of(w, candidates)
     else:
-        p = w[candidates] / w[candidates].sum()
+        p = w_host[candidates] / w_host[candidates].sum()
         S = np.sort(rng.choice(candidates, SUBSAMPLE, replace=False, p=p))
-        omega = np.full(len(S), 1.0 / len(S))
-    K_SS = np.asarray(operator.rows(S)[:, S], dtype=np.float64)
+        omega = np.full(len(S), 1.0 / len(S)) if xp is np else xp.full(len(S), 1.0 / len(S), dtype=xp.float64, device=w.device)
+    K_SS = take_columns(xp, operator.rows(S), S)
+    K_SS = np.asarray(K_SS, dtype=np.float64) if xp is np else xp.astype(K_SS, xp.float64)
     K_SS = (K_SS + K_SS.T) / 2
-    root = np.sqrt(omega)
+    root = xp.sqrt(omega)
     size = len(S)
     q = min(TOP_Q, size - 1)
     if q < 1:  # a single point: nothing to flatten
-        return S, K_SS, np.zeros((size, 0)), np.zeros(0), float(K_SS[0, 0] * omega[0]), 0.0, exact
+        return S, K_SS, zeros(K_SS, (size, 0)), zeros(K_SS, 0), float(K_SS[0, 0] * omega[0]), 0.0, exact
     lam, U = _top_eigenpairs(root[:, None] * K_SS * root[None, :], q)
-    if not lam[0] > 0:  # no positive direction: the caller returns the baseline
-        return S, K_SS, np.zeros((size, 0)), np.zeros(0), 0.0, 0.0, exact
+    lam_host = np.asarray(to_numpy(lam))
+    if not lam_host[0] > 0:  # no positive direction: the caller returns the baseline
+        return S, K_SS, zeros(K_SS, (size, 0)), zeros(K_SS, 0), 0.0, 0.0, exact
     # tau: the (k+1)-th eigenvalue, with k the flattened directions above the floor
-    k = int(np.searchsorted(-lam[1:], -EIGEN_FLOOR * lam[0], side="right"))
-    tau = max(float(lam[k]), EIGEN_FLOOR * float(lam[0]), np.finfo(float).tiny)
+    k = int(np.searchsorted(-lam_host[1:], -EIGEN_FLOOR * lam_host[0], side="right"))
+    tau = max(float(lam_host[k]), EIGEN_FLOOR * float(lam_host[0]), np.finfo(float).tiny)
     lam, U = lam[:k], U[:, :k]
     shrink = 1.0 - tau / lam
     Vt = root[:, None] * U
     D = shrink / lam
     # preconditioned diagonal k_P(x, x) on S; phi_j(x_i) = sqrt(lam_j) U_ij / root_i
-    k_P = np.diagonal(K_SS) - (shrink * lam * U**2).sum(axis=1) / omega
-    beta = operator.n * float((w[S] * np.maximum(k_P, 0)).max())
+    k_P = xp.linalg.diagonal(K_SS) - xp.sum(shrink * lam * U**2, axis=1) / omega
+    beta = operator.n * float(xp.max(rows_of(w, S) * xp.clip(k_P, min=0.0)))
     return S, K_SS, Vt, D, tau, beta, exact
 
 
@@ -106,7 +111,12 @@ def _top_eigenpairs(M, q):
     near the identity), where bisection (evx) and then the full
     decomposition still succeed.
     """
-    size = len(M)
+    size = M.shape[0]
+    xp = xp_of(M)
+    if xp is not np:  # the standard's eigh: all pairs, ascending
+        lam, U = xp.linalg.eigh(M)
+        lam, U = lam[size - q - 1 :], U[:, size - q - 1 :]
+        return xp.flip(lam), xp.flip(U, axis=1)
     subset = [size - q - 1, size - 1]
     attempts = [("evr", subset), ("evx", subset), ("evd", None), ("ev", None)]
     with single_threaded_blas():
@@ -137,12 +147,14 @@ class _GradientNorm:
         self.rows = self.pairs = 0
 
     def add(self, K_RR, GR):
-        quad = float(np.sum(GR * blas_dot(K_RR, GR)))
-        d = float(np.einsum("ij,i,ij->", GR, np.diagonal(K_RR), GR))
+        quad = total(GR, blas_dot(K_RR, GR))
+        xp = xp_of(K_RR)
+        d = total(GR, GR, xp.linalg.diagonal(K_RR) if xp is not np else np.diagonal(K_RR))
         self.diag += d
         self.off += quad - d
-        self.rows += len(GR)
-        self.pairs += len(GR) * (len(GR) - 1)
+        rows = GR.shape[0]
+        self.rows += rows
+        self.pairs += rows * (rows - 1)
 
     def value(self, gsum):
         n = self.n
@@ -150,7 +162,7 @@ class _GradientNorm:
         if self.pairs:
             est += n * (n - 1) / self.pairs * self.off
         if gsum is not None:
-            est += float(np.sum(np.asarray(gsum) ** 2))
+            est += total(gsum**2) if not isinstance(gsum, float) else gsum**2
         return max(est, 0.0)
 
 
@@ -178,6 +190,7 @@ def solve(operator, Y, w, settings):
         the iterate after each epoch, up to the one returned.
     """
     rng = np.random.RandomState(settings.random_state)
+    xp = xp_of(Y)
     n, t = Y.shape
     alpha = settings.alpha
     operator.mirror_lower()  # mini-batches read whole rows of K
@@ -189,7 +202,7 @@ def solve(operator, Y, w, settings):
             "eigenvalue on the training data; the intercept-only model is returned.",
             NonPSDKernelWarning,
         )
-        A0 = np.zeros((n, t))
+        A0 = zeros(Y, (n, t))
         return finish("eigenpro", operator, Y, w, settings, A0, baseline(Y, w, settings.fit_intercept)[0], log, 0, False)
 
     if exact:  # exact eigen-directions: the top of P (K + alpha) is tau + alpha
@@ -204,20 +217,20 @@ def solve(operator, Y, w, settings):
     # The intercept is eliminated as the sum of the dual coefficients: iterate
     # on the right-hand sides [Y, 1] and combine (the iteration is linear in them).
     intercept = settings.fit_intercept
-    R = np.column_stack([Y, np.ones(n)]) if intercept else Y
+    R = xp.concat([Y, zeros(Y, (n, 1)) + 1.0], axis=1) if intercept else Y
     k = R.shape[1]
-    A = np.zeros((n, k))
-    b = np.zeros(t)
+    A = zeros(Y, (n, k))
+    b = zeros(Y, t)
     if settings.coef_init is not None:
         A[:, :t] = settings.coef_init
         if intercept:  # the warm intercept rides on the constant column's fit
-            b = settings.intercept_init.copy()
-    u = np.zeros((len(S), k))  # K[S] @ A, kept up to date by every step
+            b = copy(settings.intercept_init)
+    u = zeros(Y, (len(S), k))  # K[S] @ A, kept up to date by every step
     if settings.coef_init is not None:  # a cold start needs no kernel rows here
-        u = np.asarray(operator.rows(S) @ A.astype(operator.dtype), dtype=np.float64)
+        u = operator.dot(operator.rows(S), A)
 
     def combined(A, b):
-        return (A[:, :t] - np.outer(A[:, t], b), b) if intercept else (A, b)
+        return (A[:, :t] - outer(A[:, t], b), b) if intercept else (A, b)
 
     from .gd import reference_gradient_norm2
 
@@ -227,21 +240,21 @@ def solve(operator, Y, w, settings):
     epoch = 0
     def snapshot_terms(rows, F_snap):
         """Objective pieces of the snapshot on ``rows``: raw value, exact value, gradient, its sum."""
-        wB = w[rows]
+        wB = rows_of(w, rows)
         # the objective of the iteration on [Y, 1] (monotone for a stable step)
-        Gs = F_snap - R[rows]
-        raw = float(np.einsum("i,ij,ij->", wB, Gs, Gs))
+        Gs = F_snap - rows_of(R, rows)
+        raw = total(Gs, Gs, wB)
         if alpha:
-            raw += alpha * float(np.einsum("ij,ij->", snap[0][rows], F_snap))
+            raw += alpha * total(rows_of(snap[0], rows), F_snap)
         # the exact objective and gradient of the snapshot's combined model
-        Fc = F_snap[:, :t] - np.outer(F_snap[:, t], b_snap) + b_snap if intercept else F_snap
-        Rc = Fc - Y[rows]
-        value = float(np.einsum("i,ij,ij->", wB, Rc, Rc))
+        Fc = F_snap[:, :t] - outer(F_snap[:, t], b_snap) + b_snap if intercept else F_snap
+        Rc = Fc - rows_of(Y, rows)
+        value = total(Rc, Rc, wB)
         Gc = 2.0 * wB[:, None] * Rc
-        Gsum = Gc.sum(axis=0)
+        Gsum = xp.sum(Gc, axis=0)
         if alpha:
-            value += alpha * float(np.einsum("ij,ij->", Ac_snap[rows], Fc - b_snap))
-            Gc += 2.0 * alpha * Ac_snap[rows]
+            value += alpha * total(rows_of(Ac_snap, rows), Fc - b_snap)
+            Gc = Gc + 2.0 * alpha * rows_of(Ac_snap, rows)
         return raw, value, Gc, Gsum
 
     # A stored K evaluates each epoch's snapshot with one product over K; a
@@ -249,7 +262,7 @@ def solve(operator, Y, w, settings):
     stored = operator.stored
     while epoch < settings.max_iter:
         epoch += 1
-        snap = (A.copy(), u.copy(), b.copy())  # the iterate this epoch evaluates
+        snap = (copy(A), copy(u), copy(b))  # the iterate this epoch evaluates
         Ac_snap, b_snap = combined(snap[0], snap[2])
         order = rng.permutation(n) if bs < n else np.arange(n)
         grad_norm = _GradientNorm(n)
@@ -257,7 +270,9 @@ def solve(operator, Y, w, settings):
             F_all = operator.matvec(snap[0])
             raw, value, Gc, gsum = snapshot_terms(slice(None), F_all)
             pos = _sample(rng, n)
-            grad_norm.add(np.asarray(np.take(operator.rows(pos), pos, axis=1), dtype=np.float64), Gc[pos])
+            K_pp = take_columns(xp, operator.rows(pos), pos)
+            K_pp = np.asarray(K_pp, dtype=np.float64) if xp is np else xp.astype(K_pp, xp.float64)
+            grad_norm.add(K_pp, rows_of(Gc, pos))
         else:
             value, raw, gsum = 0.0, 0.0, 0.0
         for batch in gen_batches(n, bs):
@@ -268,26 +283,35 @@ def solve(operator, Y, w, settings):
             elif stored:
                 F = operator.dot(KB, A)
             else:  # A moves within the epoch: evaluate the snapshot too, in one product
-                both = operator.dot(KB, np.hstack([A, snap[0]])) if bs < n else None
+                both = operator.dot(KB, xp.concat([A, snap[0]], axis=1)) if bs < n else None
                 F, F_snap = (both[:, :k], both[:, k:]) if bs < n else (operator.dot(KB, A),) * 2
                 raw_B, value_B, Gc_B, gsum_B = snapshot_terms(idx, F_snap)
                 raw, value, gsum = raw + raw_B, value + value_B, gsum + gsum_B
                 pos = _sample(rng, len(idx))
-                K_RR = np.asarray(np.take(KB[pos], idx[pos], axis=1), dtype=np.float64)
-                grad_norm.add(K_RR, Gc_B[pos])
-            wB = w[idx]
+                K_RR = take_columns(xp, rows_of(KB, pos), idx[pos])
+                K_RR = np.asarray(K_RR, dtype=np.float64) if xp is np else xp.astype(K_RR, xp.float64)
+                grad_norm.add(K_RR, rows_of(Gc_B, pos))
+            wB = rows_of(w, idx)
             # the EigenPro step on the current iterate
-            G = F - R[idx]
+            G = F - rows_of(R, idx)
             grad = (n / len(idx)) * 2.0 * wB[:, None] * G
-            K_SB = np.take(KB, S, axis=1).astype(np.float64).T  # take: 2x faster than KB[:, S]
+            if xp is np:
+                K_SB = np.take(KB, S, axis=1).astype(np.float64).T  # take: 2x faster than KB[:, S]
+            else:
+                K_SB = xp.astype(take_columns(xp, KB, S), xp.float64).T
             KSg = blas_dot(K_SB, grad)
             Kg = KSg + 2.0 * alpha * u if alpha else KSg  # the ridge part of the gradient is 2 alpha A
             if alpha:
                 A *= 1.0 - 2.0 * eta * alpha
                 u *= 1.0 - 2.0 * eta * alpha
             corr = blas_dot(V, D[:, None] * blas_dot(V.T, Kg))
-            A[idx] -= eta * grad
-            A[S] += eta * corr
+            if xp is np:
+                A[idx] -= eta * grad
+            elif bs == n:  # idx is every row in order: no scatter
+                A = A - eta * grad
+            else:
+                A = add_at_rows(xp, A, idx, -eta * grad)
+            A = add_at_rows(xp, A, S, eta * corr)
             u += blas_dot(K_SS, eta * corr) - eta * KSg
         if intercept:  # the intercept of this epoch's solutions (see dual_sum_intercept)
             b = dual_sum_intercept(w, Y, A[:, :t], A[:, t])[1]
@@ -297,7 +321,7 @@ def solve(operator, Y, w, settings):
             if not np.isfinite(raw) or (raw > 4 * min(best_raw_value, previous_raw) and raw > 1e-8 * first_raw):
                 halvings += 1
                 if best_raw is not None:
-                    A, u, b = (x.copy() for x in best_raw)
+                    A, u, b = (copy(x) for x in best_raw)
                 if exact or halvings > MAX_HALVINGS:
                     # a stable step diverges only along negative eigenvalues
                     warn(

@@ -30,6 +30,7 @@ from ._common import (
     warn_not_converged,
     warn_rounding,
 )
+from .._array_api import copy, total, xp_of, zeros
 from .._warnings import warn
 
 # Safety factor on the stable bound for step_size="auto".
@@ -48,17 +49,18 @@ def _step_error(eta, it, bound):
 
 def gradient_norm2(G, KG, gb):
     """``||grad L||^2`` of the primal from the dual gradient G, K G and the intercept's gradient."""
-    value = float(np.einsum("ij,ij->", G, KG))
+    value = total(G, KG)
     if gb is not None:
-        value += float(np.sum(gb**2))
+        value += total(gb**2)
     return max(value, 0.0)
 
 
 def reference_gradient_norm2(operator, Y, w, settings):
     """``||grad L||^2`` at the intercept-only model: the scale of the stopping test."""
     b0, _ = baseline(Y, w, settings.fit_intercept, settings.loss)
-    G0 = settings.loss.gradient(np.broadcast_to(b0, Y.shape), Y, w)
-    gb = G0.sum(axis=0) if settings.fit_intercept else None
+    xp = xp_of(Y)
+    G0 = settings.loss.gradient(xp.broadcast_to(b0, Y.shape), Y, w)
+    gb = xp.sum(G0, axis=0) if settings.fit_intercept else None
     return gradient_norm2(G0, operator.matvec(G0), gb)
 
 
@@ -87,23 +89,24 @@ def solve(operator, Y, w, settings):
     else:
         eta = float(settings.step_size)
 
-    A = np.zeros((n, n_targets)) if settings.coef_init is None else settings.coef_init.copy()
-    b = np.zeros(n_targets) if settings.intercept_init is None else settings.intercept_init.copy()
+    xp = xp_of(Y)
+    A = zeros(Y, (n, n_targets)) if settings.coef_init is None else copy(settings.coef_init)
+    b = zeros(Y, n_targets) if settings.intercept_init is None else copy(settings.intercept_init)
     if not settings.fit_intercept:
-        b[:] = 0.0
-    KA = np.zeros_like(A) if settings.coef_init is None else operator.matvec(A)
+        b = zeros(Y, n_targets)
+    KA = xp.zeros_like(A) if settings.coef_init is None else operator.matvec(A)
     ref2 = reference_gradient_norm2(operator, Y, w, settings)
     log = IterateLog()
-    previous = loss.value(KA + b, Y, w) + alpha * float(np.einsum("ij,ij->", A, KA))
+    previous = loss.value(KA + b, Y, w) + alpha * total(A, KA)
     converged, reason = False, None
     report_every = max(1, settings.max_iter // 10) if settings.verbose < 2 else 1
 
     it = 0
     while it < settings.max_iter:
         G = loss.gradient(KA + b, Y, w)  # 2 w_i (f(x_i) - y_i) for the squared loss
-        gb = G.sum(axis=0)
+        gb = xp.sum(G, axis=0)
         if alpha:
-            G += 2.0 * alpha * A
+            G = G + 2.0 * alpha * A
         it += 1
         if settings.fit_intercept:
             b -= eta * gb
@@ -112,7 +115,7 @@ def solve(operator, Y, w, settings):
         # K G = (K a_old - K a_new) / eta: the gradient norm at the previous
         # iterate for free (its cancellation is harmless down to tol ~ 1e-6).
         grad2 = gradient_norm2(G, (KA_prev - KA) / eta, gb if settings.fit_intercept else None)
-        current = loss.value(KA + b, Y, w) + alpha * float(np.einsum("ij,ij->", A, KA))
+        current = loss.value(KA + b, Y, w) + alpha * total(A, KA)
         if not np.isfinite(current) or current > previous * (1 + 1e-7) + 1e-13 * abs(previous):
             bound = stable_step_bound(operator, w, alpha, settings.fit_intercept, loss.curvature)
             if eta >= bound:

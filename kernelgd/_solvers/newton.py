@@ -51,6 +51,7 @@ import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 from scipy.linalg.blas import dsyrk as syrk
 
+from .._array_api import coldot, copy, diagonal, rows_of, take_columns, total as total_of, xp_of, zeros
 from .._operator import blas_dot, single_threaded_blas
 from . import cg
 from ._common import (
@@ -106,29 +107,25 @@ def _direction_centers(operator, F, G, H, A, KA, settings, cache):
     times the coefficients and the number of CG iterations.
     """
     n, k = F.shape
+    xp = xp_of(F)
     m = operator.m
     center = settings.fit_intercept
     Kmm, T, TTt = cg.center_factors(operator, cache)
-    total = H.sum(axis=0)
+    total = xp.sum(H, axis=0)
     Z = F - G / H
-    z_bar = np.einsum("ij,ij->j", H, Z) / total if center else np.zeros(k)
-    floor = cg.CENTERS_MIN_RIDGE * float(np.mean(np.diagonal(Kmm)))
-    ridge = np.maximum(2.0 * settings.alpha, floor * total)  # solver "cg"'s floor, in H's scale
+    z_bar = coldot(H, Z) / total if center else zeros(F, k)
+    floor = cg.CENTERS_MIN_RIDGE * float(xp.mean(diagonal(Kmm)))
+    # solver "cg"'s floor, in H's scale
+    ridge = np.maximum(2.0 * settings.alpha, floor * total) if xp is np else xp.clip(floor * total, min=2.0 * settings.alpha)
     # D relative to uniform weights of the same total, so that r compares as in solver "cg"
     rows = np.arange(m) if operator.center_rows is None else operator.center_rows
-    d = (n * H[rows] / total).mean(axis=1)
-    mean_ridge = float(np.exp(np.mean(np.log(ridge / total))))
+    d = xp.mean(n * rows_of(H, rows) / total, axis=1)
+    mean_ridge = float(xp.exp(xp.mean(xp.log(ridge / total))))
     A_fac = cg.falkon_factor(T, TTt, d, mean_ridge, center)
-
-    def apply_B(V):  # B = T^-1 A^-1
-        return solve_triangular(T, solve_triangular(A_fac, V, check_finite=False), check_finite=False)
-
-    def apply_Bt(V):
-        return solve_triangular(A_fac, solve_triangular(T, V, trans="T", check_finite=False), trans="T",
-                                check_finite=False)
+    apply_B, apply_Bt = cg.falkon_maps(T, A_fac)
 
     # one pass over K_nm for the right-hand side and k_h (K_c'H K_c = K'H K - k_h k_h' / total)
-    KtH = operator.rmatvec(np.hstack([H * (Z - z_bar), H]) if center else H * (Z - z_bar))
+    KtH = operator.rmatvec(xp.concat([H * (Z - z_bar), H], axis=1) if center else H * (Z - z_bar))
     k_h = KtH[:, k:] if center else None
     state = {"last": None, "KX": None}
     scale = 1.0 / total  # each column's system divided by its total weight: comparable scales
@@ -138,7 +135,7 @@ def _direction_centers(operator, F, G, H, A, KA, settings, cache):
         HK, KBU = operator.gram_matvec(BU, H)
         state["last"] = KBU
         if center:
-            HK -= k_h * (np.einsum("ij,ij->j", k_h, BU) / total)
+            HK = HK - k_h * (coldot(k_h, BU) / total)
         return apply_Bt(scale * (HK + ridge * blas_dot(Kmm, BU)))
 
     def on_iter(X, step):
@@ -152,7 +149,7 @@ def _direction_centers(operator, F, G, H, A, KA, settings, cache):
         tol_b=cache["exact_tol"], on_iter=on_iter, x0=U0, state=state,
     )
     A_new, KA_new = apply_B(U), state["KX"]
-    b_new = z_bar - np.einsum("ij,ij->j", H, KA_new) / total if center else np.zeros(k)
+    b_new = z_bar - coldot(H, KA_new) / total if center else zeros(F, k)
     return A_new, b_new, KA_new, n_inner
 
 
@@ -177,66 +174,75 @@ def _direction_centers_coupled(operator, F, G, A, KA, b, settings, cache, loss, 
     intercepts, K_nm times the coefficients and the number of CG iterations.
     """
     n, k = F.shape
+    xp = xp_of(F)
     m = operator.m
     center = settings.fit_intercept
     Kmm, T, TTt = cg.center_factors(operator, cache)
     P = loss.probabilities(F)
     H = w[:, None] * P * (1.0 - P)  # the diagonal, for the preconditioner and the floor
-    total = np.maximum(H.sum(axis=0), np.finfo(float).tiny)
-    floor = cg.CENTERS_MIN_RIDGE * float(np.mean(np.diagonal(Kmm)))
+    total = xp.clip(xp.sum(H, axis=0), min=float(np.finfo(float).tiny))
+    floor = cg.CENTERS_MIN_RIDGE * float(xp.mean(diagonal(Kmm)))
     # one ridge for every class: the operator then keeps coefficients whose rows sum to zero (the
     # softmax ignores a function added to every class: only the ridge would see that direction)
-    ridge = max(2.0 * settings.alpha, floor * float(total.max()))
+    ridge = max(2.0 * settings.alpha, floor * float(xp.max(total)))
     rows_c = np.arange(m) if operator.center_rows is None else operator.center_rows
-    d = (n * H[rows_c] / total).mean(axis=1)
-    A_fac = cg.falkon_factor(T, TTt, d, float(np.exp(np.mean(np.log(ridge / total)))), center)
+    d = xp.mean(n * rows_of(H, rows_c) / total, axis=1)
+    A_fac = cg.falkon_factor(T, TTt, d, float(xp.exp(xp.mean(xp.log(ridge / total)))), center)
+    apply_B, apply_Bt = cg.falkon_maps(T, A_fac)
 
     def hess(rows, V):  # H applied row by row to V = the rows' change of F
-        PV = P[rows] * V
-        return w[rows, None] * (PV - P[rows] * PV.sum(axis=1, keepdims=True))
+        P_rows = rows_of(P, rows)
+        PV = P_rows * V
+        return rows_of(w, rows)[:, None] * (PV - P_rows * xp.sum(PV, axis=1, keepdims=True))
 
     rhs = -(operator.rmatvec(G) + 2.0 * settings.alpha * blas_dot(Kmm, A))
     if center:
-        S = np.diag(w @ P) - (w[:, None] * P).T @ P
-        S_pinv = np.linalg.pinv(S, hermitian=True)
-        # K'H 1 e = sum_d e_d K'H(1 e_d'), where H(1 e_d') = w p_d (e_d - P): from K'(w P) and the
-        # k (k + 1) / 2 distinct K'(w p_c p_d), in one pass
         WP = w[:, None] * P
         pairs = np.triu_indices(k)
-        KWP = operator.rmatvec(np.hstack([WP, WP[:, pairs[0]] * P[:, pairs[1]]]))
-        KPP = np.empty((m, k, k))
-        KPP[:, pairs[0], pairs[1]] = KPP[:, pairs[1], pairs[0]] = KWP[:, k:]
-        KH1 = -KPP  # [:, :, d] = K'H(1 e_d')
-        KH1[:, np.arange(k), np.arange(k)] += KWP[:, :k]
-        e0 = -S_pinv @ G.sum(axis=0)
-        rhs -= KH1 @ e0
+        if xp is np:
+            S = np.diag(w @ P) - WP.T @ P
+            S_pinv = np.linalg.pinv(S, hermitian=True)
+        else:
+            S = xp.eye(k, dtype=P.dtype, device=P.device) * (w @ P)[None, :] - WP.T @ P
+            S_pinv = xp.linalg.pinv(S)
+        # K'H 1 e = sum_d e_d K'H(1 e_d'), where H(1 e_d') = w p_d (e_d - P): from K'(w P) and the
+        # k (k + 1) / 2 distinct K'(w p_c p_d), in one pass
+        if xp is np:
+            KWP = operator.rmatvec(np.hstack([WP, WP[:, pairs[0]] * P[:, pairs[1]]]))
+            KPP = np.empty((m, k, k))
+            KPP[:, pairs[0], pairs[1]] = KPP[:, pairs[1], pairs[0]] = KWP[:, k:]
+            KH1 = -KPP  # [:, :, d] = K'H(1 e_d')
+            KH1[:, np.arange(k), np.arange(k)] += KWP[:, :k]
+        else:  # no scatter into 3-d arrays: gather the pair columns into a (m, k, k) block
+            KWP = operator.rmatvec(xp.concat(
+                [WP, take_columns(xp, WP, pairs[0]) * take_columns(xp, P, pairs[1])], axis=1))
+            index = np.zeros((k, k), dtype=np.int64)
+            index[pairs[0], pairs[1]] = index[pairs[1], pairs[0]] = np.arange(len(pairs[0]))
+            KPP = xp.reshape(take_columns(xp, KWP[:, k:], index.ravel()), (m, k, k))
+            eye = xp.eye(k, dtype=KWP.dtype, device=KWP.device)
+            KH1 = -KPP + eye[None, :, :] * KWP[:, None, :k]
+        e0 = -(S_pinv @ xp.sum(G, axis=0))
+        rhs = rhs - KH1 @ e0
 
-    def apply_B(V):
-        return solve_triangular(T, solve_triangular(A_fac, V, check_finite=False), check_finite=False)
-
-    def apply_Bt(V):
-        return solve_triangular(A_fac, solve_triangular(T, V, trans="T", check_finite=False), trans="T",
-                                check_finite=False)
-
-    state = {"last": None, "KX": np.zeros((n, k))}
+    state = {"last": None, "KX": zeros(F, (n, k))}
 
     def operator_D(D):
         HK, KD = operator.gram_matvec(D, hess)
         state["last"] = KD
         out = HK + ridge * blas_dot(Kmm, D)
         if center:
-            out -= KH1 @ (S_pinv @ hess(slice(None), KD).sum(axis=0))
+            out = out - KH1 @ (S_pinv @ xp.sum(hess(slice(None), KD), axis=0))
         return out
 
     # joint CG over every class: one column of m * k entries
     def zero_sum(Z):  # CG stays where rows sum to zero: the operator's rounding would leave it
-        return (Z - Z.mean(axis=1, keepdims=True)).reshape(-1, 1)
+        return xp.reshape(Z - xp.mean(Z, axis=1, keepdims=True), (-1, 1))
 
     def apply_A(u):
-        return zero_sum(apply_Bt(operator_D(apply_B(u.reshape(m, k)))))
+        return zero_sum(apply_Bt(operator_D(apply_B(xp.reshape(u, (m, k))))))
 
     def precondition(r):  # each class by its weight (see ridge for the zero sums)
-        return zero_sum(r.reshape(m, k) / total)
+        return zero_sum(xp.reshape(r, (m, k)) / total)
 
     def on_iter(X, step):
         state["KX"] += step[0] * state["last"]
@@ -246,8 +252,8 @@ def _direction_centers_coupled(operator, F, G, A, KA, b, settings, cache, loss, 
         apply_A, zero_sum(apply_Bt(rhs)), precondition, max_iter=cache["inner_cap"], tol=cache["inner_tol"],
         on_iter=on_iter,
     )
-    D, KD = apply_B(U.reshape(m, k)), state["KX"]
-    e = (e0 - S_pinv @ hess(slice(None), KD).sum(axis=0)) if center else np.zeros(k)
+    D, KD = apply_B(xp.reshape(U, (m, k))), state["KX"]
+    e = (e0 - S_pinv @ xp.sum(hess(slice(None), KD), axis=0)) if center else zeros(F, k)
     return A + D, b + e, KA + KD, n_inner
 
 
@@ -263,17 +269,20 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
     the number of CG iterations.
     """
     n, k = F.shape
+    xp = xp_of(F)
     damping = cache.get("damping", 0.0)
     ridge = 2.0 * settings.alpha + damping
     center = settings.fit_intercept
-    S = np.sqrt(H)
-    total = H.sum(axis=0)
+    S = xp.sqrt(H)
+    total = xp.sum(H, axis=0)
     Z = F - G / H
-    z_bar = np.einsum("ij,ij->j", H, Z) / total if center else np.zeros(k)
+    z_bar = coldot(H, Z) / total if center else zeros(F, k)
     if "L" not in cache:
         rng = np.random.RandomState(settings.random_state)
 
         def columns(idx):
+            if xp is not np:
+                return operator.columns(idx)
             with single_threaded_blas():
                 return np.asfortranarray(operator.columns(idx))
 
@@ -288,7 +297,9 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
     diag = operator.diag()
     # floored as in solver "cg": a shift of a tiny ridge would blow every component outside
     # L's span (K's null space) up by 1 / ridge, coefficients K cannot see but the penalty's rounding can
-    mu = np.maximum(np.maximum(ridge, cg.PRECONDITIONER_MIN_SHIFT * (diag @ H) / n), np.finfo(float).tiny)
+    shift_floor = float(max(ridge, np.finfo(float).tiny))
+    mu = cg.PRECONDITIONER_MIN_SHIFT * (diag @ H) / n
+    mu = np.maximum(mu, shift_floor) if xp is np else xp.clip(mu, min=shift_floor)
     # G_c = L' diag(h_c) L + mu_c I, refactored only where h_c has moved by a
     # REFACTOR_CHANGE share since its factor was made: a stale factor still
     # preconditions (P stays positive definite), and late steps barely move h.
@@ -296,25 +307,33 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
     shifts = cache.setdefault("shifts", np.ones(k))  # the mu each factor was made with
     for c in range(k):
         old = weights[c]
-        moved = old is None or np.abs(H[:, c] - old).sum() > REFACTOR_CHANGE * old.sum()
-        if L.shape[1] and (moved or not 0.5 <= mu[c] / shifts[c] <= 2.0):  # or a damping that moved
-            Gc = syrk(1.0, np.asfortranarray(S[:, c, None] * L), trans=1)
-            Gc[np.diag_indices_from(Gc)] += mu[c]
-            factors[c], weights[c] = (cholesky(Gc, "preconditioner matrix"), False), H[:, c].copy()
-            shifts[c] = mu[c]
+        moved = old is None or float(xp.sum(xp.abs(H[:, c] - old))) > REFACTOR_CHANGE * float(xp.sum(old))
+        if L.shape[1] and (moved or not 0.5 <= float(mu[c]) / shifts[c] <= 2.0):  # or a damping that moved
+            if xp is np:
+                Gc = syrk(1.0, np.asfortranarray(S[:, c, None] * L), trans=1)
+                Gc[np.diag_indices_from(Gc)] += mu[c]
+            else:
+                SL = S[:, c : c + 1] * L
+                Gc = SL.T @ SL + float(mu[c]) * xp.eye(L.shape[1], dtype=L.dtype, device=L.device)
+            factors[c], weights[c] = (cholesky(Gc, "preconditioner matrix"), False), copy(H[:, c])
+            shifts[c] = float(mu[c])
 
     def project(V):  # removes the intercept: Q_c = I - s_c s_c' / total_c
-        return V - S * (np.einsum("ij,ij->j", S, V) / total) if center else V
+        return V - S * (coldot(S, V) / total) if center else V
 
     # each factor is applied with the weights and shift it was made for (Woodbury needs them to match)
-    S_factor = np.sqrt(np.column_stack(weights)) if L.shape[1] else None
+    S_factor = xp.sqrt(xp.stack(weights, axis=1)) if L.shape[1] else None
+    shifts_now = shifts if xp is np else xp.asarray(shifts, dtype=xp.float64, device=F.device)
 
     def precondition(V):
         if not L.shape[1]:
             return project(V / mu)
         U = blas_dot(L.T, S_factor * V)
-        inner = np.column_stack([cho_solve(factors[c], U[:, c], check_finite=False) for c in range(k)])
-        return project((V - S_factor * blas_dot(L, inner)) / shifts)
+        if xp is np:
+            inner = np.column_stack([cho_solve(factors[c], U[:, c], check_finite=False) for c in range(k)])
+        else:
+            inner = xp.concat([cg._cho_solve_upper(factors[c][0], U[:, c : c + 1]) for c in range(k)], axis=1)
+        return project((V - S_factor * blas_dot(L, inner)) / shifts_now)
 
     state = {"last": None, "KX": None}
 
@@ -330,9 +349,9 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
     X0, AX0 = project(A / S), None
     # Q removes nothing from A / s where A's columns sum to 0 (every iterate but a user's coef_init, with
     # an intercept): then K S X0 = K A, known, and the warm start costs no product with K
-    sums, sizes = np.abs(A.sum(axis=0)), np.abs(A).sum(axis=0)
-    if not center or np.all(sums <= ZERO_SUM * sizes):
-        state["KX"] = KA.copy()
+    sums, sizes = xp.abs(xp.sum(A, axis=0)), xp.sum(xp.abs(A), axis=0)
+    if not center or bool(xp.all(sums <= ZERO_SUM * sizes)):
+        state["KX"] = copy(KA)
         AX0 = project(S * KA) + ridge * X0
     rhs = project(S * (Z - z_bar))
     tol_b, from_start = cache["exact_tol"], cache["loose"]
@@ -345,7 +364,7 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
         state=state, Ax0=AX0,
     )
     A_new, KA_new = S * X, state["KX"]
-    b_new = z_bar - np.einsum("ij,ij->j", H, KA_new) / total if center else np.zeros(k)
+    b_new = z_bar - coldot(H, KA_new) / total if center else zeros(F, k)
     return A_new, b_new, KA_new, n_inner
 
 
@@ -366,6 +385,7 @@ def solve(operator, Y, w, settings):
     SolverResult
     """
     loss = settings.loss
+    xp = xp_of(Y)
     n, k = Y.shape
     m = operator.m
     alpha = settings.alpha
@@ -373,11 +393,11 @@ def solve(operator, Y, w, settings):
     K_mm = None if operator.symmetric else cg.center_factors(operator, cache)[0]
     # ||f||_H^2 of a model on centers is beta' K_mm beta (finish takes it too),
     # computed as |T beta|^2 (K_mm + jitter = T'T): a squared norm cannot go negative in rounding
-    center_penalty = None if K_mm is None else (lambda coef: float(np.sum(blas_dot(cache["T"], coef) ** 2)))
+    center_penalty = None if K_mm is None else (lambda coef: total_of(blas_dot(cache["T"], coef) ** 2))
 
     def inner(U, KV):
         """<U, V>_H summed over columns, given K V (or V itself with centers)."""
-        return float(np.einsum("ij,ij->", U, KV if K_mm is None else K_mm @ KV))
+        return total_of(U, KV if K_mm is None else K_mm @ KV)
 
     def pair(U, V, KV):
         """<U, V>_H given V and K V (whichever the model's norm needs)."""
@@ -389,11 +409,11 @@ def solve(operator, Y, w, settings):
 
     b0, value0 = baseline(Y, w, settings.fit_intercept, loss)
     if settings.coef_init is not None:
-        A = settings.coef_init.copy()
-        b = settings.intercept_init.copy() if settings.fit_intercept else np.zeros(k)
+        A = copy(settings.coef_init)
+        b = copy(settings.intercept_init) if settings.fit_intercept else zeros(Y, k)
         KA = operator.matvec(A)
     else:  # the intercept-only optimum: the model every step must improve on
-        A, b, KA = np.zeros((m, k)), b0.copy(), np.zeros((n, k))
+        A, b, KA = zeros(Y, (m, k)), copy(b0), zeros(Y, (n, k))
     value = objective(A, KA, b)
     log = IterateLog()
     previous = []  # the last steps taken: (D, db, K D), newest first
@@ -421,7 +441,11 @@ def solve(operator, Y, w, settings):
         F = KA + b
         G = loss.gradient(F, Y, w)
         H = loss.hessian_diagonal(F, w)
-        H = np.maximum(H, HESSIAN_FLOOR * np.maximum(H.max(axis=0), np.finfo(float).tiny))
+        if xp is np:
+            H = np.maximum(H, HESSIAN_FLOOR * np.maximum(H.max(axis=0), np.finfo(float).tiny))
+        else:
+            floor_h = HESSIAN_FLOOR * xp.clip(xp.max(H, axis=0), min=float(np.finfo(float).tiny))
+            H = xp.maximum(H, xp.broadcast_to(floor_h, H.shape))
         if K_mm is None:  # damping where the model is (nearly) singular: see _damping
             cache["damping"] = _damping(cache, operator, H, alpha)
         if coupled:
@@ -433,8 +457,8 @@ def solve(operator, Y, w, settings):
         if n_inner == 0:  # the iterate already solves the system: rounding noise is no step (only b may move)
             A_new, KA_new = A, KA
         D, KD = A_new - A, KA_new - KA
-        db = (b_new - b) if settings.fit_intercept else np.zeros(k)
-        slope = float(np.einsum("ij,ij->", G, KD + db))  # directional derivative of the loss part
+        db = (b_new - b) if settings.fit_intercept else zeros(Y, k)
+        slope = total_of(G, KD + db)  # directional derivative of the loss part
         if alpha:
             slope += 2.0 * alpha * inner(D, KA if K_mm is None else A)
         decrement = max(-slope, 0.0)
@@ -539,7 +563,7 @@ def _damping(cache, operator, H, alpha):
     ones, relative to the trace. A fit without ridge then decreases the loss
     towards its infimum (0 on separable data) until max_iter.
     """
-    scale = float(np.max(operator.diag() @ H))
+    scale = float(xp_of(H).max(operator.diag() @ H))
     if not 2.0 * alpha < LM_ALPHA * scale:
         return 0.0
     lm = cache.setdefault("lm", LM_START)
@@ -580,8 +604,8 @@ def _subspace_step(loss, F, Y, w, G, alpha, pair, A, KA, new, previous):
     steps = [new[:3]] + previous
     E = [KD + db for _, db, KD in steps]  # how each step changes F
     HE = [loss.hessp(F, Y, w, e) for e in E]
-    g = np.array([float(np.einsum("ij,ij->", G, e)) for e in E])
-    M = np.array([[float(np.einsum("ij,ij->", e, he)) for he in HE] for e in E])
+    g = np.array([total_of(G, e) for e in E])
+    M = np.array([[total_of(e, he) for he in HE] for e in E])
     if alpha:
         g += 2.0 * alpha * np.array([pair(D, A, KA) for D, _, _ in steps])
         M += 2.0 * alpha * np.array([[pair(Di, Dj, KDj) for Dj, _, KDj in steps] for Di, _, _ in steps])
@@ -596,6 +620,6 @@ def _subspace_step(loss, F, Y, w, G, alpha, pair, A, KA, new, previous):
         if not M[0, 0] > 0:
             return new
     t = np.linalg.solve(M, -g)
-    combined = tuple(sum(ti * part for ti, part in zip(t, parts)) for parts in zip(*steps))
+    combined = tuple(sum(float(ti) * part for ti, part in zip(t, parts)) for parts in zip(*steps))
     slope = float(g @ t)
     return (*combined, slope) if slope < 0 else new

@@ -1,0 +1,179 @@
+"""numpy on the CPU against torch (and CuPy) on a GPU: the same kernelgd fits, default arguments.
+
+    python benchmarks/bench_gpu.py --data-dir ../shared/data                 # torch on CUDA where present
+    python benchmarks/bench_gpu.py --data-dir ../shared/data --device cpu    # torch on the CPU (a check)
+    python benchmarks/bench_gpu.py --problems synthetic --n-synthetic 20000  # no data folder
+
+Problems: California 16k (KernelGDRegressor(), the exact model), MNIST 10k
+(first 8,000 / last 2,000 of MNIST's test images, KernelGDClassifier(loss=
+"logistic")), letter (16,000 / 4,000, the same classifier) and a synthetic
+regression with n rows of 20 features fitted on 10,000 centers
+(KernelGDRegressor(alpha=1e-6, n_centers=10_000); n = 10^6 by default). Each
+(problem, system) fit runs in a fresh process with SCIPY_ARRAY_API=1; the data
+is moved to the device before the clock starts and the device is synchronized
+before it stops. Prints fit time, the test score and the time as a ratio to
+numpy's, names the devices, and writes benchmarks/results/gpu.json (or --out).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _harness import format_table, machine, run_worker, write_json  # noqa: E402
+
+PROBLEMS = ["cal16k", "mnist", "letter", "synthetic"]
+
+
+def _load(problem, data_dir, n_synthetic):
+    from datasets import load_cal16k, load_letter, load_mnist8k, make_synthetic
+
+    if problem == "cal16k":
+        return load_cal16k(data_dir)
+    if problem == "mnist":
+        return load_mnist8k(data_dir)
+    if problem == "letter":
+        X_tr, y_tr, X_te, y_te = load_letter(data_dir)
+        classes = np.unique(y_tr)  # integer labels: predictions stay on the device
+        return X_tr, np.searchsorted(classes, y_tr), X_te, np.searchsorted(classes, y_te)
+    return make_synthetic(n_synthetic, n_test=10_000, d=20, seed=0)
+
+
+def _estimator(problem):
+    from kernelgd import KernelGDClassifier, KernelGDRegressor
+
+    if problem in ("mnist", "letter"):
+        return KernelGDClassifier(loss="logistic", random_state=0)
+    if problem == "synthetic":
+        return KernelGDRegressor(alpha=1e-6, n_centers=10_000, random_state=0)
+    return KernelGDRegressor(random_state=0)
+
+
+def _device_name(system, device):
+    if system == "numpy":
+        return machine()["cpu"]
+    if device == "cpu":
+        return "CPU (" + machine()["cpu"] + ")"
+    if system == "torch":
+        import torch
+
+        return torch.cuda.get_device_name(0)
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+
+
+def worker(problem, system, device, data_dir, n_synthetic):
+    from sklearn import config_context
+    from sklearn.metrics import accuracy_score, log_loss, mean_squared_error
+
+    X_tr, y_tr, X_te, y_te = _load(problem, data_dir, n_synthetic)
+    model = _estimator(problem)
+    sync = lambda: None  # noqa: E731
+    if system == "numpy":
+        to = lambda a: a  # noqa: E731
+    elif system == "torch":
+        import torch
+
+        to = lambda a: torch.asarray(a, device=device)  # noqa: E731
+        if device != "cpu":
+            sync = torch.cuda.synchronize
+    else:
+        import cupy
+
+        to = cupy.asarray
+        sync = cupy.cuda.Device().synchronize
+    X_d, y_d, X_te_d = to(X_tr), to(y_tr), to(X_te)
+    sync()
+    with config_context(array_api_dispatch=system != "numpy"):
+        start = time.perf_counter()
+        model.fit(X_d, y_d)
+        sync()
+        fit_time = time.perf_counter() - start
+        if problem in ("mnist", "letter"):
+            proba = model.predict_proba(X_te_d)
+            proba = np.asarray(proba.cpu() if hasattr(proba, "cpu") else getattr(proba, "get", lambda: proba)())
+            score = {"log_loss": float(log_loss(y_te, proba, labels=model.classes_)),
+                     "accuracy": float(accuracy_score(y_te, model.classes_[proba.argmax(axis=1)]))}
+        else:
+            pred = model.predict(X_te_d)
+            pred = np.asarray(pred.cpu() if hasattr(pred, "cpu") else getattr(pred, "get", lambda: pred)())
+            score = {"mse": float(mean_squared_error(y_te, pred))}
+    print(json.dumps({"fit_time": fit_time, "device_name": _device_name(system, device), "n_iter": int(model.n_iter_),
+                      "solver": model.solver_, **score}))
+
+
+def _systems(device):
+    systems = ["numpy"]
+    try:
+        import torch
+
+        if device == "cpu" or torch.cuda.is_available():
+            systems.append("torch")
+    except ImportError:
+        pass
+    if device != "cpu":
+        try:
+            import cupy
+
+            if cupy.cuda.runtime.getDeviceCount() > 0:
+                systems.append("cupy")
+        except Exception:  # noqa: BLE001 - no CuPy, or no device
+            pass
+    return systems
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", nargs=5, metavar=("PROBLEM", "SYSTEM", "DEVICE", "DATA_DIR", "N"))
+    parser.add_argument("--data-dir", default=str(HERE.parent.parent / "shared" / "data"))
+    parser.add_argument("--problems", nargs="+", default=PROBLEMS, choices=PROBLEMS)
+    parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"],
+                        help="where torch computes; auto: cuda where available (else torch is left out)")
+    parser.add_argument("--n-synthetic", type=int, default=1_000_000)
+    parser.add_argument("--timeout", type=int, default=3600)
+    parser.add_argument("--out", default=str(HERE / "results" / "gpu.json"))
+    args = parser.parse_args()
+    if args.worker:
+        problem, system, device, data_dir, n = args.worker
+        return worker(problem, system, device, data_dir, int(n))
+
+    device = "cuda" if args.device == "auto" else args.device
+    env = dict(os.environ, SCIPY_ARRAY_API="1")
+    rows = []
+    for problem in args.problems:
+        base = None
+        for system in _systems(device):
+            dev = "cpu" if system == "numpy" else device
+            result = run_worker(__file__, [problem, system, dev, args.data_dir, str(args.n_synthetic)],
+                                args.timeout, env=env)
+            row = {"problem": problem, "system": system, **result}
+            if system == "numpy" and result["status"] == "ok":
+                base = result["fit_time"]
+            if base and result["status"] == "ok":
+                row["vs_numpy"] = result["fit_time"] / base
+            rows.append(row)
+            print(format_table([row], COLUMNS).splitlines()[-1], flush=True)
+    print()
+    print(format_table(rows, COLUMNS))
+    payload = {"machine": machine(), "device": device, "n_synthetic": args.n_synthetic, "rows": rows}
+    print(f"\nwrote {write_json(args.out, payload)}")
+
+
+COLUMNS = [
+    ("problem", "problem", None), ("system", "system", None), ("device_name", "device", None),
+    ("fit_time", "fit (s)", "{:.2f}"), ("vs_numpy", "time / numpy's", "{:.2f}"), ("n_iter", "iterations", None),
+    ("mse", "test MSE", "{:.4f}"), ("log_loss", "log-loss", "{:.4f}"), ("accuracy", "accuracy", "{:.4f}"),
+    ("status", "status", None),
+]
+
+
+if __name__ == "__main__":
+    main()

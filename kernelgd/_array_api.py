@@ -1,0 +1,315 @@
+"""Array namespaces: which one an input lives in, and the few functions the standard lacks.
+
+The estimators follow scikit-learn's array API convention: under
+``sklearn.config_context(array_api_dispatch=True)`` an input from torch, CuPy
+or any array API library is computed on in its own namespace and device, and
+fitted attributes and outputs stay there. Otherwise (and for numpy inputs)
+everything is numpy, on the code paths tuned for it (scipy's BLAS, the thread
+pool of :mod:`kernelgd._operator`).
+
+The array API standard has no triangular solve, no pivoted Cholesky and no
+scatter-add; each gets one small fallback here, documented where it is.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils._array_api import _is_numpy_namespace, get_namespace_and_device
+
+try:  # scikit-learn >= 1.8, which also vendors array-api-compat and array-api-extra
+    from sklearn.utils._array_api import move_to
+except ImportError:  # pragma: no cover - older scikit-learn: numpy inputs only
+    move_to = None
+
+
+def namespace(*arrays):
+    """``(xp, device)`` of the arrays; ``(numpy, None)`` for numpy inputs or without dispatch.
+
+    numpy inputs get the numpy module itself, so the numpy code paths are
+    exactly those of a fit without array API dispatch.
+    """
+    arrays = [a for a in arrays if a is not None]
+    xp, _, device = get_namespace_and_device(*arrays)
+    if _is_numpy_namespace(xp):
+        return np, None
+    if move_to is None:  # pragma: no cover - older scikit-learn
+        raise ValueError(
+            f"kernelgd computes on {xp.__name__} arrays with scikit-learn >= 1.8 only. Upgrade "
+            "scikit-learn, or pass numpy arrays."
+        )
+    return xp, device
+
+
+def follow(X, *arrays):
+    """``(xp, device, *arrays)``: X's namespace and device, and the other arrays moved there.
+
+    scikit-learn's rule for array API inputs: everything follows X (y or
+    sample_weight of another namespace or device are moved to X's). Without
+    array API dispatch nothing moves: the inputs are converted to numpy as usual.
+    """
+    from sklearn import get_config
+
+    if sp.issparse(X) or not get_config()["array_api_dispatch"]:
+        return (np, None, *arrays)
+    xp, device = namespace(X)
+    if move_to is None:  # pragma: no cover - older scikit-learn: numpy X (namespace raised otherwise)
+        return (xp, device, *arrays)
+    from sklearn.externals.array_api_compat import is_array_api_obj
+
+    moved = [
+        move_to(a, xp=xp, device=device if xp is not np else "cpu")
+        if not isinstance(a, np.ndarray) and is_array_api_obj(a) or _numeric(a) and xp is not np
+        else a
+        for a in arrays
+    ]
+    return (xp, device, *moved)
+
+
+def _numeric(a):
+    """A numpy array of numbers (string labels stay numpy: no other namespace holds them)."""
+    return isinstance(a, np.ndarray) and a.dtype.kind in "biufc"
+
+
+def is_numpy(xp):
+    return xp is np
+
+
+def to_numpy(array):
+    """A numpy copy of an array of any namespace (host memory)."""
+    if isinstance(array, np.ndarray):
+        return array
+    return move_to(array, xp=np, device="cpu")
+
+
+def from_numpy(array, xp, device):
+    """A numpy array as an array of ``xp`` on ``device``."""
+    if is_numpy(xp):
+        return np.asarray(array)
+    return xp.asarray(np.ascontiguousarray(array), device=device)
+
+
+def float_dtype(xp, name):
+    """``xp.float32`` or ``xp.float64`` from a numpy dtype, type or name."""
+    return xp.float32 if np.dtype(name) == np.float32 else xp.float64
+
+
+def eps(xp, dtype):
+    return float(xp.finfo(dtype).eps)
+
+
+def _torch(xp):
+    from sklearn.externals.array_api_compat import is_torch_namespace
+
+    if is_torch_namespace(xp):
+        import torch
+
+        return torch
+    return None
+
+
+def _cupy(xp):
+    from sklearn.externals.array_api_compat import is_cupy_namespace
+
+    return is_cupy_namespace(xp)
+
+
+def solve_triangular(xp, T, B, *, upper=True, trans=False):
+    """``T^-1 B`` (``T^-T B`` with trans) for a triangular T, in T's namespace.
+
+    torch and CuPy have their own triangular solvers. Elsewhere the fallback
+    is the standard's general ``linalg.solve``: O(m^3) rather than O(m^2 k),
+    exact for a triangular T, and only reached by namespaces (such as
+    array-api-strict) that have nothing better.
+    """
+    if trans:
+        T, upper = T.T, not upper
+    torch = _torch(xp)
+    if torch is not None:
+        return torch.linalg.solve_triangular(T, B, upper=upper)
+    if _cupy(xp):
+        from cupyx.scipy.linalg import solve_triangular as cupy_solve_triangular
+
+        return cupy_solve_triangular(T, B, lower=not upper)
+    return xp.linalg.solve(T, B)
+
+
+def cholesky_upper(xp, M, jitter=0.0, what="matrix"):
+    """Upper Cholesky factor of ``(M + M') / 2 + jitter I`` in M's namespace, retried with more jitter.
+
+    A failed factorization raises in most namespaces and returns NaN in
+    others (CuPy): both count as failure.
+    """
+    m, jitter = M.shape[0], float(jitter)
+    M = (M + M.T) / 2
+    eye = xp.eye(m, dtype=M.dtype, device=M.device)
+    scale = max(float(xp.sum(xp.linalg.diagonal(M))) / max(m, 1), float(np.finfo(np.float64).tiny))
+    for extra in (0.0, 1e-12, 1e-10, 1e-8, 1e-6):
+        try:
+            L = xp.linalg.cholesky(M + (jitter + extra * scale) * eye)
+        except Exception:  # noqa: BLE001 - LinAlgError, torch's RuntimeError subclass, ...
+            continue
+        if bool(xp.all(xp.isfinite(L))):
+            return L.T
+    raise ValueError(
+        f"The {what} is numerically singular even with jitter; the kernel may be "
+        "degenerate on this data (duplicate points?). Increase alpha."
+    )
+
+
+def pivoted_cholesky(G):
+    """LAPACK's pivoted Cholesky (pstrf) of a small PSD block, on the host.
+
+    The standard has no pivoted factorization; the blocks are at most a
+    randomly pivoted Cholesky round's size (100 x 100), so the host round
+    trip costs microseconds. Returns ``(R, perm, rank)`` with ``perm`` 0-based.
+    """
+    from scipy.linalg.lapack import dpstrf
+
+    R, perm, rank, _ = dpstrf(np.asarray(to_numpy(G), dtype=np.float64), lower=0)
+    return np.triu(R), perm - 1, int(rank)  # pstrf leaves the input below the diagonal
+
+
+def take_rows(xp, A, idx):
+    """``A[idx]`` for a numpy index array (array-api-strict indexes with its own arrays only)."""
+    if is_numpy(xp):
+        return A[idx]
+    return xp.take(A, xp.asarray(np.asarray(idx, dtype=np.int64), device=A.device), axis=0)
+
+
+def take_columns(xp, A, idx):
+    if is_numpy(xp):
+        return A[:, idx]
+    return xp.take(A, xp.asarray(np.asarray(idx, dtype=np.int64), device=A.device), axis=1)
+
+
+def add_at_rows(xp, A, idx, V):
+    """``A[idx] += V`` for distinct rows idx, returning A (in place where the namespace allows).
+
+    The standard has no integer-array assignment: array-api-extra's ``at``
+    does the scatter in each namespace's own way.
+    """
+    if is_numpy(xp):
+        A[idx] += V
+        return A
+    from sklearn.externals.array_api_compat import is_array_api_strict_namespace
+    from sklearn.externals.array_api_extra import at
+
+    index = xp.asarray(np.asarray(idx, dtype=np.int64), device=A.device)
+    if is_array_api_strict_namespace(xp):
+        # array-api-strict allows no integer-array index beside a slice: a one-hot product
+        # (n x len(idx)), for that testing namespace only
+        onehot = xp.astype(xp.arange(A.shape[0], device=A.device)[:, None] == index[None, :], A.dtype)
+        return A + onehot @ V
+    return at(A, (index, slice(None)) if A.ndim == 2 else index).add(V)
+
+
+def memory_budget(xp, device, default):
+    """The memory budget for arrays on ``device``: half the free GPU memory for CUDA arrays."""
+    torch = _torch(xp)
+    if torch is not None and getattr(device, "type", None) == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free // 2)
+    if _cupy(xp):
+        import cupy
+
+        with cupy.cuda.Device(device.id if hasattr(device, "id") else device):
+            free, _ = cupy.cuda.runtime.memGetInfo()
+        return int(free // 2)
+    return default
+
+
+def coldot(R, Z):
+    """``sum_i R_ij Z_ij`` per column j (numpy: einsum, without the product's temporary)."""
+    if isinstance(R, np.ndarray):
+        return np.einsum("ij,ij->j", R, Z)
+    return namespace(R)[0].sum(R * Z, axis=0)
+
+
+def colnorm(R):
+    """The Euclidean norm of every column."""
+    if isinstance(R, np.ndarray):
+        return np.linalg.norm(R, axis=0)
+    xp = namespace(R)[0]
+    return xp.sqrt(xp.sum(R * R, axis=0))
+
+
+def total(A, B=None, w=None):
+    """``sum_ij w_i A_ij B_ij`` (B and w optional) as a Python float."""
+    if isinstance(A, np.ndarray):
+        if w is None:
+            return float(np.sum(A) if B is None else np.einsum("ij,ij->", A, B))
+        return float(np.einsum("i,ij,ij->", w, A, A if B is None else B))
+    xp = namespace(A)[0]
+    P = A if B is None else A * B
+    return float(xp.sum(P if w is None else w[:, None] * P))
+
+
+def outer(u, v):
+    if isinstance(u, np.ndarray):
+        return np.outer(u, v)
+    return u[:, None] * v[None, :]
+
+
+def xp_of(A):
+    """The namespace of A: numpy itself for numpy arrays."""
+    return np if isinstance(A, np.ndarray) else namespace(A)[0]
+
+
+def weighted_sum(w, Y):
+    """``sum_i w_i Y_i`` (a row vector of Y's columns)."""
+    if isinstance(Y, np.ndarray):
+        return np.einsum("i,ij->j", w, Y)
+    return w @ Y
+
+
+def zeros(like, shape):
+    """float64 zeros in the namespace and on the device of ``like``."""
+    if isinstance(like, np.ndarray):
+        return np.zeros(shape)
+    xp = namespace(like)[0]
+    return xp.zeros(shape, dtype=xp.float64, device=like.device)
+
+
+def rows_of(A, idx):
+    """``A[idx]`` for a slice or a numpy index array, in A's namespace (1-d or 2-d A)."""
+    if isinstance(A, np.ndarray):
+        return A[idx]
+    if isinstance(idx, slice):
+        return A[idx, ...]
+    return take_rows(namespace(A)[0], A, idx)
+
+
+def copy(A):
+    if isinstance(A, np.ndarray):
+        return A.copy()
+    return xp_of(A).asarray(A, copy=True)
+
+
+# The logistic functions for arrays of another namespace (numpy's use scipy.special).
+def expit(F):
+    xp = xp_of(F)
+    return 1.0 / (1.0 + xp.exp(-F))  # exp(-F) = inf gives 0: no NaN at either end
+
+
+def log_expit(F):
+    xp = xp_of(F)
+    return -xp.logaddexp(xp.zeros_like(F), -F)
+
+
+def logsumexp(F, axis, keepdims=False):
+    xp = xp_of(F)
+    top = xp.max(F, axis=axis, keepdims=True)
+    out = top + xp.log(xp.sum(xp.exp(F - top), axis=axis, keepdims=True))
+    return out if keepdims else xp.squeeze(out, axis=axis)
+
+
+def softmax(F, axis):
+    xp = xp_of(F)
+    E = xp.exp(F - xp.max(F, axis=axis, keepdims=True))
+    return E / xp.sum(E, axis=axis, keepdims=True)
+
+
+def diagonal(A):
+    """The main diagonal of a 2-d array (numpy < 2 has no ``linalg.diagonal``)."""
+    if isinstance(A, np.ndarray):
+        return np.diagonal(A)
+    return xp_of(A).linalg.diagonal(A)

@@ -1,0 +1,294 @@
+"""The estimators on other array namespaces (array-api-strict, torch on the CPU).
+
+scikit-learn's array API support needs SCIPY_ARRAY_API=1 before scipy is
+imported, which would change scipy for the whole suite: these tests run in a
+subprocess that sets it (tests/test_array_api_env.py) and are skipped here
+otherwise. Every fit is compared with the same fit on numpy arrays, which
+runs the numpy code paths (scipy's BLAS and LAPACK): an independent
+implementation of the same algorithm.
+"""
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("SCIPY_ARRAY_API") != "1",
+    reason="needs SCIPY_ARRAY_API=1 before scipy is imported (run by test_array_api_env.py)",
+)
+
+from sklearn import clone, config_context  # noqa: E402
+from sklearn.datasets import make_classification, make_regression  # noqa: E402
+
+from kernelgd import KernelGDClassifier, KernelGDClassifierCV, KernelGDRegressor  # noqa: E402
+from kernelgd._array_api import (  # noqa: E402
+    add_at_rows,
+    cholesky_upper,
+    namespace,
+    pivoted_cholesky,
+    solve_triangular,
+    to_numpy,
+)
+from kernelgd._operator import KernelOperator  # noqa: E402
+from kernelgd._operator_xp import ArrayKernelOperator  # noqa: E402
+from kernelgd.kernels import bind_kernel  # noqa: E402
+
+
+def _namespaces():
+    out = []
+    for name in ("array_api_strict", "torch"):
+        try:
+            out.append(pytest.param(__import__(name), id=name))
+        except ImportError:
+            out.append(pytest.param(None, id=name, marks=pytest.mark.skip(reason=f"{name} is not installed")))
+    return out
+
+
+NAMESPACES = _namespaces()
+
+
+def _xp(module):
+    """The array API namespace of a module's arrays (torch through array-api-compat)."""
+    with config_context(array_api_dispatch=True):
+        return namespace(module.asarray(np.zeros(1)))[0]
+
+
+def _fit_both(estimator, module, X, y, **fit_params):
+    """The estimator fitted on numpy arrays and on ``module``'s, under array API dispatch."""
+    ref = clone(estimator).fit(X, y, **fit_params)
+    with config_context(array_api_dispatch=True):
+        params = {k: module.asarray(v) for k, v in fit_params.items()}
+        est = clone(estimator).fit(module.asarray(X), module.asarray(y), **params)
+    return ref, est
+
+
+def _assert_in_namespace(array, module):
+    assert type(array).__module__.split(".")[0] == module.__name__.split(".")[0], type(array)
+
+
+@pytest.fixture(scope="module")
+def regression():
+    X, y = make_regression(300, 5, noise=5.0, random_state=0)
+    return X / X.std(axis=0), y / y.std()
+
+
+REGRESSORS = {
+    "defaults (eigenpro)": KernelGDRegressor(),
+    "ridge (cg)": KernelGDRegressor(alpha=1e-3),
+    "no ridge (cg least squares)": KernelGDRegressor(solver="cg", max_iter=40),
+    "centers (cg, FALKON)": KernelGDRegressor(alpha=1e-2, n_centers=40),
+    "centers, no intercept": KernelGDRegressor(alpha=1e-2, n_centers=40, fit_intercept=False),
+    "gd": KernelGDRegressor(solver="gd", max_iter=50, tol=0),
+    "newton": KernelGDRegressor(solver="newton", alpha=1e-3),
+    "laplacian": KernelGDRegressor(kernel="laplacian", alpha=1e-3),
+    "polynomial": KernelGDRegressor(kernel="polynomial", degree=2, alpha=1e-2),
+    "per-feature sigma": KernelGDRegressor(sigma=[1.0, 2.0, 3.0, 4.0, 5.0], alpha=1e-3),
+    "exponential": KernelGDRegressor(kernel="exponential", alpha=1e-3),
+    "early stopping": KernelGDRegressor(alpha=1e-4, early_stopping=True),
+    "streamed blocks": KernelGDRegressor(alpha=1e-3, options={"memory_budget": 1 << 18}),
+    "streamed eigenpro": KernelGDRegressor(max_iter=5, options={"memory_budget": 1 << 18}),
+    "float32 compute": KernelGDRegressor(alpha=1e-3, options={"dtype": "float32"}),
+}
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+@pytest.mark.parametrize("name", list(REGRESSORS))
+def test_regressor_matches_numpy(module, name, regression):
+    X, y = regression
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the same convergence warnings in both fits
+        ref, est = _fit_both(REGRESSORS[name].set_params(random_state=0), module, X, y)
+        with config_context(array_api_dispatch=True):
+            pred = est.predict(module.asarray(X))
+    _assert_in_namespace(pred, module)
+    for attribute in ("dual_coef_", "X_fit_"):
+        _assert_in_namespace(getattr(est, attribute), module)
+    assert est.solver_ == ref.solver_ and est.n_iter_ == ref.n_iter_ and est.n_centers_ == ref.n_centers_
+    atol = 1e-4 if "float32" in name else 1e-9
+    assert_allclose(to_numpy(pred), ref.predict(X), rtol=1e-6, atol=atol)
+    # objectives near an interpolant's 0 differ in rounding: absolute against the targets' scale (1)
+    assert_allclose(est.loss_curve_, ref.loss_curve_, rtol=1e-6 if "float32" not in name else 1e-3, atol=1e-10)
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+def test_regressor_weights_and_targets(module, regression):
+    X, y = regression
+    Y = np.column_stack([y, np.sin(y)])
+    sw = np.random.RandomState(1).uniform(0, 2, len(y))
+    sw[:10] = 0
+    ref, est = _fit_both(KernelGDRegressor(alpha=1e-3), module, X, Y, sample_weight=sw)
+    with config_context(array_api_dispatch=True):
+        pred = est.predict(module.asarray(X))
+    assert tuple(pred.shape) == (len(y), 2)
+    _assert_in_namespace(est.intercept_, module)
+    assert_allclose(to_numpy(pred), ref.predict(X), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+def test_precomputed_kernel(module, regression):
+    X, y = regression
+    K = np.exp(-((X[:, None, :] - X[None, :, :]) ** 2).sum(-1) / 10.0)
+    ref, est = _fit_both(KernelGDRegressor(kernel="precomputed", alpha=1e-3), module, K, y)
+    with config_context(array_api_dispatch=True):
+        pred = est.predict(module.asarray(K[:20]))
+    assert_allclose(to_numpy(pred), ref.predict(K[:20]), rtol=1e-6, atol=1e-9)
+
+
+CLASSIFIERS = {
+    "squared defaults": KernelGDClassifier(),
+    "squared centers": KernelGDClassifier(alpha=1e-3, n_centers=50),
+    "logistic defaults": KernelGDClassifier(loss="logistic"),
+    "logistic centers": KernelGDClassifier(loss="logistic", n_centers=50),
+    "logistic balanced": KernelGDClassifier(loss="logistic", class_weight="balanced"),
+    "logistic gd": KernelGDClassifier(loss="logistic", solver="gd", max_iter=50, tol=0),
+}
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("name", list(CLASSIFIERS))
+def test_classifier_matches_numpy(module, n_classes, name):
+    X, y = make_classification(300, 5, n_informative=3, n_redundant=0, n_classes=n_classes, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref, est = _fit_both(CLASSIFIERS[name].set_params(random_state=0), module, X, y)
+    Xm = module.asarray(X)
+    with config_context(array_api_dispatch=True):
+        scores, labels = est.decision_function(Xm), est.predict(Xm)
+        proba = est.predict_proba(Xm) if est.loss == "logistic" else None
+        log_proba = est.predict_log_proba(Xm) if est.loss == "logistic" else None
+    for out in (scores, labels):
+        _assert_in_namespace(out, module)
+    assert isinstance(est.classes_, np.ndarray)  # as scikit-learn keeps it
+    assert est.n_iter_ == ref.n_iter_
+    assert_allclose(to_numpy(scores), ref.decision_function(X), rtol=1e-6, atol=1e-7)
+    assert_allclose(to_numpy(labels), ref.predict(X))
+    if proba is not None:
+        _assert_in_namespace(proba, module)
+        assert_allclose(to_numpy(proba), ref.predict_proba(X), rtol=1e-6, atol=1e-9)
+        assert_allclose(to_numpy(log_proba), ref.predict_log_proba(X), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+def test_string_labels_stay_numpy(module):
+    X, y = make_classification(120, 4, random_state=0)
+    labels = np.array(["no", "yes"])[y]
+    with config_context(array_api_dispatch=True):
+        est = KernelGDClassifier(loss="logistic").fit(module.asarray(X), labels)
+        pred = est.predict(module.asarray(X))
+    assert isinstance(pred, np.ndarray) and set(pred) <= {"no", "yes"}
+    assert_allclose(np.mean(pred == labels), KernelGDClassifier(loss="logistic").fit(X, labels).score(X, labels))
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+def test_y_and_weights_follow_x(module, regression):
+    """scikit-learn's rule: y and sample_weight of another namespace are moved to X's."""
+    X, y = regression
+    with config_context(array_api_dispatch=True):
+        est = KernelGDRegressor(alpha=1e-3).fit(module.asarray(X), y, sample_weight=np.ones(len(y)))
+        pred = est.predict(module.asarray(X))
+    assert_allclose(to_numpy(pred), KernelGDRegressor(alpha=1e-3).fit(X, y).predict(X), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+def test_predict_on_another_namespace_is_an_error(module, regression):
+    X, y = regression
+    with config_context(array_api_dispatch=True):
+        est = KernelGDRegressor(alpha=1e-3).fit(module.asarray(X), module.asarray(y))
+        with pytest.raises(ValueError, match="same namespace"):
+            est.predict(X)
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+def test_cv_estimators_say_they_take_numpy_only(module):
+    X, y = make_classification(60, 4, random_state=0)
+    with config_context(array_api_dispatch=True), pytest.raises(ValueError, match="does not support array API"):
+        KernelGDClassifierCV().fit(module.asarray(X), module.asarray(y))
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian", "exponential", "linear", "polynomial", "sigmoid", "all_subsets"])
+def test_kernels_match_numpy(module, kernel):
+    rng = np.random.RandomState(0)
+    X, Z = rng.normal(size=(7, 3)) + 100.0, rng.normal(size=(5, 3)) + 100.0  # far from 0: the centring matters
+    if kernel in ("linear", "polynomial", "sigmoid", "all_subsets"):
+        X, Z = X - 100.0, Z - 100.0
+    bound = bind_kernel(kernel, sigma=1.5)
+    with config_context(array_api_dispatch=True):
+        K = bound(module.asarray(X), module.asarray(Z))
+        diag = bound.diag(module.asarray(X))
+    _assert_in_namespace(K, module)
+    assert_allclose(to_numpy(K), bound(X, Z), rtol=1e-10, atol=1e-12)
+    assert_allclose(to_numpy(diag), bound.diag(X), rtol=1e-10)
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+@pytest.mark.parametrize("centers", [False, True])
+@pytest.mark.parametrize("store", [True, False])
+def test_operator_products_match_numpy(module, centers, store):
+    rng = np.random.RandomState(0)
+    X, V, U = rng.normal(size=(50, 3)), rng.normal(size=(50, 2)), rng.normal(size=(50, 2))
+    C = X[:12] if centers else None
+    kernel = bind_kernel("rbf", sigma=2.0)
+    ref = KernelOperator(X, kernel, centers=C, dtype="float64", store=store, memory_budget=4096)
+    with config_context(array_api_dispatch=True):
+        op = ArrayKernelOperator(module.asarray(X), kernel, centers=None if C is None else module.asarray(C),
+                                 dtype="float64", store=store, memory_budget=4096)
+        m = op.m
+        w = module.asarray(np.abs(U[:, 0]))
+        gram, KV = op.gram_matvec(module.asarray(V[:m]), w)
+        ref_gram, ref_KV = ref.gram_matvec(V[:m], np.abs(U[:, 0]))
+        pairs = [
+            (op.matvec(module.asarray(V[:m])), ref.matvec(V[:m])),
+            (op.rmatvec(module.asarray(U)), ref.rmatvec(U)),
+            (gram, ref_gram), (KV, ref_KV),
+            (op.columns(np.array([3, 1])), ref.columns(np.array([3, 1]))),
+            (op.diag(), ref.diag()), (op.center_diag(), ref.center_diag()),
+            (op.center_matrix(), ref.center_matrix()),
+        ]
+    assert op.stored == store
+    for got, expected in pairs:
+        assert_allclose(to_numpy(got), expected, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+def test_linear_algebra_fallbacks(module):
+    xp = _xp(module)
+    rng = np.random.RandomState(0)
+    A = rng.normal(size=(6, 6))
+    M = A @ A.T + 1e-3 * np.eye(6)
+    with config_context(array_api_dispatch=True):
+        T = cholesky_upper(xp, module.asarray(M))
+        assert_allclose(to_numpy(T.T @ T), M, atol=1e-10)
+        assert_allclose(np.tril(to_numpy(T), -1), 0.0)
+        B = rng.normal(size=(6, 2))
+        for trans in (False, True):
+            X = to_numpy(solve_triangular(xp, T, module.asarray(B), upper=True, trans=trans))
+            T_np = to_numpy(T)
+            assert_allclose((T_np.T if trans else T_np) @ X, B, atol=1e-9)
+        # a singular matrix gets a jitter, a hopeless one a clear error
+        assert np.all(np.isfinite(to_numpy(cholesky_upper(xp, module.asarray(np.ones((3, 3)))))))
+        with pytest.raises(ValueError, match="numerically singular"):
+            cholesky_upper(xp, module.asarray(-np.eye(3)), what="test matrix")
+        Z = add_at_rows(xp, xp.zeros((4, 2), dtype=xp.float64), np.array([3, 1]), module.asarray(np.ones((2, 2))))
+        assert_allclose(to_numpy(Z), [[0, 0], [1, 1], [0, 0], [1, 1]])
+    R, perm, rank = pivoted_cholesky(M)
+    assert rank == 6 and np.all(np.tril(R, -1) == 0)  # LAPACK leaves the input below the diagonal
+    assert_allclose(R.T @ R, M[np.ix_(perm, perm)], atol=1e-10)
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+@pytest.mark.parametrize("estimator", [KernelGDRegressor(), KernelGDClassifier(loss="logistic")], ids=repr)
+def test_sklearn_array_api_check_with_values(module, estimator):
+    from sklearn.utils.estimator_checks import check_array_api_input
+
+    device = "CPU_DEVICE" if module.__name__ == "array_api_strict" else "cpu"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_array_api_input(
+            type(estimator).__name__, estimator, module.__name__, device_name=device, dtype_name="float64",
+            check_values=True, check_sample_weight=True,
+        )
