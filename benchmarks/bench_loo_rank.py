@@ -36,7 +36,7 @@ def main(argv=None):
 
     import datasets
 
-    from kernelgd._model_selection import _eigen_system, _loo_scores, _low_rank_system
+    from kernelgd._loo import _eigen_system, _loo_scores, _low_rank_system
     from kernelgd._operator import KernelOperator
     from kernelgd._solvers.cg import rp_cholesky
     from kernelgd.kernels import bind_kernel

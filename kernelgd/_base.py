@@ -398,35 +398,18 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             return X
         if sp.issparse(X):  # a kernel matrix is dense in general
             X = X.toarray()
-        if not isinstance(X, np.ndarray):
-            return self._validate_precomputed_array_api(X)
-        if X.shape[0] != X.shape[1]:
-            raise ValueError(
-                "With kernel='precomputed', X must be the square training kernel "
-                f"matrix of shape (n_samples, n_samples); got shape {X.shape}."
-            )
-        scale = max(float(X.max()), -float(X.min())) if X.size else 0.0
-        gap = _asymmetry(X)
-        if gap > 1e-8 * scale:
-            warn(
-                "With kernel='precomputed', X must be a symmetric kernel matrix "
-                f"K[i, j] = k(x_i, x_j); here |K - K.T| reaches {gap:.3g} (largest "
-                f"entry {scale:.3g}). It is fitted as (K + K.T) / 2. Pass the kernel "
-                "matrix of the training points against themselves.",
-                UserWarning,
-            )
-            return (X + X.T) / 2
-        return X
-
-    def _validate_precomputed_array_api(self, X):
-        xp = xp_of(X)
         if X.shape[0] != X.shape[1]:
             raise ValueError(
                 "With kernel='precomputed', X must be the square training kernel "
                 f"matrix of shape (n_samples, n_samples); got shape {tuple(X.shape)}."
             )
-        scale = float(xp.max(xp.abs(X))) if X.shape[0] else 0.0
-        gap = float(xp.max(xp.abs(X - X.T))) if X.shape[0] else 0.0
+        if isinstance(X, np.ndarray):
+            scale = max(float(X.max()), -float(X.min())) if X.size else 0.0
+            gap = _asymmetry(X)
+        else:  # another array namespace
+            xp = xp_of(X)
+            scale = float(xp.max(xp.abs(X))) if X.shape[0] else 0.0
+            gap = float(xp.max(xp.abs(X - X.T))) if X.shape[0] else 0.0
         if gap > 1e-8 * scale:
             warn(
                 "With kernel='precomputed', X must be a symmetric kernel matrix "

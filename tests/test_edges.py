@@ -302,7 +302,9 @@ def test_a_negative_objective_is_a_failure_never_the_best_model():
     # A centers fit's penalty beta' K_mm beta went negative in rounding (objective -1.03e-2 on a
     # 43.5k-row set) and the inverted model was returned silently.
     from kernelgd._operator import KernelOperator
-    from kernelgd._solvers._common import IterateLog, SolverSettings, finish, objective
+    from kernelgd._losses import SquaredLoss
+    from kernelgd._solvers._common import IterateLog, SolverSettings, finish
+    from kernelgd._solvers._objective import Objective
     from kernelgd.kernels import bind_kernel
 
     X, y = make_regression(50, 3, noise=1, random_state=0)
@@ -311,14 +313,16 @@ def test_a_negative_objective_is_a_failure_never_the_best_model():
     op = KernelOperator(X, bind_kernel("rbf", sigma=3.0), dtype="float64")
     good = KernelGDRegressor(sigma=3.0, alpha=1e-3, solver="cg").fit(X, Y[:, 0])
     coef, b = good.dual_coef_[:, None], np.atleast_1d(good.intercept_)
-    value = objective(op.matvec(coef), coef, b, Y, w, 1e-3)
+    value = Objective(SquaredLoss, Y, w, 1e-3).value(coef, op.matvec(coef), b)
     log = IterateLog()
     log.record(value, coef, b)
     log.record(-0.25, -coef, b)  # the broken iterate
     assert log.best_value == value and log.negative == 1
     settings = SolverSettings(alpha=1e-3)
     with pytest.warns(ConvergenceWarning, match="negative objective"):
-        result = finish("test", op, Y, w, settings, -coef, b, log, 2, True, penalty=lambda c: -1e3)
+        broken = Objective(SquaredLoss, Y, w, 1e-3)
+        broken.penalty = lambda A, KA=None: -1e3  # a penalty that rounding drove negative
+        result = finish("test", op, Y, w, settings, -coef, b, log, 2, True, objective=broken)
     np.testing.assert_array_equal(result.dual_coef, coef)
 
 

@@ -118,7 +118,7 @@ def test_default_search_beats_default_base_model():
 
 @pytest.mark.parametrize("optimum", np.arange(-10, 11))
 def test_width_walk_finds_the_best_half_step_of_a_unimodal_score(optimum):
-    from kernelgd._model_selection import WIDTH_STEPS, _walk_widths
+    from kernelgd._search import WIDTH_STEPS, _walk_widths
 
     calls = []
 
@@ -432,7 +432,7 @@ def test_ard_needs_the_rbf_kernel():
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
 def test_low_rank_leave_one_out_equals_the_dense_formula_on_the_same_kernel(fit_intercept):
-    from kernelgd._model_selection import _eigen_system, _loo_scores, _low_rank_system
+    from kernelgd._loo import _eigen_system, _loo_scores, _low_rank_system
 
     F = rng.normal(size=(60, 7))  # K = F F' of rank 7
     w = rng.uniform(0.5, 2.0, 60)
@@ -445,7 +445,7 @@ def test_low_rank_leave_one_out_equals_the_dense_formula_on_the_same_kernel(fit_
 
 def test_large_n_leave_one_out_uses_the_pivoted_cholesky_factor(monkeypatch):
     # Past LOO_MAX_SAMPLES the scores come from a rank-r factor; at full rank they are exact.
-    import kernelgd._model_selection as ms
+    import kernelgd._search as ms
 
     monkeypatch.setattr(ms, "LOO_MAX_SAMPLES", 10)
     monkeypatch.setattr(ms, "LOW_RANK_LOO_RANK", len(y))

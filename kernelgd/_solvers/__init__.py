@@ -1,23 +1,27 @@
 """Solvers: plain functions of (operator, targets, weights, settings).
 
 Each solver module exposes ``solve(operator, Y, w, settings) -> SolverResult``
-and is listed in :data:`SOLVERS`; the estimators choose one by name, and
-:func:`choose_solver` resolves ``"auto"``.
+and says what it supports: ``LOSSES`` (loss names) and ``MODELS`` ("full",
+all training points as centers; "centers", a model on n_centers). It is
+listed in :data:`SOLVERS`; the estimators choose one by name, and
+:func:`choose_solver` resolves ``"auto"``. The pieces they share are
+objects: the objective (``_objective``), block CG and randomly pivoted
+Cholesky (``_krylov``), the Nystroem and FALKON preconditioners
+(``_preconditioners``).
 """
-
-import numpy as np
 
 from . import cg, eigenpro, gd, newton
 from ._common import NonPSDKernelWarning, SolverResult, SolverSettings, baseline
 from .._array_api import xp_of, zeros
 from .._warnings import warn
 
-SOLVERS = {"gd": gd.solve, "cg": cg.solve, "eigenpro": eigenpro.solve, "newton": newton.solve}
+_MODULES = {"gd": gd, "cg": cg, "eigenpro": eigenpro, "newton": newton}
+SOLVERS = {name: module.solve for name, module in _MODULES.items()}
 
 # Solvers that handle a model restricted to centers (n_centers).
-CENTER_SOLVERS = {"cg", "newton"}
+CENTER_SOLVERS = {name for name, module in _MODULES.items() if "centers" in module.MODELS}
 # Solvers that minimise any smooth loss, not only the squared one.
-SMOOTH_LOSS_SOLVERS = {"gd", "newton"}
+SMOOTH_LOSS_SOLVERS = {name for name, module in _MODULES.items() if "logistic" in module.LOSSES}
 
 
 def choose_solver(*, alpha, psd, centers, loss=None):

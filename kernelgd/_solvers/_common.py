@@ -8,6 +8,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .._array_api import outer, total, weighted_sum, xp_of
 from .._losses import SquaredLoss
+from ._objective import Objective
 from .._warnings import warn
 
 
@@ -53,19 +54,6 @@ class SolverResult:
     converged: bool = True
 
 
-def objective(KA, A, b, Y, w, alpha, loss=SquaredLoss, penalty=None):
-    """``sum_i w_i (f(x_i) - y_i)^2 + alpha * ||f||_H^2``.
-
-    ``||f||_H^2`` is ``sum_t A_t' K A_t`` for the full model, or
-    ``penalty(A)`` (``beta' K_mm beta``) for a model on centers.
-    """
-    value = loss.value(KA + b, Y, w)
-    if alpha:
-        norm = total(A, KA) if penalty is None else penalty(A)
-        value += alpha * float(norm)
-    return value
-
-
 def baseline(Y, w, fit_intercept, loss=SquaredLoss):
     """The model every fit must beat: the best constant (or zero), and its objective."""
     return loss.baseline(Y, w, fit_intercept)
@@ -102,8 +90,10 @@ class IterateLog:
         return len(self.curve) - self.best_index
 
 
-def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step_size=None, penalty=None):
+def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step_size=None, objective=None):
     """The SolverResult of a run: the best of the last iterate and the logged ones.
+
+    ``objective``: the run's :class:`Objective` (the full model's by default).
 
     The last iterate's objective is recomputed exactly (one product with K),
     so ``loss_curve[-1]`` is the objective of the returned model. A model
@@ -111,10 +101,12 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
     returned: the intercept-only model is, with a warning.
     """
     xp = xp_of(coef)
+    if objective is None:
+        objective = Objective(settings.loss, Y, w, settings.alpha)
     value = np.inf
     if bool(xp.all(xp.isfinite(coef))) and bool(xp.all(xp.isfinite(b))):
         with np.errstate(all="ignore"):
-            value = objective(operator.matvec(coef), coef, b, Y, w, settings.alpha, settings.loss, penalty)
+            value = objective.value(coef, operator.matvec(coef), b)
     if value < 0 or log.negative:  # a loss plus a PSD penalty cannot be negative: rounding broke the fit
         warn(
             f"Solver {name!r} computed a negative objective ({min(value, *log.curve):.3g}), which a loss "
@@ -129,7 +121,7 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
     else:
         curve.append(value)
     loss = settings.loss
-    b0, value0 = baseline(Y, w, settings.fit_intercept, loss)
+    b0, value0 = objective.baseline(settings.fit_intercept)
     # differences at the level of rounding do not count as worse
     slack = 1e-12 * (value0 + total(Y, Y, w))
     if log.best is not None and not log.best_value >= value - slack:

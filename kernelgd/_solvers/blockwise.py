@@ -25,11 +25,12 @@ gradient) keeps every iterate a decrease from the intercept-only model.
 """
 
 import numpy as np
-from scipy.linalg import solve_triangular
 from sklearn.utils import gen_batches
 
 from .._operator import blas_dot
-from . import cg
+from ._krylov import block_pcg
+from ._objective import Objective
+from ._preconditioners import CENTERS_MIN_RIDGE, FalkonPreconditioner, center_factors
 from ._common import IterateLog, SolverResult, warn_not_converged, warn_rounding
 from .newton import ARMIJO, CONFIRM_MARGIN, FORCING_MAX, MAX_HALVINGS, ROUNDING
 
@@ -179,19 +180,13 @@ def _direction(problem, terms, beta, b, settings, factors, inner_tol, scale):
     Kmm, T, TTt = factors
     S, KH1 = _hessian_summary(loss, terms, m, k)
     total = np.maximum(np.diagonal(S).copy(), np.finfo(float).tiny)
-    floor = cg.CENTERS_MIN_RIDGE * float(np.mean(np.diagonal(Kmm)))
+    floor = CENTERS_MIN_RIDGE * float(np.mean(np.diagonal(Kmm)))
     # one ridge for every column, solver "cg"'s floor in the Hessian's scale (see newton's coupled step)
     ridge = max(2.0 * alpha, floor * float(total.max()))
     h_centers = loss.hessian_diagonal(blas_dot(Kmm, beta) + b, problem.center_weights)
     d = (problem.n * h_centers / total).mean(axis=1)
-    A_fac = cg.falkon_factor(T, TTt, d, float(np.exp(np.mean(np.log(ridge / total)))), center)
-
-    def apply_B(V):  # B = T^-1 A^-1
-        return solve_triangular(T, solve_triangular(A_fac, V, check_finite=False), check_finite=False)
-
-    def apply_Bt(V):
-        return solve_triangular(A_fac, solve_triangular(T, V, trans="T", check_finite=False), trans="T",
-                                check_finite=False)
+    falkon = FalkonPreconditioner(T, TTt, d, float(np.exp(np.mean(np.log(ridge / total)))), center)
+    apply_B, apply_Bt = falkon.apply, falkon.apply_t
 
     rhs = -(terms["KG"] + 2.0 * alpha * blas_dot(Kmm, beta))
     e0 = np.zeros(k)
@@ -235,7 +230,7 @@ def _direction(problem, terms, beta, b, settings, factors, inner_tol, scale):
     norms = np.linalg.norm(B0, axis=0)
     scale.setdefault("norms", norms)
     floor = scale["tol"] * scale["norms"] / np.where(norms > 0, norms, 1.0)
-    U, n_inner, status = cg.block_pcg(
+    U, n_inner, status = block_pcg(
         apply_A, B0, precondition, max_iter=settings.max_iter, tol=np.maximum(inner_tol, floor), on_iter=on_iter,
     )
     D = apply_B(U.reshape(m, k))
@@ -258,11 +253,10 @@ def solve(problem, settings):
         ``loss_curve`` holds the exact objective of every accepted iterate.
     """
     loss, alpha, tol = settings.loss, settings.alpha, settings.tol
-    factors = cg.center_factors(problem, {})
+    factors = center_factors(problem, {})
     T = factors[1]
 
-    def penalty(beta):  # beta' K_mm beta as |T beta|^2: never negative in rounding
-        return float(np.sum(blas_dot(T, beta) ** 2))
+    penalty = Objective(loss, None, None, alpha, T=T).penalty  # the loss comes from the blocks' sums
 
     k = len(problem.weighted_targets)
     b0 = baseline_intercept(loss, problem.weighted_targets, settings.fit_intercept)

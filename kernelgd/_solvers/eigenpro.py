@@ -44,6 +44,10 @@ from ._common import (
 )
 from .._warnings import warn
 
+# What this solver minimises: its losses, and its models (all points as centers, or n_centers).
+LOSSES = {"squared"}
+MODELS = {"full"}
+
 SUBSAMPLE = 2000  # subsample size |S| for the eigen-directions
 TOP_Q = 100  # at most this many eigen-directions are flattened
 # Flatten no eigenvalue below this fraction of the largest: below it lie

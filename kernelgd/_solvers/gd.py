@@ -32,6 +32,11 @@ from ._common import (
 )
 from .._array_api import copy, total, xp_of, zeros
 from .._warnings import warn
+from ._objective import Objective
+
+# What this solver minimises: its losses, and its models (all points as centers, or n_centers).
+LOSSES = {"squared", "logistic"}
+MODELS = {"full"}
 
 # Safety factor on the stable bound for step_size="auto".
 AUTO_STEP_FRACTION = 0.9
@@ -97,7 +102,8 @@ def solve(operator, Y, w, settings):
     KA = xp.zeros_like(A) if settings.coef_init is None else operator.matvec(A)
     ref2 = reference_gradient_norm2(operator, Y, w, settings)
     log = IterateLog()
-    previous = loss.value(KA + b, Y, w) + alpha * total(A, KA)
+    objective = Objective(loss, Y, w, alpha)
+    previous = objective.value(A, KA, b)
     converged, reason = False, None
     report_every = max(1, settings.max_iter // 10) if settings.verbose < 2 else 1
 
@@ -115,7 +121,7 @@ def solve(operator, Y, w, settings):
         # K G = (K a_old - K a_new) / eta: the gradient norm at the previous
         # iterate for free (its cancellation is harmless down to tol ~ 1e-6).
         grad2 = gradient_norm2(G, (KA_prev - KA) / eta, gb if settings.fit_intercept else None)
-        current = loss.value(KA + b, Y, w) + alpha * total(A, KA)
+        current = objective.value(A, KA, b)
         if not np.isfinite(current) or current > previous * (1 + 1e-7) + 1e-13 * abs(previous):
             bound = stable_step_bound(operator, w, alpha, settings.fit_intercept, loss.curvature)
             if eta >= bound:

@@ -48,20 +48,32 @@ it is retried with more damping or a shorter CG run.
 """
 
 import numpy as np
-from scipy.linalg import cho_solve, solve_triangular
+from scipy.linalg import cho_solve
 from scipy.linalg.blas import dsyrk as syrk
 
 from .._array_api import coldot, copy, diagonal, rows_of, take_columns, total as total_of, xp_of, zeros
 from .._operator import blas_dot, single_threaded_blas
-from . import cg
+from ._krylov import block_pcg, rp_cholesky
+from ._objective import Objective
+from ._preconditioners import (
+    CENTERS_MIN_RIDGE,
+    PRECONDITIONER_MIN_SHIFT,
+    FalkonPreconditioner,
+    _cho_solve_upper,
+    center_factors,
+)
+from ._preconditioners import N_LANDMARKS as _N_LANDMARKS
 from ._common import (
     IterateLog,
-    baseline,
     cholesky,
     finish,
     warn_not_converged,
     warn_rounding,
 )
+
+# What this solver minimises: its losses, and its models (all points as centers, or n_centers).
+LOSSES = {"squared", "logistic"}
+MODELS = {"full", "centers"}
 
 # Hessian weights are floored at this fraction of the largest: a point the
 # model already fits with certainty still gets a (tiny) weight.
@@ -71,7 +83,7 @@ ARMIJO = 1e-4
 ROUNDING = 64 * np.finfo(float).eps
 MAX_HALVINGS = 30
 # Landmarks of the shared Nystroem factor of K (the full model's preconditioner).
-N_LANDMARKS = cg.N_LANDMARKS
+N_LANDMARKS = _N_LANDMARKS
 MIN_LANDMARKS = 100
 REFACTOR_PRODUCTS = 8
 REFACTOR_CHANGE = 0.25
@@ -110,19 +122,19 @@ def _direction_centers(operator, F, G, H, A, KA, settings, cache):
     xp = xp_of(F)
     m = operator.m
     center = settings.fit_intercept
-    Kmm, T, TTt = cg.center_factors(operator, cache)
+    Kmm, T, TTt = center_factors(operator, cache)
     total = xp.sum(H, axis=0)
     Z = F - G / H
     z_bar = coldot(H, Z) / total if center else zeros(F, k)
-    floor = cg.CENTERS_MIN_RIDGE * float(xp.mean(diagonal(Kmm)))
+    floor = CENTERS_MIN_RIDGE * float(xp.mean(diagonal(Kmm)))
     # solver "cg"'s floor, in H's scale
     ridge = np.maximum(2.0 * settings.alpha, floor * total) if xp is np else xp.clip(floor * total, min=2.0 * settings.alpha)
     # D relative to uniform weights of the same total, so that r compares as in solver "cg"
     rows = np.arange(m) if operator.center_rows is None else operator.center_rows
     d = xp.mean(n * rows_of(H, rows) / total, axis=1)
     mean_ridge = float(xp.exp(xp.mean(xp.log(ridge / total))))
-    A_fac = cg.falkon_factor(T, TTt, d, mean_ridge, center)
-    apply_B, apply_Bt = cg.falkon_maps(T, A_fac)
+    falkon = FalkonPreconditioner(T, TTt, d, mean_ridge, center)
+    apply_B, apply_Bt = falkon.apply, falkon.apply_t
 
     # one pass over K_nm for the right-hand side and k_h (K_c'H K_c = K'H K - k_h k_h' / total)
     KtH = operator.rmatvec(xp.concat([H * (Z - z_bar), H], axis=1) if center else H * (Z - z_bar))
@@ -143,8 +155,8 @@ def _direction_centers(operator, F, G, H, A, KA, settings, cache):
         return False
 
     rhs = apply_Bt(scale * KtH[:, :k])
-    U0 = blas_dot(A_fac, blas_dot(T, A))  # u = B^-1 beta
-    U, n_inner, cache["status"] = cg.block_pcg(
+    U0 = falkon.variables(A)  # u = B^-1 beta
+    U, n_inner, cache["status"] = block_pcg(
         apply_A, rhs, lambda V: V, max_iter=cache["inner_cap"], tol=cache["inner_tol"], tol_from_start=True,
         tol_b=cache["exact_tol"], on_iter=on_iter, x0=U0, state=state,
     )
@@ -177,18 +189,18 @@ def _direction_centers_coupled(operator, F, G, A, KA, b, settings, cache, loss, 
     xp = xp_of(F)
     m = operator.m
     center = settings.fit_intercept
-    Kmm, T, TTt = cg.center_factors(operator, cache)
+    Kmm, T, TTt = center_factors(operator, cache)
     P = loss.probabilities(F)
     H = w[:, None] * P * (1.0 - P)  # the diagonal, for the preconditioner and the floor
     total = xp.clip(xp.sum(H, axis=0), min=float(np.finfo(float).tiny))
-    floor = cg.CENTERS_MIN_RIDGE * float(xp.mean(diagonal(Kmm)))
+    floor = CENTERS_MIN_RIDGE * float(xp.mean(diagonal(Kmm)))
     # one ridge for every class: the operator then keeps coefficients whose rows sum to zero (the
     # softmax ignores a function added to every class: only the ridge would see that direction)
     ridge = max(2.0 * settings.alpha, floor * float(xp.max(total)))
     rows_c = np.arange(m) if operator.center_rows is None else operator.center_rows
     d = xp.mean(n * rows_of(H, rows_c) / total, axis=1)
-    A_fac = cg.falkon_factor(T, TTt, d, float(xp.exp(xp.mean(xp.log(ridge / total)))), center)
-    apply_B, apply_Bt = cg.falkon_maps(T, A_fac)
+    falkon = FalkonPreconditioner(T, TTt, d, float(xp.exp(xp.mean(xp.log(ridge / total)))), center)
+    apply_B, apply_Bt = falkon.apply, falkon.apply_t
 
     def hess(rows, V):  # H applied row by row to V = the rows' change of F
         P_rows = rows_of(P, rows)
@@ -248,7 +260,7 @@ def _direction_centers_coupled(operator, F, G, A, KA, b, settings, cache, loss, 
         state["KX"] += step[0] * state["last"]
         return False
 
-    U, n_inner, cache["status"] = cg.block_pcg(
+    U, n_inner, cache["status"] = block_pcg(
         apply_A, zero_sum(apply_Bt(rhs)), precondition, max_iter=cache["inner_cap"], tol=cache["inner_tol"],
         on_iter=on_iter,
     )
@@ -292,13 +304,13 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
         # a landmark: an exact, deterministic preconditioner
         rank = int(min(N_LANDMARKS, 2 * N_LANDMARKS / np.sqrt(k),
                        max(np.sqrt(REFACTOR_PRODUCTS * n), MIN_LANDMARKS)))
-        cache["L"] = cg.rp_cholesky(columns, operator.diag(), rank, rng)[0]
+        cache["L"] = rp_cholesky(columns, operator.diag(), rank, rng)[0]
     L = cache["L"]
     diag = operator.diag()
     # floored as in solver "cg": a shift of a tiny ridge would blow every component outside
     # L's span (K's null space) up by 1 / ridge, coefficients K cannot see but the penalty's rounding can
     shift_floor = float(max(ridge, np.finfo(float).tiny))
-    mu = cg.PRECONDITIONER_MIN_SHIFT * (diag @ H) / n
+    mu = PRECONDITIONER_MIN_SHIFT * (diag @ H) / n
     mu = np.maximum(mu, shift_floor) if xp is np else xp.clip(mu, min=shift_floor)
     # G_c = L' diag(h_c) L + mu_c I, refactored only where h_c has moved by a
     # REFACTOR_CHANGE share since its factor was made: a stale factor still
@@ -332,7 +344,7 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
         if xp is np:
             inner = np.column_stack([cho_solve(factors[c], U[:, c], check_finite=False) for c in range(k)])
         else:
-            inner = xp.concat([cg._cho_solve_upper(factors[c][0], U[:, c : c + 1]) for c in range(k)], axis=1)
+            inner = xp.concat([_cho_solve_upper(factors[c][0], U[:, c : c + 1]) for c in range(k)], axis=1)
         return project((V - S_factor * blas_dot(L, inner)) / shifts_now)
 
     state = {"last": None, "KX": None}
@@ -358,7 +370,7 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
     if damping:  # Levenberg-Marquardt: damping * |x - x0|^2 added to the model, solved for the correction
         rhs += damping * X0  # (B grows with the margins: no tolerance relative to it)
         tol_b, from_start = 0.0, True
-    X, n_inner, cache["status"] = cg.block_pcg(
+    X, n_inner, cache["status"] = block_pcg(
         apply_A, rhs, precondition, max_iter=min(cache["inner_cap"], LM_INNER) if damping else cache["inner_cap"],
         tol=cache["inner_tol"], tol_from_start=from_start, tol_b=tol_b, on_iter=on_iter, x0=X0,
         state=state, Ax0=AX0,
@@ -390,10 +402,8 @@ def solve(operator, Y, w, settings):
     m = operator.m
     alpha = settings.alpha
     cache = {"inner_cap": settings.max_iter}  # factors shared by every step's solve; CG's iteration cap
-    K_mm = None if operator.symmetric else cg.center_factors(operator, cache)[0]
-    # ||f||_H^2 of a model on centers is beta' K_mm beta (finish takes it too),
-    # computed as |T beta|^2 (K_mm + jitter = T'T): a squared norm cannot go negative in rounding
-    center_penalty = None if K_mm is None else (lambda coef: total_of(blas_dot(cache["T"], coef) ** 2))
+    K_mm = None if operator.symmetric else center_factors(operator, cache)[0]
+    objective = Objective(loss, Y, w, alpha, T=None if K_mm is None else cache["T"])
 
     def inner(U, KV):
         """<U, V>_H summed over columns, given K V (or V itself with centers)."""
@@ -403,18 +413,14 @@ def solve(operator, Y, w, settings):
         """<U, V>_H given V and K V (whichever the model's norm needs)."""
         return inner(U, KV if K_mm is None else V)
 
-    def objective(A, KA, b):
-        norm = inner(A, KA) if K_mm is None else center_penalty(A)
-        return loss.value(KA + b, Y, w) + (alpha * norm if alpha else 0.0)
-
-    b0, value0 = baseline(Y, w, settings.fit_intercept, loss)
+    b0, value0 = objective.baseline(settings.fit_intercept)
     if settings.coef_init is not None:
         A = copy(settings.coef_init)
         b = copy(settings.intercept_init) if settings.fit_intercept else zeros(Y, k)
         KA = operator.matvec(A)
     else:  # the intercept-only optimum: the model every step must improve on
         A, b, KA = zeros(Y, (m, k)), copy(b0), zeros(Y, (n, k))
-    value = objective(A, KA, b)
+    value = objective.value(A, KA, b)
     log = IterateLog()
     previous = []  # the last steps taken: (D, db, K D), newest first
     converged, reason, it = False, None, 0
@@ -476,7 +482,7 @@ def solve(operator, Y, w, settings):
         step, accepted = 1.0, False
         for _ in range(MAX_HALVINGS):
             A_t, b_t, KA_t = A + step * D, b + step * db, KA + step * KD
-            value_t = objective(A_t, KA_t, b_t)
+            value_t = objective.value(A_t, KA_t, b_t)
             if np.isfinite(value_t) and value_t <= value + ARMIJO * step * slope:
                 accepted = True
                 break
@@ -548,7 +554,7 @@ def solve(operator, Y, w, settings):
             "newton", f"did not converge in max_iter={settings.max_iter} iterations",
             "Increase max_iter or alpha.",
         )
-    return finish("newton", operator, Y, w, settings, A, b, log, it, converged, None, center_penalty)
+    return finish("newton", operator, Y, w, settings, A, b, log, it, converged, None, objective)
 
 
 def _damping(cache, operator, H, alpha):

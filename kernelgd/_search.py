@@ -1,0 +1,525 @@
+"""The machinery of the CV estimators: scorers, the width walk and the shared search (``_KernelCV``).
+
+kernelgd._model_selection holds the two public estimators; kernelgd._loo the
+closed-form leave-one-out they use where it applies.
+"""
+
+
+import threading
+import time
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from joblib import Parallel, delayed
+from sklearn.base import (
+    BaseEstimator,
+    ClassifierMixin,
+)
+from sklearn.metrics import check_scoring, log_loss, make_scorer
+from sklearn.model_selection import check_cv
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import (
+    check_is_fitted,
+)
+
+from ._base import CallbackSupportMixin, with_callbacks
+from ._operator import KernelOperator, single_threaded_blas
+from ._progress import SearchProgress
+from ._regressor import KernelGDRegressor
+from ._solvers._krylov import rp_cholesky
+from ._loo import _eigen_system, _loo_scores, _low_rank_system
+from .kernels import _CarriesRegisteredKernels, bind_kernel, get_spec, kernel_matrix
+
+# Exact leave-one-out (an O(n^3) eigendecomposition per width) up to this many rows.
+LOO_MAX_SAMPLES = 3000
+# Beyond, leave-one-out of a rank-r pivoted-Cholesky approximation K ~ F F' (O(n r^2)).
+LOW_RANK_LOO_RANK = 2000
+# Default widths: sigma_scale * 2**(k / 2), |k| <= WIDTH_STEPS, walked to the best (see _walk_widths).
+WIDTH_STEPS = 8
+# Default ridges, per sample (KernelRidge's alpha / n).
+DEFAULT_ALPHAS = np.logspace(-10, 0, 21)
+# A fold's decreasing alpha path stops once this many alphas in a row have not beaten the fold's
+# best score (two decades on the default grid): the smallest ridges cost the most solves.
+PATH_PATIENCE = 4
+# K-fold races widths on paired folds: a width whose best score on each of its first RACE_FOLDS folds
+# is below the best candidate's on the same fold stops there (it would have to win the rest by far).
+RACE_FOLDS = 3
+# The refit's tolerance tracks the chosen model's error down to this (float64 CG's reach).
+MIN_REFIT_TOL = 1e-8
+
+
+def _best_mean(split_scores):
+    """The best alpha's mean score over the folds; -inf for a width stopped before its last fold."""
+    means = split_scores.mean(axis=1)
+    return float(np.nanmax(means)) if np.isfinite(means).any() else -np.inf
+
+
+def _numpy_only(estimator, X):
+    """A clear error for array API inputs, which the searches do not take yet."""
+    from sklearn import get_config
+
+    from ._array_api import namespace
+
+    if get_config()["array_api_dispatch"] and not sp.issparse(X) and namespace(X)[0] is not np:
+        raise ValueError(
+            f"{type(estimator).__name__} does not support array API inputs ({type(X).__module__} arrays) "
+            "yet: fit it on numpy arrays, or fit KernelGDRegressor / KernelGDClassifier, which compute on "
+            "the inputs' device, with sigma and alpha set."
+        )
+
+
+class _Decisions(ClassifierMixin, BaseEstimator):
+    """A fitted "classifier" whose decision values are given (leave-one-out ones), for classifier scorers."""
+
+    def __init__(self, classes, scores):
+        self.classes = classes
+        self.scores = scores
+        self.classes_ = classes
+
+    def decision_function(self, X):
+        return self.scores[:, 0] if self.scores.shape[1] == 1 else self.scores
+
+    def predict(self, X):
+        if self.scores.shape[1] == 1:
+            return self.classes_[(self.scores[:, 0] > 0).astype(int)]
+        return self.classes_[np.argmax(self.scores, axis=1)]
+
+
+class _Unweighted:
+    """A scorer called without ``sample_weight``: where the user gave none, a metric need not take it."""
+
+    def __init__(self, scorer):
+        self.scorer = scorer
+
+    def __call__(self, estimator, X, y, sample_weight=None):
+        return self.scorer(estimator, X, y)
+
+
+def _scorer(estimator, scoring, sample_weight, classes=None):
+    """The search's scorer; it passes sample weights on only where the user gave them.
+
+    The log-loss is told every class: a fold's test rows may lack some.
+    """
+    if scoring == "neg_log_loss" and classes is not None:
+        scoring = make_scorer(log_loss, greater_is_better=False, response_method="predict_proba", labels=classes)
+    scorer = check_scoring(estimator, scoring=scoring)
+    return scorer if sample_weight is not None else _Unweighted(scorer)
+
+
+class _EveryClass(ClassifierMixin, BaseEstimator):
+    """A fold's classifier whose probabilities have a column, of zeros, for every class it never saw."""
+
+    def __init__(self, model, classes):
+        self.model = model
+        self.classes_ = classes
+
+    def predict(self, X):
+        return self.model.predict(X)
+
+    def predict_proba(self, X):
+        P = np.zeros((X.shape[0], len(self.classes_)))
+        P[:, np.searchsorted(self.classes_, self.model.classes_)] = self.model.predict_proba(X)
+        return P
+
+
+def _samples(n):
+    return f"{n} sample" + ("" if n == 1 else "s")
+
+
+def _is_rbf(kernel):
+    return isinstance(kernel, str) and get_spec(kernel).name == "rbf"
+
+
+def _scale_sigma(X, w, kernel="rbf"):
+    """The ``sigma="scale"`` of the base estimator for ``kernel``: ``sqrt(n_features * Var(X))`` for rbf."""
+    return KernelGDRegressor(kernel=kernel)._resolve_sigma(X, w)
+
+
+def _shared_memory_backend():
+    """Whether the joblib backend the widths would run on shares this process's memory (threads)."""
+    from joblib.parallel import get_active_backend
+
+    backend, _ = get_active_backend(prefer="threads")
+    return bool(getattr(backend, "supports_sharedmem", False))
+
+
+def _walk_widths(scale, score, n_jobs=None):
+    """Widths ``scale * 2**(k / 2)`` walked to the best score: ``[(sigma, scores), ...]``.
+
+    ``score(sigma)`` returns an (n_alphas, n_splits) array; a width's value is its best
+    alpha's mean. From the factors 1/2, 1 and 2 the walk steps by factors of 2 towards
+    the better end while that end is the best (within ``2**(+-WIDTH_STEPS / 2)``), then
+    scores the best width's two half-step neighbours: 5 to 7 widths where the score is
+    unimodal in log sigma, against 13 for the half-step grid over the same range
+    (each width is one kernel factorisation, the search's cost).
+    """
+    done = {}
+
+    def run(steps):
+        steps = [k for k in steps if k not in done and abs(k) <= WIDTH_STEPS]
+        results = Parallel(n_jobs=n_jobs, prefer="threads")(delayed(score)(scale * 2.0 ** (k / 2)) for k in steps)
+        done.update(zip(steps, results))
+
+    def best():  # ties go to the wider kernel: the smoother model
+        return max(done, key=lambda k: (_best_mean(done[k]), k))
+
+    run([0, -2, 2])  # the middle first: with K-fold the others race against it
+    while True:
+        k = best()
+        step = 2 if k == max(done) else -2 if k == min(done) else 0
+        if not step or abs(k + step) > WIDTH_STEPS:
+            break
+        run([k + step])
+    k = best()
+    run([k - 1, k + 1])
+    return [(scale * 2.0 ** (k / 2), done[k]) for k in sorted(done)]
+
+
+class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
+    """What the CV estimators share: the grids, the per-width search, the K-fold path and the refit."""
+
+    _parameter_constraints: dict = {
+        "kernel": [str, callable, list, tuple],
+        "sigmas": ["array-like", None],
+        "alphas": ["array-like", None],
+        "cv": ["cv_object"],
+        "scoring": [str, callable, None],
+        "n_jobs": [Integral, None],
+        "max_search_samples": [Interval(Integral, 10, None, closed="left")],
+        "degree": [Interval(Real, 0, None, closed="left")],
+        "coef0": [Interval(Real, None, None, closed="neither")],
+        "kernel_params": [dict, None],
+        "fit_intercept": ["boolean"],
+        "solver": [str],
+        "n_centers": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "options": [dict, None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        *,
+        kernel="rbf",
+        sigmas=None,
+        alphas=None,
+        cv=None,
+        scoring=None,
+        n_jobs=None,
+        max_search_samples=10_000,
+        degree=3,
+        coef0=1.0,
+        kernel_params=None,
+        fit_intercept=True,
+        solver="auto",
+        n_centers="auto",
+        max_iter=1000,
+        tol=1e-3,
+        options=None,
+        random_state=None,
+        verbose=0,
+    ):
+        self.kernel = kernel
+        self.sigmas = sigmas
+        self.alphas = alphas
+        self.cv = cv
+        self.scoring = scoring
+        self.n_jobs = n_jobs
+        self.max_search_samples = max_search_samples
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.n_centers = n_centers
+        self.max_iter = max_iter
+        self.tol = tol
+        self.options = options
+        self.random_state = random_state
+        self.verbose = verbose
+
+
+    # set by subclasses
+    _estimator_class = None
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        return tags
+
+    def _common_params(self):
+        return dict(
+            kernel=self.kernel, degree=self.degree, coef0=self.coef0, kernel_params=self.kernel_params,
+            fit_intercept=self.fit_intercept, solver=self.solver, n_centers=self.n_centers,
+            max_iter=self.max_iter, tol=self.tol, options=self.options, random_state=self.random_state,
+        )
+
+    def _base(self, **params):
+        return self._estimator_class(**{**self._common_params(), **self._extra_params(), **params})
+
+    def _extra_params(self):
+        return {}
+
+    def _kernels(self):
+        """The candidate kernels: ``kernel`` itself, or each entry of a list of them."""
+        kernels = list(self.kernel) if isinstance(self.kernel, (list, tuple)) else [self.kernel]
+        if not kernels:
+            raise ValueError("kernel is an empty list: give a kernel, or a list of candidate kernels.")
+        for kernel in kernels:
+            if isinstance(kernel, str) and kernel == "precomputed":
+                raise ValueError(f"{type(self).__name__} evaluates the kernel itself; kernel='precomputed' is "
+                                 "not supported.")
+            get_spec(kernel)  # an unknown name is a clear error before any work
+        return kernels
+
+    def _alphas(self):
+        """The ridge grid, decreasing: the warm-start path of the K-fold solves."""
+        alphas = DEFAULT_ALPHAS if self.alphas is None else np.asarray(self.alphas, dtype=float).ravel()
+        if not alphas.size or not np.all(np.isfinite(alphas) & (alphas >= 0)):
+            raise ValueError(f"alphas must be a non-empty list of finite floats >= 0, got {self.alphas!r}.")
+        return np.sort(alphas)[::-1]
+
+    def _sigmas(self):
+        """The given widths, checked; None: walk the default ones."""
+        if self.sigmas is None:
+            return None
+        sigmas = np.asarray(self.sigmas, dtype=float).ravel()
+        if not sigmas.size or not np.all(np.isfinite(sigmas) & (sigmas > 0)):
+            raise ValueError(f"sigmas must be a non-empty list of finite floats > 0, got {self.sigmas!r}.")
+        return list(sigmas)
+
+    def _widths(self, kernel, X, w, score):
+        """``[(sigma, score(sigma)), ...]`` over the widths searched for ``kernel``."""
+        if "sigma" not in get_spec(kernel).params:
+            return [(None, score(None))]
+        sigmas = self._sigmas()
+        if sigmas is not None:
+            return list(zip(sigmas, Parallel(n_jobs=self.n_jobs, prefer="threads")(
+                delayed(score)(s) for s in sigmas)))
+        return _walk_widths(_scale_sigma(X, w, kernel), score, self.n_jobs)
+
+    def _kernel(self, X, Y, kernel, sigma):
+        params = dict(self.kernel_params or {})
+        if sigma is not None:
+            params["sigma"] = sigma
+        return kernel_matrix(X, Y, kernel=kernel, degree=self.degree, coef0=self.coef0, **params)
+
+    def _folds(self, y, classifier):
+        """``cv``, or by default 5 folds (fewer where the data are too few), with a clear error where too few."""
+        name = type(self).__name__
+        if self.cv is None:
+            largest = int(np.max(np.unique(y, return_counts=True)[1])) if classifier else len(y)
+            if largest < 2:
+                raise ValueError(
+                    f"{name} found {_samples(len(y))}, too few for cross-validation: it needs at least 2 "
+                    f"{'of one class' if classifier else 'samples'}. Fit on more data, or use "
+                    f"{'KernelGDClassifier' if classifier else 'KernelGDRegressor'} with sigma and alpha set."
+                )
+            return min(5, largest)  # stratified folds need as many members of the largest class
+        if isinstance(self.cv, Integral) and self.cv > len(y):
+            raise ValueError(
+                f"{name}(cv={self.cv}) needs at least {self.cv} samples, one per fold; got {_samples(len(y))}. "
+                "Pass a smaller cv or more data."
+            )
+        return self.cv
+
+    def _kfold_scores(self, X, Y, sw, kernel, sigma, alphas, scorer, incumbent=None):
+        """Scores of every alpha on every fold, from one kernel matrix (of a subsample where n is large).
+
+        ``incumbent``: the best candidate's score on each fold so far; the width stops after
+        ``RACE_FOLDS`` folds on which even its best alpha scored lower (the folds must be the same
+        for every width: all rows, and ``cv`` None or an int)."""
+        rng = check_random_state(self.random_state)
+        n = X.shape[0]
+        idx = np.arange(n) if n <= self.max_search_samples else np.sort(
+            rng.choice(n, self.max_search_samples, replace=False))
+        Xs, Ys, ws = X[idx], Y[idx], sw[idx]
+        K = self._kernel(Xs, Xs, kernel, sigma)
+        y_fit = Ys if Ys.ndim == 1 or Ys.shape[1] > 1 else Ys[:, 0]
+        classifier = self._estimator_class is not KernelGDRegressor
+        splits = list(check_cv(self._folds(y_fit, classifier), y_fit, classifier=classifier).split(Xs, y_fit))
+        scores = np.full((len(alphas), len(splits)), np.nan)  # NaN: past the fold's early stop
+        paired = incumbent is not None and len(idx) == n and (self.cv is None or isinstance(self.cv, Integral))
+        for j, (train, test) in enumerate(splits):
+            if paired and RACE_FOLDS <= j < len(splits) and np.all(
+                    np.nanmax(scores[:, :j], axis=0) < incumbent[:j]):
+                break  # lost every fold so far to the best candidate
+            K_train, K_test = K[np.ix_(train, train)], K[np.ix_(test, train)]
+            model = self._estimator_class(
+                kernel="precomputed", fit_intercept=self.fit_intercept, solver=self.solver,
+                max_iter=self.max_iter, tol=self.tol, warm_start=True, random_state=self.random_state,
+                options=self.options, **self._extra_params(),
+            )
+            best, since_best = -np.inf, 0
+            for i, alpha in enumerate(alphas):  # decreasing: each solve starts from the last
+                model.set_params(alpha=alpha).fit(K_train, y_fit[train], sample_weight=ws[train])
+                scored = model
+                if classifier and self.loss == "logistic" and len(model.classes_) < len(self.classes_):
+                    scored = _EveryClass(model, self.classes_)  # a class only in the test rows
+                scores[i, j] = scorer(scored, K_test, y_fit[test], sample_weight=ws[test])
+                best, since_best = (scores[i, j], 0) if scores[i, j] > best else (best, since_best + 1)
+                if since_best >= PATH_PATIENCE:
+                    break
+        return scores
+
+    def _store_results(self, rows, loo, kernels):
+        """``rows``: (index in ``kernels``, sigma, alpha, split scores) per candidate."""
+        several = len(kernels) > 1
+        split_scores = np.array([s for *_, s in rows])
+        means = split_scores.mean(axis=1)
+        results = {
+            "params": [({"kernel": kernels[k]} if several else {})
+                       | ({} if sigma is None else {"sigma": float(sigma)}) | {"alpha": float(alpha)}
+                       for k, sigma, alpha, _ in rows],
+            "param_alpha": np.ma.MaskedArray([float(a) for _, _, a, _ in rows]),
+            "mean_test_score": means,
+            "std_test_score": np.zeros_like(means) if loo else split_scores.std(axis=1),
+        }
+        if several:
+            results["param_kernel"] = np.ma.MaskedArray(np.array([kernels[k] for k, *_ in rows], dtype=object))
+        if any(sigma is not None for _, sigma, _, _ in rows):
+            results["param_sigma"] = np.ma.MaskedArray(
+                [0.0 if sigma is None else float(sigma) for _, sigma, _, _ in rows],
+                mask=[sigma is None for _, sigma, _, _ in rows])
+        if not loo:
+            for k in range(split_scores.shape[1]):
+                results[f"split{k}_test_score"] = split_scores[:, k]
+        # ties go to the larger alpha, then the larger width, then the earlier kernel: the smoother model
+        order = np.lexsort((np.array([k for k, *_ in rows]), -np.array([s or 0.0 for _, s, _, _ in rows]),
+                            -np.array([a for _, _, a, _ in rows]), -means))
+        ranks = np.empty(len(rows), dtype=np.int32)
+        ranks[order] = np.arange(1, len(rows) + 1)
+        results["rank_test_score"] = ranks
+        self.cv_results_ = results
+        self.best_index_ = int(order[0])
+        self.best_score_ = float(means[self.best_index_])
+
+    @with_callbacks
+    def _search(self, X_in, X, y, Y, sw, scorer, loo_scores=None):
+        """Score every kernel's widths and alphas (by ``loo_scores(kernel, sigma, alphas)`` where
+        given, else K-fold), store them, refine the best (``_refine``) and refit it."""
+        kernels, alphas = self._kernels(), self._alphas()
+        start = time.perf_counter()
+        progress = SearchProgress.start(self, X_in, y, self._sample_weight)
+
+        def search(kernel, sigma):
+            if progress is not None:
+                name = f"kernel={get_spec(kernel).name}" + ("" if sigma is None else f" sigma={sigma:.4g}")
+                return progress.candidate(name, lambda: score_width(kernel, sigma))
+            return score_width(kernel, sigma)
+
+        # the best candidate's fold scores so far; only threads share it (under joblib's Dask
+        # backend the widths run in other processes, and each scores every fold)
+        race = {"best": None, "lock": threading.Lock() if _shared_memory_backend() else None}
+
+        def score_width(kernel, sigma):
+            if loo_scores is not None:
+                split_scores = loo_scores(kernel, sigma, alphas)[:, None]
+            elif race["lock"] is None:
+                split_scores = self._kfold_scores(X, Y, sw, kernel, sigma, alphas, scorer, None)
+            else:
+                split_scores = self._kfold_scores(X, Y, sw, kernel, sigma, alphas, scorer, race["best"])
+                with race["lock"]:
+                    if _best_mean(split_scores) > (-np.inf if race["best"] is None else race["best"].mean()):
+                        race["best"] = split_scores[int(np.nanargmax(split_scores.mean(axis=1)))].copy()
+            if self.verbose:
+                name = f"kernel={get_spec(kernel).name}  " if len(kernels) > 1 else ""
+                width = "" if sigma is None else f"sigma={sigma:.4g}  "
+                means = split_scores.mean(axis=1)
+                if np.isfinite(means).any():
+                    best = int(np.nanargmax(means))
+                    result = f"best alpha={alphas[best]:.3g}  score={means[best]:.6g}"
+                else:
+                    result = f"stopped after {int(np.isfinite(split_scores).any(axis=0).sum())} folds (cannot win)"
+                print(f"[{type(self).__name__}] {name}{width}{result}  elapsed {time.perf_counter() - start:.1f}s",
+                      flush=True)
+            return split_scores
+
+        rows = []
+        for k, kernel in enumerate(kernels):
+            for sigma, scores in self._widths(kernel, X, sw, lambda s, kernel=kernel: search(kernel, s)):
+                rows += [(k, sigma, alpha, s) for alpha, s in zip(alphas, scores)]
+        self._store_results(rows, loo_scores is not None, kernels)
+        index, self.sigma_, self.alpha_, _ = rows[self.best_index_]
+        self.kernel_ = kernels[index]
+        self._refine(X, Y, sw, scorer, loo_scores, start)
+        model = self._base(kernel=self.kernel_, sigma=self.sigma_ if self.sigma_ is not None else "scale",
+                           alpha=self.alpha_, **self._refit_params(Y, sw))
+
+        def refit():
+            self.best_estimator_ = model.fit(X_in, y, sample_weight=self._sample_weight)
+
+        if progress is None:
+            refit()
+        else:
+            progress.refit(model, refit)
+            progress.end()
+        for name in ("dual_coef_", "intercept_", "X_fit_", "n_iter_", "loss_curve_"):
+            setattr(self, name, getattr(self.best_estimator_, name))
+        return self
+
+    def _loo(self, X, Y, sw, scorer, rescore=None):
+        """``loo(kernel, sigma, alphas)``: exact leave-one-out scores, of the kernel itself up to
+        ``LOO_MAX_SAMPLES`` rows, else of its rank-``LOW_RANK_LOO_RANK`` pivoted-Cholesky
+        (Nystroem) approximation on at most ``max_search_samples`` rows. ``rescore(predictions,
+        rows)``, where given, scores the leave-one-out predictions of every alpha instead of
+        ``scorer`` (the classifier's decision values)."""
+        n = X.shape[0]
+
+        def scores(system, Ys, ws, alphas, rows):
+            if rescore is None:
+                return _loo_scores(system, Ys, ws, alphas, self.fit_intercept, scorer)[0]
+            return rescore(_loo_scores(system, Ys, ws, alphas, self.fit_intercept, None)[1], rows)
+
+        if n <= LOO_MAX_SAMPLES:
+            w = sw / sw.sum()
+            rows = np.arange(n)
+            return lambda kernel, sigma, alphas: scores(
+                _eigen_system(self._kernel(X, X, kernel, sigma), Y, w, self.fit_intercept), Y, w, alphas, rows,
+            )
+        rng = check_random_state(self.random_state)
+        idx = np.arange(n) if n <= self.max_search_samples else np.sort(
+            rng.choice(n, self.max_search_samples, replace=False))
+        Xs, Ys, ws = X[idx], Y[idx], sw[idx] / sw[idx].sum()
+        seed = rng.randint(np.iinfo(np.int32).max)
+
+        def loo(kernel, sigma, alphas):
+            params = dict(self.kernel_params or {})
+            if sigma is not None:
+                params["sigma"] = sigma
+            bound = bind_kernel(kernel, degree=self.degree, coef0=self.coef0, kernel_params=params)
+            operator = KernelOperator(Xs, bound, dtype="float64", store=False)
+
+            def columns(cols):
+                with single_threaded_blas():
+                    return np.asfortranarray(operator.columns(cols))
+
+            F = rp_cholesky(columns, operator.diag(), LOW_RANK_LOO_RANK, np.random.RandomState(seed))[0]
+            return scores(_low_rank_system(F, Ys, ws, self.fit_intercept), Ys, ws, alphas, idx)
+
+        return loo
+
+    def _refine(self, X, Y, sw, scorer, loo_scores, start):
+        """Improve on the grid's best (sigma_, alpha_, best_score_) in place; the grid search alone by default."""
+
+    def _refit_params(self, Y, sw):
+        """Parameters of the refit beyond sigma and alpha; none by default."""
+        return {}
+
+    def predict(self, X):
+        """Predictions of the refitted model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.predict(X)

@@ -1,0 +1,208 @@
+"""Krylov pieces shared by the solvers: block preconditioned CG and randomly pivoted Cholesky.
+
+Both work on numpy arrays through scipy's BLAS and on arrays of any array
+API namespace through the standard's functions (kernelgd._array_api).
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy.linalg.blas import dgemm as gemm
+from scipy.linalg.blas import dtrsm as trsm
+from scipy.linalg.lapack import dpstrf as pstrf
+
+from .._array_api import coldot, colnorm, pivoted_cholesky, xp_of
+from .._array_api import solve_triangular as xp_solve_triangular
+
+# Pivots drawn per round of randomly pivoted Cholesky.
+RPC_BLOCK = 100
+
+
+class PCGResult(NamedTuple):
+    """What :func:`block_pcg` returns (it unpacks as ``x, n_iter, status``)."""
+
+    x: object
+    n_iter: int
+    status: str
+
+
+def block_pcg(
+    apply_A, B, apply_P, *, max_iter, tol, on_iter=None, x0=None, state=None, tol_from_start=False, tol_b=0.0,
+    Ax0=None,
+):
+    """Conjugate gradient on ``A X = B``, one independent run per column of B.
+
+    Parameters
+    ----------
+    apply_A, apply_P : callable
+        ``V -> A V`` and ``V -> P^-1 V`` on (n, k) arrays.
+    B : ndarray of shape (n, k)
+    on_iter : callable, default=None
+        ``on_iter(X, step) -> bool`` after every iteration, with the column
+        steps taken; True stops.
+    x0 : ndarray of shape (n, k), default=None
+        The starting point (zero by default).
+    state : dict, default=None
+        With x0, ``state["KX"]`` is set to ``state["last"]`` after the
+        product ``A x0`` (the callers' record of K times the iterate);
+        ``state["residual"]`` is the largest relative residual, before on_iter.
+    tol_from_start : bool, default=False
+        Whether tol is relative to the initial residual ``B - A x0`` rather
+        than to B: CG then solves for the correction to x0, and every
+        iterate's correction is a descent direction of the quadratic.
+    tol_b : float, default=0.0
+        With tol_from_start, a column also stops once its residual is at
+        most tol_b times B's: near the solution the initial residual is
+        tiny, and tol times it can be stricter than an exact solve.
+    Ax0 : ndarray of shape (n, k), default=None
+        ``A x0``, where the caller already has it: no product is spent on
+        it, and ``state["KX"]`` is then the caller's to set.
+
+    Returns
+    -------
+    PCGResult
+        ``(x, n_iter, status)``; status is "converged" (every relative residual at most tol),
+        "max_iter", "stalled" (a column lost conjugacy: ``p'A p <= 0`` in
+        rounding) or "stopped" (on_iter returned True).
+    """
+    xp = xp_of(B)
+    # numpy scalars are no operands of other namespaces' arrays
+    tol, tol_b = (float(t) if np.ndim(t) == 0 else t for t in (tol, tol_b))
+    if x0 is None:
+        X, R = xp.zeros_like(B), xp.asarray(B, copy=True)
+    else:
+        X = xp.asarray(x0, dtype=xp.float64, copy=True)
+        if Ax0 is None:
+            Ax0 = apply_A(X)
+            if state is not None:
+                state["KX"] = xp.asarray(state["last"], copy=True)
+        R = B - Ax0
+    Z = apply_P(R)
+    P = xp.asarray(Z, copy=True)
+    rz = coldot(R, Z)
+    b_norm = colnorm(B)
+    if tol_from_start:  # the looser of tol * |R0| and tol_b * |B|, as a tolerance relative to |R0|
+        r0_norm = colnorm(R)
+        r0_norm = xp.where(r0_norm == 0, 1.0, r0_norm)
+        tol = np.maximum(tol, tol_b * b_norm / r0_norm) if xp is np else xp.clip(tol_b * b_norm / r0_norm, min=tol)
+        b_norm = r0_norm
+    b_norm = xp.where(b_norm == 0, 1.0, b_norm)
+    active = colnorm(R) / b_norm > tol
+    stalled = False
+    it = 0
+    for it in range(1, max_iter + 1):
+        if not bool(xp.any(active)):
+            return PCGResult(X, it - 1, "stalled" if stalled else "converged")
+        AP = apply_A(P)
+        pap = coldot(P, AP)
+        lost = active & ~(pap > 0) | active & ~(rz > 0)
+        if bool(xp.any(lost)):  # no descent left in these columns: they stop here
+            stalled, active = True, active & ~lost
+        step = xp.where(active, rz / xp.where(active, pap, 1.0), 0.0)
+        X += step * P
+        R -= step * AP
+        if state is not None:
+            state["residual"] = float(xp.max(colnorm(R) / b_norm))
+        if on_iter is not None and on_iter(X, step):
+            return PCGResult(X, it, "stopped")
+        active &= colnorm(R) / b_norm > tol
+        Z = apply_P(R)
+        rz_new = coldot(R, Z)
+        beta = xp.where(rz > 0, rz_new / xp.where(rz > 0, rz, 1.0), 0.0)
+        P = Z + beta * P
+        rz = rz_new
+    if not bool(xp.any(active)):
+        return PCGResult(X, it, "stalled" if stalled else "converged")
+    return PCGResult(X, it, "max_iter")
+
+
+def rp_cholesky(columns, diag, rank, rng, block=RPC_BLOCK):
+    """Randomly pivoted Cholesky: ``A ~ F F'`` from ``rank`` columns of A.
+
+    Pivots are drawn in proportion to the diagonal of the residual
+    ``A - F F'``, so they land where the current approximation is worst
+    (Chen, Epperly, Tropp & Webber, 2022). ``F F'`` equals the Nystroem
+    approximation on the pivots; on Cal-16k such pivots halve the CG
+    iterations of uniformly drawn landmarks (benchmarks/bench_preconditioner.py).
+
+    Parameters
+    ----------
+    columns : callable
+        ``idx -> A[:, idx]`` as a Fortran-ordered float64 array.
+    diag : ndarray of shape (n,)
+        ``diag(A)``; pivots are never drawn where it is zero.
+    rank : int
+        Number of pivots (columns of F); fewer when A is numerically of lower rank.
+    rng : RandomState
+    block : int
+        Pivots drawn per round: a round is one GEMM instead of ``block`` GEMVs.
+
+    Returns
+    -------
+    F : ndarray of shape (n, r), r <= rank
+    pivots : ndarray of shape (r_pivots,)
+    """
+    if not isinstance(diag, np.ndarray):
+        return _rp_cholesky_array_api(columns, diag, rank, rng, block)
+    n = len(diag)
+    d = np.maximum(diag, 0.0)  # a non-PSD kernel can have negative diagonal entries
+    rank = min(rank, np.count_nonzero(d > 0))
+    F = np.empty((n, rank), order="F")
+    pivots, k = [], 0
+    floor = np.finfo(np.float64).eps * d.sum()
+    while k < rank and d.sum() > floor:
+        S = np.unique(rng.choice(n, min(block, rank - k), p=d / d.sum()))
+        G = columns(S)
+        if k:  # residual columns: G -= F[:, :k] F[S, :k]'
+            G = gemm(-1.0, F[:, :k], F[S, :k], beta=1.0, c=G, trans_b=1, overwrite_c=1)
+        # Pivoted Cholesky of the pivot block keeps only the pivots that add
+        # rank (a round can draw near-duplicates or exhaust a low-rank A).
+        R, perm, r, _ = pstrf(G[S], lower=0)
+        if r == 0:
+            break
+        keep = perm[:r] - 1
+        Fk = F[:, k : k + r]  # a Fortran-ordered view: trsm works in place
+        Fk[...] = G.T[keep].T  # gather rows of the C-ordered transpose: fast
+        trsm(1.0, R[:r, :r], Fk, side=1, lower=0, overwrite_b=1)
+        S = S[keep]
+        d -= np.einsum("ij,ij->i", Fk, Fk)
+        np.maximum(d, 0.0, out=d)
+        d[S] = 0.0
+        pivots.extend(S)
+        k += r
+    return F[:, :k], np.asarray(pivots, dtype=np.intp)
+
+
+def _rp_cholesky_array_api(columns, diag, rank, rng, block):
+    """:func:`rp_cholesky` for arrays of another namespace: the same pivots (drawn on the host
+    from the same residual diagonal), F on the device."""
+    from .._array_api import take_columns, take_rows, to_numpy
+
+    xp = xp_of(diag)
+    n = diag.shape[0]
+    d = np.maximum(to_numpy(diag), 0.0)
+    rank = min(rank, np.count_nonzero(d > 0))
+    parts, pivots, k = [], [], 0
+    floor = np.finfo(np.float64).eps * d.sum()
+    while k < rank and d.sum() > floor:
+        S = np.unique(rng.choice(n, min(block, rank - k), p=d / d.sum()))
+        G = columns(S)
+        if k:
+            F = xp.concat(parts, axis=1)
+            G = G - F @ take_rows(xp, F, S).T
+        R, perm, r = pivoted_cholesky(take_rows(xp, G, S))
+        if r == 0:
+            break
+        keep = perm[:r]
+        R = xp.asarray(R[:r, :r], device=G.device)
+        # Fk R = G[:, keep]: Fk' = R^-T G[:, keep]'
+        Fk = xp_solve_triangular(xp, R, take_columns(xp, G, keep).T, upper=True, trans=True).T
+        S = S[keep]
+        d -= to_numpy(xp.sum(Fk * Fk, axis=1))
+        np.maximum(d, 0.0, out=d)
+        d[S] = 0.0
+        parts.append(Fk)
+        pivots.extend(S)
+        k += r
+    F = xp.concat(parts, axis=1) if parts else xp.zeros((n, 0), dtype=xp.float64, device=diag.device)
+    return F, np.asarray(pivots, dtype=np.intp)

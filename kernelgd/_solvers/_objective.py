@@ -1,0 +1,51 @@
+"""The objective every solver minimises, written once.
+
+``loss(F) + alpha * ||f||_H^2`` with ``F = K A + b``: for the full model the
+penalty is ``sum_t A_t' K A_t``, read off the product ``K A`` the solver
+already has; for a model on centers it is ``beta' K_mm beta``, computed as
+``|T beta|^2`` (``K_mm + jitter = T'T``) so that rounding cannot make it
+negative. The loss (kernelgd._losses) supplies values, gradients and
+Hessians in F; solvers ask this object, never write the sum out.
+"""
+
+from .._array_api import total
+from .._operator import blas_dot
+
+
+class Objective:
+    """``loss.value(K A + b, Y, w) + alpha * penalty``, full model (``T=None``) or centers.
+
+    Parameters
+    ----------
+    loss : a loss class of kernelgd._losses
+    Y : array of shape (n, k)
+    w : array of shape (n,)
+        Sample weights summing to one.
+    alpha : float
+    T : array of shape (m, m), default=None
+        The upper Cholesky factor of the centers' kernel matrix; None for the full model.
+    """
+
+    def __init__(self, loss, Y, w, alpha, T=None):
+        self.loss, self.Y, self.w, self.alpha, self.T = loss, Y, w, alpha, T
+
+    @property
+    def centers(self):
+        return self.T is not None
+
+    def penalty(self, A, KA=None):
+        """``||f||_H^2``: ``sum A * KA`` for the full model, ``|T A|^2`` on centers."""
+        if self.T is not None:
+            return total(blas_dot(self.T, A) ** 2)
+        return total(A, KA)
+
+    def value(self, A, KA, b):
+        """The objective of coefficients A (with ``KA = K A``) and intercepts b."""
+        value = self.loss.value(KA + b, self.Y, self.w)
+        if self.alpha:
+            value += self.alpha * float(self.penalty(A, KA))
+        return value
+
+    def baseline(self, fit_intercept):
+        """The intercept-only model (the best constant, or zero) and its objective."""
+        return self.loss.baseline(self.Y, self.w, fit_intercept)

@@ -1,0 +1,199 @@
+"""The preconditioners: Nystroem (full model) and FALKON (centers), as objects.
+
+``NystroemPreconditioner`` applies ``(F F' + mu I)^-1`` with F from
+randomly pivoted Cholesky. ``FalkonPreconditioner`` is FALKON's change of
+variables ``B = T^-1 A^-1`` (``apply``) and its transpose (``apply_t``),
+built from the centers' factors ``K_mm = T'T`` (``center_factors``) and the
+weights of the system it preconditions.
+"""
+
+import numpy as np
+from scipy.linalg import cho_solve, solve_triangular
+from scipy.linalg.blas import dsyr as syr
+from scipy.linalg.blas import dsyrk as syrk
+from scipy.linalg.lapack import dlauum as lauum
+
+from .._array_api import outer, xp_of
+from .._array_api import solve_triangular as xp_solve_triangular
+from .._operator import blas_dot, single_threaded_blas
+from ._common import cholesky
+from ._krylov import RPC_BLOCK, rp_cholesky
+
+# Landmarks of the Nystroem preconditioner for the full system.
+N_LANDMARKS = 500
+# With centers, the ridge is at least this times the mean of k(c, c).
+CENTERS_MIN_RIDGE = 1e-7
+# The full model's preconditioner shift is at least this times the mean weighted k(x, x).
+PRECONDITIONER_MIN_SHIFT = 1e-6
+
+
+class NystroemPreconditioner:
+    """``P^-1`` for ``P = F F' + mu I``, with ``F F'`` a Nystroem approximation of A.
+
+    ``F`` comes from :func:`rp_cholesky` on ``A = S K S``, or with
+    ``center=True`` on the centred ``A = Q S K S Q`` (``Q = I - s s'``, s the
+    unit vector ``sqrt(w)``) that CG solves with an intercept: the centred
+    system's range is not in the span of S K S's landmarks (a linear kernel
+    on features with a large mean), and outside it ``P^-1`` is ``1 / mu``.
+    By Woodbury ``P^-1 v = (v - F G^-1 F' v) / mu`` with ``G = mu I + F' F``,
+    all in float64: in float32 the subtraction loses the small components
+    that make the preconditioner good.
+    """
+
+    def __init__(self, operator, s, mu, n_landmarks, rng, block=RPC_BLOCK, center=False):
+        diag = operator.diag() * s**2
+        if center:  # Q e_j = e_j - s_j s, so Q A Q's columns need only u = S K S s
+            u = s * operator.matvec(s[:, None] * s[:, None])[:, 0]
+            diag = diag - 2 * s * u + s**2 * (s @ u)
+
+        xp = xp_of(s)
+
+        def columns(idx):
+            if xp is not np:
+                from .._array_api import take_rows
+
+                s_idx = take_rows(xp, s, idx)
+                C = operator.columns(idx) * s[:, None] * s_idx[None, :]
+                if center:
+                    C = C - outer(u, s_idx)
+                    C = C - outer(s, s @ C)
+                return C
+            with single_threaded_blas():
+                C = operator.columns(idx)
+            C *= s[:, None]
+            C *= s[idx][None, :]
+            if center:
+                C -= np.outer(u, s[idx])
+                C -= np.outer(s, s @ C)
+            return np.asfortranarray(C)
+
+        F, self.pivots = rp_cholesky(columns, diag, n_landmarks, rng, block)
+        self.F, self.mu = F, mu
+        if F.shape[1] == 0:  # nothing to approximate: P = mu I
+            self.G_factor = None
+            return
+        if xp is not np:
+            G = F.T @ F + mu * xp.eye(F.shape[1], dtype=F.dtype, device=F.device)
+            self.G_factor = (cholesky(G, "preconditioner matrix"), False)
+            return
+        G = syrk(1.0, F, trans=1)  # F'F, upper triangle, through scipy's BLAS
+        G = np.triu(G) + np.triu(G, 1).T
+        G[np.diag_indices_from(G)] += mu
+        self.G_factor = (cholesky(G, "preconditioner matrix"), False)
+
+    def __call__(self, V):
+        return self.apply(V)
+
+    def apply(self, V):
+        """``P^-1 V``; P is symmetric, so this is also ``apply_t``."""
+        if self.G_factor is None:
+            return V / self.mu
+        if not isinstance(V, np.ndarray):
+            inner = _cho_solve_upper(self.G_factor[0], self.F.T @ V)
+            return (V - self.F @ inner) / self.mu
+        inner = cho_solve(self.G_factor, blas_dot(self.F.T, V), check_finite=False)
+        return (V - blas_dot(self.F, inner)) / self.mu
+
+    apply_t = apply  # P is symmetric
+
+
+def _cho_solve_upper(U, V):
+    """``(U'U)^-1 V`` for an upper Cholesky factor U of another namespace."""
+    xp = xp_of(U)
+    return xp_solve_triangular(xp, U, xp_solve_triangular(xp, U, V, upper=True, trans=True), upper=True)
+
+
+def center_factors(operator, cache):
+    """``(K_mm, T, T T' / m)`` with ``K_mm = T'T`` (upper T; T T' / m's upper triangle), cached.
+
+    They depend on the centers only: a caller that solves several systems on
+    one operator (solver "newton") passes the same cache.
+    """
+    if "T" not in cache:
+        Kmm = operator.center_matrix()
+        m = Kmm.shape[0]
+        # FALKON's jitter m * eps(dtype) on K_mm: K_mm is nearly singular for
+        # smooth kernels, and beta = B z is an exact change of variables, so
+        # the jitter only shapes the preconditioner, never the solution.
+        xp = xp_of(Kmm)
+        jitter = m * np.finfo(operator.dtype).eps * float(xp.mean(xp.linalg.diagonal(Kmm)))
+        cache["Kmm"] = Kmm
+        cache["T"] = cholesky(Kmm, "center kernel matrix", jitter=jitter)
+        T = cache["T"]
+        cache["TTt"] = lauum(T, lower=0)[0] / m if xp is np else T @ T.T / m  # m^3/3 flops
+    return cache["Kmm"], cache["T"], cache["TTt"]
+
+
+def falkon_factor(T, TTt, d, alpha, center):
+    """The upper Cholesky factor of ``T D T' / m + alpha I``, FALKON's second factor.
+
+    ``K_nm'W K_nm ~ K_mm D K_mm / m`` with D the centers' weights relative to
+    uniform (``n w_c``): Newton's Hessian weights spread over orders of
+    magnitude, and the unweighted ``T T' / m`` then leaves CG many more
+    iterations. Uniform weights reuse ``TTt``, the upper triangle of ``T T' / m``.
+    """
+    m = T.shape[0]
+    xp = xp_of(T)
+    if xp is not np:
+        if bool(xp.all(xp.abs(d - 1.0) <= 1e-3 * xp.abs(d) + 1e-8)):  # np.allclose's test
+            d = xp.ones_like(d)
+        else:
+            Td = T * xp.sqrt(d)
+            TTt = Td @ Td.T / m
+        if center:
+            v = T @ d / float(xp.sqrt(m * xp.sum(d)))
+            TTt = TTt - outer(v, v)
+        return cholesky(TTt, "FALKON preconditioner", jitter=alpha)
+    if np.allclose(d, 1.0, rtol=1e-3):
+        d = np.ones(m)
+    else:
+        TTt = syrk(1.0 / m, T * np.sqrt(d), lower=0)  # the upper triangle of T D T' / m
+    if center:
+        # The centred system K_c'W K_c is approximated by K_mm (D - d d'/sum(d)) K_mm / m
+        # (positive semi-definite, a weighted covariance): without the rank-one downdate the
+        # preconditioner keeps the constant direction the centring removed, and CG needs many
+        # more iterations.
+        v = T @ d / np.sqrt(m * d.sum())
+        TTt = syr(-1.0, v, lower=0, a=TTt.copy(order="F"), overwrite_a=1)  # the cached one stays
+    return cholesky(TTt, "FALKON preconditioner", jitter=alpha)  # reads the upper triangle only
+
+
+def falkon_maps(T, A_fac):
+    """FALKON's change of variables ``B = T^-1 A^-1`` and its transpose, as two functions."""
+    xp = xp_of(T)
+    if xp is not np:
+        def apply_B(V):
+            return xp_solve_triangular(xp, T, xp_solve_triangular(xp, A_fac, V))
+
+        def apply_Bt(V):
+            return xp_solve_triangular(xp, A_fac, xp_solve_triangular(xp, T, V, trans=True), trans=True)
+
+        return apply_B, apply_Bt
+
+    # The factors are finite (checked by cholesky): skip scipy's O(m^2)
+    # finiteness scan on every one of the loop's solves.
+    def apply_B(V):  # B = T^-1 A^-1
+        return solve_triangular(T, solve_triangular(A_fac, V, check_finite=False), check_finite=False)
+
+    def apply_Bt(V):  # B' = A^-T T^-T
+        inner = solve_triangular(T, V, trans="T", check_finite=False)
+        return solve_triangular(A_fac, inner, trans="T", check_finite=False)
+
+    return apply_B, apply_Bt
+
+
+class FalkonPreconditioner:
+    """FALKON's ``B = T^-1 A^-1``: ``apply(V) = B V``, ``apply_t(V) = B' V``.
+
+    ``A`` is the upper factor of ``T D T' / m + alpha I`` (:func:`falkon_factor`);
+    CG then runs on ``B' H B`` in the variables ``z = B^-1 beta``.
+    """
+
+    def __init__(self, T, TTt, d, alpha, center):
+        self.T = T
+        self.A = falkon_factor(T, TTt, d, alpha, center)
+        self.apply, self.apply_t = falkon_maps(T, self.A)
+
+    def variables(self, beta):
+        """``z = B^-1 beta = A T beta``: a model's coefficients as CG's variables."""
+        return blas_dot(self.A, blas_dot(self.T, beta))
