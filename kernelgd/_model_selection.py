@@ -37,6 +37,7 @@ from sklearn.utils.validation import (
 
 from . import _ard
 from ._ard import fit_scales
+from ._array_api import follow, to_numpy, xp_of
 from ._classifier import KernelGDClassifier, _class_weights
 from ._loo import _Predictions
 from ._regressor import KernelGDRegressor
@@ -176,6 +177,11 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
     _estimator_class = KernelGDRegressor
     _parameter_constraints: dict = {**_KernelCV._parameter_constraints, "ard": ["boolean", StrOptions({"auto"})]}
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.array_api_support = self.cv is None  # leave-one-out searches only
+        return tags
+
     def __init__(
         self,
         *,
@@ -225,9 +231,11 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         # Fitted on every row, the scales are judged on the rows they were fitted on: by another
         # criterion than the judge's own (the marginal likelihood); on a subsample, the other rows
         # judge leave-one-out scales without that bias.
-        criterion = "likelihood" if np.count_nonzero(sw) <= _ard.ARD_MAX_SAMPLES else "loo"
-        sigma, lam, _, fitted = fit_scales(X, Y[:, 0], sw, sigma0, alpha0, self.fit_intercept,
-                                           rng, criterion=criterion)
+        sw_host = np.asarray(to_numpy(sw))
+        criterion = "likelihood" if np.count_nonzero(sw_host) <= _ard.ARD_MAX_SAMPLES else "loo"
+        # the scales' L-BFGS runs on the host, on at most ARD_MAX_SAMPLES rows (numpy copies)
+        sigma, lam, _, fitted = fit_scales(np.asarray(to_numpy(X)), np.asarray(to_numpy(Y[:, 0])), sw_host, sigma0,
+                                           alpha0, self.fit_intercept, rng, criterion=criterion)
         # The subsample's ridge suits its own size: the scales are scored with every alpha on all rows.
         grid_alphas = self._alphas()
         alphas = np.unique(np.append(grid_alphas, lam))[::-1]
@@ -243,7 +251,7 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
             best = int(np.argmax(learned[:, 1]))
             score = float(learned[best, 0])
             # with no unseen row the judge is the grid's own leave-one-out: its best score stands
-            judge = self.best_score_ if len(fitted) == np.count_nonzero(sw) else scores(
+            judge = self.best_score_ if len(fitted) == np.count_nonzero(sw_host) else scores(
                 self.kernel_, self.sigma_, grid_alphas)[:, 1].max()
             better = learned[best, 1] > judge
             splits = np.array([score])
@@ -289,8 +297,9 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         y's) the default 1e-3 would be as large as the model's error."""
         if self.scoring is not None or self.tol == 0 or not self.best_score_ < 0:
             return {}
-        w = sw / sw.sum()
-        spread = float(np.sqrt(np.mean(w @ (Y - w @ Y) ** 2)))
+        xp = xp_of(Y)
+        w = sw / xp.sum(sw)
+        spread = float(np.sqrt(float(xp.mean(w @ (Y - w @ Y) ** 2))))
         if not spread > 0:
             return {}
         return {"tol": max(min(self.tol, 0.1 * np.sqrt(-self.best_score_) / spread), MIN_REFIT_TOL)}
@@ -301,19 +310,21 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
 
         Scales fitted on some rows flatter those rows' leave-one-out error (wine: kept, and 1% worse
         on test); the rows they never saw judge them without that bias."""
-        unseen = np.ones(len(X), dtype=bool)
+        unseen = np.ones(X.shape[0], dtype=bool)
         unseen[fitted] = False
+        Y_host, sw_host = np.asarray(to_numpy(Y)), np.asarray(to_numpy(sw))  # scored on the host
 
         def score(P, rows):
-            w = sw[rows]
+            w = sw_host[rows]
             if self.scoring is None:
-                return -float(w @ ((Y[rows] - P) ** 2).mean(axis=1) / w.sum())
-            return scorer(_Predictions(P[:, 0]), None, Y[rows, 0], sample_weight=w)
+                return -float(w @ ((Y_host[rows] - P) ** 2).mean(axis=1) / w.sum())
+            return scorer(_Predictions(P[:, 0]), None, Y_host[rows, 0], sample_weight=w)
 
         def rescore(predictions, rows):
             mask = unseen[rows]
             if not mask.any():
                 mask = np.ones_like(mask)
+            predictions = [np.asarray(to_numpy(P)) for P in predictions]
             return np.array([[score(P, rows), score(P[mask], rows[mask])] for P in predictions])
 
         return self._loo(X, Y, sw, scorer, rescore)
@@ -325,6 +336,9 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            Under ``sklearn.config_context(array_api_dispatch=True)``, arrays of
+            torch, CuPy or another array API library are searched on their own
+            device (``cv=None`` only; the "GPUs" page of the documentation).
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
         sample_weight : array-like of shape (n_samples,), default=None
 
@@ -332,14 +346,19 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         -------
         self : KernelGDRegressorCV
         """
+        xp, _, y, sample_weight = follow(X, y, sample_weight)
         X_in, self._sample_weight = X, sample_weight
-        _numpy_only(self, X)
-        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32])
-        sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-        if not sw.sum() > 0:
+        if xp is not np and self.cv is not None:
+            raise ValueError(
+                f"On {xp.__name__} arrays KernelGDRegressorCV searches by leave-one-out (cv=None) only; "
+                f"got cv={self.cv!r}. Use cv=None, or fit on numpy arrays."
+            )
+        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=[xp.float64, xp.float32])
+        sw = _check_sample_weight(sample_weight, X, dtype=xp.float64, ensure_non_negative=True)
+        if not float(xp.sum(sw)) > 0:
             raise ValueError("sample_weight sums to zero: at least one sample needs a positive weight.")
-        X = X.astype(np.float64, copy=False)
-        Y = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
+        X = xp.astype(X, xp.float64)
+        Y = xp.reshape(xp.asarray(y, dtype=xp.float64), (y.shape[0], -1))
         scorer = _scorer(self, self.scoring or "neg_mean_squared_error", sample_weight)
         loo = None
         if self.cv is None:

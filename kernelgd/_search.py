@@ -24,8 +24,10 @@ from sklearn.utils.validation import (
     check_is_fitted,
 )
 
-from ._base import CallbackSupportMixin, with_callbacks
+from ._array_api import from_numpy, take_rows, xp_of
+from ._base import CallbackSupportMixin, _check_same_namespace, with_callbacks
 from ._operator import KernelOperator, single_threaded_blas
+from ._operator_xp import ArrayKernelOperator
 from ._progress import SearchProgress
 from ._regressor import KernelGDRegressor
 from ._solvers._krylov import rp_cholesky
@@ -306,6 +308,10 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         params = dict(self.kernel_params or {})
         if sigma is not None:
             params["sigma"] = sigma
+        if not isinstance(X, np.ndarray) and not sp.issparse(X):  # another array namespace: on its device
+            bound = bind_kernel(kernel, degree=self.degree, coef0=self.coef0, kernel_params=params)
+            xp = xp_of(X)
+            return xp.astype(bound(xp.astype(X, xp.float64), xp.astype(Y, xp.float64)), xp.float64)
         return kernel_matrix(X, Y, kernel=kernel, degree=self.degree, coef0=self.coef0, **params)
 
     def _folds(self, y, classifier):
@@ -460,6 +466,9 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             progress.end()
         for name in ("dual_coef_", "intercept_", "X_fit_", "n_iter_", "loss_curve_"):
             setattr(self, name, getattr(self.best_estimator_, name))
+        xp = xp_of(self.dual_coef_)
+        if xp is not np and isinstance(self.sigma_, np.ndarray):  # per-feature scales: in X's namespace too
+            self.sigma_ = from_numpy(self.sigma_, xp, self.dual_coef_.device)
         return self
 
     def _loo(self, X, Y, sw, scorer, rescore=None):
@@ -469,6 +478,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         rows)``, where given, scores the leave-one-out predictions of every alpha instead of
         ``scorer`` (the classifier's decision values)."""
         n = X.shape[0]
+        xp = xp_of(X)
 
         def scores(system, Ys, ws, alphas, rows):
             if rescore is None:
@@ -476,7 +486,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             return rescore(_loo_scores(system, Ys, ws, alphas, self.fit_intercept, None)[1], rows)
 
         if n <= LOO_MAX_SAMPLES:
-            w = sw / sw.sum()
+            w = sw / xp.sum(sw)
             rows = np.arange(n)
             return lambda kernel, sigma, alphas: scores(
                 _eigen_system(self._kernel(X, X, kernel, sigma), Y, w, self.fit_intercept), Y, w, alphas, rows,
@@ -484,7 +494,8 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         idx = np.arange(n) if n <= self.max_search_samples else np.sort(
             rng.choice(n, self.max_search_samples, replace=False))
-        Xs, Ys, ws = X[idx], Y[idx], sw[idx] / sw[idx].sum()
+        Xs, Ys, ws = (take_rows(xp, A, idx) for A in (X, Y, sw))
+        ws = ws / xp.sum(ws)
         seed = rng.randint(np.iinfo(np.int32).max)
 
         def loo(kernel, sigma, alphas):
@@ -492,9 +503,14 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             if sigma is not None:
                 params["sigma"] = sigma
             bound = bind_kernel(kernel, degree=self.degree, coef0=self.coef0, kernel_params=params)
-            operator = KernelOperator(Xs, bound, dtype="float64", store=False)
+            if xp is not np:
+                operator = ArrayKernelOperator(Xs, bound, dtype="float64", store=False, memory_budget=1 << 28)
+            else:
+                operator = KernelOperator(Xs, bound, dtype="float64", store=False)
 
-            def columns(cols):
+            def columns(cols, operator=operator):
+                if xp is not np:
+                    return operator.columns(cols)
                 with single_threaded_blas():
                     return np.asfortranarray(operator.columns(cols))
 
@@ -522,4 +538,5 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         y : ndarray of shape (n_samples,) or (n_samples, n_targets)
         """
         check_is_fitted(self)
+        _check_same_namespace(X, self, attribute="dual_coef_", method="predict")
         return self.best_estimator_.predict(X)

@@ -893,6 +893,10 @@ def check_sigma(sigma, spec):
             f"The {spec.name} kernel takes one scalar sigma, got an array: per-feature scales work with "
             "rbf, laplacian and exponential, and kernels registered with per_feature=True."
         )
+    if not isinstance(sigma, (np.ndarray, list, tuple)) and hasattr(sigma, "shape"):  # another array namespace
+        from ._array_api import to_numpy
+
+        sigma = to_numpy(sigma)
     try:
         values = np.asarray(sigma, dtype=np.float64)
     except (TypeError, ValueError):

@@ -23,7 +23,12 @@ pytestmark = pytest.mark.skipif(
 from sklearn import clone, config_context  # noqa: E402
 from sklearn.datasets import make_classification, make_regression  # noqa: E402
 
-from kernelgd import KernelGDClassifier, KernelGDClassifierCV, KernelGDRegressor  # noqa: E402
+from kernelgd import (  # noqa: E402
+    KernelGDClassifier,
+    KernelGDClassifierCV,
+    KernelGDRegressor,
+    KernelGDRegressorCV,
+)
 from kernelgd._array_api import (  # noqa: E402
     add_at_rows,
     cholesky_upper,
@@ -203,10 +208,61 @@ def test_predict_on_another_namespace_is_an_error(module, regression):
 
 
 @pytest.mark.parametrize("module", NAMESPACES)
-def test_cv_estimators_say_they_take_numpy_only(module):
+def test_classifier_cv_says_it_takes_numpy_only(module):
     X, y = make_classification(60, 4, random_state=0)
     with config_context(array_api_dispatch=True), pytest.raises(ValueError, match="does not support array API"):
         KernelGDClassifierCV().fit(module.asarray(X), module.asarray(y))
+
+
+REGRESSOR_CVS = {
+    "defaults (rbf, laplacian, ARD)": (KernelGDRegressorCV(), {}),
+    "no ARD, weighted": (KernelGDRegressorCV(ard=False), {"weights": True}),
+    "many weights": (KernelGDRegressorCV(ard=False, alphas=[1e-4, 1e-2]), {"weights": "many"}),
+    "scoring": (KernelGDRegressorCV(ard=False, scoring="neg_mean_absolute_error"), {}),
+    "two targets": (KernelGDRegressorCV(alphas=[1e-4, 1e-2]), {"targets": 2}),
+    "low-rank leave-one-out": (KernelGDRegressorCV(ard=False), {"low_rank": True}),
+}
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+@pytest.mark.parametrize("name", list(REGRESSOR_CVS))
+def test_regressor_cv_matches_numpy(module, name, regression, monkeypatch):
+    import kernelgd._loo as loo
+    import kernelgd._search as search
+
+    estimator, case = REGRESSOR_CVS[name]
+    X, y = regression
+    if case.get("targets"):
+        y = np.column_stack([y, np.cos(y)])
+    fit_params = {}
+    if case.get("weights") is True:
+        fit_params["sample_weight"] = np.repeat([1.0, 2.0, 0.5], 100)
+    elif case.get("weights") == "many":
+        fit_params["sample_weight"] = np.random.RandomState(0).uniform(0.5, 2.0, len(X))
+        monkeypatch.setattr(loo, "LOO_WEIGHT_GROUPS", 4)  # a shift per row
+    if case.get("low_rank"):
+        monkeypatch.setattr(search, "LOO_MAX_SAMPLES", 100)
+        monkeypatch.setattr(search, "LOW_RANK_LOO_RANK", 60)
+    ref, est = _fit_both(estimator.set_params(random_state=0), module, X, y, **fit_params)
+    with config_context(array_api_dispatch=True):
+        pred = est.predict(module.asarray(X))
+    _assert_in_namespace(pred, module)
+    assert (est.kernel_, est.alpha_) == (ref.kernel_, ref.alpha_)
+    assert_allclose(to_numpy(est.sigma_) if not np.isscalar(est.sigma_) else est.sigma_, ref.sigma_, rtol=1e-6)
+    # below alpha ~ 1e-6 the scores rest on eigenvalues at K's rounding level, which the two kernels' own
+    # (equally valid) rounding moves: compared where they are determined
+    alphas = np.array([p["alpha"] for p in ref.cv_results_["params"]])
+    determined = alphas >= 1e-6
+    assert_allclose(est.cv_results_["mean_test_score"][determined], ref.cv_results_["mean_test_score"][determined],
+                    rtol=1e-6, atol=1e-12)
+    assert_allclose(to_numpy(pred), ref.predict(X), rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+def test_regressor_cv_searches_by_leave_one_out_only(module, regression):
+    X, y = regression
+    with config_context(array_api_dispatch=True), pytest.raises(ValueError, match="cv=None"):
+        KernelGDRegressorCV(cv=3).fit(module.asarray(X), module.asarray(y))
 
 
 @pytest.mark.parametrize("module", NAMESPACES)
