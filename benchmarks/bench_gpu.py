@@ -7,8 +7,8 @@
 Problems: California 16k (KernelGDRegressor(), the exact model), MNIST 10k
 (first 8,000 / last 2,000 of MNIST's test images, KernelGDClassifier(loss=
 "logistic")), letter (16,000 / 4,000, the same classifier) and a synthetic
-regression with n rows of 20 features fitted on 10,000 centers
-(KernelGDRegressor(alpha=1e-6, n_centers=10_000); n = 10^6 by default). Each
+regression with n rows of 20 features fitted on m centers
+(KernelGDRegressor(alpha=1e-6, n_centers=m); n = 10^6 and m = 10^4 by default). Each
 (problem, system) fit runs in a fresh process with SCIPY_ARRAY_API=1; the data
 is moved to the device before the clock starts and the device is synchronized
 before it stops. Prints fit time, the test score and the time as a ratio to
@@ -46,13 +46,13 @@ def _load(problem, data_dir, n_synthetic):
     return make_synthetic(n_synthetic, n_test=10_000, d=20, seed=0)
 
 
-def _estimator(problem):
+def _estimator(problem, n_centers):
     from kernelgd import KernelGDClassifier, KernelGDRegressor
 
     if problem in ("mnist", "letter"):
         return KernelGDClassifier(loss="logistic", random_state=0)
     if problem == "synthetic":
-        return KernelGDRegressor(alpha=1e-6, n_centers=10_000, random_state=0)
+        return KernelGDRegressor(alpha=1e-6, n_centers=n_centers, random_state=0)
     return KernelGDRegressor(random_state=0)
 
 
@@ -70,12 +70,12 @@ def _device_name(system, device):
     return cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
 
 
-def worker(problem, system, device, data_dir, n_synthetic):
+def worker(problem, system, device, data_dir, n_synthetic, n_centers):
     from sklearn import config_context
     from sklearn.metrics import accuracy_score, log_loss, mean_squared_error
 
     X_tr, y_tr, X_te, y_te = _load(problem, data_dir, n_synthetic)
-    model = _estimator(problem)
+    model = _estimator(problem, n_centers)
     sync = lambda: None  # noqa: E731
     if system == "numpy":
         to = lambda a: a  # noqa: E731
@@ -132,18 +132,19 @@ def _systems(device):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", nargs=5, metavar=("PROBLEM", "SYSTEM", "DEVICE", "DATA_DIR", "N"))
+    parser.add_argument("--worker", nargs=6, metavar=("PROBLEM", "SYSTEM", "DEVICE", "DATA_DIR", "N", "M"))
     parser.add_argument("--data-dir", default=str(HERE.parent.parent / "shared" / "data"))
     parser.add_argument("--problems", nargs="+", default=PROBLEMS, choices=PROBLEMS)
     parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"],
                         help="where torch computes; auto: cuda where available (else torch is left out)")
     parser.add_argument("--n-synthetic", type=int, default=1_000_000)
+    parser.add_argument("--n-centers", type=int, default=10_000, help="centers of the synthetic problem")
     parser.add_argument("--timeout", type=int, default=3600)
     parser.add_argument("--out", default=str(HERE / "results" / "gpu.json"))
     args = parser.parse_args()
     if args.worker:
-        problem, system, device, data_dir, n = args.worker
-        return worker(problem, system, device, data_dir, int(n))
+        problem, system, device, data_dir, n, m = args.worker
+        return worker(problem, system, device, data_dir, int(n), int(m))
 
     device = "cuda" if args.device == "auto" else args.device
     env = dict(os.environ, SCIPY_ARRAY_API="1")
@@ -152,8 +153,8 @@ def main():
         base = None
         for system in _systems(device):
             dev = "cpu" if system == "numpy" else device
-            result = run_worker(__file__, [problem, system, dev, args.data_dir, str(args.n_synthetic)],
-                                args.timeout, env=env)
+            result = run_worker(__file__, [problem, system, dev, args.data_dir, str(args.n_synthetic),
+                                           str(args.n_centers)], args.timeout, env=env)
             row = {"problem": problem, "system": system, **result}
             if system == "numpy" and result["status"] == "ok":
                 base = result["fit_time"]
@@ -163,7 +164,8 @@ def main():
             print(format_table([row], COLUMNS).splitlines()[-1], flush=True)
     print()
     print(format_table(rows, COLUMNS))
-    payload = {"machine": machine(), "device": device, "n_synthetic": args.n_synthetic, "rows": rows}
+    payload = {"machine": machine(), "device": device, "n_synthetic": args.n_synthetic,
+               "n_centers": args.n_centers, "rows": rows}
     print(f"\nwrote {write_json(args.out, payload)}")
 
 

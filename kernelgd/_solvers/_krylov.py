@@ -26,8 +26,27 @@ class PCGResult(NamedTuple):
     status: str
 
 
+class ProductTracker:
+    """K times CG's iterate, kept up to date without a product of its own.
+
+    CG's step ``x += step * p`` changes ``K x`` by ``step * K p``, and ``K p``
+    is the product CG has just taken: the caller's ``apply_A`` records it
+    (``record``) and its ``on_iter`` applies the step (``advance``).
+    ``residual`` is CG's largest relative residual after its latest step.
+    """
+
+    def __init__(self, KX=None):
+        self.KX, self.last, self.residual = KX, None, np.inf
+
+    def record(self, KV):
+        self.last = KV
+
+    def advance(self, step):
+        self.KX += step * self.last
+
+
 def block_pcg(
-    apply_A, B, apply_P, *, max_iter, tol, on_iter=None, x0=None, state=None, tol_from_start=False, tol_b=0.0,
+    apply_A, B, apply_P, *, max_iter, tol, on_iter=None, x0=None, tracker=None, tol_from_start=False, tol_b=0.0,
     Ax0=None,
 ):
     """Conjugate gradient on ``A X = B``, one independent run per column of B.
@@ -42,10 +61,9 @@ def block_pcg(
         steps taken; True stops.
     x0 : ndarray of shape (n, k), default=None
         The starting point (zero by default).
-    state : dict, default=None
-        With x0, ``state["KX"]`` is set to ``state["last"]`` after the
-        product ``A x0`` (the callers' record of K times the iterate);
-        ``state["residual"]`` is the largest relative residual, before on_iter.
+    tracker : ProductTracker, default=None
+        With x0, its ``KX`` is set to the product that ``A x0`` recorded;
+        its ``residual`` is the largest relative residual, before on_iter.
     tol_from_start : bool, default=False
         Whether tol is relative to the initial residual ``B - A x0`` rather
         than to B: CG then solves for the correction to x0, and every
@@ -56,7 +74,7 @@ def block_pcg(
         tiny, and tol times it can be stricter than an exact solve.
     Ax0 : ndarray of shape (n, k), default=None
         ``A x0``, where the caller already has it: no product is spent on
-        it, and ``state["KX"]`` is then the caller's to set.
+        it, and the tracker's ``KX`` is then the caller's to set.
 
     Returns
     -------
@@ -74,8 +92,8 @@ def block_pcg(
         X = xp.asarray(x0, dtype=xp.float64, copy=True)
         if Ax0 is None:
             Ax0 = apply_A(X)
-            if state is not None:
-                state["KX"] = xp.asarray(state["last"], copy=True)
+            if tracker is not None:
+                tracker.KX = xp.asarray(tracker.last, copy=True)
         R = B - Ax0
     Z = apply_P(R)
     P = xp.asarray(Z, copy=True)
@@ -101,8 +119,8 @@ def block_pcg(
         step = xp.where(active, rz / xp.where(active, pap, 1.0), 0.0)
         X += step * P
         R -= step * AP
-        if state is not None:
-            state["residual"] = float(xp.max(colnorm(R) / b_norm))
+        if tracker is not None:
+            tracker.residual = float(xp.max(colnorm(R) / b_norm))
         if on_iter is not None and on_iter(X, step):
             return PCGResult(X, it, "stopped")
         active &= colnorm(R) / b_norm > tol

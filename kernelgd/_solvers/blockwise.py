@@ -28,7 +28,7 @@ import numpy as np
 from sklearn.utils import gen_batches
 
 from .._operator import blas_dot
-from ._krylov import block_pcg
+from ._krylov import ProductTracker, block_pcg
 from ._objective import Objective
 from ._preconditioners import CENTERS_MIN_RIDGE, FalkonPreconditioner, center_factors
 from ._common import IterateLog, SolverResult, warn_not_converged, warn_rounding
@@ -194,11 +194,11 @@ def _direction(problem, terms, beta, b, settings, factors, inner_tol, scale):
         S_pinv = np.diag(1.0 / total) if loss.diagonal_hessian else np.linalg.pinv(S, hermitian=True)
         e0 = -S_pinv @ terms["sG"]
         rhs = rhs - KH1 @ e0
-    state = {"last": None, "sHKD": np.zeros(k)}
+    tracker = ProductTracker(np.zeros(k))  # sum_i H_i (K D)_i, tracked through CG's steps
 
     def operator_D(D):
         parts = problem.hessp(beta, b, D)
-        state["last"] = parts["sHU"]
+        tracker.record(parts["sHU"])
         out = parts["KHU"] + ridge * blas_dot(Kmm, D)
         if center:
             out -= KH1 @ (S_pinv @ parts["sHU"])
@@ -224,7 +224,7 @@ def _direction(problem, terms, beta, b, settings, factors, inner_tol, scale):
         B0 = zero_sum(apply_Bt(rhs))
 
     def on_iter(X, step):
-        state["sHKD"] += (step if loss.diagonal_hessian else step[0]) * state["last"]
+        tracker.advance(step if loss.diagonal_hessian else step[0])
         return False
 
     norms = np.linalg.norm(B0, axis=0)
@@ -234,7 +234,7 @@ def _direction(problem, terms, beta, b, settings, factors, inner_tol, scale):
         apply_A, B0, precondition, max_iter=settings.max_iter, tol=np.maximum(inner_tol, floor), on_iter=on_iter,
     )
     D = apply_B(U.reshape(m, k))
-    e = e0 - S_pinv @ state["sHKD"] if center else np.zeros(k)
+    e = e0 - S_pinv @ tracker.KX if center else np.zeros(k)
     return D, e, n_inner, status
 
 

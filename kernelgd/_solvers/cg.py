@@ -38,7 +38,7 @@ from .._array_api import outer, total, weighted_sum, xp_of, zeros
 from .._operator import blas_dot, check_budget
 from ._common import IterateLog, finish, warn_not_converged, warn_rounding
 from ._objective import Objective
-from ._krylov import RPC_BLOCK, block_pcg, rp_cholesky  # noqa: F401 (re-exported for the tests)
+from ._krylov import RPC_BLOCK, ProductTracker, block_pcg, rp_cholesky  # noqa: F401 (re-exported for the tests)
 from ._preconditioners import (
     CENTERS_MIN_RIDGE,
     N_LANDMARKS,
@@ -84,7 +84,7 @@ def _solve_full(operator, Y, w, settings, rng):
 
     def apply_A(V):
         KV = operator.matvec(s[:, None] * V)
-        state["last"] = KV  # K times the iterate's direction, for the objective
+        tracker.record(KV)  # K times the iterate's direction, for the objective
         AV = project(s[:, None] * KV) + alpha * V
         return apply_M(AV) if least_squares else AV
 
@@ -97,7 +97,7 @@ def _solve_full(operator, Y, w, settings, rng):
         b = y_bar - weighted_sum(w, KX) if center else zeros(Y, t)
         return A, b, KX + b
 
-    state = {"last": None, "KX": zeros(Y, (n, t))}
+    tracker = ProductTracker(zeros(Y, (n, t)))
     X0 = None
     if settings.coef_init is not None:  # warm start: c = a / s on the weighted rows
         if xp is np:
@@ -117,21 +117,22 @@ def _solve_full(operator, Y, w, settings, rng):
         B = apply_M(B)
 
     def quadratic(C):  # what CG minimises, 1/2 C'(Q S K S Q + alpha) C - C'B, from the tracked K A
-        return 0.5 * (total(C, s[:, None] * state["KX"]) + alpha * total(C, C)) - total(C, B)
+        return 0.5 * (total(C, s[:, None] * tracker.KX) + alpha * total(C, C)) - total(C, B)
 
     log = IterateLog()
     # In least-squares mode CG minimises the objective itself: progress is judged by it.
-    on_iter = _monitor(
-        settings, state, combine, Objective(settings.loss, Y, w, alpha), log, None if least_squares else quadratic, settle,
+    on_iter = _Monitor(
+        settings, tracker, combine, Objective(settings.loss, Y, w, alpha), log, None if least_squares else quadratic,
+        settle,
     )
     C, n_iter, status = block_pcg(
         apply_A, B, apply_P, max_iter=settings.max_iter, tol=0.0 if least_squares else settings.tol,
-        on_iter=on_iter, x0=X0, state=state,
+        on_iter=on_iter, x0=X0, tracker=tracker,
     )
-    if status == "stalled" and settle is not None and _settled(log.curve, state, settle):
+    if status == "stalled" and settle is not None and _settled(log.curve, tracker.residual, settle):
         status = "converged"  # conjugacy lost at the objective's rounding floor
-    A, b, _ = combine(C, state["KX"])
-    return A, b, n_iter, log, _status(status, state), None
+    A, b, _ = combine(C, tracker.KX)
+    return A, b, n_iter, log, _status(status, on_iter), None
 
 
 
@@ -169,7 +170,7 @@ def _solve_centers(operator, Y, w, settings, rng):
     def apply_A(V):
         BV = apply_B(V)
         H, KBV = operator.gram_matvec(BV, w)
-        state["last"] = KBV
+        tracker.record(KBV)
         if center:
             H = H - outer(k_w, k_w @ BV)
         return apply_Bt(H + alpha * blas_dot(Kmm, BV))
@@ -180,45 +181,45 @@ def _solve_centers(operator, Y, w, settings, rng):
         return beta, b, KX + b
 
     objective = Objective(settings.loss, Y, w, settings.alpha, T=T)
-    state = {"last": None, "KX": zeros(Y, (n, t))}
+    tracker = ProductTracker(zeros(Y, (n, t)))
     Z0 = None
     if settings.coef_init is not None:  # warm start: z = B^-1 beta
         Z0 = falkon.variables(settings.coef_init)
     log = IterateLog()
-    on_iter = _monitor(settings, state, combine, objective, log, residual_progress=True)
+    on_iter = _Monitor(settings, tracker, combine, objective, log, residual_progress=True)
     Z, n_iter, status = block_pcg(
         apply_A, apply_Bt(rhs), lambda V: V, max_iter=settings.max_iter, tol=settings.tol,
-        on_iter=on_iter, x0=Z0, state=state,
+        on_iter=on_iter, x0=Z0, tracker=tracker,
     )
-    beta, b, _ = combine(Z, state["KX"])
-    return beta, b, n_iter, log, _status(status, state), objective
+    beta, b, _ = combine(Z, tracker.KX)
+    return beta, b, n_iter, log, _status(status, on_iter), objective
 
 
-def _settled(curve, state, settle):
+def _settled(curve, residual, settle):
     """Least-squares mode's stop: small gradient, best objective flat over the window.
 
     With a gradient below tol^2 one flat step is window enough: iterating on
     at the rounding floor only lets rounding grow.
     """
     window, eps, tol = settle
-    residual = state.get("residual", np.inf)
     if residual > tol or len(curve) <= (1 if residual <= tol**2 else window):
         return False
     before = curve[: -min(window, len(curve) - 1)]
     return min(before) - min(curve) <= eps
 
 
-def _status(status, state):
-    if status == "stopped" and state.get("settled"):
+def _status(status, monitor):
+    """block_pcg's status, with the monitor's reason where it stopped CG."""
+    if status == "stopped" and monitor.reason == "settled":
         return "converged"
-    return "no_progress" if status == "stopped" and state.get("no_progress") else status
+    return "no_progress" if status == "stopped" and monitor.reason == "no_progress" else status
 
 
-def _monitor(settings, state, combine, objective, log, quadratic=None, settle=None, residual_progress=False):
-    """The per-iteration step of block_pcg: objective, progress line, callback.
+class _Monitor:
+    """The per-iteration step of block_pcg (its ``on_iter``): objective, progress line, callback.
 
-    ``state["KX"]`` tracks K times the iterate from the products already
-    computed (``state["last"]``), so the ``objective`` costs no extra product. Progress is judged by
+    The tracker holds K times the iterate from the products already
+    computed, so the ``objective`` costs no extra product. Progress is judged by
     ``quadratic(X)``, the function CG minimises, where it differs from the
     objective: CG decreases it at every step in exact arithmetic, while the
     objective, a different norm of the error, may rise for many steps when
@@ -226,36 +227,42 @@ def _monitor(settings, state, combine, objective, log, quadratic=None, settle=No
     ``residual_progress`` a new smallest residual is progress too: once the
     objective is flat to float64's resolution, CG can still be reducing the
     residual that its stopping test reads (centers at a tiny ridge).
+    ``reason`` says why it stopped CG ("settled", "no_progress"), if it did.
     """
-    best = {"quadratic": np.inf, "since": 0, "residual": np.inf, "since_residual": 0}
 
-    def on_iter(X, step):
-        state["KX"] += step * state["last"]
-        coef, b, _ = combine(X, state["KX"])
-        value = objective.value(coef, state["KX"], b)
+    def __init__(self, settings, tracker, combine, objective, log, quadratic=None, settle=None,
+                 residual_progress=False):
+        self.settings, self.tracker, self.combine, self.objective, self.log = settings, tracker, combine, objective, log
+        self.quadratic, self.settle, self.residual_progress = quadratic, settle, residual_progress
+        self.best_quadratic, self.since_quadratic = np.inf, 0
+        self.best_residual, self.since_residual = np.inf, 0
+        self.reason = None
+
+    def __call__(self, X, step):
+        settings, tracker, log = self.settings, self.tracker, self.log
+        tracker.advance(step)
+        coef, b, _ = self.combine(X, tracker.KX)
+        value = self.objective.value(coef, tracker.KX, b)
         log.record(value, coef, b)
-        if quadratic is not None:
-            q = float(quadratic(X))
-            best["since"] = 0 if q < best["quadratic"] else best["since"] + 1
-            best["quadratic"] = min(best["quadratic"], q)
+        if self.quadratic is not None:
+            q = float(self.quadratic(X))
+            self.since_quadratic = 0 if q < self.best_quadratic else self.since_quadratic + 1
+            self.best_quadratic = min(self.best_quadratic, q)
         it = len(log.curve)
         if settings.verbose and (settings.verbose > 1 or it % 10 == 0 or it == 1):
             print(f"[cg] iter {it:5d}  objective {value:.6e}")
-        if settle is not None and _settled(log.curve, state, settle):
-            state["settled"] = True
+        if self.settle is not None and _settled(log.curve, tracker.residual, self.settle):
+            self.reason = "settled"
             return True
-        since = best["since"] if quadratic is not None else log.since_best()
-        if residual_progress:
-            residual = state.get("residual", np.inf)
-            best["since_residual"] = 0 if residual < best["residual"] else best["since_residual"] + 1
-            best["residual"] = min(best["residual"], residual)
-            since = min(since, best["since_residual"])
+        since = self.since_quadratic if self.quadratic is not None else log.since_best()
+        if self.residual_progress:
+            self.since_residual = 0 if tracker.residual < self.best_residual else self.since_residual + 1
+            self.best_residual = min(self.best_residual, tracker.residual)
+            since = min(since, self.since_residual)
         if settings.tol > 0 and since >= NO_PROGRESS_PATIENCE:
-            state["no_progress"] = True  # rounding has taken over: stop
+            self.reason = "no_progress"  # rounding has taken over: stop
             return True
         return settings.callback is not None and settings.callback(coef, b)
-
-    return on_iter
 
 
 def solve(operator, Y, w, settings):

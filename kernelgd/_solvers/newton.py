@@ -53,7 +53,7 @@ from scipy.linalg.blas import dsyrk as syrk
 
 from .._array_api import coldot, copy, diagonal, rows_of, take_columns, total as total_of, xp_of, zeros
 from .._operator import blas_dot, single_threaded_blas
-from ._krylov import block_pcg, rp_cholesky
+from ._krylov import ProductTracker, block_pcg, rp_cholesky
 from ._objective import Objective
 from ._preconditioners import (
     CENTERS_MIN_RIDGE,
@@ -139,28 +139,28 @@ def _direction_centers(operator, F, G, H, A, KA, settings, cache):
     # one pass over K_nm for the right-hand side and k_h (K_c'H K_c = K'H K - k_h k_h' / total)
     KtH = operator.rmatvec(xp.concat([H * (Z - z_bar), H], axis=1) if center else H * (Z - z_bar))
     k_h = KtH[:, k:] if center else None
-    state = {"last": None, "KX": None}
+    tracker = ProductTracker()
     scale = 1.0 / total  # each column's system divided by its total weight: comparable scales
 
     def apply_A(U):
         BU = apply_B(U)
         HK, KBU = operator.gram_matvec(BU, H)
-        state["last"] = KBU
+        tracker.record(KBU)
         if center:
             HK = HK - k_h * (coldot(k_h, BU) / total)
         return apply_Bt(scale * (HK + ridge * blas_dot(Kmm, BU)))
 
     def on_iter(X, step):
-        state["KX"] += step * state["last"]
+        tracker.advance(step)
         return False
 
     rhs = apply_Bt(scale * KtH[:, :k])
     U0 = falkon.variables(A)  # u = B^-1 beta
     U, n_inner, cache["status"] = block_pcg(
         apply_A, rhs, lambda V: V, max_iter=cache["inner_cap"], tol=cache["inner_tol"], tol_from_start=True,
-        tol_b=cache["exact_tol"], on_iter=on_iter, x0=U0, state=state,
+        tol_b=cache["exact_tol"], on_iter=on_iter, x0=U0, tracker=tracker,
     )
-    A_new, KA_new = apply_B(U), state["KX"]
+    A_new, KA_new = apply_B(U), tracker.KX
     b_new = z_bar - coldot(H, KA_new) / total if center else zeros(F, k)
     return A_new, b_new, KA_new, n_inner
 
@@ -236,11 +236,11 @@ def _direction_centers_coupled(operator, F, G, A, KA, b, settings, cache, loss, 
         e0 = -(S_pinv @ xp.sum(G, axis=0))
         rhs = rhs - KH1 @ e0
 
-    state = {"last": None, "KX": zeros(F, (n, k))}
+    tracker = ProductTracker(zeros(F, (n, k)))
 
     def operator_D(D):
         HK, KD = operator.gram_matvec(D, hess)
-        state["last"] = KD
+        tracker.record(KD)
         out = HK + ridge * blas_dot(Kmm, D)
         if center:
             out = out - KH1 @ (S_pinv @ xp.sum(hess(slice(None), KD), axis=0))
@@ -257,14 +257,14 @@ def _direction_centers_coupled(operator, F, G, A, KA, b, settings, cache, loss, 
         return zero_sum(xp.reshape(r, (m, k)) / total)
 
     def on_iter(X, step):
-        state["KX"] += step[0] * state["last"]
+        tracker.advance(step[0])
         return False
 
     U, n_inner, cache["status"] = block_pcg(
         apply_A, zero_sum(apply_Bt(rhs)), precondition, max_iter=cache["inner_cap"], tol=cache["inner_tol"],
         on_iter=on_iter,
     )
-    D, KD = apply_B(xp.reshape(U, (m, k))), state["KX"]
+    D, KD = apply_B(xp.reshape(U, (m, k))), tracker.KX
     e = (e0 - S_pinv @ xp.sum(hess(slice(None), KD), axis=0)) if center else zeros(F, k)
     return A + D, b + e, KA + KD, n_inner
 
@@ -347,15 +347,15 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
             inner = xp.concat([_cho_solve_upper(factors[c][0], U[:, c : c + 1]) for c in range(k)], axis=1)
         return project((V - S_factor * blas_dot(L, inner)) / shifts_now)
 
-    state = {"last": None, "KX": None}
+    tracker = ProductTracker()
 
     def apply_A(V):
         KV = operator.matvec(S * V)
-        state["last"] = KV
+        tracker.record(KV)
         return project(S * KV) + ridge * V
 
     def on_iter(X, step):
-        state["KX"] += step * state["last"]
+        tracker.advance(step)
         return False
 
     X0, AX0 = project(A / S), None
@@ -363,7 +363,7 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
     # an intercept): then K S X0 = K A, known, and the warm start costs no product with K
     sums, sizes = xp.abs(xp.sum(A, axis=0)), xp.sum(xp.abs(A), axis=0)
     if not center or bool(xp.all(sums <= ZERO_SUM * sizes)):
-        state["KX"] = copy(KA)
+        tracker.KX = copy(KA)
         AX0 = project(S * KA) + ridge * X0
     rhs = project(S * (Z - z_bar))
     tol_b, from_start = cache["exact_tol"], cache["loose"]
@@ -373,9 +373,9 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
     X, n_inner, cache["status"] = block_pcg(
         apply_A, rhs, precondition, max_iter=min(cache["inner_cap"], LM_INNER) if damping else cache["inner_cap"],
         tol=cache["inner_tol"], tol_from_start=from_start, tol_b=tol_b, on_iter=on_iter, x0=X0,
-        state=state, Ax0=AX0,
+        tracker=tracker, Ax0=AX0,
     )
-    A_new, KA_new = S * X, state["KX"]
+    A_new, KA_new = S * X, tracker.KX
     b_new = z_bar - coldot(H, KA_new) / total if center else zeros(F, k)
     return A_new, b_new, KA_new, n_inner
 
