@@ -313,3 +313,17 @@ def diagonal(A):
     if isinstance(A, np.ndarray):
         return np.diagonal(A)
     return xp_of(A).linalg.diagonal(A)
+
+
+# Spellings that numpy 1.x has too, for code that runs on numpy arrays as well.
+def concat(arrays, axis=0):
+    if isinstance(arrays[0], np.ndarray):
+        return np.concatenate(arrays, axis=axis)
+    return xp_of(arrays[0]).concat(arrays, axis=axis)
+
+
+def clip_min(A, low):
+    """``max(A, low)`` elementwise, for a float ``low``."""
+    if isinstance(A, np.ndarray):
+        return np.maximum(A, low)
+    return xp_of(A).clip(A, min=float(low))

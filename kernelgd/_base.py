@@ -29,7 +29,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._array_api import add_at_rows, memory_budget, namespace, take_rows, to_numpy, xp_of, zeros
+from ._array_api import add_at_rows, copy, memory_budget, namespace, take_rows, to_numpy, xp_of, zeros
 from ._losses import SquaredLoss
 
 try:  # scikit-learn >= 1.9: the standard error for predicting on another namespace than fit's
@@ -196,7 +196,7 @@ class _ValidationMonitor:
         loss = self.loss.value(F, self.Y, self.w)
         self.curve.append(loss)
         if loss < self.best_loss * (1 - self.tol):
-            self.best, self.best_loss, self.waited = (xp.asarray(A, copy=True), xp.asarray(b, copy=True)), loss, 0
+            self.best, self.best_loss, self.waited = (copy(A), copy(b)), loss, 0
             self.best_iter = len(self.curve)
         else:
             self.waited += 1

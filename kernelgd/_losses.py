@@ -17,7 +17,7 @@ multinomial        logsumexp(f) - sum_c y_c f_c         one-hot rows (0 / 1)
 
 import numpy as np
 
-from ._array_api import total, weighted_sum, xp_of, zeros
+from ._array_api import clip_min, total, weighted_sum, xp_of, zeros
 from ._array_api import expit as _xp_expit
 from ._array_api import log_expit as _xp_log_expit
 from ._array_api import logsumexp as _xp_logsumexp
@@ -198,7 +198,7 @@ class MultinomialLoss:
         """The log of the weighted class shares, centred (or zero), and its value."""
         xp = xp_of(Y)
         if fit_intercept:
-            logp = xp.log(xp.clip(w @ Y / xp.sum(w), min=_P_MIN))
+            logp = xp.log(clip_min(w @ Y / xp.sum(w), _P_MIN))
             b = logp - xp.mean(logp)
         else:
             b = zeros(Y, Y.shape[1])

@@ -35,8 +35,6 @@ class SolverSettings:
     # callback(A, b) -> bool, called after every iteration; True stops the fit.
     callback: object = None
     memory_budget: int = 2 << 30
-    # shared between solves on one operator (see cg's centers path); None: none
-    cache: dict = None
     # a list: stops caused by float32 rounding are recorded here, not warned,
     # because the estimator will redo the fit in float64; None: warn
     rounding_stops: list = None

@@ -11,7 +11,7 @@ from scipy.linalg.blas import dgemm as gemm
 from scipy.linalg.blas import dtrsm as trsm
 from scipy.linalg.lapack import dpstrf as pstrf
 
-from .._array_api import coldot, colnorm, pivoted_cholesky, xp_of
+from .._array_api import coldot, colnorm, copy, pivoted_cholesky, xp_of
 from .._array_api import solve_triangular as xp_solve_triangular
 
 # Pivots drawn per round of randomly pivoted Cholesky.
@@ -87,16 +87,16 @@ def block_pcg(
     # numpy scalars are no operands of other namespaces' arrays
     tol, tol_b = (float(t) if np.ndim(t) == 0 else t for t in (tol, tol_b))
     if x0 is None:
-        X, R = xp.zeros_like(B), xp.asarray(B, copy=True)
+        X, R = xp.zeros_like(B), copy(B)
     else:
-        X = xp.asarray(x0, dtype=xp.float64, copy=True)
+        X = copy(xp.asarray(x0, dtype=xp.float64))
         if Ax0 is None:
             Ax0 = apply_A(X)
             if tracker is not None:
-                tracker.KX = xp.asarray(tracker.last, copy=True)
+                tracker.KX = copy(tracker.last)
         R = B - Ax0
     Z = apply_P(R)
-    P = xp.asarray(Z, copy=True)
+    P = copy(Z)
     rz = coldot(R, Z)
     b_norm = colnorm(B)
     if tol_from_start:  # the looser of tol * |R0| and tol_b * |B|, as a tolerance relative to |R0|

@@ -13,7 +13,7 @@ from scipy.linalg.blas import dsyr as syr
 from scipy.linalg.blas import dsyrk as syrk
 from scipy.linalg.lapack import dlauum as lauum
 
-from .._array_api import outer, xp_of
+from .._array_api import diagonal, outer, xp_of
 from .._array_api import solve_triangular as xp_solve_triangular
 from .._operator import blas_dot, single_threaded_blas
 from ._common import cholesky
@@ -103,25 +103,22 @@ def _cho_solve_upper(U, V):
     return xp_solve_triangular(xp, U, xp_solve_triangular(xp, U, V, upper=True, trans=True), upper=True)
 
 
-def center_factors(operator, cache):
-    """``(K_mm, T, T T' / m)`` with ``K_mm = T'T`` (upper T; T T' / m's upper triangle), cached.
+def center_factors(operator):
+    """``(K_mm, T, T T' / m)`` with ``K_mm = T'T`` (upper T; T T' / m's upper triangle).
 
-    They depend on the centers only: a caller that solves several systems on
-    one operator (solver "newton") passes the same cache.
+    They depend on the centers only: a solver that solves several systems on
+    one operator (solver "newton") computes them once and keeps them.
     """
-    if "T" not in cache:
-        Kmm = operator.center_matrix()
-        m = Kmm.shape[0]
-        # FALKON's jitter m * eps(dtype) on K_mm: K_mm is nearly singular for
-        # smooth kernels, and beta = B z is an exact change of variables, so
-        # the jitter only shapes the preconditioner, never the solution.
-        xp = xp_of(Kmm)
-        jitter = m * np.finfo(operator.dtype).eps * float(xp.mean(xp.linalg.diagonal(Kmm)))
-        cache["Kmm"] = Kmm
-        cache["T"] = cholesky(Kmm, "center kernel matrix", jitter=jitter)
-        T = cache["T"]
-        cache["TTt"] = lauum(T, lower=0)[0] / m if xp is np else T @ T.T / m  # m^3/3 flops
-    return cache["Kmm"], cache["T"], cache["TTt"]
+    Kmm = operator.center_matrix()
+    m = Kmm.shape[0]
+    # FALKON's jitter m * eps(dtype) on K_mm: K_mm is nearly singular for
+    # smooth kernels, and beta = B z is an exact change of variables, so
+    # the jitter only shapes the preconditioner, never the solution.
+    xp = xp_of(Kmm)
+    jitter = m * np.finfo(operator.dtype).eps * float(xp.mean(diagonal(Kmm)))
+    T = cholesky(Kmm, "center kernel matrix", jitter=jitter)
+    TTt = lauum(T, lower=0)[0] / m if xp is np else T @ T.T / m  # m^3/3 flops
+    return Kmm, T, TTt
 
 
 def falkon_factor(T, TTt, d, alpha, center):

@@ -253,7 +253,7 @@ def solve(problem, settings):
         ``loss_curve`` holds the exact objective of every accepted iterate.
     """
     loss, alpha, tol = settings.loss, settings.alpha, settings.tol
-    factors = center_factors(problem, {})
+    factors = center_factors(problem)
     T = factors[1]
 
     penalty = Objective(loss, None, None, alpha, T=T).penalty  # the loss comes from the blocks' sums

@@ -34,7 +34,7 @@ residual of every column; the best iterate by the objective is returned.
 
 import numpy as np
 
-from .._array_api import outer, total, weighted_sum, xp_of, zeros
+from .._array_api import diagonal, outer, total, weighted_sum, xp_of, zeros
 from .._operator import blas_dot, check_budget
 from ._common import IterateLog, finish, warn_not_converged, warn_rounding
 from ._objective import Objective
@@ -145,8 +145,8 @@ def _solve_centers(operator, Y, w, settings, rng):
         3 * m * m * 8, f"n_centers={m} (three m x m matrices)", settings.memory_budget,
         "Use fewer centers (n_centers) or raise options['memory_budget'].",
     )
-    Kmm, T, TTt = center_factors(operator, settings.cache if settings.cache is not None else {})
-    diag_mean = float(xp.mean(xp.linalg.diagonal(Kmm)))
+    Kmm, T, TTt = center_factors(operator)
+    diag_mean = float(xp.mean(diagonal(Kmm)))
     # FALKON needs a positive ridge: without one, K_nm'W K_nm is as singular
     # as K_mm and CG stalls. The floor is far below any statistically useful
     # ridge (documented with the alpha parameter).

@@ -32,7 +32,9 @@ import numpy as np
 import scipy.linalg
 from sklearn.utils import gen_batches
 
-from .._array_api import add_at_rows, copy, outer, rows_of, take_columns, to_numpy, total, xp_of, zeros
+from .._array_api import (
+    add_at_rows, clip_min, concat, copy, diagonal, outer, rows_of, take_columns, to_numpy, total, xp_of, zeros,
+)
 from .._operator import blas_dot, single_threaded_blas
 from ._common import (
     IterateLog,
@@ -102,8 +104,8 @@ def _preconditioner(operator, w, rng):
     Vt = root[:, None] * U
     D = shrink / lam
     # preconditioned diagonal k_P(x, x) on S; phi_j(x_i) = sqrt(lam_j) U_ij / root_i
-    k_P = xp.linalg.diagonal(K_SS) - xp.sum(shrink * lam * U**2, axis=1) / omega
-    beta = operator.n * float(xp.max(rows_of(w, S) * xp.clip(k_P, min=0.0)))
+    k_P = diagonal(K_SS) - xp.sum(shrink * lam * U**2, axis=1) / omega
+    beta = operator.n * float(xp.max(rows_of(w, S) * clip_min(k_P, 0.0)))
     return S, K_SS, Vt, D, tau, beta, exact
 
 
@@ -152,8 +154,7 @@ class _GradientNorm:
 
     def add(self, K_RR, GR):
         quad = total(GR, blas_dot(K_RR, GR))
-        xp = xp_of(K_RR)
-        d = total(GR, GR, xp.linalg.diagonal(K_RR) if xp is not np else np.diagonal(K_RR))
+        d = total(GR, GR, diagonal(K_RR))
         self.diag += d
         self.off += quad - d
         rows = GR.shape[0]
@@ -221,7 +222,7 @@ def solve(operator, Y, w, settings):
     # The intercept is eliminated as the sum of the dual coefficients: iterate
     # on the right-hand sides [Y, 1] and combine (the iteration is linear in them).
     intercept = settings.fit_intercept
-    R = xp.concat([Y, zeros(Y, (n, 1)) + 1.0], axis=1) if intercept else Y
+    R = concat([Y, zeros(Y, (n, 1)) + 1.0], axis=1) if intercept else Y
     k = R.shape[1]
     A = zeros(Y, (n, k))
     b = zeros(Y, t)
@@ -287,7 +288,7 @@ def solve(operator, Y, w, settings):
             elif stored:
                 F = operator.dot(KB, A)
             else:  # A moves within the epoch: evaluate the snapshot too, in one product
-                both = operator.dot(KB, xp.concat([A, snap[0]], axis=1)) if bs < n else None
+                both = operator.dot(KB, concat([A, snap[0]], axis=1)) if bs < n else None
                 F, F_snap = (both[:, :k], both[:, k:]) if bs < n else (operator.dot(KB, A),) * 2
                 raw_B, value_B, Gc_B, gsum_B = snapshot_terms(idx, F_snap)
                 raw, value, gsum = raw + raw_B, value + value_B, gsum + gsum_B

@@ -47,11 +47,14 @@ convergence. A direction that is no descent is never convergence either:
 it is retried with more damping or a shorter CG run.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy.linalg import cho_solve
 from scipy.linalg.blas import dsyrk as syrk
 
-from .._array_api import coldot, copy, diagonal, rows_of, take_columns, total as total_of, xp_of, zeros
+from .._array_api import clip_min, coldot, concat, copy, diagonal, rows_of, take_columns, xp_of, zeros
+from .._array_api import total as total_of
 from .._operator import blas_dot, single_threaded_blas
 from ._krylov import ProductTracker, block_pcg, rp_cholesky
 from ._objective import Objective
@@ -105,7 +108,25 @@ LM_INNER = 50
 ZERO_SUM = 1e-10
 
 
-def _direction_centers(operator, F, G, H, A, KA, settings, cache):
+@dataclass
+class _Steps:
+    """What newton's steps share: CG's cap and tolerances, the damping, the preconditioners' factors."""
+
+    inner_cap: int  # CG's iteration cap (shortened after a failed direction, grown back after a step)
+    exact_tol: float = 0.0  # an exact step's tolerance, relative to the right-hand side
+    inner_tol: float = 0.0  # this step's tolerance
+    loose: bool = False  # whether this step is inexact
+    status: str = None  # the last CG run's status
+    damping: float = 0.0  # Levenberg-Marquardt damping of the full model (0: none)
+    lm: float = LM_START  # that damping relative to the weighted kernel's trace
+    centers: tuple = None  # (K_mm, T, T T' / m) of a model on centers
+    L: object = None  # the full model's Nystroem factor of K
+    factors: list = None  # per column: the Woodbury factor, the weights and shift it was made with
+    weights: list = None
+    shifts: object = None
+
+
+def _direction_centers(operator, F, G, H, A, KA, settings, steps):
     """The diagonal model's minimiser on centers, all columns in one CG run.
 
     Column c solves ``(K_c' H_c K_c + r_c K_mm) beta = K_c' H_c (z - z_bar)``
@@ -122,7 +143,7 @@ def _direction_centers(operator, F, G, H, A, KA, settings, cache):
     xp = xp_of(F)
     m = operator.m
     center = settings.fit_intercept
-    Kmm, T, TTt = center_factors(operator, cache)
+    Kmm, T, TTt = steps.centers
     total = xp.sum(H, axis=0)
     Z = F - G / H
     z_bar = coldot(H, Z) / total if center else zeros(F, k)
@@ -137,7 +158,7 @@ def _direction_centers(operator, F, G, H, A, KA, settings, cache):
     apply_B, apply_Bt = falkon.apply, falkon.apply_t
 
     # one pass over K_nm for the right-hand side and k_h (K_c'H K_c = K'H K - k_h k_h' / total)
-    KtH = operator.rmatvec(xp.concat([H * (Z - z_bar), H], axis=1) if center else H * (Z - z_bar))
+    KtH = operator.rmatvec(concat([H * (Z - z_bar), H], axis=1) if center else H * (Z - z_bar))
     k_h = KtH[:, k:] if center else None
     tracker = ProductTracker()
     scale = 1.0 / total  # each column's system divided by its total weight: comparable scales
@@ -156,16 +177,16 @@ def _direction_centers(operator, F, G, H, A, KA, settings, cache):
 
     rhs = apply_Bt(scale * KtH[:, :k])
     U0 = falkon.variables(A)  # u = B^-1 beta
-    U, n_inner, cache["status"] = block_pcg(
-        apply_A, rhs, lambda V: V, max_iter=cache["inner_cap"], tol=cache["inner_tol"], tol_from_start=True,
-        tol_b=cache["exact_tol"], on_iter=on_iter, x0=U0, tracker=tracker,
+    U, n_inner, steps.status = block_pcg(
+        apply_A, rhs, lambda V: V, max_iter=steps.inner_cap, tol=steps.inner_tol, tol_from_start=True,
+        tol_b=steps.exact_tol, on_iter=on_iter, x0=U0, tracker=tracker,
     )
     A_new, KA_new = apply_B(U), tracker.KX
     b_new = z_bar - coldot(H, KA_new) / total if center else zeros(F, k)
     return A_new, b_new, KA_new, n_inner
 
 
-def _direction_centers_coupled(operator, F, G, A, KA, b, settings, cache, loss, w):
+def _direction_centers_coupled(operator, F, G, A, KA, b, settings, steps, loss, w):
     """The exact Newton step of the softmax on centers, every class in one CG run.
 
     The Hessian in the predictions couples the classes row by row
@@ -189,10 +210,10 @@ def _direction_centers_coupled(operator, F, G, A, KA, b, settings, cache, loss, 
     xp = xp_of(F)
     m = operator.m
     center = settings.fit_intercept
-    Kmm, T, TTt = center_factors(operator, cache)
+    Kmm, T, TTt = steps.centers
     P = loss.probabilities(F)
     H = w[:, None] * P * (1.0 - P)  # the diagonal, for the preconditioner and the floor
-    total = xp.clip(xp.sum(H, axis=0), min=float(np.finfo(float).tiny))
+    total = clip_min(xp.sum(H, axis=0), np.finfo(float).tiny)
     floor = CENTERS_MIN_RIDGE * float(xp.mean(diagonal(Kmm)))
     # one ridge for every class: the operator then keeps coefficients whose rows sum to zero (the
     # softmax ignores a function added to every class: only the ridge would see that direction)
@@ -260,8 +281,8 @@ def _direction_centers_coupled(operator, F, G, A, KA, b, settings, cache, loss, 
         tracker.advance(step[0])
         return False
 
-    U, n_inner, cache["status"] = block_pcg(
-        apply_A, zero_sum(apply_Bt(rhs)), precondition, max_iter=cache["inner_cap"], tol=cache["inner_tol"],
+    U, n_inner, steps.status = block_pcg(
+        apply_A, zero_sum(apply_Bt(rhs)), precondition, max_iter=steps.inner_cap, tol=steps.inner_tol,
         on_iter=on_iter,
     )
     D, KD = apply_B(xp.reshape(U, (m, k))), tracker.KX
@@ -269,7 +290,7 @@ def _direction_centers_coupled(operator, F, G, A, KA, b, settings, cache, loss, 
     return A + D, b + e, KA + KD, n_inner
 
 
-def _direction_full(operator, F, G, H, A, KA, settings, cache):
+def _direction_full(operator, F, G, H, A, KA, settings, steps):
     """The diagonal model's minimiser for the full model, all columns in one CG run.
 
     Column c solves ``(Q S K S Q + 2 alpha I) x = Q S (z - z_bar)`` with
@@ -282,14 +303,14 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
     """
     n, k = F.shape
     xp = xp_of(F)
-    damping = cache.get("damping", 0.0)
+    damping = steps.damping
     ridge = 2.0 * settings.alpha + damping
     center = settings.fit_intercept
     S = xp.sqrt(H)
     total = xp.sum(H, axis=0)
     Z = F - G / H
     z_bar = coldot(H, Z) / total if center else zeros(F, k)
-    if "L" not in cache:
+    if steps.L is None:
         rng = np.random.RandomState(settings.random_state)
 
         def columns(idx):
@@ -304,8 +325,8 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
         # a landmark: an exact, deterministic preconditioner
         rank = int(min(N_LANDMARKS, 2 * N_LANDMARKS / np.sqrt(k),
                        max(np.sqrt(REFACTOR_PRODUCTS * n), MIN_LANDMARKS)))
-        cache["L"] = rp_cholesky(columns, operator.diag(), rank, rng)[0]
-    L = cache["L"]
+        steps.L = rp_cholesky(columns, operator.diag(), rank, rng)[0]
+    L = steps.L
     diag = operator.diag()
     # floored as in solver "cg": a shift of a tiny ridge would blow every component outside
     # L's span (K's null space) up by 1 / ridge, coefficients K cannot see but the penalty's rounding can
@@ -315,8 +336,9 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
     # G_c = L' diag(h_c) L + mu_c I, refactored only where h_c has moved by a
     # REFACTOR_CHANGE share since its factor was made: a stale factor still
     # preconditions (P stays positive definite), and late steps barely move h.
-    factors, weights = cache.setdefault("factors", [None] * k), cache.setdefault("weights", [None] * k)
-    shifts = cache.setdefault("shifts", np.ones(k))  # the mu each factor was made with
+    if steps.factors is None:
+        steps.factors, steps.weights, steps.shifts = [None] * k, [None] * k, np.ones(k)  # shifts: each factor's mu
+    factors, weights, shifts = steps.factors, steps.weights, steps.shifts
     for c in range(k):
         old = weights[c]
         moved = old is None or float(xp.sum(xp.abs(H[:, c] - old))) > REFACTOR_CHANGE * float(xp.sum(old))
@@ -366,13 +388,13 @@ def _direction_full(operator, F, G, H, A, KA, settings, cache):
         tracker.KX = copy(KA)
         AX0 = project(S * KA) + ridge * X0
     rhs = project(S * (Z - z_bar))
-    tol_b, from_start = cache["exact_tol"], cache["loose"]
+    tol_b, from_start = steps.exact_tol, steps.loose
     if damping:  # Levenberg-Marquardt: damping * |x - x0|^2 added to the model, solved for the correction
         rhs += damping * X0  # (B grows with the margins: no tolerance relative to it)
         tol_b, from_start = 0.0, True
-    X, n_inner, cache["status"] = block_pcg(
-        apply_A, rhs, precondition, max_iter=min(cache["inner_cap"], LM_INNER) if damping else cache["inner_cap"],
-        tol=cache["inner_tol"], tol_from_start=from_start, tol_b=tol_b, on_iter=on_iter, x0=X0,
+    X, n_inner, steps.status = block_pcg(
+        apply_A, rhs, precondition, max_iter=min(steps.inner_cap, LM_INNER) if damping else steps.inner_cap,
+        tol=steps.inner_tol, tol_from_start=from_start, tol_b=tol_b, on_iter=on_iter, x0=X0,
         tracker=tracker, Ax0=AX0,
     )
     A_new, KA_new = S * X, tracker.KX
@@ -401,9 +423,10 @@ def solve(operator, Y, w, settings):
     n, k = Y.shape
     m = operator.m
     alpha = settings.alpha
-    cache = {"inner_cap": settings.max_iter}  # factors shared by every step's solve; CG's iteration cap
-    K_mm = None if operator.symmetric else center_factors(operator, cache)[0]
-    objective = Objective(loss, Y, w, alpha, T=None if K_mm is None else cache["T"])
+    steps = _Steps(inner_cap=settings.max_iter)
+    steps.centers = None if operator.symmetric else center_factors(operator)
+    K_mm = None if steps.centers is None else steps.centers[0]
+    objective = Objective(loss, Y, w, alpha, T=None if K_mm is None else steps.centers[1])
 
     def inner(U, KV):
         """<U, V>_H summed over columns, given K V (or V itself with centers)."""
@@ -426,7 +449,7 @@ def solve(operator, Y, w, settings):
     converged, reason, it = False, None, 0
     decrement = accepted_decrement = np.inf
     damped = False
-    inner_tol = cache["exact_tol"] = min(settings.tol, 1e-3)  # the full model's exact steps: relative to B
+    inner_tol = steps.exact_tol = min(settings.tol, 1e-3)  # the full model's exact steps: relative to B
     # Inexact steps until a stopping test passes, which an exact step then retakes; the full
     # model's softmax steps are inexact only until the first full step (letter, 16,000 rows: 74 s
     # against 121 s with every step exact, and 127 s with the later steps at a forcing term of 0.01).
@@ -439,11 +462,11 @@ def solve(operator, Y, w, settings):
         # Inexact Newton: far from the optimum a loose solve points as well as an exact one; the
         # softmax's steps, from a diagonal model, converge linearly however exactly they are solved.
         if exact:
-            cache["inner_tol"] = inner_tol
+            steps.inner_tol = inner_tol
         else:
             forcing = min(FORCING_MAX, np.sqrt(decrement / value0)) if exact_model else FORCING_MAX
-            cache["inner_tol"] = max(inner_tol, forcing)
-        loose = cache["loose"] = cache["inner_tol"] > inner_tol
+            steps.inner_tol = max(inner_tol, forcing)
+        loose = steps.loose = steps.inner_tol > inner_tol
         F = KA + b
         G = loss.gradient(F, Y, w)
         H = loss.hessian_diagonal(F, w)
@@ -453,13 +476,13 @@ def solve(operator, Y, w, settings):
             floor_h = HESSIAN_FLOOR * xp.clip(xp.max(H, axis=0), min=float(np.finfo(float).tiny))
             H = xp.maximum(H, xp.broadcast_to(floor_h, H.shape))
         if K_mm is None:  # damping where the model is (nearly) singular: see _damping
-            cache["damping"] = _damping(cache, operator, H, alpha)
+            steps.damping = _damping(steps, operator, H, alpha)
         if coupled:
             A_new, b_new, KA_new, n_inner = _direction_centers_coupled(
-                operator, F, G, A, KA, b, settings, cache, loss, w)
+                operator, F, G, A, KA, b, settings, steps, loss, w)
         else:
             direction = _direction_full if K_mm is None else _direction_centers
-            A_new, b_new, KA_new, n_inner = direction(operator, F, G, H, A, KA, settings, cache)
+            A_new, b_new, KA_new, n_inner = direction(operator, F, G, H, A, KA, settings, steps)
         if n_inner == 0:  # the iterate already solves the system: rounding noise is no step (only b may move)
             A_new, KA_new = A, KA
         D, KD = A_new - A, KA_new - KA
@@ -470,7 +493,7 @@ def solve(operator, Y, w, settings):
         decrement = max(-slope, 0.0)
         if slope >= 0:  # not a descent direction: never convergence
             it -= 1
-            if _shorten(cache, n_inner):
+            if _shorten(steps, n_inner):
                 continue
             if loose:
                 exact = True
@@ -489,7 +512,7 @@ def solve(operator, Y, w, settings):
             step /= 2
         if not accepted:
             it -= 1
-            if _shorten(cache, n_inner):
+            if _shorten(steps, n_inner):
                 continue
             if loose:
                 exact = True
@@ -497,9 +520,9 @@ def solve(operator, Y, w, settings):
             reason = "no_descent"
             break
         accepted_decrement = decrement
-        if cache.get("damping"):  # a full step quarters the damping, a damped one raises it
-            cache["lm"] = max(LM_MIN, cache["lm"] / 4) if step == 1.0 else min(LM_MAX, cache["lm"] * 2 / step)
-        cache["inner_cap"] = min(settings.max_iter, 2 * cache["inner_cap"])  # a shortened cap grows back
+        if steps.damping:  # a full step quarters the damping, a damped one raises it
+            steps.lm = max(LM_MIN, steps.lm / 4) if step == 1.0 else min(LM_MAX, steps.lm * 2 / step)
+        steps.inner_cap = min(settings.max_iter, 2 * steps.inner_cap)  # a shortened cap grows back
         previous = [(step * D, step * db, step * KD)] + previous[: SUBSPACE_MEMORY - 1]
         A, b, KA, value = A_t, b_t, KA_t, value_t
         exact |= K_mm is None and step == 1.0 and not loss.diagonal_hessian  # the softmax: damped phase over
@@ -518,7 +541,7 @@ def solve(operator, Y, w, settings):
         ):
             exact = True
             continue
-        damped = bool(cache.get("damping")) and cache["lm"] > LM_MIN  # its decrement understates Newton's
+        damped = bool(steps.damping) and steps.lm > LM_MIN  # its decrement understates Newton's
         if settings.tol > 0 and decrement <= settings.tol**2 * value0 and not damped:
             converged = True
             break
@@ -557,7 +580,7 @@ def solve(operator, Y, w, settings):
     return finish("newton", operator, Y, w, settings, A, b, log, it, converged, None, objective)
 
 
-def _damping(cache, operator, H, alpha):
+def _damping(steps, operator, H, alpha):
     """The Levenberg-Marquardt damping of the full model's Newton step (0 where the ridge suffices).
 
     Without ridge (alpha below ``LM_ALPHA`` times the weighted kernel's
@@ -572,11 +595,11 @@ def _damping(cache, operator, H, alpha):
     scale = float(xp_of(H).max(operator.diag() @ H))
     if not 2.0 * alpha < LM_ALPHA * scale:
         return 0.0
-    lm = cache.setdefault("lm", LM_START)
+    lm = steps.lm
     return max(lm * scale, 2.0 * alpha)
 
 
-def _shorten(cache, n_inner):
+def _shorten(steps, n_inner):
     """After a failed direction: whether to retry, with more damping or a shorter CG run.
 
     A damped model is damped further (up to ``LM_MAX``).
@@ -585,12 +608,12 @@ def _shorten(cache, n_inner):
     is no descent in rounding; its earlier iterates are descent directions
     (truncated Newton). A converged run's failure is rounding at the optimum.
     """
-    if cache.get("damping") and cache["lm"] < LM_MAX:
-        cache["lm"] = min(LM_MAX, 16 * cache["lm"])
+    if steps.damping and steps.lm < LM_MAX:
+        steps.lm = min(LM_MAX, 16 * steps.lm)
         return True
-    if n_inner <= 1 or cache["status"] == "converged":
+    if n_inner <= 1 or steps.status == "converged":
         return False
-    cache["inner_cap"] = max(1, n_inner // 4)
+    steps.inner_cap = max(1, n_inner // 4)
     return True
 
 
