@@ -270,8 +270,8 @@ def zeros(like, shape):
 
 
 def rows_of(A, idx):
-    """``A[idx]`` for a slice or a numpy index array, in A's namespace (1-d or 2-d A)."""
-    if isinstance(A, np.ndarray):
+    """``A[idx]`` for a slice or a numpy index array, in A's namespace (1-d or 2-d A; or scipy.sparse)."""
+    if isinstance(A, np.ndarray) or sp.issparse(A):
         return A[idx]
     if isinstance(idx, slice):
         return A[idx, ...]

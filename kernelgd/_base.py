@@ -29,7 +29,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._array_api import add_at_rows, copy, memory_budget, namespace, take_rows, to_numpy, xp_of, zeros
+from ._array_api import add_at_rows, copy, memory_budget, namespace, rows_of, take_rows, to_numpy, xp_of, zeros
 from ._losses import SquaredLoss
 
 try:  # scikit-learn >= 1.9: the standard error for predicting on another namespace than fit's
@@ -560,31 +560,27 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
 
         tr, val = self._split(X.shape[0], w_host, stratify, rng)
         if val is None:  # every row trains: no copy (a precomputed fold's K is most of a small fit's time)
-            X_tr = X
-        elif xp is np:
-            X_tr = X[np.ix_(tr, tr)] if self._precomputed else X[tr]
+            X_tr, w_tr, raw_tr = X, w, raw_weights
         else:
-            X_tr = take_rows(xp, X, tr)
-            X_tr = take_rows(xp, X_tr.T, tr).T if self._precomputed else X_tr
-        if xp is np:
-            w_tr = w[tr] / w[tr].sum()
-            Y_tr, raw_tr = Y[tr], raw_weights[tr]
-        else:
-            w_tr = take_rows(xp, w, tr)
-            w_tr = w_tr / xp.sum(w_tr)
-            Y_tr, raw_tr = take_rows(xp, Y, tr), take_rows(xp, raw_weights, tr)
+            if not self._precomputed:
+                X_tr = rows_of(X, tr)
+            else:
+                X_tr = X[np.ix_(tr, tr)] if xp is np else rows_of(rows_of(X, tr).T, tr).T
+            w_tr, raw_tr = rows_of(w, tr), rows_of(raw_weights, tr)
+        w_tr = w_tr / xp.sum(w_tr)
         loss = self._loss(Y.shape[1])
         # Targets of any representable size: solve for Y / s, s a power of two
         # (the squared loss only: a logistic loss takes its labels as they are).
-        y_scale = _power_of_two_scale(Y_tr) if loss is SquaredLoss else 1.0
-        Y, Y_tr = Y / y_scale, Y_tr / y_scale
+        y_scale = _power_of_two_scale(Y if val is None else rows_of(Y, tr)) if loss is SquaredLoss else 1.0
+        Y = Y / y_scale
+        Y_tr = Y if val is None else rows_of(Y, tr)
         alpha = self._alpha(float(xp.sum(raw_tr)))  # alpha="auto" scales with the raw total
 
         self.sigma_ = self._resolve_sigma(X_tr, w_tr)
         kernel = self._bound_kernel()
         psd = True if kernel is None else kernel.psd
         self._warn_if_not_psd(kernel, X_tr)
-        center_rows = self._choose_centers(X_tr, w_host[tr] / w_host[tr].sum(), rng, psd)
+        center_rows = self._choose_centers(X_tr, w_tr if xp is np else np.asarray(to_numpy(w_tr)), rng, psd)
         centers = None if center_rows is None else take_rows(xp, X_tr, center_rows)
         solver = self.solver
         if solver == "auto":
