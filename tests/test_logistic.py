@@ -335,3 +335,25 @@ def test_softmax_intercepts_sum_to_zero(solver, n_centers):
         assert abs(model.intercept_.sum()) < 1e-12 * np.abs(model.intercept_).max()
     if solver == "newton" and n_centers is None:
         assert_allclose(fits[0].decision_function(X), fits[1].decision_function(X), atol=1e-5)
+
+
+@pytest.mark.parametrize("counts", [[47, 45, 58], [10, 1, 300, 7], [5] * 26])
+def test_softmax_intercept_hessian_pseudo_inverse(counts):
+    # Regression: np.linalg.pinv of S = sum_i w_i (diag(p_i) - p_i p_i') took the rounding of its
+    # null eigenvalue for a real one at the first Newton step on centers (equal rows p_i; labels
+    # [47, 45, 58]: |S^+| of 1e15, a first step of 171 CG iterations at half length). Reference:
+    # the eigendecomposition with the null vector 1 / sqrt(k) dropped by hand.
+    from kernelgd._solvers.newton import _intercept_pinv
+
+    counts = np.asarray(counts, dtype=float)
+    b = np.log(counts / counts.sum())
+    p = softmax(b - b.mean())
+    n, k = int(counts.sum()), len(counts)
+    P, w = np.tile(p, (n, 1)), np.full(n, 1 / n)
+    S = np.diag(p) - np.outer(p, p)
+    null = np.full(k, 1 / np.sqrt(k))
+    # S restricted to the complement of its null vector: an orthonormal basis U of it
+    U = np.linalg.svd(np.eye(k) - np.outer(null, null))[0][:, : k - 1]
+    values, vectors = np.linalg.eigh(U.T @ S @ U)
+    reference = U @ vectors @ np.diag(1 / values) @ vectors.T @ U.T
+    assert_allclose(_intercept_pinv(w[:, None] * P, P), reference, atol=1e-9 * np.abs(reference).max())

@@ -186,6 +186,22 @@ def _direction_centers(operator, F, G, H, A, KA, settings, steps):
     return A_new, b_new, KA_new, n_inner
 
 
+def _intercept_pinv(WP, P):
+    """The pseudo-inverse of ``S = sum_i w_i (diag(p_i) - p_i p_i')``, the intercepts' Hessian.
+
+    S's null space is the softmax's invariance, ``1 / sqrt(k)``: then
+    ``S^+ = (S + 1 1' / k)^-1 - 1 1' / k`` exactly, where a pseudo-inverse's
+    cutoff can take the rounding of that null eigenvalue for a real one
+    (rows of equal probabilities, as at the first step: S^+ of order 1e15).
+    """
+    xp = xp_of(P)
+    k = P.shape[1]
+    eye = np.eye(k) if xp is np else xp.eye(k, dtype=P.dtype, device=P.device)
+    J = eye * 0.0 + 1.0 / k
+    S = eye * xp.sum(WP, axis=0)[None, :] - WP.T @ P
+    return xp.linalg.solve((S + S.T) / 2 + J, eye) - J
+
+
 def _direction_centers_coupled(operator, F, G, A, KA, b, settings, steps, loss, w):
     """The exact Newton step of the softmax on centers, every class in one CG run.
 
@@ -232,12 +248,7 @@ def _direction_centers_coupled(operator, F, G, A, KA, b, settings, steps, loss, 
     if center:
         WP = w[:, None] * P
         pairs = np.triu_indices(k)
-        if xp is np:
-            S = np.diag(w @ P) - WP.T @ P
-            S_pinv = np.linalg.pinv(S, hermitian=True)
-        else:
-            S = xp.eye(k, dtype=P.dtype, device=P.device) * (w @ P)[None, :] - WP.T @ P
-            S_pinv = xp.linalg.pinv(S)
+        S_pinv = _intercept_pinv(WP, P)
         # K'H 1 e = sum_d e_d K'H(1 e_d'), where H(1 e_d') = w p_d (e_d - P): from K'(w P) and the
         # k (k + 1) / 2 distinct K'(w p_c p_d), in one pass
         if xp is np:
