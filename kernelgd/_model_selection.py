@@ -37,11 +37,12 @@ from sklearn.utils.validation import (
 
 from . import _ard
 from ._ard import fit_scales
-from ._array_api import follow, to_numpy, xp_of
+from ._array_api import follow, from_numpy, to_numpy, xp_of
+from ._base import _check_same_namespace
 from ._classifier import KernelGDClassifier, _class_weights
 from ._loo import _Predictions
 from ._regressor import KernelGDRegressor
-from ._search import MIN_REFIT_TOL, _Decisions, _is_rbf, _KernelCV, _numpy_only, _scorer
+from ._search import MIN_REFIT_TOL, _Decisions, _is_rbf, _KernelCV, _scorer
 
 
 class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
@@ -176,11 +177,6 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
 
     _estimator_class = KernelGDRegressor
     _parameter_constraints: dict = {**_KernelCV._parameter_constraints, "ard": ["boolean", StrOptions({"auto"})]}
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.array_api_support = self.cv is None  # leave-one-out searches only
-        return tags
 
     def __init__(
         self,
@@ -338,7 +334,7 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         X : array-like of shape (n_samples, n_features)
             Under ``sklearn.config_context(array_api_dispatch=True)``, arrays of
             torch, CuPy or another array API library are searched on their own
-            device (``cv=None`` only; the "GPUs" page of the documentation).
+            device (the "GPUs" page of the documentation).
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
         sample_weight : array-like of shape (n_samples,), default=None
 
@@ -348,11 +344,6 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         """
         xp, _, y, sample_weight = follow(X, y, sample_weight)
         X_in, self._sample_weight = X, sample_weight
-        if xp is not np and self.cv is not None:
-            raise ValueError(
-                f"On {xp.__name__} arrays KernelGDRegressorCV searches by leave-one-out (cv=None) only; "
-                f"got cv={self.cv!r}. Use cv=None, or fit on numpy arrays."
-            )
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=[xp.float64, xp.float32])
         sw = _check_sample_weight(sample_weight, X, dtype=xp.float64, ensure_non_negative=True)
         if not float(xp.sum(sw)) > 0:
@@ -482,6 +473,9 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            Under ``sklearn.config_context(array_api_dispatch=True)``, arrays of
+            torch, CuPy or another array API library are searched on their own
+            device (the "GPUs" page of the documentation).
         y : array-like of shape (n_samples,)
         sample_weight : array-like of shape (n_samples,), default=None
 
@@ -489,15 +483,17 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         -------
         self : KernelGDClassifierCV
         """
+        xp, device, y, sample_weight = follow(X, y, sample_weight)
         X_in, self._sample_weight = X, sample_weight
-        _numpy_only(self, X)
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
-        check_classification_targets(y)
-        self.classes_ = np.unique(y)
+        X, y = validate_data(self, X, y, dtype=[xp.float64, xp.float32])
+        y_host = np.asarray(to_numpy(y))  # labels, folds and scores live on the host
+        check_classification_targets(y_host)
+        self.classes_ = np.unique(y_host)
         if len(self.classes_) < 2:
             raise ValueError(f"The data contains only one class: {self.classes_[0]!r}; a classifier needs two.")
-        sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-        if not sw.sum() > 0:
+        sw = _check_sample_weight(sample_weight, X, dtype=xp.float64, ensure_non_negative=True)
+        sw_host = np.asarray(to_numpy(sw))
+        if not sw_host.sum() > 0:
             raise ValueError("sample_weight sums to zero: at least one sample needs a positive weight.")
         default = "neg_log_loss" if self.loss == "logistic" else "accuracy"
         scorer = _scorer(self, self.scoring or default, sample_weight, self.classes_)
@@ -508,18 +504,21 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
                 "not have. Use loss='logistic' (kernel logistic regression, with probabilities), or a scoring "
                 "that reads labels or decision values, such as 'accuracy' (or 'roc_auc' for two classes)."
             )
-        X = X.astype(np.float64, copy=False)
+        X = xp.astype(X, xp.float64)
         loo = None
         if self.cv is None and self.loss == "squared":
             # the squared loss is ridge regression on +-1 targets: exact leave-one-out
             # decision values, as RidgeClassifierCV has them
-            Y = LabelBinarizer(neg_label=-1, pos_label=1).fit(self.classes_).transform(y).astype(np.float64)
-            fit_weight = sw if self.class_weight is None else sw * _class_weights(
-                self.class_weight, self.classes_, y, sw)
+            Y = LabelBinarizer(neg_label=-1, pos_label=1).fit(self.classes_).transform(y_host).astype(np.float64)
+            Y = from_numpy(Y, xp, device)
+            fit_weight = sw if self.class_weight is None else sw * from_numpy(
+                _class_weights(self.class_weight, self.classes_, y_host, sw_host), xp, device)
 
             def rescore(predictions, rows):
-                return np.array([scorer(_Decisions(self.classes_, F), None, y[rows], sample_weight=sw[rows])
-                                 for F in predictions])
+                return np.array([
+                    scorer(_Decisions(self.classes_, np.asarray(to_numpy(F))), None, y_host[rows],
+                           sample_weight=sw_host[rows])
+                    for F in predictions])
 
             loo = self._loo(X, Y, fit_weight, None, rescore)
         try:
@@ -539,6 +538,7 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
         """
         check_is_fitted(self)
+        _check_same_namespace(X, self, attribute="dual_coef_", method="decision_function")
         return self.best_estimator_.decision_function(X)
 
     def _has_proba(self):
@@ -557,6 +557,7 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         proba : ndarray of shape (n_samples, n_classes)
         """
         check_is_fitted(self)
+        _check_same_namespace(X, self, attribute="dual_coef_", method="predict_proba")
         return self.best_estimator_.predict_proba(X)
 
     @available_if(_has_proba)
@@ -572,4 +573,5 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         log_proba : ndarray of shape (n_samples, n_classes)
         """
         check_is_fitted(self)
+        _check_same_namespace(X, self, attribute="dual_coef_", method="predict_log_proba")
         return self.best_estimator_.predict_log_proba(X)

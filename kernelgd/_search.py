@@ -24,7 +24,7 @@ from sklearn.utils.validation import (
     check_is_fitted,
 )
 
-from ._array_api import from_numpy, take_rows, xp_of
+from ._array_api import from_numpy, rows_of, take_columns, take_rows, to_numpy, xp_of
 from ._base import CallbackSupportMixin, _check_same_namespace, with_callbacks
 from ._operator import KernelOperator, single_threaded_blas
 from ._operator_xp import ArrayKernelOperator
@@ -58,18 +58,27 @@ def _best_mean(split_scores):
     return float(np.nanmax(means)) if np.isfinite(means).any() else -np.inf
 
 
-def _numpy_only(estimator, X):
-    """A clear error for array API inputs, which the searches do not take yet."""
-    from sklearn import get_config
+class _OnHost:
+    """A fitted model whose predictions the scorers read as numpy arrays.
 
-    from ._array_api import namespace
+    The searches fit on the inputs' device but score on the host: a fold's
+    score is one float, and scikit-learn's metrics then never meet labels
+    of one namespace and predictions of another.
+    """
 
-    if get_config()["array_api_dispatch"] and not sp.issparse(X) and namespace(X)[0] is not np:
-        raise ValueError(
-            f"{type(estimator).__name__} does not support array API inputs ({type(X).__module__} arrays) "
-            "yet: fit it on numpy arrays, or fit KernelGDRegressor / KernelGDClassifier, which compute on "
-            "the inputs' device, with sigma and alpha set."
-        )
+    def __init__(self, model):
+        self.model = model
+
+    def __getattr__(self, name):  # what the model lacks (predict_proba of the squared loss) stays missing
+        attribute = getattr(self.model, name)
+        if name not in ("predict", "decision_function", "predict_proba", "predict_log_proba"):
+            return attribute
+
+        def method(X):
+            return np.asarray(to_numpy(attribute(X)))
+
+        method.__name__ = name  # scikit-learn's scorers read which response they got by its name
+        return method
 
 
 class _Decisions(ClassifierMixin, BaseEstimator):
@@ -251,6 +260,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = False
+        tags.array_api_support = True
         return tags
 
     def _common_params(self):
@@ -309,8 +319,10 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         if sigma is not None:
             params["sigma"] = sigma
         if not isinstance(X, np.ndarray) and not sp.issparse(X):  # another array namespace: on its device
-            bound = bind_kernel(kernel, degree=self.degree, coef0=self.coef0, kernel_params=params)
             xp = xp_of(X)
+            if isinstance(sigma, np.ndarray):  # ARD's scales per feature, fitted on the host
+                params["sigma"] = from_numpy(sigma, xp, X.device)
+            bound = bind_kernel(kernel, degree=self.degree, coef0=self.coef0, kernel_params=params)
             return xp.astype(bound(xp.astype(X, xp.float64), xp.astype(Y, xp.float64)), xp.float64)
         return kernel_matrix(X, Y, kernel=kernel, degree=self.degree, coef0=self.coef0, **params)
 
@@ -341,20 +353,28 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         for every width: all rows, and ``cv`` None or an int)."""
         rng = check_random_state(self.random_state)
         n = X.shape[0]
+        xp = xp_of(X)
         idx = np.arange(n) if n <= self.max_search_samples else np.sort(
             rng.choice(n, self.max_search_samples, replace=False))
-        Xs, Ys, ws = X[idx], Y[idx], sw[idx]
+        Xs, Ys, ws = (rows_of(A, idx) for A in (X, Y, sw))
         K = self._kernel(Xs, Xs, kernel, sigma)
         y_fit = Ys if Ys.ndim == 1 or Ys.shape[1] > 1 else Ys[:, 0]
         classifier = self._estimator_class is not KernelGDRegressor
-        splits = list(check_cv(self._folds(y_fit, classifier), y_fit, classifier=classifier).split(Xs, y_fit))
+        # the folds are drawn, and every fold scored, on the host; kernels and fits stay on X's device
+        y_host, w_host = np.asarray(to_numpy(y_fit)), np.asarray(to_numpy(ws))
+        cv = check_cv(self._folds(y_host, classifier), y_host, classifier=classifier)
+        splits = list(cv.split(Xs if xp is np else np.zeros((len(idx), 1)), y_host))
         scores = np.full((len(alphas), len(splits)), np.nan)  # NaN: past the fold's early stop
         paired = incumbent is not None and len(idx) == n and (self.cv is None or isinstance(self.cv, Integral))
         for j, (train, test) in enumerate(splits):
             if paired and RACE_FOLDS <= j < len(splits) and np.all(
                     np.nanmax(scores[:, :j], axis=0) < incumbent[:j]):
                 break  # lost every fold so far to the best candidate
-            K_train, K_test = K[np.ix_(train, train)], K[np.ix_(test, train)]
+            if xp is np:
+                K_train, K_test = K[np.ix_(train, train)], K[np.ix_(test, train)]
+            else:
+                K_train = take_columns(xp, take_rows(xp, K, train), train)
+                K_test = take_columns(xp, take_rows(xp, K, test), train)
             model = self._estimator_class(
                 kernel="precomputed", fit_intercept=self.fit_intercept, solver=self.solver,
                 max_iter=self.max_iter, tol=self.tol, warm_start=True, random_state=self.random_state,
@@ -362,11 +382,11 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             )
             best, since_best = -np.inf, 0
             for i, alpha in enumerate(alphas):  # decreasing: each solve starts from the last
-                model.set_params(alpha=alpha).fit(K_train, y_fit[train], sample_weight=ws[train])
-                scored = model
+                model.set_params(alpha=alpha).fit(K_train, rows_of(y_fit, train), sample_weight=rows_of(ws, train))
+                scored = model if xp is np else _OnHost(model)
                 if classifier and self.loss == "logistic" and len(model.classes_) < len(self.classes_):
-                    scored = _EveryClass(model, self.classes_)  # a class only in the test rows
-                scores[i, j] = scorer(scored, K_test, y_fit[test], sample_weight=ws[test])
+                    scored = _EveryClass(scored, self.classes_)  # a class only in the test rows
+                scores[i, j] = scorer(scored, K_test, y_host[test], sample_weight=w_host[test])
                 best, since_best = (scores[i, j], 0) if scores[i, j] > best else (best, since_best + 1)
                 if since_best >= PATH_PATIENCE:
                     break

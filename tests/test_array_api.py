@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("SCIPY_ARRAY_API") != "1",
@@ -207,11 +207,39 @@ def test_predict_on_another_namespace_is_an_error(module, regression):
             est.predict(X)
 
 
+CLASSIFIER_CVS = {
+    "squared, leave-one-out": (KernelGDClassifierCV(alphas=[1e-3, 1e-1]), {}),
+    "squared, balanced, weighted": (KernelGDClassifierCV(alphas=[1e-3, 1e-1], class_weight="balanced"),
+                                    {"weights": True}),
+    "logistic, 3 folds": (KernelGDClassifierCV(loss="logistic", sigmas=[1.0, 3.0], alphas=[1e-2, 1e-4], cv=3), {}),
+    "logistic, string labels": (KernelGDClassifierCV(loss="logistic", sigmas=[2.0], alphas=[1e-2, 1e-3], cv=3),
+                                {"labels": "strings"}),
+    "squared, 3 folds, accuracy": (KernelGDClassifierCV(kernel="laplacian", alphas=[1e-3, 1e-1], cv=3), {}),
+}
+
+
 @pytest.mark.parametrize("module", NAMESPACES)
-def test_classifier_cv_says_it_takes_numpy_only(module):
-    X, y = make_classification(60, 4, random_state=0)
-    with config_context(array_api_dispatch=True), pytest.raises(ValueError, match="does not support array API"):
-        KernelGDClassifierCV().fit(module.asarray(X), module.asarray(y))
+@pytest.mark.parametrize("name", list(CLASSIFIER_CVS))
+def test_classifier_cv_matches_numpy(module, name):
+    estimator, case = CLASSIFIER_CVS[name]
+    X, y = make_classification(150, 4, n_informative=3, n_redundant=0, n_classes=3, random_state=0)
+    fit_params = {}
+    if case.get("weights"):
+        fit_params["sample_weight"] = np.random.RandomState(0).uniform(0.5, 2.0, len(X))
+    ref = clone(estimator).set_params(random_state=0).fit(
+        X, np.array(["a", "b", "c"])[y] if case.get("labels") else y, **fit_params)
+    with config_context(array_api_dispatch=True):
+        params = {k: module.asarray(v) for k, v in fit_params.items()}
+        labels = np.array(["a", "b", "c"])[y] if case.get("labels") else module.asarray(y)
+        est = clone(estimator).set_params(random_state=0).fit(module.asarray(X), labels, **params)
+        scores = est.decision_function(module.asarray(X))
+        predicted = est.predict(module.asarray(X))
+    _assert_in_namespace(scores, module)
+    assert est.alpha_ == ref.alpha_
+    assert_allclose(est.sigma_, ref.sigma_, rtol=1e-12)
+    assert_allclose(est.cv_results_["mean_test_score"], ref.cv_results_["mean_test_score"], rtol=1e-6, atol=1e-9)
+    assert_allclose(to_numpy(scores), ref.decision_function(X), rtol=1e-5, atol=1e-7)
+    assert_array_equal(np.asarray(to_numpy(predicted)), ref.predict(X))
 
 
 REGRESSOR_CVS = {
@@ -259,10 +287,20 @@ def test_regressor_cv_matches_numpy(module, name, regression, monkeypatch):
 
 
 @pytest.mark.parametrize("module", NAMESPACES)
-def test_regressor_cv_searches_by_leave_one_out_only(module, regression):
+@pytest.mark.parametrize("ard", [False, True])
+def test_regressor_cv_with_folds_matches_numpy(module, ard, regression):
     X, y = regression
-    with config_context(array_api_dispatch=True), pytest.raises(ValueError, match="cv=None"):
-        KernelGDRegressorCV(cv=3).fit(module.asarray(X), module.asarray(y))
+    weights = np.random.RandomState(0).uniform(0.5, 2.0, len(X))
+    estimator = KernelGDRegressorCV(cv=3, ard=ard, alphas=[1e-4, 1e-2], random_state=0)
+    ref, est = _fit_both(estimator, module, X, y, sample_weight=weights)
+    with config_context(array_api_dispatch=True):
+        pred = est.predict(module.asarray(X))
+    _assert_in_namespace(pred, module)
+    assert (est.kernel_, est.alpha_, est.ard_) == (ref.kernel_, ref.alpha_, ref.ard_)
+    assert_allclose(np.asarray(to_numpy(est.sigma_)) if not np.isscalar(est.sigma_) else est.sigma_, ref.sigma_,
+                    rtol=1e-6)
+    assert_allclose(est.cv_results_["mean_test_score"], ref.cv_results_["mean_test_score"], rtol=1e-6)
+    assert_allclose(to_numpy(pred), ref.predict(X), rtol=1e-5, atol=1e-8)
 
 
 @pytest.mark.parametrize("module", NAMESPACES)
