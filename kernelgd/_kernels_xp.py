@@ -7,6 +7,8 @@ live on. numpy inputs never come here: their kernels keep the tuned numpy code.
 
 import numpy as np
 
+from ._array_api import take_rows, to_numpy
+
 # Bytes of the (rows, m, n_features) temporary of an L1 distance block.
 L1_CHUNK_BYTES = 64 << 20
 
@@ -46,7 +48,49 @@ def _sq_distances(xp, X, Y):
 
 def rbf(xp, X, Y, sigma=1.0):
     Xs, Ys = _centred_scaled(xp, X, Y, _scale(xp, X, sigma, 1))
-    return xp.exp(-_sq_distances(xp, Xs, Ys))
+    return xp.exp(-_exact_far_rows(xp, _sq_distances(xp, Xs, Ys), Xs, Ys))
+
+
+def _exact_far_rows(xp, D, X, Y):
+    """D with the rows and columns of far points recomputed directly, in float64.
+
+    The expansion rounds entry (i, j) by up to ``8 eps (|x_i|^2 + |z_j|^2)``:
+    where a row's own term exceeds sqrt(eps) / 2 (in float32, points
+    13.5 widths from the data's mean) a near-duplicate pair's kernel value
+    moves by more than sqrt(eps). Those rows and columns, few, are
+    recomputed whole (numpy's path recomputes only their entries near 0,
+    with fancy indexing the standard lacks); finding them reads the n + m
+    norms on the host. In float64 no row of ordinary data gets there.
+    """
+    eps = float(np.finfo(np.float32 if D.dtype == xp.float32 else np.float64).eps)
+    far = np.sqrt(eps) / (16 * eps)
+    rows = np.flatnonzero(np.asarray(to_numpy(xp.sum(X * X, axis=1))) > far)
+    cols = np.flatnonzero(np.asarray(to_numpy(xp.sum(Y * Y, axis=1))) > far)
+    if rows.size:
+        D = _replace_rows(xp, D, rows, _direct_sq_distances(xp, take_rows(xp, X, rows), Y))
+    if cols.size:
+        D = _replace_rows(xp, D.T, cols, _direct_sq_distances(xp, take_rows(xp, Y, cols), X)).T
+    return D
+
+
+def _direct_sq_distances(xp, X, Y):
+    """``||x - z||^2`` summed feature by feature, in float64, cast to X's dtype."""
+    X64, Y64 = xp.astype(X, xp.float64), xp.astype(Y, xp.float64)
+    D = xp.zeros((X.shape[0], Y.shape[0]), dtype=xp.float64, device=X.device)
+    for f in range(X.shape[1]):  # (rows, m) temporaries: no (rows, m, n_features) block
+        diff = X64[:, f : f + 1] - Y64[None, :, f]
+        D = D + diff * diff
+    return xp.astype(D, X.dtype)
+
+
+def _replace_rows(xp, D, rows, E):
+    """D with ``D[rows[k]] = E[k]`` (the standard has no assignment by an index array)."""
+    position = np.zeros(D.shape[0], dtype=np.int64)
+    position[rows] = np.arange(len(rows))
+    mask = np.zeros(D.shape[0], dtype=bool)
+    mask[rows] = True
+    mask = xp.asarray(mask, device=D.device)
+    return xp.where(mask[:, None], take_rows(xp, E, position), D)
 
 
 def exponential(xp, X, Y, sigma=1.0):

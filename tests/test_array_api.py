@@ -320,6 +320,25 @@ def test_kernels_match_numpy(module, kernel):
 
 
 @pytest.mark.parametrize("module", NAMESPACES)
+@pytest.mark.parametrize("swap", [False, True])
+def test_float32_rbf_of_a_far_outlier_and_its_near_duplicate(module, swap):
+    # The expansion |x|^2 - 2 x'z + |z|^2 rounds by eps (|x|^2 + |z|^2): for rows 60 widths from the
+    # data's mean float32 loses the distance of a near-duplicate pair.
+    # Such distances are recomputed directly, as numpy's path does. Reference: scikit-learn's float64 kernel.
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(30, 4))
+    X[-2] = 60.0
+    X[-1] = X[-2] + 0.01
+    A, B = (X[::-1], X) if swap else (X, X[::-1])
+    with config_context(array_api_dispatch=True):
+        K = bind_kernel("rbf", sigma=1.0)(module.asarray(A.astype(np.float32)), module.asarray(B.astype(np.float32)))
+    assert K.dtype == _xp(module).float32
+    assert_allclose(to_numpy(K), rbf_kernel(A, B, gamma=1.0), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
 @pytest.mark.parametrize("centers", [False, True])
 @pytest.mark.parametrize("store", [True, False])
 def test_operator_products_match_numpy(module, centers, store):
