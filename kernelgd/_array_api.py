@@ -269,6 +269,14 @@ def zeros(like, shape):
     return xp.zeros(shape, dtype=xp.float64, device=like.device)
 
 
+def block_of(A, rows, cols):
+    """``A[np.ix_(rows, cols)]`` for numpy index arrays, in A's namespace (a kernel matrix's sub-block)."""
+    if isinstance(A, np.ndarray):
+        return A[np.ix_(rows, cols)]
+    xp = namespace(A)[0]
+    return take_columns(xp, take_rows(xp, A, rows), cols)
+
+
 def rows_of(A, idx):
     """``A[idx]`` for a slice or a numpy index array, in A's namespace (1-d or 2-d A; or scipy.sparse)."""
     if isinstance(A, np.ndarray) or sp.issparse(A):

@@ -29,7 +29,9 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._array_api import add_at_rows, copy, memory_budget, namespace, rows_of, take_rows, to_numpy, xp_of, zeros
+from ._array_api import (
+    add_at_rows, block_of, copy, memory_budget, namespace, rows_of, take_rows, to_numpy, xp_of, zeros,
+)
 from ._losses import SquaredLoss
 
 try:  # scikit-learn >= 1.9: the standard error for predicting on another namespace than fit's
@@ -562,10 +564,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         if val is None:  # every row trains: no copy (a precomputed fold's K is most of a small fit's time)
             X_tr, w_tr, raw_tr = X, w, raw_weights
         else:
-            if not self._precomputed:
-                X_tr = rows_of(X, tr)
-            else:
-                X_tr = X[np.ix_(tr, tr)] if xp is np else rows_of(rows_of(X, tr).T, tr).T
+            X_tr = block_of(X, tr, tr) if self._precomputed else rows_of(X, tr)
             w_tr, raw_tr = rows_of(w, tr), rows_of(raw_weights, tr)
         w_tr = w_tr / xp.sum(w_tr)
         loss = self._loss(Y.shape[1])
@@ -629,11 +628,8 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
 
         monitor = None
         if val is not None:
-            if xp is np:
-                X_val, Y_val, w_val = X[np.ix_(val, tr)] if self._precomputed else X[val], Y[val], w[val]
-            else:
-                X_val, Y_val, w_val = take_rows(xp, X, val), take_rows(xp, Y, val), take_rows(xp, w, val)
-                X_val = take_rows(xp, X_val.T, tr).T if self._precomputed else X_val
+            X_val = block_of(X, val, tr) if self._precomputed else rows_of(X, val)
+            Y_val, w_val = rows_of(Y, val), rows_of(w, val)
             monitor = _ValidationMonitor(
                 kernel, X_val, Y_val, w_val, X_tr if centers is None else centers,
                 self.n_iter_no_change, self.tol, options, self._precomputed, loss,

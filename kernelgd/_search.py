@@ -24,7 +24,7 @@ from sklearn.utils.validation import (
     check_is_fitted,
 )
 
-from ._array_api import from_numpy, rows_of, take_columns, take_rows, to_numpy, xp_of
+from ._array_api import block_of, from_numpy, rows_of, take_rows, to_numpy, xp_of
 from ._base import CallbackSupportMixin, _check_same_namespace, with_callbacks
 from ._operator import KernelOperator, single_threaded_blas
 from ._operator_xp import ArrayKernelOperator
@@ -370,11 +370,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             if paired and RACE_FOLDS <= j < len(splits) and np.all(
                     np.nanmax(scores[:, :j], axis=0) < incumbent[:j]):
                 break  # lost every fold so far to the best candidate
-            if xp is np:
-                K_train, K_test = K[np.ix_(train, train)], K[np.ix_(test, train)]
-            else:
-                K_train = take_columns(xp, take_rows(xp, K, train), train)
-                K_test = take_columns(xp, take_rows(xp, K, test), train)
+            K_train, K_test = block_of(K, train, train), block_of(K, test, train)
             model = self._estimator_class(
                 kernel="precomputed", fit_intercept=self.fit_intercept, solver=self.solver,
                 max_iter=self.max_iter, tol=self.tol, warm_start=True, random_state=self.random_state,

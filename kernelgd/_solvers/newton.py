@@ -197,7 +197,7 @@ def _intercept_pinv(WP, P):
     xp = xp_of(P)
     k = P.shape[1]
     eye = np.eye(k) if xp is np else xp.eye(k, dtype=P.dtype, device=P.device)
-    J = eye * 0.0 + 1.0 / k
+    J = xp.ones_like(eye) / k
     S = eye * xp.sum(WP, axis=0)[None, :] - WP.T @ P
     return xp.linalg.solve((S + S.T) / 2 + J, eye) - J
 
