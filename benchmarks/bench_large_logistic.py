@@ -32,6 +32,7 @@ SYSTEMS = {
     "kernelgd": "kernelgd KernelGDClassifier(loss='logistic'), defaults",
     "kernelgd-exact": "kernelgd KernelGDClassifier(loss='logistic', n_centers=None)",
     "kernelgd-centers-2000": "kernelgd KernelGDClassifier(loss='logistic', n_centers=2000)",
+    "kernelgd-c4": "kernelgd KernelGDClassifier(loss='logistic', alpha=1 / (8 n)), C=4",
     "nystroem-lr": "Nystroem(1000) + LogisticRegression()",
 }
 
@@ -50,8 +51,9 @@ def worker(set_name, system):
     if system.startswith("kernelgd"):
         from kernelgd import KernelGDClassifier
 
-        n_centers = {"kernelgd": "auto", "kernelgd-exact": None, "kernelgd-centers-2000": 2000}[system]
-        model = KernelGDClassifier(loss="logistic", random_state=0, n_centers=n_centers)
+        n_centers = {"kernelgd-exact": None, "kernelgd-centers-2000": 2000}.get(system, "auto")
+        alpha = 1.0 / (8 * X.shape[0]) if system == "kernelgd-c4" else "auto"
+        model = KernelGDClassifier(loss="logistic", random_state=0, n_centers=n_centers, alpha=alpha)
     else:
         from sklearn.kernel_approximation import Nystroem
         from sklearn.linear_model import LogisticRegression

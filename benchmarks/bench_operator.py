@@ -17,7 +17,10 @@
 6. K_nm.T (w * K_nm V), the centers solvers' product (--gram-rows x 2,000
    float64, 1 and 7 columns): a product with K_nm then one with K_nm.T,
    against KernelOperator.gram_matvec's one pass, which multiplies each
-   cache-sized chunk of rows twice while it is in cache, on two threads.
+   cache-sized chunk of rows twice while it is in cache, on two threads;
+   and that pass's chunk size and second product: ``K_c' W`` on 8 MiB
+   chunks against ``(W' K_c)'`` on 2 MiB chunks (OpenBLAS then packs the
+   thin W' rather than the chunk). ``--gram-only`` runs this part alone.
 
 Prints a table of median times and writes benchmarks/results/operator.json.
 """
@@ -49,6 +52,30 @@ def median_time(func, repeat=5, before=None):
     return float(np.median(times))
 
 
+def fused_pass(op, V, w, chunk_bytes, transposed):
+    """One pass of gram_matvec over a stored K_nm, with a given chunk size and second product."""
+    from sklearn.utils import gen_batches
+
+    from kernelgd._operator import _pool, single_threaded_blas
+
+    KV = np.empty((op.n, V.shape[1]))
+    chunk = max(1, chunk_bytes // (op.m * op.itemsize))
+
+    def product(batch):
+        out = np.zeros((op.m, V.shape[1]))
+        for rows in gen_batches(batch.stop - batch.start, chunk, min_batch_size=0):
+            rows = slice(batch.start + rows.start, batch.start + rows.stop)
+            block = op.K[rows]
+            KV[rows] = block @ V
+            W = w[rows, None] * KV[rows]
+            out += (np.ascontiguousarray(W.T) @ block).T if transposed else block.T @ W
+        return out
+
+    halves = [slice(0, op.n // 2), slice(op.n // 2, op.n)]
+    with single_threaded_blas():
+        return np.sum(list(_pool(2).map(product, halves)), axis=0), KV
+
+
 def gram_rows(n, rng, m=2000):
     from kernelgd._operator import KernelOperator, single_threaded_blas
     from kernelgd.kernels import bind_kernel
@@ -70,6 +97,11 @@ def gram_rows(n, rng, m=2000):
                 {"measure": f"K_nm' w K_nm V ({n:,} x {m:,}, {k} col.): gram_matvec's fused pass",
                  "seconds": median_time(lambda: op.gram_matvec(V, w), 3)},
             ]
+        for chunk_mib, transposed in [(8, False), (2, False), (8, True), (2, True)]:
+            second = "(W' K_c)'" if transposed else "K_c' W"
+            out.append({
+                "measure": f"K_nm' w K_nm V ({n:,} x {m:,}, {k} col.): fused, {chunk_mib} MiB chunks, {second}",
+                "seconds": median_time(lambda: fused_pass(op, V, w, chunk_mib << 20, transposed), 5)})
     return out
 
 
@@ -78,7 +110,14 @@ def main(argv=None):
     parser.add_argument("--n", type=int, default=16000)
     parser.add_argument("--gram-rows", type=int, default=200_000)
     parser.add_argument("--out", default=str(HERE / "results" / "operator.json"))
+    parser.add_argument("--gram-centers", type=int, default=2000)
+    parser.add_argument("--gram-only", action="store_true", help="only the centers' product (part 6)")
     args = parser.parse_args(argv)
+    if args.gram_only:
+        rows = gram_rows(args.gram_rows, np.random.RandomState(0), args.gram_centers)
+        print(format_table(rows, [("measure", "measure", None), ("seconds", "median time (s)", "{:.4f}")]))
+        print(f"wrote {write_json(args.out, {'machine': machine(), 'rows': rows})}")
+        return
     n, d, block = args.n, 8, 512
     rng = np.random.RandomState(0)
     X = rng.normal(size=(n, d)).astype(np.float32)
@@ -156,7 +195,7 @@ def main(argv=None):
 
     rows.append({"measure": "mirroring the upper triangle (once per fit)", "seconds": median_time(mirror, 3)})
     del K
-    rows += gram_rows(args.gram_rows, rng)
+    rows += gram_rows(args.gram_rows, rng, args.gram_centers)
     print(f"n = {n:,}, float32\n")
     print(format_table(rows, [("measure", "measure", None), ("seconds", "median time (s)", "{:.4f}")]))
     print(f"wrote {write_json(args.out, {'machine': machine(), 'n': n, 'rows': rows})}")
