@@ -20,7 +20,9 @@
    cache-sized chunk of rows twice while it is in cache, on two threads;
    and that pass's chunk size and second product: ``K_c' W`` on 8 MiB
    chunks against ``(W' K_c)'`` on 2 MiB chunks (OpenBLAS then packs the
-   thin W' rather than the chunk). ``--gram-only`` runs this part alone.
+   thin W' rather than the chunk); and ``K_nm' U`` alone, a gemv per
+   column on one thread against row halves on two. ``--gram-only`` runs
+   this part alone.
 
 Prints a table of median times and writes benchmarks/results/operator.json.
 """
@@ -97,6 +99,12 @@ def gram_rows(n, rng, m=2000):
                 {"measure": f"K_nm' w K_nm V ({n:,} x {m:,}, {k} col.): gram_matvec's fused pass",
                  "seconds": median_time(lambda: op.gram_matvec(V, w), 3)},
             ]
+        U = rng.normal(size=(n, k))
+        with single_threaded_blas():
+            out.append({"measure": f"K_nm' U ({n:,} x {m:,}, {k} col.): K_nm.T on one thread",
+                        "seconds": median_time(lambda: op.dot(op.K.T, U), 5)})
+        out.append({"measure": f"K_nm' U ({n:,} x {m:,}, {k} col.): row halves on two threads (rmatvec)",
+                    "seconds": median_time(lambda: op.rmatvec(U), 5)})
         for chunk_mib, transposed in [(8, False), (2, False), (8, True), (2, True)]:
             second = "(W' K_c)'" if transposed else "K_c' W"
             out.append({
