@@ -10,7 +10,8 @@ gamma="scale") and every other argument at its default, against SVC() after
 the same preprocessing. ``--held-out`` adds a candidate data-dependent
 rule: C = 1, 4, 16, 64 along a warm-started path on 80% of the training
 rows, stopped once the other 20%'s log-loss rises, the best refitted on
-all rows (the fit time includes the path). Sets: breast_cancer, wine, digits (scikit-learn's
+all rows (the fit time includes the path). ``--widths 0.84 0.71 0.5``
+adds narrower kernels (multiples of sigma="scale"'s width) at every c. Sets: breast_cancer, wine, digits (scikit-learn's
 bundled copies; stratified 5-fold CV, StandardScaler in the pipeline),
 letter (first 16,000 / last 4,000 rows, standardized), adult (adult.data /
 adult.test, numeric standardized, categorical one-hot) and mnist (the first
@@ -77,7 +78,29 @@ def held_out_c_classifier():
     return HeldOutC()
 
 
-def systems(factors, held_out=False):
+def scaled_width_classifier(factor, **params):
+    """KernelGDClassifier(loss="logistic") at ``factor`` times sigma="scale"'s width on the rows it fits."""
+    from sklearn.base import BaseEstimator, ClassifierMixin
+
+    from kernelgd import KernelGDClassifier
+
+    class ScaledWidth(ClassifierMixin, BaseEstimator):
+        def fit(self, X, y):
+            scale = KernelGDClassifier()._resolve_sigma(X, np.full(X.shape[0], 1.0 / X.shape[0]))
+            self.model_ = KernelGDClassifier(loss="logistic", sigma=factor * scale, **params).fit(X, y)
+            self.classes_ = self.model_.classes_
+            return self
+
+        def predict(self, X):
+            return self.model_.predict(X)
+
+        def predict_proba(self, X):
+            return self.model_.predict_proba(X)
+
+    return ScaledWidth()
+
+
+def systems(factors, held_out=False, widths=()):
     from sklearn.svm import SVC
 
     from kernelgd import KernelGDClassifier
@@ -87,6 +110,9 @@ def systems(factors, held_out=False):
         name = "kernelgd alpha=auto (default)" if c is None else f"kernelgd alpha={c:g}/(2n)"
         out[name] = (lambda c: lambda n: KernelGDClassifier(
             loss="logistic", **({} if c is None else {"alpha": c / (2 * n)}), random_state=0))(c)
+        for f in widths:
+            out[f"{name}, sigma={f:.3g} x scale"] = (lambda c, f: lambda n: scaled_width_classifier(
+                f, **({} if c is None else {"alpha": c / (2 * n)}), random_state=0))(c, f)
     if held_out:
         out["kernelgd C on a held-out 20%"] = lambda n: held_out_c_classifier()
     return out
@@ -145,12 +171,14 @@ def main(argv=None):
                         help="values of c in alpha = c / (2 n); the current default is always run too")
     parser.add_argument("--held-out", action="store_true",
                         help="also the candidate data-dependent rule: C chosen on a held-out 20%% of the rows")
+    parser.add_argument("--widths", nargs="*", type=float, default=[],
+                        help="also these multiples of sigma='scale''s width, at every c")
     parser.add_argument("--out", default=str(HERE / "results" / "default_alpha.json"))
     args = parser.parse_args(argv)
     sets = args.sets or (SMALL + LARGE if args.data_dir else SMALL)
     rows = []
     for name in sets:
-        for system, make in systems([None] + list(args.factors), args.held_out).items():
+        for system, make in systems([None] + list(args.factors), args.held_out, args.widths).items():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 if name in SMALL:

@@ -15,7 +15,7 @@ from scipy.linalg import cholesky
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
-from kernelgd import KernelGDClassifier, KernelGDRegressor
+from kernelgd import KernelGDClassifier
 from kernelgd._losses import BinaryLogisticLoss, MultinomialLoss, SquaredLoss
 from kernelgd._solvers import SolverSettings, blockwise
 from kernelgd.kernels import bind_kernel
