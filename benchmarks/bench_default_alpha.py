@@ -42,62 +42,58 @@ HELD_OUT_C = (1.0, 4.0, 16.0, 64.0)
 HELD_OUT_SHARE = 0.2
 
 
+def delegating_classifier(fit_model):
+    """A classifier whose ``fit(X, y)`` keeps ``fit_model(self, X, y)`` as ``model_`` and predicts with it."""
+    from sklearn.base import BaseEstimator, ClassifierMixin
+
+    class Delegating(ClassifierMixin, BaseEstimator):
+        def fit(self, X, y):
+            self.model_ = fit_model(self, X, y)
+            self.classes_ = self.model_.classes_
+            return self
+
+        def predict(self, X):
+            return self.model_.predict(X)
+
+        def predict_proba(self, X):
+            return self.model_.predict_proba(X)
+
+    return Delegating()
+
+
 def held_out_c_classifier():
     """A candidate data-dependent default: C = 1, 4, 16, 64 (alpha = 1 / (2 C n)) along a warm-started
     path on 80% of the rows, stopped once the other 20%'s log-loss rises; the best C refitted on all."""
-    from sklearn.base import BaseEstimator, ClassifierMixin
     from sklearn.metrics import log_loss
     from sklearn.model_selection import train_test_split
 
     from kernelgd import KernelGDClassifier
 
-    class HeldOutC(ClassifierMixin, BaseEstimator):
-        def fit(self, X, y):
-            X_fit, X_val, y_fit, y_val = train_test_split(X, y, test_size=HELD_OUT_SHARE, stratify=y,
-                                                          random_state=0)
-            path = KernelGDClassifier(loss="logistic", warm_start=True, random_state=0)
-            best, best_loss = None, float("inf")
-            for c in HELD_OUT_C:
-                path.set_params(alpha=1.0 / (2 * c * X_fit.shape[0])).fit(X_fit, y_fit)
-                loss = log_loss(y_val, path.predict_proba(X_val), labels=path.classes_)
-                if loss >= best_loss:
-                    break
-                best, best_loss = c, loss
-            self.C_ = best
-            self.model_ = KernelGDClassifier(loss="logistic", alpha=1.0 / (2 * best * X.shape[0]),
-                                             random_state=0).fit(X, y)
-            self.classes_ = self.model_.classes_
-            return self
+    def fit_model(self, X, y):
+        X_fit, X_val, y_fit, y_val = train_test_split(X, y, test_size=HELD_OUT_SHARE, stratify=y, random_state=0)
+        path = KernelGDClassifier(loss="logistic", warm_start=True, random_state=0)
+        best, best_loss = None, float("inf")
+        for c in HELD_OUT_C:
+            path.set_params(alpha=1.0 / (2 * c * X_fit.shape[0])).fit(X_fit, y_fit)
+            loss = log_loss(y_val, path.predict_proba(X_val), labels=path.classes_)
+            if loss >= best_loss:
+                break
+            best, best_loss = c, loss
+        self.C_ = best
+        return KernelGDClassifier(loss="logistic", alpha=1.0 / (2 * best * X.shape[0]), random_state=0).fit(X, y)
 
-        def predict(self, X):
-            return self.model_.predict(X)
-
-        def predict_proba(self, X):
-            return self.model_.predict_proba(X)
-
-    return HeldOutC()
+    return delegating_classifier(fit_model)
 
 
 def scaled_width_classifier(factor, **params):
     """KernelGDClassifier(loss="logistic") at ``factor`` times sigma="scale"'s width on the rows it fits."""
-    from sklearn.base import BaseEstimator, ClassifierMixin
-
     from kernelgd import KernelGDClassifier
 
-    class ScaledWidth(ClassifierMixin, BaseEstimator):
-        def fit(self, X, y):
-            scale = KernelGDClassifier()._resolve_sigma(X, np.full(X.shape[0], 1.0 / X.shape[0]))
-            self.model_ = KernelGDClassifier(loss="logistic", sigma=factor * scale, **params).fit(X, y)
-            self.classes_ = self.model_.classes_
-            return self
+    def fit_model(self, X, y):
+        scale = KernelGDClassifier()._resolve_sigma(X, np.full(X.shape[0], 1.0 / X.shape[0]))
+        return KernelGDClassifier(loss="logistic", sigma=factor * scale, **params).fit(X, y)
 
-        def predict(self, X):
-            return self.model_.predict(X)
-
-        def predict_proba(self, X):
-            return self.model_.predict_proba(X)
-
-    return ScaledWidth()
+    return delegating_classifier(fit_model)
 
 
 def systems(factors, held_out=False, widths=()):
