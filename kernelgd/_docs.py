@@ -134,5 +134,5 @@ CLASSIFIER_ALPHA = """\
         with the squared loss 0. The value used is ``alpha_``. ``C=1``
         underfits many multiclass sets: ``alpha=1 / (8 * n_samples)``
         (``C=4``) was at least as accurate on every set measured, at up
-        to twice the fit time (the user guide's figures).
+        to about twice the fit time (the user guide's figures).
 """

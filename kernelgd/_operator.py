@@ -55,9 +55,8 @@ GEMV_MAX_COLUMNS = 3
 # stored triangle is faster (bench_operator.py, n = 16,000: 26 columns in
 # 0.17 s on two threads against 0.29 s for one symm, 10 in 0.14 s against 0.17 s).
 POOLED_MIN_COLUMNS = 6
-# Rows of a stored K_nm that gram_matvec multiplies twice while they are in cache: two threads'
-# chunks then stay in a 32 MiB L3 beside OpenBLAS's packed copies (50,000 x 1,000, 7 columns:
-# 53 ms a product against 81 ms at 8 MiB).
+# Rows of a stored K_nm that gram_matvec multiplies twice while they are in cache (bench_operator.py
+# --gram-only, 100,000 x 1,000, 7 columns: 0.184 s a product against 0.240 s with 8 MiB chunks).
 GRAM_CHUNK_BYTES = 2 << 20
 # On one thread, from this many columns one symm over the triangle beats a symv per column.
 SYMM_MIN_COLUMNS = 12
@@ -415,7 +414,7 @@ class KernelOperator:
         """Whether a product of the stored K with V is split by rows over the pool.
 
         Always for a stored K_nm: row halves on two threads beat a gemv per column on one
-        at any width (bench_operator.py, 100,000 x 1,000, one column: 34 ms against 56 ms).
+        at any width (bench_operator.py, 100,000 x 1,000, one column: 39 ms against 55 ms).
         """
         if self.K is None or self.n_threads == 1:
             return False
@@ -504,7 +503,7 @@ class KernelOperator:
                 rows = slice(batch.start + rows.start, batch.start + rows.stop)
                 block = self.K[rows]
                 KV[rows] = block @ Vc
-                # W'K rather than K'W: OpenBLAS packs the thin W' instead of the block (1.3-1.5x as fast)
+                # W'K rather than K'W: OpenBLAS packs the thin W' instead of the block (bench_operator.py)
                 Wt = np.ascontiguousarray(w(rows, KV[rows]).T, dtype=self.dtype)
                 out += (Wt @ block).T
             return out
