@@ -23,6 +23,15 @@
    thin W' rather than the chunk); and ``K_nm' U`` alone, a gemv per
    column on one thread against row halves on two. ``--gram-only`` runs
    this part alone.
+7. ``KernelOperator.matvec`` of small stored matrices (500 to 4,000 rows,
+   float64, as in a cross-validation search's folds; 6, 10 and 26 columns)
+   inside a fit, where BLAS runs on one thread: split by rows over the
+   pool against one BLAS call, which wins up to about 500 rows (2 MiB),
+   where the pool's hand-off outweighs the product; kernelgd pools from
+   4 MiB.
+8. A symv over a stored float32 triangle of 16,000 rows (Cal-16k's
+   product) on one BLAS thread, as in a fit, against two.
+   ``--threads-only`` runs parts 7 and 8 alone.
 
 Prints a table of median times and writes benchmarks/results/operator.json.
 """
@@ -113,6 +122,39 @@ def gram_rows(n, rng, m=2000):
     return out
 
 
+def thread_rows(sizes, columns, rng, n_symv=16000):
+    """Parts 7 and 8: pooled against one-call products of small stored matrices (float64) on
+    one BLAS thread, as inside a fit; a large triangle's symv on one and on two BLAS threads."""
+    import kernelgd._operator as operator_module
+    from kernelgd._operator import KernelOperator, single_threaded_blas
+
+    rows = []
+    for n in sizes:
+        K = rng.rand(n, n)
+        K = (K + K.T) / 2
+        op = KernelOperator(K, None, threads=2)
+        for k in columns:
+            V = rng.rand(n, k)
+            repeat = max(5, int(2e9 / (n * n * k)))
+            for label, min_bytes in (("pooled", 0), ("one call", np.inf)):
+                saved, operator_module.POOLED_MIN_BYTES = operator_module.POOLED_MIN_BYTES, min_bytes
+                try:
+                    with single_threaded_blas():
+                        op.matvec(V)  # warm the pool and the caches
+                        seconds = median_time(lambda: op.matvec(V), repeat)
+                finally:
+                    operator_module.POOLED_MIN_BYTES = saved
+                rows.append({"measure": f"small K {n} x {n}, {k} columns: {label}", "seconds": seconds})
+    K = rng.rand(n_symv, n_symv).astype(np.float32)
+    v = rng.rand(n_symv).astype(np.float32)
+    for threads in (1, 2):
+        with threadpool_limits(threads, user_api="blas"):
+            seconds = median_time(lambda: blas.ssymv(1.0, K.T, v, lower=1), 7)
+        rows.append({"measure": f"symv, {n_symv} x {n_symv} float32 triangle: {threads} BLAS thread(s)",
+                     "seconds": seconds})
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=16000)
@@ -120,7 +162,14 @@ def main(argv=None):
     parser.add_argument("--out", default=str(HERE / "results" / "operator.json"))
     parser.add_argument("--gram-centers", type=int, default=2000)
     parser.add_argument("--gram-only", action="store_true", help="only the centers' product (part 6)")
+    parser.add_argument("--threads-only", action="store_true", help="only the threads of small products and symv (7, 8)")
     args = parser.parse_args(argv)
+    table = [("measure", "measure", None), ("seconds", "median time (s)", "{:.5f}")]
+    if args.threads_only:
+        rows = thread_rows((500, 1000, 2000, 4000), (6, 10, 26), np.random.RandomState(0), args.n)
+        print(format_table(rows, table))
+        print(f"wrote {write_json(args.out, {'machine': machine(), 'rows': rows})}")
+        return
     if args.gram_only:
         rows = gram_rows(args.gram_rows, np.random.RandomState(0), args.gram_centers)
         print(format_table(rows, [("measure", "measure", None), ("seconds", "median time (s)", "{:.4f}")]))
@@ -206,6 +255,7 @@ def main(argv=None):
     rows += gram_rows(args.gram_rows, rng, args.gram_centers)
     print(f"n = {n:,}, float32\n")
     print(format_table(rows, [("measure", "measure", None), ("seconds", "median time (s)", "{:.4f}")]))
+    rows += thread_rows((500, 1000, 2000, 4000), (6, 10, 26), rng, n)
     print(f"wrote {write_json(args.out, {'machine': machine(), 'n': n, 'rows': rows})}")
 
 

@@ -19,11 +19,13 @@ spinning, whereas idle OpenBLAS threads spin and, on a loaded machine, slow
 fits down several times (bench_threads.py).
 """
 
+import ctypes
 import functools
+import mmap
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 import scipy.sparse as sp
@@ -58,10 +60,17 @@ POOLED_MIN_COLUMNS = 6
 # Rows of a stored K_nm that gram_matvec multiplies twice while they are in cache (bench_operator.py
 # --gram-only, 100,000 x 1,000, 7 columns: 0.184 s a product against 0.240 s with 8 MiB chunks).
 GRAM_CHUNK_BYTES = 2 << 20
+# Smaller stored matrices are never split over the pool: its hand-off costs more than the
+# product (bench_operator.py --threads-only, inside a fit's one BLAS thread, 10 columns:
+# 500 x 500 float64 in 0.58 ms pooled against 0.34 ms in one call; 1,000 x 1,000 in 1.13 ms
+# against 1.46 ms).
+POOLED_MIN_BYTES = 4 << 20
 # On one thread, from this many columns one symm over the triangle beats a symv per column.
 SYMM_MIN_COLUMNS = 12
 # "auto" computes in float64 up to this many kernel entries, float32 above.
 AUTO_FLOAT64_MAX_ENTRIES = 4096**2
+# A stored triangle at least this large is advised against huge pages (_triangle_buffer).
+TRIANGLE_MADVISE_MIN_BYTES = 64 << 20
 
 
 def n_threads(requested="auto"):
@@ -124,6 +133,39 @@ def resolve_dtype(dtype, n_rows, n_cols):
     if dtype == "auto":
         return np.float64 if n_rows * n_cols <= AUTO_FLOAT64_MAX_ENTRIES else np.float32
     return np.dtype(dtype).type
+
+
+def _triangle_buffer(shape, dtype):
+    """An uninitialised array for a K of which only the upper triangle may be written.
+
+    numpy asks for transparent huge pages on large arrays; a 2 MiB page spans
+    many rows and so maps the lower triangle too, doubling K's resident memory
+    and its first-touch time (bench_cal16k.py: 0.74 GiB against 1.05 GiB peak).
+    The array stays numpy's own (tracemalloc counts it); only its pages' advice changes.
+    """
+    K = np.empty(shape, dtype=dtype)
+    madvise = _libc_madvise()
+    if K.nbytes >= TRIANGLE_MADVISE_MIN_BYTES and madvise is not None:
+        page = mmap.PAGESIZE
+        first = -(-K.ctypes.data // page) * page  # whole pages inside K only
+        last = (K.ctypes.data + K.nbytes) // page * page
+        if last > first:
+            madvise(first, last - first, mmap.MADV_NOHUGEPAGE)  # advice only: a failure changes nothing
+    return K
+
+
+@functools.cache
+def _libc_madvise():
+    """libc's ``madvise``, or None where it or MADV_NOHUGEPAGE is missing (not Linux)."""
+    if not hasattr(mmap, "MADV_NOHUGEPAGE"):
+        return None
+    try:
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    madvise.restype = ctypes.c_int
+    return madvise
 
 
 def blas_dot(A, V):
@@ -323,7 +365,7 @@ class KernelOperator:
             return list(_pool(self.n_threads).map(func, batches))
 
     def _evaluate_all(self):
-        K = np.empty((self.n, self.m), dtype=self.dtype)
+        K = (_triangle_buffer if self.symmetric else np.empty)((self.n, self.m), dtype=self.dtype)
         if self.symmetric:
 
             def fill(batch):  # upper triangle: columns from the block's first row on
@@ -407,16 +449,30 @@ class KernelOperator:
         if columns.shape[1] >= SYMM_MIN_COLUMNS:  # compute-bound, and no pool to split it: one level-3 call
             symm = get_blas_funcs("symm", (self.K,))
             return symm(1.0, self.K.T, columns, side=0, lower=1).astype(np.float64).reshape(V.shape)
-        out = np.column_stack([symv(1.0, self.K.T, columns[:, j], lower=1) for j in range(columns.shape[1])])
+        with self.blas_threads():
+            out = np.column_stack([symv(1.0, self.K.T, columns[:, j], lower=1) for j in range(columns.shape[1])])
         return out.astype(np.float64).reshape(V.shape)
+
+    def blas_threads(self, nbytes=None):
+        """A context giving BLAS the pool's threads (a fit runs on one BLAS thread), for
+        level-2 work on ``nbytes`` (K's by default): OpenBLAS's own symv splits a large
+        triangle (bench_operator.py --threads-only: 16,000 x 16,000 float32, 27 ms on two
+        threads against 44 ms on one). A null context below ``POOLED_MIN_BYTES`` or inside
+        the pool."""
+        nbytes = self.K.nbytes if nbytes is None else nbytes
+        if self.n_threads == 1 or nbytes < POOLED_MIN_BYTES or threading.current_thread().name.startswith(
+                _POOL_PREFIX):
+            return nullcontext()
+        return _controller().limit(limits=self.n_threads, user_api="blas")
 
     def _pooled(self, V):
         """Whether a product of the stored K with V is split by rows over the pool.
 
-        Always for a stored K_nm: row halves on two threads beat a gemv per column on one
-        at any width (bench_operator.py, 100,000 x 1,000, one column: 39 ms against 55 ms).
+        Always for a stored K_nm of at least ``POOLED_MIN_BYTES``: row halves on two threads
+        beat a gemv per column on one at any width (bench_operator.py, 100,000 x 1,000, one
+        column: 39 ms against 55 ms).
         """
-        if self.K is None or self.n_threads == 1:
+        if self.K is None or self.n_threads == 1 or self.K.nbytes < POOLED_MIN_BYTES:
             return False
         return not self.symmetric or (V.ndim == 2 and V.shape[1] >= POOLED_MIN_COLUMNS)
 

@@ -1,10 +1,12 @@
 """KernelOperator against dense kernel matrices, and the memory guarantees."""
 
+import contextlib
 import tracemalloc
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
+from threadpoolctl import threadpool_info
 
 import kernelgd._operator as operator_module
 from kernelgd import KernelGDRegressor, kernel_matrix
@@ -127,9 +129,10 @@ def test_large_factorizations_run_single_threaded(monkeypatch):
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_stored_triangle_times_many_columns(dtype, threads):
+def test_stored_triangle_times_many_columns(dtype, threads, monkeypatch):
     # few columns: a symv per column over the stored triangle; from POOLED_MIN_COLUMNS
-    # on two threads, whole rows (mirrored once) split over the pool
+    # on two threads, whole rows (mirrored once) split over the pool (of any size here)
+    monkeypatch.setattr(operator_module, "POOLED_MIN_BYTES", 0)
     op = KernelOperator(X, RBF, dtype=dtype, store=True, threads=threads)
     assert op.upper_only
     K = kernel_matrix(X, sigma=2.0)
@@ -144,6 +147,35 @@ def test_stored_triangle_times_many_columns(dtype, threads):
     assert_allclose(op.matvec(narrow[:, 0]), K @ narrow[:, 0], rtol=rtol, atol=rtol)
     widest = rng.normal(size=(300, operator_module.SYMM_MIN_COLUMNS))  # one symm on a single thread
     assert_allclose(op.matvec(widest), K @ widest, rtol=rtol, atol=rtol)
+
+
+def test_a_small_stored_k_is_never_split_over_the_pool():
+    # below POOLED_MIN_BYTES one BLAS call beats the pool's hand-off, at any width
+    op = KernelOperator(X, RBF, dtype="float64", store=True, threads=2)
+    assert op.K.nbytes < operator_module.POOLED_MIN_BYTES
+    wide = rng.normal(size=(300, operator_module.POOLED_MIN_COLUMNS + 1))
+    assert_allclose(op.matvec(wide), kernel_matrix(X, sigma=2.0) @ wide, rtol=1e-12, atol=1e-12)
+    assert op.upper_only  # symv or symm over the triangle, never the mirrored rows
+    assert isinstance(op.blas_threads(), contextlib.nullcontext)
+
+
+def test_blas_threads_gives_a_large_product_the_pool_threads_only_outside_the_pool():
+    op = KernelOperator(X, RBF, dtype="float64", store=True, threads=2)
+    big = operator_module.POOLED_MIN_BYTES
+    with op.blas_threads(big):
+        assert {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"} == {2}
+    assert isinstance(KernelOperator(X, RBF, threads=1).blas_threads(big), contextlib.nullcontext)
+    inside = operator_module._pool(2).submit(op.blas_threads, big).result()
+    assert isinstance(inside, contextlib.nullcontext)
+
+
+def test_the_stored_triangle_is_numpys_own_array_with_only_whole_pages_advised():
+    # the buffer stays a numpy allocation (tracemalloc counts it), writable, of the asked shape
+    K = operator_module._triangle_buffer((3000, 3000), np.float64)
+    assert K.flags.owndata and K.flags.writeable and K.flags.c_contiguous
+    assert K.shape == (3000, 3000) and K.dtype == np.float64
+    K[...] = 1.0
+    assert K.sum() == 3000 * 3000
 
 
 @pytest.mark.parametrize("chunk_rows", [7, 1000])
@@ -204,8 +236,9 @@ def test_the_block_pool_is_made_once(monkeypatch):
 
     monkeypatch.setattr(operator_module, "ThreadPoolExecutor", Counted)
     monkeypatch.setattr(operator_module, "_POOLS", {})
+    monkeypatch.setattr(operator_module, "POOLED_MIN_BYTES", 0)
     op = KernelOperator(X, RBF, memory_budget=1 << 30, threads=2)
-    V6 = rng.normal(size=(300, 6))  # enough columns for a pooled product
+    V6 = rng.normal(size=(300, 6))  # enough columns (and bytes) for a pooled product
     for _ in range(20):
         assert_allclose(op.matvec(V6), kernel_matrix(X, sigma=2.0) @ V6, rtol=1e-12, atol=1e-12)
     assert len(made) == 1

@@ -7,6 +7,9 @@ built from the centers' factors ``K_mm = T'T`` (``center_factors``) and the
 weights of the system it preconditions.
 """
 
+from contextlib import nullcontext
+from functools import partial
+
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 from scipy.linalg.blas import dsyr as syr
@@ -67,7 +70,11 @@ class NystroemPreconditioner:
                 C -= np.outer(s, s @ C)
             return np.asfortranarray(C)
 
-        F, self.pivots = rp_cholesky(columns, diag, n_landmarks, rng, block)
+        # F's products are memory-bound level-2 work on a large F: BLAS gets the pool's threads
+        threads = getattr(operator, "blas_threads", None) if xp is np else None
+        self._threads = nullcontext if threads is None else partial(threads, 8 * len(diag) * n_landmarks)
+        with self._threads():
+            F, self.pivots = rp_cholesky(columns, diag, n_landmarks, rng, block)
         self.F, self.mu = F, mu
         if F.shape[1] == 0:  # nothing to approximate: P = mu I
             self.G_factor = None
@@ -76,7 +83,8 @@ class NystroemPreconditioner:
             G = F.T @ F + mu * xp.eye(F.shape[1], dtype=F.dtype, device=F.device)
             self.G_factor = (cholesky(G, "preconditioner matrix"), False)
             return
-        G = syrk(1.0, F, trans=1)  # F'F, upper triangle, through scipy's BLAS
+        with self._threads():
+            G = syrk(1.0, F, trans=1)  # F'F, upper triangle, through scipy's BLAS
         G = np.triu(G) + np.triu(G, 1).T
         G[np.diag_indices_from(G)] += mu
         self.G_factor = (cholesky(G, "preconditioner matrix"), False)
@@ -91,8 +99,10 @@ class NystroemPreconditioner:
         if not isinstance(V, np.ndarray):
             inner = _cho_solve_upper(self.G_factor[0], self.F.T @ V)
             return (V - self.F @ inner) / self.mu
-        inner = cho_solve(self.G_factor, blas_dot(self.F.T, V), check_finite=False)
-        return (V - blas_dot(self.F, inner)) / self.mu
+        with self._threads():
+            inner = cho_solve(self.G_factor, blas_dot(self.F.T, V), check_finite=False)
+            FG = blas_dot(self.F, inner)
+        return (V - FG) / self.mu
 
     apply_t = apply  # P is symmetric
 
