@@ -25,7 +25,7 @@ import mmap
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 
 import numpy as np
 import scipy.sparse as sp
@@ -449,21 +449,11 @@ class KernelOperator:
         if columns.shape[1] >= SYMM_MIN_COLUMNS:  # compute-bound, and no pool to split it: one level-3 call
             symm = get_blas_funcs("symm", (self.K,))
             return symm(1.0, self.K.T, columns, side=0, lower=1).astype(np.float64).reshape(V.shape)
-        with self.blas_threads():
-            out = np.column_stack([symv(1.0, self.K.T, columns[:, j], lower=1) for j in range(columns.shape[1])])
+        # one BLAS thread, as the whole fit: OpenBLAS's threaded symv is faster on a quiet machine
+        # (bench_operator.py --threads-only: 27 ms against 44 ms at 16,000 rows in float32), but
+        # beside a busy job a Cal-16k fit then took 9.6 s against 3.6 s (bench_threads.py)
+        out = np.column_stack([symv(1.0, self.K.T, columns[:, j], lower=1) for j in range(columns.shape[1])])
         return out.astype(np.float64).reshape(V.shape)
-
-    def blas_threads(self, nbytes=None):
-        """A context giving BLAS the pool's threads (a fit runs on one BLAS thread), for
-        level-2 work on ``nbytes`` (K's by default): OpenBLAS's own symv splits a large
-        triangle (bench_operator.py --threads-only: 16,000 x 16,000 float32, 27 ms on two
-        threads against 44 ms on one). A null context below ``POOLED_MIN_BYTES`` or inside
-        the pool."""
-        nbytes = self.K.nbytes if nbytes is None else nbytes
-        if self.n_threads == 1 or nbytes < POOLED_MIN_BYTES or threading.current_thread().name.startswith(
-                _POOL_PREFIX):
-            return nullcontext()
-        return _controller().limit(limits=self.n_threads, user_api="blas")
 
     def _pooled(self, V):
         """Whether a product of the stored K with V is split by rows over the pool.

@@ -1,12 +1,10 @@
 """KernelOperator against dense kernel matrices, and the memory guarantees."""
 
-import contextlib
 import tracemalloc
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
-from threadpoolctl import threadpool_info
 
 import kernelgd._operator as operator_module
 from kernelgd import KernelGDRegressor, kernel_matrix
@@ -156,17 +154,6 @@ def test_a_small_stored_k_is_never_split_over_the_pool():
     wide = rng.normal(size=(300, operator_module.POOLED_MIN_COLUMNS + 1))
     assert_allclose(op.matvec(wide), kernel_matrix(X, sigma=2.0) @ wide, rtol=1e-12, atol=1e-12)
     assert op.upper_only  # symv or symm over the triangle, never the mirrored rows
-    assert isinstance(op.blas_threads(), contextlib.nullcontext)
-
-
-def test_blas_threads_gives_a_large_product_the_pool_threads_only_outside_the_pool():
-    op = KernelOperator(X, RBF, dtype="float64", store=True, threads=2)
-    big = operator_module.POOLED_MIN_BYTES
-    with op.blas_threads(big):
-        assert {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"} == {2}
-    assert isinstance(KernelOperator(X, RBF, threads=1).blas_threads(big), contextlib.nullcontext)
-    inside = operator_module._pool(2).submit(op.blas_threads, big).result()
-    assert isinstance(inside, contextlib.nullcontext)
 
 
 def test_the_stored_triangle_is_numpys_own_array_with_only_whole_pages_advised():

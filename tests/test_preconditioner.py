@@ -11,7 +11,7 @@ from sklearn.kernel_ridge import KernelRidge
 
 from kernelgd import KernelGDRegressor, kernel_matrix
 from kernelgd._operator import KernelOperator
-from kernelgd._solvers import cg
+from kernelgd._solvers import _preconditioners, cg
 from kernelgd.kernels import bind_kernel
 
 
@@ -77,17 +77,21 @@ def test_rp_cholesky_beats_uniform_landmarks_on_uneven_data():
     assert trace["pivoted"] < 0.75 * trace["uniform"]
 
 
-def _system(X, alpha, sigma):
-    op = KernelOperator(X, bind_kernel("rbf", sigma=sigma))
+def _system(X, alpha, sigma, threads="auto"):
+    op = KernelOperator(X, bind_kernel("rbf", sigma=sigma), threads=threads)
     s = np.full(len(X), 1 / np.sqrt(len(X)))
     return op, s, lambda V: s[:, None] * op.matvec(s[:, None] * V) + alpha * V
 
 
+@pytest.mark.parametrize("pooled", [False, True])
 @pytest.mark.parametrize("block", [10, 40])
-def test_preconditioner_is_the_inverse_of_nystroem_plus_shift(block):
+def test_preconditioner_is_the_inverse_of_nystroem_plus_shift(block, pooled, monkeypatch):
+    # pooled: F's products split by rows over the operator's threads, as for a large F
+    monkeypatch.setattr(_preconditioners, "POOLED_MIN_BYTES", 0 if pooled else np.inf)
     X = clustered(250)
-    op, s, _ = _system(X, 1e-3, 1.0)
+    op, s, _ = _system(X, 1e-3, 1.0, threads=2)
     P = cg.NystroemPreconditioner(op, s, 1e-3, 40, np.random.RandomState(0), block=block)
+    assert (P._pool is not None) == pooled
     A = kernel_matrix(X, kernel="rbf", sigma=1.0) / len(X)
     dense = nystroem(A, P.pivots) + 1e-3 * np.eye(len(X))
     V = np.random.RandomState(1).normal(size=(len(X), 2))

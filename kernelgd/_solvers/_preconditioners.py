@@ -7,18 +7,16 @@ built from the centers' factors ``K_mm = T'T`` (``center_factors``) and the
 weights of the system it preconditions.
 """
 
-from contextlib import nullcontext
-from functools import partial
-
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 from scipy.linalg.blas import dsyr as syr
 from scipy.linalg.blas import dsyrk as syrk
 from scipy.linalg.lapack import dlauum as lauum
+from sklearn.utils import gen_batches
 
 from .._array_api import diagonal, outer, xp_of
 from .._array_api import solve_triangular as xp_solve_triangular
-from .._operator import blas_dot, single_threaded_blas
+from .._operator import POOLED_MIN_BYTES, blas_dot, single_threaded_blas
 from ._common import cholesky
 from ._krylov import RPC_BLOCK, rp_cholesky
 
@@ -70,12 +68,11 @@ class NystroemPreconditioner:
                 C -= np.outer(s, s @ C)
             return np.asfortranarray(C)
 
-        # F's products are memory-bound level-2 work on a large F: BLAS gets the pool's threads
-        threads = getattr(operator, "blas_threads", None) if xp is np else None
-        self._threads = nullcontext if threads is None else partial(threads, 8 * len(diag) * n_landmarks)
-        with self._threads():
-            F, self.pivots = rp_cholesky(columns, diag, n_landmarks, rng, block)
+        F, self.pivots = rp_cholesky(columns, diag, n_landmarks, rng, block)
         self.F, self.mu = F, mu
+        # a large F's products split by rows over the operator's pool (memory-bound, one BLAS thread each)
+        pooled = xp is np and getattr(operator, "n_threads", 1) > 1 and F.nbytes >= POOLED_MIN_BYTES
+        self._pool = (operator._run, list(gen_batches(len(F), -(-len(F) // operator.n_threads)))) if pooled else None
         if F.shape[1] == 0:  # nothing to approximate: P = mu I
             self.G_factor = None
             return
@@ -83,8 +80,7 @@ class NystroemPreconditioner:
             G = F.T @ F + mu * xp.eye(F.shape[1], dtype=F.dtype, device=F.device)
             self.G_factor = (cholesky(G, "preconditioner matrix"), False)
             return
-        with self._threads():
-            G = syrk(1.0, F, trans=1)  # F'F, upper triangle, through scipy's BLAS
+        G = syrk(1.0, F, trans=1)  # F'F, upper triangle, through scipy's BLAS
         G = np.triu(G) + np.triu(G, 1).T
         G[np.diag_indices_from(G)] += mu
         self.G_factor = (cholesky(G, "preconditioner matrix"), False)
@@ -99,10 +95,19 @@ class NystroemPreconditioner:
         if not isinstance(V, np.ndarray):
             inner = _cho_solve_upper(self.G_factor[0], self.F.T @ V)
             return (V - self.F @ inner) / self.mu
-        with self._threads():
+        if self._pool is None:
             inner = cho_solve(self.G_factor, blas_dot(self.F.T, V), check_finite=False)
-            FG = blas_dot(self.F, inner)
-        return (V - FG) / self.mu
+            return (V - blas_dot(self.F, inner)) / self.mu
+        run, batches = self._pool
+        FtV = np.sum(run(lambda rows: self.F[rows].T @ V[rows], batches), axis=0)  # numpy's matmul frees the GIL
+        inner = cho_solve(self.G_factor, FtV, check_finite=False)
+        out = np.empty_like(V)
+
+        def finish(rows):
+            out[rows] = (V[rows] - self.F[rows] @ inner) / self.mu
+
+        run(finish, batches)
+        return out
 
     apply_t = apply  # P is symmetric
 
