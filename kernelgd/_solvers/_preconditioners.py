@@ -70,7 +70,8 @@ class NystroemPreconditioner:
 
         F, self.pivots = rp_cholesky(columns, diag, n_landmarks, rng, block)
         self.F, self.mu = F, mu
-        # a large F's products split by rows over the operator's pool (memory-bound, one BLAS thread each)
+        # a large F's products are memory-bound: split by rows over the operator's pool, one BLAS
+        # thread each (Cal-16k, F of 16,000 x 500: 0.27 s of 13 applications on one thread)
         pooled = xp is np and getattr(operator, "n_threads", 1) > 1 and F.nbytes >= POOLED_MIN_BYTES
         self._pool = (operator._run, list(gen_batches(len(F), -(-len(F) // operator.n_threads)))) if pooled else None
         if F.shape[1] == 0:  # nothing to approximate: P = mu I
