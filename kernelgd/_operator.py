@@ -69,7 +69,8 @@ POOLED_MIN_BYTES = 4 << 20
 SYMM_MIN_COLUMNS = 12
 # "auto" computes in float64 up to this many kernel entries, float32 above.
 AUTO_FLOAT64_MAX_ENTRIES = 4096**2
-# A stored triangle at least this large is advised against huge pages (_triangle_buffer).
+# A stored triangle at least this large is advised against huge pages (_triangle_buffer);
+# below it the lower triangle's pages cost little.
 TRIANGLE_MADVISE_MIN_BYTES = 64 << 20
 
 
