@@ -459,9 +459,9 @@ class KernelOperator:
     def _pooled(self, V):
         """Whether a product of the stored K with V is split by rows over the pool.
 
-        Always for a stored K_nm of at least ``POOLED_MIN_BYTES``: row halves on two threads
-        beat a gemv per column on one at any width (bench_operator.py, 100,000 x 1,000, one
-        column: 39 ms against 55 ms).
+        Never below ``POOLED_MIN_BYTES``; above it always for a stored K_nm: row halves on two
+        threads beat a gemv per column on one at any width (bench_operator.py, 100,000 x 1,000,
+        one column: 39 ms against 55 ms).
         """
         if self.K is None or self.n_threads == 1 or self.K.nbytes < POOLED_MIN_BYTES:
             return False

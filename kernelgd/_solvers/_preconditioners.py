@@ -12,7 +12,6 @@ from scipy.linalg import cho_solve, solve_triangular
 from scipy.linalg.blas import dsyr as syr
 from scipy.linalg.blas import dsyrk as syrk
 from scipy.linalg.lapack import dlauum as lauum
-from sklearn.utils import gen_batches
 
 from .._array_api import diagonal, outer, xp_of
 from .._array_api import solve_triangular as xp_solve_triangular
@@ -73,7 +72,7 @@ class NystroemPreconditioner:
         # a large F's products are memory-bound: split by rows over the operator's pool, one BLAS
         # thread each (Cal-16k, F of 16,000 x 500: 0.27 s of 13 applications on one thread)
         pooled = xp is np and getattr(operator, "n_threads", 1) > 1 and F.nbytes >= POOLED_MIN_BYTES
-        self._pool = (operator._run, list(gen_batches(len(F), -(-len(F) // operator.n_threads)))) if pooled else None
+        self._pool = (operator._run, operator._row_batches()) if pooled else None  # F has K's rows
         if F.shape[1] == 0:  # nothing to approximate: P = mu I
             self.G_factor = None
             return
