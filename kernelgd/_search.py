@@ -43,11 +43,14 @@ WIDTH_STEPS = 8
 # Default ridges, per sample (KernelRidge's alpha / n).
 DEFAULT_ALPHAS = np.logspace(-10, 0, 21)
 # A fold's decreasing alpha path stops once this many alphas in a row have not beaten the fold's
-# best score (two decades on the default grid): the smallest ridges cost the most solves.
-PATH_PATIENCE = 4
+# best score (one decade on the default grid): the smallest ridges cost the most solves.
+PATH_PATIENCE = 2
 # K-fold races widths on paired folds: a width whose best score on each of its first RACE_FOLDS folds
 # is below the best candidate's on the same fold stops there (it would have to win the rest by far).
-RACE_FOLDS = 3
+RACE_FOLDS = 2
+# A width searched after another starts its alpha path this many decades above the best alpha so far
+# (neighbouring widths' best alphas are close), and climbs back up where its first alpha scores best.
+PATH_HEADROOM = 2
 # The refit's tolerance tracks the chosen model's error down to this (float64 CG's reach).
 MIN_REFIT_TOL = 1e-8
 
@@ -345,12 +348,14 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             )
         return self.cv
 
-    def _kfold_scores(self, X, Y, sw, kernel, sigma, alphas, scorer, incumbent=None):
+    def _kfold_scores(self, X, Y, sw, kernel, sigma, alphas, scorer, incumbent=None, near=None):
         """Scores of every alpha on every fold, from one kernel matrix (of a subsample where n is large).
 
         ``incumbent``: the best candidate's score on each fold so far; the width stops after
         ``RACE_FOLDS`` folds on which even its best alpha scored lower (the folds must be the same
-        for every width: all rows, and ``cv`` None or an int)."""
+        for every width: all rows, and ``cv`` None or an int). ``near``: the best candidate's
+        alpha; each fold's path then starts ``PATH_HEADROOM`` decades above it. Alphas no fold
+        reached score NaN."""
         rng = check_random_state(self.random_state)
         n = X.shape[0]
         xp = xp_of(X)
@@ -364,8 +369,10 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         y_host, w_host = np.asarray(to_numpy(y_fit)), np.asarray(to_numpy(ws))
         cv = check_cv(self._folds(y_host, classifier), y_host, classifier=classifier)
         splits = list(cv.split(Xs if xp is np else np.zeros((len(idx), 1)), y_host))
-        scores = np.full((len(alphas), len(splits)), np.nan)  # NaN: past the fold's early stop
+        scores = np.full((len(alphas), len(splits)), np.nan)  # NaN: outside the fold's path
         paired = incumbent is not None and len(idx) == n and (self.cv is None or isinstance(self.cv, Integral))
+        # alphas are decreasing: the first at most PATH_HEADROOM decades above near
+        start = 0 if near is None else min(int(np.searchsorted(-alphas, -near * 10.0**PATH_HEADROOM)), len(alphas) - 1)
         for j, (train, test) in enumerate(splits):
             if paired and RACE_FOLDS <= j < len(splits) and np.all(
                     np.nanmax(scores[:, :j], axis=0) < incumbent[:j]):
@@ -376,15 +383,24 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
                 max_iter=self.max_iter, tol=self.tol, warm_start=True, random_state=self.random_state,
                 options=self.options, **self._extra_params(),
             )
-            best, since_best = -np.inf, 0
-            for i, alpha in enumerate(alphas):  # decreasing: each solve starts from the last
-                model.set_params(alpha=alpha).fit(K_train, rows_of(y_fit, train), sample_weight=rows_of(ws, train))
+            def score(i):
+                model.set_params(alpha=alphas[i]).fit(K_train, rows_of(y_fit, train), sample_weight=rows_of(ws, train))
                 scored = model if xp is np else _OnHost(model)
                 if classifier and self.loss == "logistic" and len(model.classes_) < len(self.classes_):
                     scored = _EveryClass(scored, self.classes_)  # a class only in the test rows
                 scores[i, j] = scorer(scored, K_test, y_host[test], sample_weight=w_host[test])
-                best, since_best = (scores[i, j], 0) if scores[i, j] > best else (best, since_best + 1)
-                if since_best >= PATH_PATIENCE:
+                return scores[i, j]
+
+            # down from the start, each solve from the last, until PATH_PATIENCE alphas past the best;
+            # then up from the start while the score rises, where the start scored best
+            for path in (range(start, len(alphas)), range(start - 1, -1, -1)):
+                best, since_best = -np.inf if path.step > 0 else scores[start, j], 0
+                for i in path:
+                    value = score(i)
+                    best, since_best = (value, 0) if value > best else (best, since_best + 1)
+                    if since_best >= (PATH_PATIENCE if path.step > 0 else 1):
+                        break
+                if start == 0 or np.nanargmax(scores[:, j]) != start:
                     break
         return scores
 
@@ -436,7 +452,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
 
         # the best candidate's fold scores so far; only threads share it (under joblib's Dask
         # backend the widths run in other processes, and each scores every fold)
-        race = {"best": None, "lock": threading.Lock() if _shared_memory_backend() else None}
+        race = {"best": None, "alpha": None, "lock": threading.Lock() if _shared_memory_backend() else None}
 
         def score_width(kernel, sigma):
             if loo_scores is not None:
@@ -444,10 +460,11 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             elif race["lock"] is None:
                 split_scores = self._kfold_scores(X, Y, sw, kernel, sigma, alphas, scorer, None)
             else:
-                split_scores = self._kfold_scores(X, Y, sw, kernel, sigma, alphas, scorer, race["best"])
+                split_scores = self._kfold_scores(X, Y, sw, kernel, sigma, alphas, scorer, race["best"], race["alpha"])
                 with race["lock"]:
                     if _best_mean(split_scores) > (-np.inf if race["best"] is None else race["best"].mean()):
-                        race["best"] = split_scores[int(np.nanargmax(split_scores.mean(axis=1)))].copy()
+                        best = int(np.nanargmax(split_scores.mean(axis=1)))
+                        race["best"], race["alpha"] = split_scores[best].copy(), alphas[best]
             if self.verbose:
                 name = f"kernel={get_spec(kernel).name}  " if len(kernels) > 1 else ""
                 width = "" if sigma is None else f"sigma={sigma:.4g}  "
