@@ -11,8 +11,10 @@ fold's model is solved along a decreasing alpha path, warm-started from the
 previous alpha, on the rows of the one kernel matrix (on a subsample of at
 most ``max_search_samples`` rows where n is large), and stops once
 ``PATH_PATIENCE`` alphas in a row have not beaten the fold's best score; a
-width that loses its first ``RACE_FOLDS`` folds to the best candidate stops
-there. The chosen parameters are then refitted on all the data.
+width searched after another starts ``PATH_HEADROOM`` decades above the best
+alpha so far (and climbs back where that start scores best), and one that
+loses its first ``RACE_FOLDS`` folds to the best candidate stops there. The
+chosen parameters are then refitted on all the data.
 """
 
 import time
@@ -143,9 +145,11 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         ``param_alpha``, ``mean_test_score``, ``std_test_score``,
         ``rank_test_score``, and ``split{k}_test_score`` with K-fold. Only
         the widths the walk visited appear. With K-fold, each fold's
-        decreasing alpha path stops after 4 alphas in a row that do not
-        beat its best score, and a width whose best alpha scored below the
-        best candidate on each of its first 3 folds stops there; what was
+        decreasing alpha path stops after 2 alphas in a row that do not
+        beat its best score; a width searched after another starts its path
+        two decades above the best alpha so far (climbing back up where
+        that start scores best), and one whose best alpha scored below the
+        best candidate on each of its first 2 folds stops there; what was
         not scored is NaN (a candidate without a score on every fold has a
         NaN mean and ranks last). With ``ard_``, the learned
         scales are the last row (``param_sigma`` is then of object dtype),
@@ -370,10 +374,12 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
     in :class:`KernelGDRegressorCV`. Otherwise each fold of a stratified
     K-fold split (5 folds by default) is solved for the ``alphas`` from the
     largest to the smallest, each solve warm-started from the last, on the
-    rows of that one matrix, until 4 alphas in a row have not beaten the
-    fold's best score (the smallest ridges need the most Newton steps); a
-    width that loses each of its first 3 folds to the best candidate so far
-    stops there. The best pair is then refitted on all the data with
+    rows of that one matrix, until 2 alphas in a row have not beaten the
+    fold's best score (the smallest ridges need the most Newton steps). A
+    width searched after another starts two decades above the best alpha so
+    far (climbing back where that start scores best), and stops once it has
+    lost each of its first 2 folds to the best candidate. The best pair is
+    then refitted on all the data with
     :class:`KernelGDClassifier`.
 
     Parameters
