@@ -32,17 +32,30 @@ def log_expit(F):
     return _xp_log_expit(F) if not isinstance(F, np.ndarray) else _sp_log_expit(F)
 
 
+def _shifted(F, axis):
+    """``F`` less its largest entry along ``axis`` (where finite: scipy's convention), and that entry."""
+    top = F.max(axis=axis, keepdims=True)
+    top[~np.isfinite(top)] = 0.0
+    return F - top, top
+
+
+# numpy's own: scipy's array-API wrappers cost three times the arithmetic on a Newton step's arrays
 def logsumexp(F, axis, keepdims=False):
-    return _xp_logsumexp(F, axis, keepdims) if not isinstance(F, np.ndarray) else _sp_logsumexp(
-        F, axis=axis, keepdims=keepdims)
+    if not isinstance(F, np.ndarray):
+        return _xp_logsumexp(F, axis, keepdims)
+    shifted, top = _shifted(F, axis)
+    with np.errstate(divide="ignore"):  # a row of -inf: log(0) = -inf, as scipy gives
+        out = np.log(np.exp(shifted).sum(axis=axis, keepdims=True)) + top
+    return out if keepdims else np.squeeze(out, axis=axis)
 
 
 def softmax(F, axis):
-    return _xp_softmax(F, axis) if not isinstance(F, np.ndarray) else _sp_softmax(F, axis=axis)
+    if not isinstance(F, np.ndarray):
+        return _xp_softmax(F, axis)
+    E = np.exp(_shifted(F, axis)[0])
+    return E / E.sum(axis=axis, keepdims=True)
 from scipy.special import expit as _sp_expit
 from scipy.special import log_expit as _sp_log_expit
-from scipy.special import logsumexp as _sp_logsumexp
-from scipy.special import softmax as _sp_softmax
 
 # Probabilities of the baseline are kept this far from 0 and 1, so that a
 # class without weight gives a large finite intercept instead of inf.

@@ -12,9 +12,9 @@ previous alpha, on the rows of the one kernel matrix (on a subsample of at
 most ``max_search_samples`` rows where n is large), and stops once
 ``PATH_PATIENCE`` alphas in a row have not beaten the fold's best score; a
 width searched after another starts ``PATH_HEADROOM`` decades above the best
-alpha so far (and climbs back where that start scores best), and one that
-loses its first ``RACE_FOLDS`` folds to the best candidate stops there. The
-chosen parameters are then refitted on all the data.
+alpha so far (and climbs back where that start scores best), and from
+``RACE_FOLDS`` folds on stops once it trails the best candidate on the folds
+so far. The chosen parameters are then refitted on all the data.
 """
 
 import time
@@ -148,8 +148,9 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         decreasing alpha path stops after 2 alphas in a row that do not
         beat its best score; a width searched after another starts its path
         two decades above the best alpha so far (climbing back up where
-        that start scores best), and one whose best alpha scored below the
-        best candidate on each of its first 2 folds stops there; what was
+        that start scores best), and from its second fold on it stops once
+        its folds' best scores (each fold's best alpha) sum below the best
+        candidate's on the same folds; what was
         not scored is NaN (a candidate without a score on every fold has a
         NaN mean and ranks last). With ``ard_``, the learned
         scales are the last row (``param_sigma`` is then of object dtype),
@@ -377,9 +378,9 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
     rows of that one matrix, until 2 alphas in a row have not beaten the
     fold's best score (the smallest ridges need the most Newton steps). A
     width searched after another starts two decades above the best alpha so
-    far (climbing back where that start scores best), and stops once it has
-    lost each of its first 2 folds to the best candidate. The best pair is
-    then refitted on all the data with
+    far (climbing back where that start scores best), and from its second
+    fold on stops once its folds' best scores sum below the best candidate's
+    on the same folds. The best pair is then refitted on all the data with
     :class:`KernelGDClassifier`.
 
     Parameters

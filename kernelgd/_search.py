@@ -45,8 +45,8 @@ DEFAULT_ALPHAS = np.logspace(-10, 0, 21)
 # A fold's decreasing alpha path stops once this many alphas in a row have not beaten the fold's
 # best score (one decade on the default grid): the smallest ridges cost the most solves.
 PATH_PATIENCE = 2
-# K-fold races widths on paired folds: a width whose best score on each of its first RACE_FOLDS folds
-# is below the best candidate's on the same fold stops there (it would have to win the rest by far).
+# K-fold races widths on paired folds: from RACE_FOLDS folds on, a width whose best scores on the folds
+# so far (each fold's best alpha) sum below the best candidate's on the same folds stops there.
 RACE_FOLDS = 2
 # A width searched after another starts its alpha path this many decades above the best alpha so far
 # (neighbouring widths' best alphas are close), and climbs back up where its first alpha scores best.
@@ -351,9 +351,9 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
     def _kfold_scores(self, X, Y, sw, kernel, sigma, alphas, scorer, incumbent=None, near=None):
         """Scores of every alpha on every fold, from one kernel matrix (of a subsample where n is large).
 
-        ``incumbent``: the best candidate's score on each fold so far; the width stops after
-        ``RACE_FOLDS`` folds on which even its best alpha scored lower (the folds must be the same
-        for every width: all rows, and ``cv`` None or an int). ``near``: the best candidate's
+        ``incumbent``: the best candidate's score on each fold so far; from ``RACE_FOLDS`` folds
+        on, the width stops once its folds' best scores sum below the incumbent's on the same folds
+        (the folds must be the same for every width: all rows, and ``cv`` None or an int). ``near``: the best candidate's
         alpha; each fold's path then starts ``PATH_HEADROOM`` decades above it. Alphas no fold
         reached score NaN."""
         rng = check_random_state(self.random_state)
@@ -374,9 +374,9 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         # alphas are decreasing: the first at most PATH_HEADROOM decades above near
         start = 0 if near is None else min(int(np.searchsorted(-alphas, -near * 10.0**PATH_HEADROOM)), len(alphas) - 1)
         for j, (train, test) in enumerate(splits):
-            if paired and RACE_FOLDS <= j < len(splits) and np.all(
-                    np.nanmax(scores[:, :j], axis=0) < incumbent[:j]):
-                break  # lost every fold so far to the best candidate
+            if paired and RACE_FOLDS <= j < len(splits) and (
+                    np.sum(np.nanmax(scores[:, :j], axis=0)) < np.sum(incumbent[:j])):
+                break  # behind the best candidate on the folds so far, even with each fold's own best alpha
             K_train, K_test = block_of(K, train, train), block_of(K, test, train)
             model = self._estimator_class(
                 kernel="precomputed", fit_intercept=self.fit_intercept, solver=self.solver,

@@ -534,6 +534,26 @@ def test_a_later_width_starts_its_path_near_the_best_alpha_and_climbs_where_need
             assert min(ours) < 1e-6 * 10**PATH_HEADROOM < 1e-2 < max(ours) < 1.0
 
 
+@pytest.mark.parametrize("ahead", [True, False])
+def test_the_race_compares_sums_over_the_folds_so_far(ahead):
+    """A width that wins its first fold but trails the best candidate's sum over its first two stops there."""
+    from kernelgd._search import RACE_FOLDS, _scorer
+
+    model = KernelGDClassifierCV(loss="logistic", tol=1e-6, max_iter=3000, random_state=0)
+    model.classes_ = np.unique(labels)
+    scorer = _scorer(model, "neg_log_loss", None, model.classes_)
+    Xf, sw, alphas = X.astype(float), np.ones(len(labels)), np.array([1e-2, 1e-3])
+    alone = model._kfold_scores(Xf, labels, sw, "rbf", 1.0, alphas, scorer)
+    best = np.nanmax(alone, axis=0)
+    # the incumbent loses fold 0 by 0.01 and wins fold 1 by 0.05 (or, ahead, loses it by 0.05 too)
+    incumbent = best - 0.01
+    incumbent[1] = best[1] + (-0.05 if ahead else 0.05)
+    raced = model._kfold_scores(Xf, labels, sw, "rbf", 1.0, alphas, scorer, incumbent)
+    scored = np.isfinite(raced).any(axis=0)
+    assert_array_equal(scored, [True] * alone.shape[1] if ahead else np.arange(alone.shape[1]) < RACE_FOLDS)
+    assert_allclose(raced[:, scored], alone[:, scored])
+
+
 def test_a_width_that_loses_every_fold_stops_early():
     """K-fold races widths on paired folds: one that loses its first RACE_FOLDS folds to the best stops there."""
     from kernelgd._search import RACE_FOLDS

@@ -50,8 +50,8 @@ it is retried with more damping or a shorter CG run.
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import cho_solve
 from scipy.linalg.blas import dsyrk as syrk
+from scipy.linalg.lapack import dtrtri as trtri
 
 from .._array_api import clip_min, coldot, concat, copy, diagonal, rows_of, take_columns, xp_of, zeros
 from .._array_api import total as total_of
@@ -124,6 +124,7 @@ class _Steps:
     factors: list = None  # per column: the Woodbury factor, the weights and shift it was made with
     weights: list = None
     shifts: object = None
+    inverses: object = None  # numpy: each factor's triangular inverse R_c^-1, stacked (k, r, r)
 
 
 def _direction_centers(operator, F, G, H, A, KA, settings, steps):
@@ -362,6 +363,10 @@ def _direction_full(operator, F, G, H, A, KA, settings, steps):
                 Gc = SL.T @ SL + float(mu[c]) * xp.eye(L.shape[1], dtype=L.dtype, device=L.device)
             factors[c], weights[c] = (cholesky(Gc, "preconditioner matrix"), False), copy(H[:, c])
             shifts[c] = float(mu[c])
+            if xp is np:  # G_c^-1 u = R^-1 R^-T u: every class's solve in two batched products
+                if steps.inverses is None or steps.inverses.shape != (k,) + Gc.shape:
+                    steps.inverses = np.empty((k,) + Gc.shape)
+                steps.inverses[c] = trtri(factors[c][0], lower=0)[0]
 
     def project(V):  # removes the intercept: Q_c = I - s_c s_c' / total_c
         return V - S * (coldot(S, V) / total) if center else V
@@ -375,7 +380,8 @@ def _direction_full(operator, F, G, H, A, KA, settings, steps):
             return project(V / mu)
         U = blas_dot(L.T, S_factor * V)
         if xp is np:
-            inner = np.column_stack([cho_solve(factors[c], U[:, c], check_finite=False) for c in range(k)])
+            R_inv = steps.inverses
+            inner = np.matmul(R_inv, np.matmul(R_inv.transpose(0, 2, 1), U.T[:, :, None]))[:, :, 0].T
         else:
             inner = xp.concat([_cho_solve_upper(factors[c][0], U[:, c : c + 1]) for c in range(k)], axis=1)
         return project((V - S_factor * blas_dot(L, inner)) / shifts_now)
