@@ -405,6 +405,8 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
                 "With kernel='precomputed', X must be the square training kernel "
                 f"matrix of shape (n_samples, n_samples); got shape {tuple(X.shape)}."
             )
+        if getattr(self, "_path_state", None) is not None:  # a search's own block of its kernel matrix
+            return X
         if isinstance(X, np.ndarray):
             scale = max(float(X.max()), -float(X.min())) if X.size else 0.0
             gap = _asymmetry(X)
@@ -650,6 +652,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             callback=chain_callbacks(monitor, None if progress is None else progress.iteration(self, model_attributes)),
             memory_budget=int(options["memory_budget"]),
             loss=loss,
+            reuse=getattr(self, "_path_state", None),
         )
         retry = options["dtype"] == "auto" and operator.dtype == np.float32
         settings.rounding_stops = [] if retry else None

@@ -4,7 +4,6 @@ from numbers import Real
 
 import numpy as np
 from sklearn.base import ClassifierMixin, _fit_context
-from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.metaestimators import available_if
@@ -213,22 +212,25 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
             y = np.asarray(to_numpy(y))
             sample_weight = None if sample_weight is None else np.asarray(to_numpy(sample_weight))
         check_classification_targets(y)
-        binarizer = LabelBinarizer(neg_label=-1, pos_label=1)
-        Y = binarizer.fit_transform(y).astype(np.float64)
-        if self.loss == "logistic" and Y.shape[1] > 1:
-            Y = (Y > 0).astype(np.float64)  # one-hot rows for the softmax
-        if len(binarizer.classes_) < 2:
+        # LabelBinarizer's encoding (+-1, one column for two classes), without its validation per fit
+        classes, codes = np.unique(y, return_inverse=True)
+        if len(classes) < 2:
             raise ValueError(
                 "KernelGDClassifier needs samples of at least 2 classes, but the "
-                f"data contains only one class: {binarizer.classes_[0]!r}."
+                f"data contains only one class: {classes[0]!r}."
             )
+        if len(classes) == 2:
+            Y = np.where(codes == 1, 1.0, -1.0)[:, None]
+        else:  # one-hot rows for the softmax, +-1 for the squared loss
+            Y = np.full((len(codes), len(classes)), 0.0 if self.loss == "logistic" else -1.0)
+            Y[np.arange(len(codes)), codes] = 1.0
         if (
             self.warm_start
             and hasattr(self, "classes_")
-            and not np.array_equal(self.classes_, binarizer.classes_)
+            and not np.array_equal(self.classes_, classes)
         ):
             del self.dual_coef_  # other classes: the old coefficients do not apply
-        self.classes_ = binarizer.classes_
+        self.classes_ = classes
         if self.class_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X if xp is np else y[:, None], dtype=np.float64)
             sample_weight = sample_weight * _class_weights(self.class_weight, self.classes_, y, sample_weight)

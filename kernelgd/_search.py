@@ -383,6 +383,10 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
                 max_iter=self.max_iter, tol=self.tol, warm_start=True, random_state=self.random_state,
                 options=self.options, **self._extra_params(),
             )
+            # the path's own symmetric blocks: no symmetry check, and each solve may keep the last one's
+            # preconditioner (kernelgd._solvers._common.SolverSettings.reuse)
+            model._path_state = {}
+
             def score(i):
                 model.set_params(alpha=alphas[i]).fit(K_train, rows_of(y_fit, train), sample_weight=rows_of(ws, train))
                 scored = model if xp is np else _OnHost(model)

@@ -38,6 +38,9 @@ class SolverSettings:
     # a list: stops caused by float32 rounding are recorded here, not warned,
     # because the estimator will redo the fit in float64; None: warn
     rounding_stops: list = None
+    # a dict a solver may keep state in between warm-started fits on one kernel matrix (a search's
+    # alpha path): only what cannot change the result it converges to, such as a preconditioner
+    reuse: dict = None
 
 
 @dataclass

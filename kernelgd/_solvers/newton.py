@@ -442,6 +442,11 @@ def solve(operator, Y, w, settings):
     alpha = settings.alpha
     steps = _Steps(inner_cap=settings.max_iter)
     steps.centers = None if operator.symmetric else center_factors(operator)
+    # a warm-started fit on the same matrix keeps the last one's preconditioner: any preconditioner
+    # leaves CG's solution unchanged (a stale factor is applied with the weights it was made for)
+    state = settings.reuse if operator.symmetric else None
+    if state is not None and state.get("shape") == (n, k):
+        steps.L, steps.factors, steps.weights, steps.shifts, steps.inverses = state["preconditioner"]
     K_mm = None if steps.centers is None else steps.centers[0]
     objective = Objective(loss, Y, w, alpha, T=None if K_mm is None else steps.centers[1])
 
@@ -594,6 +599,9 @@ def solve(operator, Y, w, settings):
             "newton", f"did not converge in max_iter={settings.max_iter} iterations",
             "Increase max_iter or alpha.",
         )
+    if state is not None:
+        state["shape"], state["preconditioner"] = (n, k), (steps.L, steps.factors, steps.weights, steps.shifts,
+                                                           steps.inverses)
     return finish("newton", operator, Y, w, settings, A, b, log, it, converged, None, objective)
 
 
