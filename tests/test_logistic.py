@@ -357,3 +357,22 @@ def test_softmax_intercept_hessian_pseudo_inverse(counts):
     values, vectors = np.linalg.eigh(U.T @ S @ U)
     reference = U @ vectors @ np.diag(1 / values) @ vectors.T @ U.T
     assert_allclose(_intercept_pinv(w[:, None] * P, P), reference, atol=1e-9 * np.abs(reference).max())
+
+
+@pytest.mark.parametrize("labels", [y2, y3], ids=["binary", "multinomial"])
+def test_a_search_path_keeps_its_preconditioner_and_reaches_the_same_models(monkeypatch, labels):
+    # The K-fold search's solves share one preconditioner along a fold's alpha path
+    # (SolverSettings.reuse): each fit still converges to the model a fit of its own reaches.
+    import kernelgd._solvers.newton as newton
+
+    drawn = []
+    original = newton.rp_cholesky
+    monkeypatch.setattr(newton, "rp_cholesky", lambda *a, **k: drawn.append(1) or original(*a, **k))
+    K = kernel_matrix(X, X, sigma=2.0)
+    path = KernelGDClassifier(kernel="precomputed", loss="logistic", warm_start=True, **TIGHT_NEWTON)
+    path._path_state = {}
+    for alpha in (1e-1, 1e-2, 1e-3, 1e-4):
+        path.set_params(alpha=alpha).fit(K, labels)
+        alone = KernelGDClassifier(kernel="precomputed", loss="logistic", alpha=alpha, tol=1e-10).fit(K, labels)
+        assert_allclose(path.predict_proba(K), alone.predict_proba(K), atol=1e-6)
+    assert len(drawn) == 1 + 4  # the path's Nystroem factor once, each lone fit its own
