@@ -352,10 +352,10 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         """Scores of every alpha on every fold, from one kernel matrix (of a subsample where n is large).
 
         ``incumbent``: the best candidate's score on each fold so far; from ``RACE_FOLDS`` folds
-        on, the width stops once its folds' best scores sum below the incumbent's on the same folds
-        (the folds must be the same for every width: all rows, and ``cv`` None or an int). ``near``: the best candidate's
-        alpha; each fold's path then starts ``PATH_HEADROOM`` decades above it. Alphas no fold
-        reached score NaN."""
+        on, the width stops once its folds' best scores sum below the incumbent's on the same
+        folds (the folds must be the same for every width: all rows, and ``cv`` None or an int).
+        ``near``: the best candidate's alpha; each fold's path then starts ``PATH_HEADROOM``
+        decades above it. Alphas outside a fold's path score NaN."""
         rng = check_random_state(self.random_state)
         n = X.shape[0]
         xp = xp_of(X)
