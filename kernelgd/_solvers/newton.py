@@ -14,20 +14,26 @@ preconditioner, weighted by the columns' mean ``h``. For the binary logistic los
 softmax's Hessian couples the classes. With centers, its steps are exact
 Newton steps on the coupled Hessian, one CG run over every class at once
 (``_direction_centers_coupled``; a 6-class fit at alpha=1e-6 converges in
-19 steps where the diagonal model did not in 200). For the full model the
-diagonal model is only an approximation: the step is then taken in the plane of this direction and the
-previous step, minimising the exact second-order model there (Hessian-vector
+19 steps where the diagonal model did not in 200). The full model takes
+exact steps too where the ridge is at least ``COUPLED_MIN_RIDGE`` times the
+mean sample weight (``_direction_full_coupled``: the diagonal model's least
+squares with each row's Hessian factor ``M_i`` for ``sqrt(h)``, one CG run
+over every class, preconditioned by the diagonal model's factors; letter at
+C=1: 9 steps and 41 products with K, against 18 steps and 82 products).
+Below that ridge the classes couple too strongly for that preconditioner
+and the diagonal model is solved instead: its step is then taken in the plane of this direction and the
+previous steps, minimising the exact second-order model there (Hessian-vector
 products in F cost no product with K), which speeds convergence (still
-linear, and slow with a tiny ridge, where the classes couple strongly). A
-backtracking line search on the true objective keeps every step a decrease.
+linear). A backtracking line search on the true objective keeps every step a
+decrease.
 
 Steps are inexact (with centers, and for the full model with the binary
 loss, until a stopping test passes; for the full model with the softmax
 only while the line search damps them): each CG run, warm-started from the
 current iterate, stops once its residual is a forcing term times its
-initial one (0.1 for the softmax, whose steps converge linearly anyway;
-``sqrt(decrement / objective0)`` up to 0.1 where the diagonal model is
-exact), and no later than its residual is ``min(tol, 1e-3)`` of its
+initial one (0.1 for the softmax's diagonal model, whose steps converge
+linearly anyway; ``sqrt(decrement / objective0)`` up to 0.1 where the
+second-order model is exact), and no later than its residual is ``min(tol, 1e-3)`` of its
 right-hand side. The full model's exact steps stop at that test alone, the
 centers' at the looser of it and ``min(tol, 1e-3)`` of the initial
 residual. A run that stops before its first iteration moves only the
@@ -36,7 +42,9 @@ subspace step would blow up. The full model's warm start costs no product
 with K, which the solver already has times the iterate. The fit stops when
 the Newton decrement (the objective decrease the diagonal model predicts)
 is at most ``tol**2`` times the intercept-only objective, a test always
-confirmed by an exact step.
+confirmed by an exact step, or when an exact step's CG run finds the
+iterate already solving the Newton system (after a quadratically
+convergent step).
 
 Without ridge (alpha negligible against the weighted kernel's trace) the
 full model's diagonal model is singular and its minimiser, an interpolant
@@ -106,6 +114,14 @@ LM_MAX = 1e3
 LM_INNER = 50
 # Column sums of the coefficients below this share of their size are rounding of 0.
 ZERO_SUM = 1e-10
+# Probabilities are floored here in the softmax's exact full-model step (its g divides by sqrt(p)),
+# as the diagonal model floors the Hessian's weights.
+PROBABILITY_FLOOR = HESSIAN_FLOOR
+# The full model's softmax takes exact Newton steps where 2 alpha is at least this share of the
+# mean sample weight (C <= 8 in scikit-learn's terms), else the diagonal model's: the coupled
+# system's CG, preconditioned by the diagonal model's factors, needs ever more iterations as the
+# ridge shrinks (C = 4: 1.4 s against 2.3 s, C = 64: 36 s against 6 s on 2,250 letter rows).
+COUPLED_MIN_RIDGE = 1 / 8
 
 
 @dataclass
@@ -302,26 +318,16 @@ def _direction_centers_coupled(operator, F, G, A, KA, b, settings, steps, loss, 
     return A + D, b + e, KA + KD, n_inner
 
 
-def _direction_full(operator, F, G, H, A, KA, settings, steps):
-    """The diagonal model's minimiser for the full model, all columns in one CG run.
+def _full_preconditioner(operator, H, ridge, settings, steps):
+    """The inverse of ``P_c = S_c L L' S_c + mu_c I`` for every column (Woodbury), ``S_c = diag(sqrt(h_c))``.
 
-    Column c solves ``(Q S K S Q + 2 alpha I) x = Q S (z - z_bar)`` with
-    ``S = diag(sqrt(h_c))`` and ``a = S x`` as solver "cg" does, preconditioned
-    by ``P = S L L' S + mu I`` (Woodbury), with ``L`` one Nystroem factor of the
-    unweighted K drawn once per fit. Warm-started from the current iterate
-    ``x0 = Q A / s``, whose product is the known ``K A`` where ``S x0 = A``.
-    Returns the new coefficients, intercepts, K times the coefficients and
-    the number of CG iterations.
+    ``L`` is one Nystroem factor of the unweighted K, drawn once per fit
+    (and kept along a search's path). Returns the function applying every
+    column's ``P_c^-1`` at once.
     """
-    n, k = F.shape
-    xp = xp_of(F)
-    damping = steps.damping
-    ridge = 2.0 * settings.alpha + damping
-    center = settings.fit_intercept
+    n, k = H.shape
+    xp = xp_of(H)
     S = xp.sqrt(H)
-    total = xp.sum(H, axis=0)
-    Z = F - G / H
-    z_bar = coldot(H, Z) / total if center else zeros(F, k)
     if steps.L is None:
         rng = np.random.RandomState(settings.random_state)
 
@@ -368,23 +374,50 @@ def _direction_full(operator, F, G, H, A, KA, settings, steps):
                     steps.inverses = np.empty((k,) + Gc.shape)
                 steps.inverses[c] = trtri(factors[c][0], lower=0)[0]
 
-    def project(V):  # removes the intercept: Q_c = I - s_c s_c' / total_c
-        return V - S * (coldot(S, V) / total) if center else V
-
+    if not L.shape[1]:
+        return lambda V: V / mu
     # each factor is applied with the weights and shift it was made for (Woodbury needs them to match)
-    S_factor = xp.sqrt(xp.stack(weights, axis=1)) if L.shape[1] else None
-    shifts_now = shifts if xp is np else xp.asarray(shifts, dtype=xp.float64, device=F.device)
+    S_factor = xp.sqrt(xp.stack(weights, axis=1))
+    shifts_now = shifts if xp is np else xp.asarray(shifts, dtype=xp.float64, device=H.device)
 
-    def precondition(V):
-        if not L.shape[1]:
-            return project(V / mu)
+    def apply(V):
         U = blas_dot(L.T, S_factor * V)
         if xp is np:
             R_inv = steps.inverses
             inner = np.matmul(R_inv, np.matmul(R_inv.transpose(0, 2, 1), U.T[:, :, None]))[:, :, 0].T
         else:
             inner = xp.concat([_cho_solve_upper(factors[c][0], U[:, c : c + 1]) for c in range(k)], axis=1)
-        return project((V - S_factor * blas_dot(L, inner)) / shifts_now)
+        return (V - S_factor * blas_dot(L, inner)) / shifts_now
+
+    return apply
+
+
+def _direction_full(operator, F, G, H, A, KA, settings, steps):
+    """The diagonal model's minimiser for the full model, all columns in one CG run.
+
+    Column c solves ``(Q S K S Q + 2 alpha I) x = Q S (z - z_bar)`` with
+    ``S = diag(sqrt(h_c))`` and ``a = S x`` as solver "cg" does, preconditioned
+    by ``P = S L L' S + mu I`` (Woodbury, ``_full_preconditioner``).
+    Warm-started from the current iterate ``x0 = Q A / s``, whose product is
+    the known ``K A`` where ``S x0 = A``. Returns the new coefficients,
+    intercepts, K times the coefficients and the number of CG iterations.
+    """
+    n, k = F.shape
+    xp = xp_of(F)
+    damping = steps.damping
+    ridge = 2.0 * settings.alpha + damping
+    center = settings.fit_intercept
+    S = xp.sqrt(H)
+    total = xp.sum(H, axis=0)
+    Z = F - G / H
+    z_bar = coldot(H, Z) / total if center else zeros(F, k)
+    inverse = _full_preconditioner(operator, H, ridge, settings, steps)
+
+    def project(V):  # removes the intercept: Q_c = I - s_c s_c' / total_c
+        return V - S * (coldot(S, V) / total) if center else V
+
+    def precondition(V):
+        return project(inverse(V))
 
     tracker = ProductTracker()
 
@@ -416,6 +449,103 @@ def _direction_full(operator, F, G, H, A, KA, settings, steps):
     )
     A_new, KA_new = S * X, tracker.KX
     b_new = z_bar - coldot(H, KA_new) / total if center else zeros(F, k)
+    return A_new, b_new, KA_new, n_inner
+
+
+def _direction_full_coupled(operator, F, G, H, A, KA, settings, steps, loss, w):
+    """The exact Newton step of the softmax for the full model, every class in one CG run.
+
+    Row i's Hessian ``H_i = w_i (diag(p_i) - p_i p_i')`` factors as
+    ``M_i M_i'`` with ``M_i = sqrt(w_i) (diag(sqrt(p_i)) - p_i sqrt(p_i)')``,
+    and the gradient as ``G_i = M_i g_i``, ``g_i = G_i / sqrt(w_i p_i)``
+    (G's rows sum to zero). With coefficients ``A = M x`` the second-order
+    model is ``1/2 |M'(K M x + 1 b') - (M'F - g)|^2 + alpha x'M'K M x``,
+    the diagonal model's least squares with the block ``M`` for ``S``:
+    ``(Q M'K M Q + 2 alpha I) x = Q (M'F - g)``, ``Q`` the projection that
+    removes the intercepts (``B = M'1``: ``Q = I - B S^+ B'``,
+    ``S = B'B = sum_i H_i``). One product with K per CG iteration for every
+    class, preconditioned by the diagonal model's factors
+    (``_full_preconditioner``); warm-started from ``x0 = A / sqrt(w p)``,
+    for which ``M x0 = A`` where A's rows and columns sum to zero.
+    Returns the new coefficients, intercepts, K times the coefficients and
+    the number of CG iterations.
+    """
+    n, k = F.shape
+    xp = xp_of(F)
+    ridge = 2.0 * settings.alpha  # (never damped: the solver takes these steps with a ridge only)
+    center = settings.fit_intercept
+    P = loss.probabilities(F)
+    # p floored where it underflows: g's true class divides by sqrt(p)
+    root_p = xp.sqrt(clip_min(P, PROBABILITY_FLOOR))
+    root_w = xp.sqrt(w)[:, None]
+    root_h = root_w * root_p
+    scale = xp.where(root_h > 0, 1.0 / xp.where(root_h > 0, root_h, 1.0), 0.0)  # 0 where w is
+
+    def M(X):  # rows M_i x_i
+        RX = root_p * X
+        return root_w * (RX - P * xp.sum(RX, axis=1, keepdims=True))
+
+    def Mt(V):  # rows M_i' v_i
+        return root_w * root_p * (V - xp.sum(P * V, axis=1, keepdims=True))
+
+    if center:
+        S_pinv = _intercept_pinv(w[:, None] * P, P)
+
+        def project(X):  # X - B S^+ B'X, B e = rows M_i' e
+            e = S_pinv @ xp.sum(M(X), axis=0)
+            return X - Mt(xp.broadcast_to(e[None, :], X.shape))
+    else:
+        def project(X):
+            return X
+
+    inverse = _full_preconditioner(operator, H, ridge, settings, steps)
+
+    # one CG run over every class's coefficients: a column of n * k entries
+    def flat(X):
+        return xp.reshape(X, (-1, 1))
+
+    def square(u):
+        return xp.reshape(u, (n, k))
+
+    def precondition(v):
+        return flat(project(inverse(square(v))))
+
+    tracker = ProductTracker()
+
+    def apply_A(u):
+        X = square(u)
+        KX = operator.matvec(M(X))
+        tracker.record(KX)
+        return flat(project(Mt(KX)) + ridge * X)
+
+    def on_iter(X, step):
+        tracker.advance(step[0])
+        return False
+
+    X0, AX0 = project(A * scale), None
+    # M X0 = A where A's rows sum to zero (and its columns, with an intercept): every iterate but a
+    # user's coef_init. Then K M X0 = K A, known, and the warm start costs no product with K
+    sizes = xp.sum(xp.abs(A))
+    rows_ok = bool(xp.all(xp.abs(xp.sum(A, axis=1)) <= ZERO_SUM * sizes))
+    if rows_ok and (not center or bool(xp.all(xp.abs(xp.sum(A, axis=0)) <= ZERO_SUM * sizes))):
+        tracker.KX = copy(KA)
+        AX0 = project(Mt(KA)) + ridge * X0
+    g = G * scale
+    rhs = project(Mt(F) - g)
+    tol_b, from_start = steps.exact_tol, steps.loose
+    u, n_inner, steps.status = block_pcg(
+        apply_A, flat(rhs), precondition, max_iter=steps.inner_cap,
+        tol=steps.inner_tol, tol_from_start=from_start, tol_b=tol_b, on_iter=on_iter, x0=flat(X0),
+        tracker=tracker, Ax0=None if AX0 is None else flat(AX0),
+    )
+    A_new, KA_new = M(square(u)), tracker.KX
+    if center:  # the intercepts' optimum given K A_new: S b = sum_i (H_i (F_i - K A_new_i) - G_i)
+        V = F - KA_new
+        PV = P * V
+        HV = w[:, None] * (PV - P * xp.sum(PV, axis=1, keepdims=True))
+        b_new = S_pinv @ xp.sum(HV - G, axis=0)
+    else:
+        b_new = zeros(F, k)
     return A_new, b_new, KA_new, n_inner
 
 
@@ -473,12 +603,15 @@ def solve(operator, Y, w, settings):
     damped = False
     inner_tol = steps.exact_tol = min(settings.tol, 1e-3)  # the full model's exact steps: relative to B
     # Inexact steps until a stopping test passes, which an exact step then retakes; the full
-    # model's softmax steps are inexact only until the first full step (letter, 16,000 rows: 74 s
-    # against 121 s with every step exact, and 127 s with the later steps at a forcing term of 0.01).
+    # model's diagonal-model softmax steps are inexact only until the first full step (letter,
+    # 16,000 rows: 74 s against 121 s with every step exact, 127 s with later steps at a forcing term of 0.01).
     exact = not value0 > 0
-    # the softmax on centers takes exact Newton steps (the Hessian is coupled, not diagonal)
+    # the softmax takes exact Newton steps (the Hessian is coupled, not diagonal) on centers, and
+    # for the full model with a ridge its preconditioner can follow (see COUPLED_MIN_RIDGE)
     coupled = K_mm is not None and not loss.diagonal_hessian
-    exact_model = loss.diagonal_hessian or coupled  # the second-order model is the true one
+    n_weighted = int(xp.sum(xp.astype(w > 0, xp.int64))) if xp is not np else int(np.count_nonzero(w))
+    coupled_full = K_mm is None and not loss.diagonal_hessian and 2.0 * alpha * n_weighted >= COUPLED_MIN_RIDGE
+    exact_model = loss.diagonal_hessian or coupled or coupled_full  # the second-order model is the true one
     while it < settings.max_iter:
         it += 1
         # Inexact Newton: far from the optimum a loose solve points as well as an exact one; the
@@ -502,17 +635,27 @@ def solve(operator, Y, w, settings):
         if coupled:
             A_new, b_new, KA_new, n_inner = _direction_centers_coupled(
                 operator, F, G, A, KA, b, settings, steps, loss, w)
+        elif coupled_full:
+            A_new, b_new, KA_new, n_inner = _direction_full_coupled(
+                operator, F, G, H, A, KA, settings, steps, loss, w)
         else:
             direction = _direction_full if K_mm is None else _direction_centers
             A_new, b_new, KA_new, n_inner = direction(operator, F, G, H, A, KA, settings, steps)
         if n_inner == 0:  # the iterate already solves the system: rounding noise is no step (only b may move)
             A_new, KA_new = A, KA
+        # an exact step's CG run that stops before its first iteration: the coefficients' Newton step
+        # is below CG's tolerance (after a quadratically convergent step, with a decrement above tol's)
+        solved = n_inner == 0 and exact_model and not loose and not steps.damping
         D, KD = A_new - A, KA_new - KA
         db = (b_new - b) if settings.fit_intercept else zeros(Y, k)
         slope = total_of(G, KD + db)  # directional derivative of the loss part
         if alpha:
             slope += 2.0 * alpha * inner(D, KA if K_mm is None else A)
         decrement = max(-slope, 0.0)
+        if slope >= 0 and solved:  # nor may the intercepts move: the iterate is the optimum
+            it -= 1
+            converged = True
+            break
         if slope >= 0:  # not a descent direction: never convergence
             it -= 1
             if _shorten(steps, n_inner):
@@ -547,7 +690,7 @@ def solve(operator, Y, w, settings):
         steps.inner_cap = min(settings.max_iter, 2 * steps.inner_cap)  # a shortened cap grows back
         previous = [(step * D, step * db, step * KD)] + previous[: SUBSPACE_MEMORY - 1]
         A, b, KA, value = A_t, b_t, KA_t, value_t
-        exact |= K_mm is None and step == 1.0 and not loss.diagonal_hessian  # the softmax: damped phase over
+        exact |= K_mm is None and step == 1.0 and not exact_model  # the softmax: damped phase over
         log.record(value, A, b)
         if settings.verbose:
             print(f"[newton] iter {it:4d}  objective {value:.6e}  step {step:.3g}  decrement {decrement:.3e}  "
@@ -564,7 +707,7 @@ def solve(operator, Y, w, settings):
             exact = True
             continue
         damped = bool(steps.damping) and steps.lm > LM_MIN  # its decrement understates Newton's
-        if settings.tol > 0 and decrement <= settings.tol**2 * value0 and not damped:
+        if solved or settings.tol > 0 and decrement <= settings.tol**2 * value0 and not damped:
             converged = True
             break
         if decrement <= ROUNDING * (abs(value) + value0):  # below what float64 can resolve
