@@ -327,8 +327,9 @@ def test_newton_softmax_with_many_classes_equals_dense_reference(alpha):
 @pytest.mark.parametrize("intercept", [True, False])
 @pytest.mark.parametrize("weights", ["uniform", "with-zeros"])
 def test_newton_softmax_full_model_takes_exact_newton_steps(monkeypatch, intercept, weights):
-    # With a ridge of C <= 8, the full model's softmax steps solve the coupled Hessian's Newton system
-    # (the diagonal model converged linearly: 18 steps on letter at C=1, against 9 now). Both reach
+    # With a ridge large against K's largest eigenvalue, the full model's softmax steps solve the
+    # coupled Hessian's Newton system (the diagonal model converged linearly: 18 steps on letter at
+    # C=1, against 9 now). Both reach
     # the dense reference's optimum; the exact steps in fewer iterations, quadratically at the end.
     from kernelgd._solvers import newton
 
@@ -342,7 +343,7 @@ def test_newton_softmax_full_model_takes_exact_newton_steps(monkeypatch, interce
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         exact = KernelGDClassifier(**params).fit(X, labels, sample_weight=sw)
-        monkeypatch.setattr(newton, "COUPLED_MIN_RIDGE", np.inf)
+        monkeypatch.setattr(newton, "COUPLED_MAX_CONDITION", 0.0)
         diagonal = KernelGDClassifier(**params).fit(X, labels, sample_weight=sw)
     assert exact.n_iter_ < diagonal.n_iter_
     assert exact.loss_curve_[-1] <= diagonal.loss_curve_[-1] + 1e-12
@@ -352,6 +353,30 @@ def test_newton_softmax_full_model_takes_exact_newton_steps(monkeypatch, interce
         assert_allclose(exact.predict_proba(X), MultinomialLoss.probabilities(F_ref), atol=1e-5)
     assert_allclose(exact.predict_proba(X), diagonal.predict_proba(X), atol=1e-4)
     assert_allclose(exact.dual_coef_[sw == 0], 0.0, atol=1e-12)
+
+
+def test_newton_softmax_full_model_exact_steps_only_where_the_ridge_conditions_them(monkeypatch):
+    # The coupled system's CG is preconditioned by the diagonal model's factors, which fit it only
+    # while K's largest eigenvalue is within COUPLED_MAX_CONDITION times 2 alpha n.
+    from kernelgd._solvers import newton
+
+    calls = []
+    original = newton._direction_full_coupled
+
+    def recording(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(newton, "_direction_full_coupled", recording)
+    top = np.linalg.eigvalsh(kernel_matrix(X, sigma=2.0))[-1]
+    for ratio, expected in [(0.5, True), (2.0, False)]:
+        calls.clear()
+        alpha = top / (ratio * newton.COUPLED_MAX_CONDITION * 2.0 * len(X))
+        model = KernelGDClassifier(loss="logistic", sigma=2.0, alpha=alpha, solver="newton", tol=1e-6,
+                                   max_iter=200).fit(X, y3)
+        assert bool(calls) is expected
+        F_ref = _dense_reference(kernel_matrix(X, sigma=2.0), np.eye(3)[y3], np.full(len(X), 1 / len(X)), alpha, True)
+        assert_allclose(model.predict_proba(X), MultinomialLoss.probabilities(F_ref), atol=1e-4)
 
 
 @pytest.mark.parametrize("solver, n_centers", [("newton", None), ("newton", 40), ("gd", None)])
@@ -388,6 +413,26 @@ def test_softmax_intercept_hessian_pseudo_inverse(counts):
     values, vectors = np.linalg.eigh(U.T @ S @ U)
     reference = U @ vectors @ np.diag(1 / values) @ vectors.T @ U.T
     assert_allclose(_intercept_pinv(w[:, None] * P, P), reference, atol=1e-9 * np.abs(reference).max())
+
+
+def test_softmax_intercept_hessian_without_a_class():
+    # Regression (found by hypothesis): a class whose probability underflows to 0 in every row leaves
+    # S singular beyond the softmax's invariance; solving with S + 1 1' / k raised LinAlgError. The
+    # pseudo-inverse gives that class's intercept no step, and matches S's pseudo-inverse elsewhere.
+    from kernelgd._solvers.newton import _intercept_pinv
+
+    P = softmax(np.random.RandomState(6).randn(30, 3), axis=1)
+    P = np.hstack([P, np.zeros((30, 1))])
+    w = np.full(30, 1 / 30)
+    S = np.diag((w[:, None] * P).sum(axis=0)) - (w[:, None] * P).T @ P
+    S_pinv = _intercept_pinv(w[:, None] * P, P)
+    assert_allclose(S_pinv, np.linalg.pinv(S, hermitian=True), atol=1e-9 * np.abs(S_pinv).max())
+    X4 = np.array([[1000.01764052, 1000.00400157, 1000.00978738], [1000.02240893, 1000.01867558, 999.99022722],
+                   [1000.00950088, 999.99848643, 999.99896781], [1000.01764097, 1000.00400191, 1000.00978887]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # no ridge: no minimiser to converge to
+        model = KernelGDClassifier(loss="logistic", alpha=1e-16, n_centers=2, max_iter=50).fit(X4, [0, 1, 2, 1])
+    assert np.all(np.isfinite(model.predict_proba(X4)))
 
 
 @pytest.mark.parametrize("labels", [y2, y3], ids=["binary", "multinomial"])

@@ -15,8 +15,8 @@ softmax's Hessian couples the classes. With centers, its steps are exact
 Newton steps on the coupled Hessian, one CG run over every class at once
 (``_direction_centers_coupled``; a 6-class fit at alpha=1e-6 converges in
 19 steps where the diagonal model did not in 200). The full model takes
-exact steps too where the ridge is at least ``COUPLED_MIN_RIDGE`` times the
-mean sample weight (``_direction_full_coupled``: the diagonal model's least
+exact steps too where the ridge is large against K's largest eigenvalue
+(``COUPLED_MAX_CONDITION``; ``_direction_full_coupled``: the diagonal model's least
 squares with each row's Hessian factor ``M_i`` for ``sqrt(h)``, one CG run
 over every class, preconditioned by the diagonal model's factors; letter at
 C=1: 9 steps and 41 products with K, against 18 steps and 82 products).
@@ -61,7 +61,7 @@ import numpy as np
 from scipy.linalg.blas import dsyrk as syrk
 from scipy.linalg.lapack import dtrtri as trtri
 
-from .._array_api import clip_min, coldot, concat, copy, diagonal, rows_of, take_columns, xp_of, zeros
+from .._array_api import clip_min, coldot, concat, copy, diagonal, rows_of, take_columns, to_numpy, xp_of, zeros
 from .._array_api import total as total_of
 from .._operator import blas_dot, single_threaded_blas
 from ._krylov import ProductTracker, block_pcg, rp_cholesky
@@ -117,11 +117,14 @@ ZERO_SUM = 1e-10
 # Probabilities are floored here in the softmax's exact full-model step (its g divides by sqrt(p)),
 # as the diagonal model floors the Hessian's weights.
 PROBABILITY_FLOOR = HESSIAN_FLOOR
-# The full model's softmax takes exact Newton steps where 2 alpha is at least this share of the
-# mean sample weight (C <= 8 in scikit-learn's terms), else the diagonal model's: the coupled
-# system's CG, preconditioned by the diagonal model's factors, needs ever more iterations as the
-# ridge shrinks (C = 4: 1.4 s against 2.3 s, C = 64: 36 s against 6 s on 2,250 letter rows).
-COUPLED_MIN_RIDGE = 1 / 8
+# The full model's softmax takes exact Newton steps where K's largest eigenvalue is at most this
+# many times 2 alpha n (C times it, in scikit-learn's terms), else the diagonal model's: the coupled
+# system's CG, preconditioned by the diagonal model's factors, needs ever more iterations as this
+# ratio grows. Measured (exact against diagonal-model steps, the scale width, where the largest
+# eigenvalue is 0.23 to 0.39 n): letter 16,000 rows, ratio 3,700: 23 s against 35 s, ratio
+# 15,000: 82 s against 50 s; letter and MNIST 2,250 rows and digits, ratio 2,000 to 2,600: 10-40%
+# faster; 8,000 to 20,000: from 10% faster to 15% slower; 28,000 and above: 1.2 to 9 times slower.
+COUPLED_MAX_CONDITION = 5000.0
 
 
 @dataclass
@@ -206,17 +209,24 @@ def _direction_centers(operator, F, G, H, A, KA, settings, steps):
 def _intercept_pinv(WP, P):
     """The pseudo-inverse of ``S = sum_i w_i (diag(p_i) - p_i p_i')``, the intercepts' Hessian.
 
-    S's null space is the softmax's invariance, ``1 / sqrt(k)``: then
-    ``S^+ = (S + 1 1' / k)^-1 - 1 1' / k`` exactly, where a pseudo-inverse's
-    cutoff can take the rounding of that null eigenvalue for a real one
-    (rows of equal probabilities, as at the first step: S^+ of order 1e15).
+    S's null space holds the softmax's invariance, ``1 / sqrt(k)``: then
+    ``S^+ = (S + c 1 1' / k)^+ - 1 1' / (c k)`` exactly for any ``c > 0``,
+    where a pseudo-inverse of S itself can take the rounding of that null
+    eigenvalue for a real one (rows of equal probabilities, as at the first
+    step: S^+ of order 1e15). ``c`` is S's mean eigenvalue, so the cutoff
+    compares at S's scale; it drops only classes no row gives a probability
+    (their intercepts then get no step).
     """
     xp = xp_of(P)
     k = P.shape[1]
     eye = np.eye(k) if xp is np else xp.eye(k, dtype=P.dtype, device=P.device)
     J = xp.ones_like(eye) / k
     S = eye * xp.sum(WP, axis=0)[None, :] - WP.T @ P
-    return xp.linalg.solve((S + S.T) / 2 + J, eye) - J
+    S = (S + S.T) / 2
+    c = float(xp.sum(diagonal(S))) / max(k - 1, 1)
+    if not c > 0:  # no row weighs: the intercepts' Hessian is 0
+        return xp.zeros_like(S)
+    return xp.linalg.pinv(S + c * J) - J / c
 
 
 def _direction_centers_coupled(operator, F, G, A, KA, b, settings, steps, loss, w):
@@ -318,6 +328,30 @@ def _direction_centers_coupled(operator, F, G, A, KA, b, settings, steps, loss, 
     return A + D, b + e, KA + KD, n_inner
 
 
+def _nystroem_factor(operator, k, settings, steps):
+    """The full model's Nystroem factor ``L`` of K (``K ~ L L'``), drawn once per fit into ``steps.L``."""
+    if steps.L is not None:
+        return steps.L
+    xp = xp_of(operator.diag())
+    rng = np.random.RandomState(settings.random_state)
+
+    def columns(idx):
+        if xp is not np:
+            return operator.columns(idx)
+        with single_threaded_blas():
+            return np.asfortranarray(operator.columns(idx))
+
+    # k factors cost n r^2 k flops per refactoring, a product with K n^2 k: r <= sqrt(8 n) keeps a
+    # refactoring within 8 products (digits' 5-fold path: 2.2 times faster than r = 316, while
+    # adult's binary fits at small alpha keep their 500); below MIN_LANDMARKS rows every row is
+    # a landmark: an exact, deterministic preconditioner
+    n = operator.n
+    rank = int(min(N_LANDMARKS, 2 * N_LANDMARKS / np.sqrt(k),
+                   max(np.sqrt(REFACTOR_PRODUCTS * n), MIN_LANDMARKS)))
+    steps.L = rp_cholesky(columns, operator.diag(), rank, rng)[0]
+    return steps.L
+
+
 def _full_preconditioner(operator, H, ridge, settings, steps):
     """The inverse of ``P_c = S_c L L' S_c + mu_c I`` for every column (Woodbury), ``S_c = diag(sqrt(h_c))``.
 
@@ -328,22 +362,7 @@ def _full_preconditioner(operator, H, ridge, settings, steps):
     n, k = H.shape
     xp = xp_of(H)
     S = xp.sqrt(H)
-    if steps.L is None:
-        rng = np.random.RandomState(settings.random_state)
-
-        def columns(idx):
-            if xp is not np:
-                return operator.columns(idx)
-            with single_threaded_blas():
-                return np.asfortranarray(operator.columns(idx))
-
-        # k factors cost n r^2 k flops per refactoring, a product with K n^2 k: r <= sqrt(8 n) keeps a
-        # refactoring within 8 products (digits' 5-fold path: 2.2 times faster than r = 316, while
-        # adult's binary fits at small alpha keep their 500); below MIN_LANDMARKS rows every row is
-        # a landmark: an exact, deterministic preconditioner
-        rank = int(min(N_LANDMARKS, 2 * N_LANDMARKS / np.sqrt(k),
-                       max(np.sqrt(REFACTOR_PRODUCTS * n), MIN_LANDMARKS)))
-        steps.L = rp_cholesky(columns, operator.diag(), rank, rng)[0]
+    _nystroem_factor(operator, k, settings, steps)
     L = steps.L
     diag = operator.diag()
     # floored as in solver "cg": a shift of a tiny ridge would blow every component outside
@@ -549,6 +568,23 @@ def _direction_full_coupled(operator, F, G, H, A, KA, settings, steps, loss, w):
     return A_new, b_new, KA_new, n_inner
 
 
+def _exact_steps_pay(operator, w, k, settings, steps):
+    """Whether the full model's softmax takes exact Newton steps: see ``COUPLED_MAX_CONDITION``.
+
+    K's largest eigenvalue is read from the Nystroem factor the
+    preconditioner draws anyway (``L'L``'s, which the randomly pivoted
+    Cholesky's first columns capture), ``n`` is the rows that weigh.
+    """
+    if not settings.alpha > 0:
+        return False
+    L = _nystroem_factor(operator, k, settings, steps)
+    if not L.shape[1]:
+        return False
+    top = float(np.linalg.eigvalsh(to_numpy(L.T @ L))[-1])
+    n_weighted = int(np.count_nonzero(to_numpy(w)))
+    return top <= COUPLED_MAX_CONDITION * 2.0 * settings.alpha * n_weighted
+
+
 def solve(operator, Y, w, settings):
     """Minimise the objective by damped Newton steps; see the module docstring.
 
@@ -607,10 +643,9 @@ def solve(operator, Y, w, settings):
     # 16,000 rows: 74 s against 121 s with every step exact, 127 s with later steps at a forcing term of 0.01).
     exact = not value0 > 0
     # the softmax takes exact Newton steps (the Hessian is coupled, not diagonal) on centers, and
-    # for the full model with a ridge its preconditioner can follow (see COUPLED_MIN_RIDGE)
+    # for the full model where its preconditioner can follow (see COUPLED_MAX_CONDITION)
     coupled = K_mm is not None and not loss.diagonal_hessian
-    n_weighted = int(xp.sum(xp.astype(w > 0, xp.int64))) if xp is not np else int(np.count_nonzero(w))
-    coupled_full = K_mm is None and not loss.diagonal_hessian and 2.0 * alpha * n_weighted >= COUPLED_MIN_RIDGE
+    coupled_full = K_mm is None and not loss.diagonal_hessian and _exact_steps_pay(operator, w, k, settings, steps)
     exact_model = loss.diagonal_hessian or coupled or coupled_full  # the second-order model is the true one
     while it < settings.max_iter:
         it += 1
