@@ -120,11 +120,10 @@ PROBABILITY_FLOOR = HESSIAN_FLOOR
 # The full model's softmax takes exact Newton steps where K's largest eigenvalue is at most this
 # many times 2 alpha n (C times it, in scikit-learn's terms), else the diagonal model's: the coupled
 # system's CG, preconditioned by the diagonal model's factors, needs ever more iterations as this
-# ratio grows. Measured (exact against diagonal-model steps, the scale width, where the largest
-# eigenvalue is 0.23 to 0.39 n): letter 16,000 rows, ratio 3,700: 23 s against 35 s, ratio
-# 15,000: 82 s against 50 s; letter and MNIST 2,250 rows and digits, ratio 2,000 to 2,600: 10-40%
-# faster; 8,000 to 20,000: from 10% faster to 15% slower; 28,000 and above: 1.2 to 9 times slower.
-COUPLED_MAX_CONDITION = 5000.0
+# ratio grows. Measured by benchmarks/bench_softmax_steps.py (exact against diagonal-model steps at
+# the scale width; digits, MNIST 8,000 rows, letter 16,000): ratio 435 to 8,800: the exact steps
+# 1.07 to 1.41 times faster; 7,000: as fast; 15,000 to 35,000: 1.2 to 2.3 times slower.
+COUPLED_MAX_CONDITION = 10_000.0
 
 
 @dataclass
