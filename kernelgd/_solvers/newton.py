@@ -122,7 +122,7 @@ PROBABILITY_FLOOR = HESSIAN_FLOOR
 # system's CG, preconditioned by the diagonal model's factors, needs ever more iterations as this
 # ratio grows. Measured by benchmarks/bench_softmax_steps.py (exact against diagonal-model steps at
 # the scale width; digits, MNIST 8,000 rows, letter 16,000): ratio 435 to 8,800: the exact steps
-# 1.07 to 1.41 times faster; 7,000: as fast; 15,000 to 35,000: 1.2 to 2.3 times slower.
+# 1.03 to 1.41 times faster; 7,000: within 6%; 15,000 to 35,000: 1.2 to 2.1 times slower.
 COUPLED_MAX_CONDITION = 10_000.0
 
 
