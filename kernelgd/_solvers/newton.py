@@ -112,6 +112,9 @@ LM_MIN = 1e-9
 LM_MAX = 1e3
 # A damped step's CG run is truncated here: any of its iterates is a descent direction.
 LM_INNER = 50
+# The softmax on centers with an intercept and more classes than this eliminates the intercepts in
+# each CG product rather than precomputing K'H 1's k (k + 1) / 2 columns per Newton step.
+PAIR_COLUMNS_MAX_CLASSES = 8
 # Column sums of the coefficients below this share of their size are rounding of 0.
 ZERO_SUM = 1e-10
 # Probabilities are floored here in the softmax's exact full-model step (its g divides by sqrt(p)),
@@ -242,7 +245,10 @@ def _direction_centers_coupled(operator, F, G, A, KA, b, settings, steps, loss, 
     ``R = r_c K_mm`` per class (``r_c = 2 alpha`` floored as in
     ``_direction_centers``: extra damping, so D is always a descent
     direction), ``e0 = -S^+ 1'G``. One product is one pass over K_nm for
-    every class (``K'H 1`` is made once per step, k^2 columns). CG runs
+    every class (``K'H 1`` is made once per step, k^2 columns); past
+    ``PAIR_COLUMNS_MAX_CLASSES`` classes each product is instead
+    ``K'H (K D - 1 e')`` with ``e = S^+ 1'H K D``, two passes over K_nm and
+    no k^2 columns. CG runs
     jointly over all classes in FALKON's variables (the factor
     ``_direction_centers`` builds, weighted by the Hessian's diagonal),
     each class scaled by its total weight. Returns the new coefficients,
@@ -270,8 +276,20 @@ def _direction_centers_coupled(operator, F, G, A, KA, b, settings, steps, loss, 
         PV = P_rows * V
         return rows_of(w, rows)[:, None] * (PV - P_rows * xp.sum(PV, axis=1, keepdims=True))
 
-    rhs = -(operator.rmatvec(G) + 2.0 * settings.alpha * blas_dot(Kmm, A))
-    if center:
+    # many classes: K'H 1 would take k (k + 1) / 2 columns per step; the intercepts are then
+    # eliminated in each product instead, with K D and K'(...) as two passes over K_nm
+    project = center and k > PAIR_COLUMNS_MAX_CLASSES
+    if project:
+        WP = w[:, None] * P
+        S_pinv = _intercept_pinv(WP, P)
+        e0 = -(S_pinv @ xp.sum(G, axis=0))
+        ones = xp.ones_like(G[:, :1])
+        # H(1 e0') is the intercept step's change of the gradient: the right-hand side's K'H 1 e0 term
+        rhs = -(operator.rmatvec(G + hess(slice(None), ones * e0[None, :]))
+                + 2.0 * settings.alpha * blas_dot(Kmm, A))
+    else:
+        rhs = -(operator.rmatvec(G) + 2.0 * settings.alpha * blas_dot(Kmm, A))
+    if center and not project:
         WP = w[:, None] * P
         pairs = np.triu_indices(k)
         S_pinv = _intercept_pinv(WP, P)
@@ -297,6 +315,12 @@ def _direction_centers_coupled(operator, F, G, A, KA, b, settings, steps, loss, 
     tracker = ProductTracker(zeros(F, (n, k)))
 
     def operator_D(D):
+        if project:  # K'H (K D - 1 e'), e the intercepts' best answer to K D
+            KD = operator.matvec(D)
+            tracker.record(KD)
+            HKD = hess(slice(None), KD)
+            e = S_pinv @ xp.sum(HKD, axis=0)
+            return operator.rmatvec(HKD - hess(slice(None), ones * e[None, :])) + ridge * blas_dot(Kmm, D)
         HK, KD = operator.gram_matvec(D, hess)
         tracker.record(KD)
         out = HK + ridge * blas_dot(Kmm, D)
