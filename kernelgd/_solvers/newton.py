@@ -142,6 +142,7 @@ class _Steps:
     lm: float = LM_START  # that damping relative to the weighted kernel's trace
     centers: tuple = None  # (K_mm, T, T T' / m) of a model on centers
     L: object = None  # the full model's Nystroem factor of K
+    rank: int = None  # the leading columns of L the preconditioner uses (None: all)
     factors: list = None  # per column: the Woodbury factor, the weights and shift it was made with
     weights: list = None
     shifts: object = None
@@ -386,7 +387,12 @@ def _full_preconditioner(operator, H, ridge, settings, steps):
     xp = xp_of(H)
     S = xp.sqrt(H)
     _nystroem_factor(operator, k, settings, steps)
-    L = steps.L
+    # randomly pivoted Cholesky's leading columns are the factor of a smaller rank
+    L = steps.L if steps.rank is None or steps.rank >= steps.L.shape[1] else steps.L[:, : steps.rank]
+    if xp is np:
+        L = np.ascontiguousarray(L)
+    if steps.factors is not None and any(f is not None and f[0].shape[0] != L.shape[1] for f in steps.factors):
+        steps.factors = None  # made at another rank (a search path's earlier fit)
     diag = operator.diag()
     # floored as in solver "cg": a shift of a tiny ridge would blow every component outside
     # L's span (K's null space) up by 1 / ridge, coefficients K cannot see but the penalty's rounding can
@@ -669,6 +675,8 @@ def solve(operator, Y, w, settings):
     # for the full model where its preconditioner can follow (see COUPLED_MAX_CONDITION)
     coupled = K_mm is not None and not loss.diagonal_hessian
     coupled_full = K_mm is None and not loss.diagonal_hessian and _exact_steps_pay(operator, w, k, settings, steps)
+    if coupled_full:  # a large ridge hides K's smaller eigenvalues: half the landmarks precondition as well
+        steps.rank = max(steps.L.shape[1] // 2, min(steps.L.shape[1], MIN_LANDMARKS))
     exact_model = loss.diagonal_hessian or coupled or coupled_full  # the second-order model is the true one
     while it < settings.max_iter:
         it += 1
