@@ -479,8 +479,11 @@ def test_a_search_path_keeps_its_preconditioner_and_reaches_the_same_models(monk
     K = kernel_matrix(X, X, sigma=2.0)
     path = KernelGDClassifier(kernel="precomputed", loss="logistic", warm_start=True, **TIGHT_NEWTON)
     path._path_state = {}
-    for alpha in (1e-1, 1e-2, 1e-3, 1e-4):
+    # (the softmax's last alpha takes the diagonal model's steps, on all the landmarks: the exact
+    # steps' factors, on half of them, are remade)
+    alphas = (1e-1, 1e-2, 1e-3, 1e-4) + ((1e-6,) if labels is y3 else ())
+    for alpha in alphas:
         path.set_params(alpha=alpha).fit(K, labels)
         alone = KernelGDClassifier(kernel="precomputed", loss="logistic", alpha=alpha, tol=1e-10).fit(K, labels)
         assert_allclose(path.predict_proba(K), alone.predict_proba(K), atol=1e-6)
-    assert len(drawn) == 1 + 4  # the path's Nystroem factor once, each lone fit its own
+    assert len(drawn) == 1 + len(alphas)  # the path's Nystroem factor once, each lone fit its own
