@@ -679,7 +679,7 @@ def solve(operator, Y, w, settings):
     coupled = K_mm is not None and not loss.diagonal_hessian
     ratio = _coupling_ratio(operator, w, k, settings, steps) if K_mm is None and not loss.diagonal_hessian else np.inf
     coupled_full = ratio <= COUPLED_MAX_CONDITION
-    if ratio <= HALF_RANK_MAX_CONDITION:  # a large ridge hides K's smaller eigenvalues: half the landmarks do
+    if coupled_full and ratio <= HALF_RANK_MAX_CONDITION:  # a large ridge hides K's smaller eigenvalues: half the landmarks do
         steps.rank = max(steps.L.shape[1] // 2, min(steps.L.shape[1], MIN_LANDMARKS))
     exact_model = loss.diagonal_hessian or coupled or coupled_full  # the second-order model is the true one
     while it < settings.max_iter:
