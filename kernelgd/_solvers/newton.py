@@ -19,7 +19,7 @@ exact steps too where the ridge is large against K's largest eigenvalue
 (``COUPLED_MAX_CONDITION``; ``_direction_full_coupled``: the diagonal model's least
 squares with each row's Hessian factor ``M_i`` for ``sqrt(h)``, one CG run
 over every class, preconditioned by the diagonal model's factors; letter at
-C=1: 9 steps and 41 products with K, against 18 steps and 82 products).
+C=1: 9 steps and 43 products with K, against 18 steps and 76 products).
 Below that ridge the classes couple too strongly for that preconditioner
 and the diagonal model is solved instead: its step is then taken in the plane of this direction and the
 previous steps, minimising the exact second-order model there (Hessian-vector
@@ -125,7 +125,7 @@ PROBABILITY_FLOOR = HESSIAN_FLOOR
 # system's CG, preconditioned by the diagonal model's factors, needs ever more iterations as this
 # ratio grows. Measured by benchmarks/bench_softmax_steps.py (exact against diagonal-model steps at
 # the scale width; digits, MNIST 8,000 rows, letter 16,000): ratio 435 to 8,800: the exact steps
-# 1.03 to 1.41 times faster; 7,000: within 6%; 15,000 to 35,000: 1.2 to 2.1 times slower.
+# 1.15 to 1.63 times faster; 7,000: 1.03 times; 15,000 to 35,000: 1.2 to 2.2 times slower.
 COUPLED_MAX_CONDITION = 10_000.0
 # Up to this ratio the exact steps precondition with the Nystroem factor's leading half (at least
 # MIN_LANDMARKS columns): letter at 3,700, 13% faster in alternating runs; letter at 15,000 (where
