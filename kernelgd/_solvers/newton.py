@@ -592,10 +592,7 @@ def _direction_full_coupled(operator, F, G, H, A, KA, settings, steps, loss, w):
     )
     A_new, KA_new = M(square(u)), tracker.KX
     if center:  # the intercepts' optimum given K A_new: S b = sum_i (H_i (F_i - K A_new_i) - G_i)
-        V = F - KA_new
-        PV = P * V
-        HV = w[:, None] * (PV - P * xp.sum(PV, axis=1, keepdims=True))
-        b_new = S_pinv @ xp.sum(HV - G, axis=0)
+        b_new = S_pinv @ xp.sum(loss.hessp(F, None, w, F - KA_new) - G, axis=0)
     else:
         b_new = zeros(F, k)
     return A_new, b_new, KA_new, n_inner
