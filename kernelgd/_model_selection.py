@@ -101,7 +101,12 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         A scikit-learn scorer; None: negative mean squared error.
     n_jobs : int, default=None
         Widths searched in parallel threads (each holds its own kernel
-        matrix); None means 1, -1 all cores.
+        matrix); None means 1, -1 all cores. With K-fold and one width at a
+        time, a search of at least 4 million rows^2 x target columns (2,000
+        rows, or 633 rows of a 10-class problem) runs its folds in worker
+        processes, one per core (``options["n_threads"]``), each holding its
+        fold's block of the kernel matrix; smaller ones stay in this process,
+        where starting the workers would cost more than it saves.
     max_search_samples : int, default=10000
         Above this many rows the search (leave-one-out or K-fold) runs on a
         random subsample of this size (the refit uses all rows).

@@ -582,3 +582,44 @@ def test_probability_scoring_without_probabilities_is_a_clear_error(scoring, cv)
         KernelGDClassifierCV(scoring=scoring, cv=cv, sigmas=[1.0], alphas=[1e-3]).fit(X, labels)
     binary = (labels > 0).astype(int)
     assert KernelGDClassifierCV(scoring="roc_auc", cv=cv, sigmas=[1.0], alphas=[1e-3]).fit(X, binary).best_score_ > 0.5
+
+
+def test_folds_in_worker_processes_score_as_one_process_does(monkeypatch):
+    """Where the search is large enough, its folds run in worker processes, a round of RACE_FOLDS
+    first and the rest once the race allows: every score, the race's stop and the choice match
+    the folds run one at a time in this process."""
+    import kernelgd._search as search_module
+    from sklearn.datasets import make_moons
+
+    Xm, ym = make_moons(200, noise=0.2, random_state=0)
+    params = dict(loss="logistic", sigmas=[0.5, 20.0], alphas=[1e-2, 1e-3, 1e-4], cv=5, tol=1e-8,
+                  max_iter=3000, random_state=0)
+    one = KernelGDClassifierCV(**params, options={"n_threads": 1}).fit(Xm, ym)
+
+    monkeypatch.setattr(search_module, "FOLD_PROCESSES_MIN_WORK", 0)
+    used = []
+    original = search_module.Parallel
+
+    class Spy(original):
+        def __init__(self, *args, **kwargs):
+            used.append(kwargs.get("prefer"))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(search_module, "Parallel", Spy)
+    two = KernelGDClassifierCV(**params, options={"n_threads": 2}).fit(Xm, ym)
+    assert "processes" in used
+    for key in ["mean_test_score"] + [f"split{k}_test_score" for k in range(5)]:
+        assert_allclose(two.cv_results_[key], one.cv_results_[key], rtol=1e-10, equal_nan=True)
+    assert np.isnan(two.cv_results_["mean_test_score"][-3:]).all()  # the wide kernel lost the race
+    assert (two.sigma_, two.alpha_) == (one.sigma_, one.alpha_)
+
+
+def test_a_warning_in_a_worker_process_reaches_the_caller(monkeypatch):
+    import kernelgd._search as search_module
+    from sklearn.exceptions import ConvergenceWarning
+
+    monkeypatch.setattr(search_module, "FOLD_PROCESSES_MIN_WORK", 0)
+    model = KernelGDClassifierCV(loss="logistic", sigmas=[1.0], alphas=[1e-6], cv=2, max_iter=1,
+                                 options={"n_threads": 2})
+    with pytest.warns(ConvergenceWarning, match="max_iter"):
+        model.fit(X, labels)
