@@ -487,3 +487,60 @@ def test_a_search_path_keeps_its_preconditioner_and_reaches_the_same_models(monk
         alone = KernelGDClassifier(kernel="precomputed", loss="logistic", alpha=alpha, tol=1e-10).fit(K, labels)
         assert_allclose(path.predict_proba(K), alone.predict_proba(K), atol=1e-6)
     assert len(drawn) == 1 + len(alphas)  # the path's Nystroem factor once, each lone fit its own
+
+
+@pytest.mark.parametrize("labels", [y2, y3], ids=["binary", "multinomial"])
+@pytest.mark.parametrize("weights", ["uniform", "with-zeros"])
+def test_newton_full_model_starts_from_a_subsample_fit_and_reaches_the_optimum(monkeypatch, labels, weights):
+    # A large full model starts from the fit on a subsample of its rows (weighted rows only): the
+    # same optimum as the dense reference, in fewer Newton steps than from the intercept-only model.
+    from kernelgd._solvers import newton
+
+    sw = np.random.RandomState(5).uniform(0.5, 2.0, len(labels))
+    if weights == "with-zeros":
+        sw[::7] = 0.0
+    drawn = []
+    original = newton._subsample_start
+
+    def recording(operator, Y, w, settings):
+        start = original(operator, Y, w, settings)
+        drawn.append(start)
+        return start
+
+    monkeypatch.setattr(newton, "_subsample_start", recording)
+    monkeypatch.setattr(newton, "SUBSAMPLE_MIN", 40)
+    monkeypatch.setattr(newton, "SUBSAMPLE_SHARE", 2)
+    params = dict(loss="logistic", sigma=2.0, alpha=1e-3, solver="newton", tol=1e-6, max_iter=100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        monkeypatch.setattr(newton, "SUBSAMPLE_MIN_ROWS", 10**9)
+        cold = KernelGDClassifier(**params).fit(X, labels, sample_weight=sw)
+        monkeypatch.setattr(newton, "SUBSAMPLE_MIN_ROWS", 50)
+        started = KernelGDClassifier(**params).fit(X, labels, sample_weight=sw)
+    A, b, KA = drawn[-1]
+    used = np.flatnonzero(np.any(A != 0, axis=1))
+    assert 40 <= len(used) <= np.count_nonzero(sw) // 2 and np.all(sw[used] > 0)
+    assert_allclose(KA, kernel_matrix(X, sigma=2.0) @ A, rtol=1e-10, atol=1e-12)
+    Y = np.eye(3)[labels] if labels is y3 else 2.0 * labels[:, None] - 1.0
+    loss, w = (MultinomialLoss if labels is y3 else BinaryLogisticLoss), sw / sw.sum()
+    start_value = loss.value(KA + b, Y, w) + 1e-3 * np.sum(A * KA)
+    assert start_value < loss.baseline(Y, w, True)[1]  # better than the intercept-only start
+    assert started.n_iter_ <= cold.n_iter_
+    F_ref = _dense_reference(kernel_matrix(X, sigma=2.0), Y, w, 1e-3, labels is y3)
+    assert_allclose(started.predict_proba(X), loss.probabilities(F_ref), atol=1e-5)
+    assert_allclose(started.dual_coef_[sw == 0], 0.0, atol=1e-12)
+
+
+def test_newton_falls_back_to_the_intercept_only_start_where_a_subsample_fit_is_worse(monkeypatch):
+    from kernelgd._solvers import newton
+
+    def harmful(operator, Y, w, settings):  # a start far worse than the intercept-only model
+        A = np.random.RandomState(0).normal(scale=50.0, size=(operator.n, Y.shape[1]))
+        return A, np.zeros(Y.shape[1]), operator.matvec(A)
+
+    monkeypatch.setattr(newton, "_subsample_start", harmful)
+    params = dict(loss="logistic", sigma=2.0, alpha=1e-3, solver="newton", tol=1e-6, max_iter=100)
+    model = KernelGDClassifier(**params).fit(X, y3)
+    assert model.loss_curve_[0] < MultinomialLoss.value(np.zeros((len(X), 3)), np.eye(3)[y3], np.full(len(X), 1 / len(X)))
+    F_ref = _dense_reference(kernel_matrix(X, sigma=2.0), np.eye(3)[y3], np.full(len(X), 1 / len(X)), 1e-3, True)
+    assert_allclose(model.predict_proba(X), MultinomialLoss.probabilities(F_ref), atol=1e-5)

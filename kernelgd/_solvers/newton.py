@@ -46,6 +46,13 @@ confirmed by an exact step, or when an exact step's CG run finds the
 iterate already solving the Newton system (after a quadratically
 convergent step).
 
+A full model of at least ``SUBSAMPLE_MIN_ROWS`` weighted rows, fitted
+without a warm start, starts from the same objective's minimiser on a random
+eighth of its rows (at least 1,000; their block of the stored K, to a
+looser tolerance), which is near the full optimum: letter's defaults take 5
+Newton steps from there against 9 from the intercept-only model. A start
+that is no better than the intercept-only model is not used.
+
 Without ridge (alpha negligible against the weighted kernel's trace) the
 full model's diagonal model is singular and its minimiser, an interpolant
 of the working targets, is no usable step. The step is then damped
@@ -55,7 +62,7 @@ convergence. A direction that is no descent is never convergence either:
 it is retried with more damping or a shorter CG run.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.linalg.blas import dsyrk as syrk
@@ -63,7 +70,7 @@ from scipy.linalg.lapack import dtrtri as trtri
 
 from .._array_api import clip_min, coldot, concat, copy, diagonal, rows_of, take_columns, to_numpy, xp_of, zeros
 from .._array_api import total as total_of
-from .._operator import blas_dot, single_threaded_blas
+from .._operator import KernelOperator, blas_dot, single_threaded_blas
 from ._krylov import ProductTracker, block_pcg, rp_cholesky
 from ._objective import Objective
 from ._preconditioners import (
@@ -102,6 +109,14 @@ REFACTOR_CHANGE = 0.25
 FORCING_MAX = 0.1
 # A loose exact-model step whose decrement is below this share of the stopping threshold converges.
 CONFIRM_MARGIN = 0.25
+# A full model of at least SUBSAMPLE_MIN_ROWS weighted rows (K stored) starts from the fit on a random
+# subsample of max(SUBSAMPLE_MIN, n / SUBSAMPLE_SHARE) of them, solved to SUBSAMPLE_TOL (_subsample_start).
+# Letter (16,000 rows, 26 classes), defaults: 13.4 s against 17.2 s (9 Newton steps and 40 products
+# with K against 5 and 25); at C=4, 46.6 s against 84.0 s; MNIST 8,000 rows: 3.5 s against 4.6 s.
+SUBSAMPLE_MIN_ROWS = 4000
+SUBSAMPLE_MIN = 1000
+SUBSAMPLE_SHARE = 8
+SUBSAMPLE_TOL = 1e-2
 # Earlier steps kept for the softmax's subspace step.
 SUBSPACE_MEMORY = 4
 # Levenberg-Marquardt damping (relative to the weighted kernel's trace) where 2 alpha is below
@@ -614,6 +629,33 @@ def _coupling_ratio(operator, w, k, settings, steps):
     return top / (2.0 * settings.alpha * int(np.count_nonzero(to_numpy(w))))
 
 
+def _subsample_start(operator, Y, w, settings):
+    """A start for a large full model: the same objective minimised on a random subsample of its rows.
+
+    Where K is stored (numpy) and has at least ``SUBSAMPLE_MIN_ROWS`` weighted rows, the
+    subsample's ``max(SUBSAMPLE_MIN, n / SUBSAMPLE_SHARE)`` rows (their weights renormalised,
+    the same alpha: the same function estimated from fewer rows) are fitted on their block
+    of K to ``SUBSAMPLE_TOL``; their coefficients, zero elsewhere, start the full fit near
+    its optimum, where Newton's steps converge fastest. Returns ``(A, b, K A)`` or None.
+    """
+    n, k = Y.shape
+    if not (operator.symmetric and operator.stored and xp_of(Y) is np and settings.alpha > 0):
+        return None
+    rows = np.flatnonzero(w > 0)
+    if len(rows) < SUBSAMPLE_MIN_ROWS:
+        return None
+    rng = np.random.RandomState(settings.random_state)
+    sub = np.sort(rng.choice(rows, max(SUBSAMPLE_MIN, len(rows) // SUBSAMPLE_SHARE), replace=False))
+    operator.mirror_lower()  # whole rows, as the pooled products need anyway
+    part = KernelOperator(operator.K[np.ix_(sub, sub)], None, dtype=operator.dtype, threads=operator.n_threads)
+    result = solve(part, Y[sub], w[sub] / np.sum(w[sub]), replace(
+        settings, tol=max(settings.tol, SUBSAMPLE_TOL), coef_init=None, intercept_init=None, verbose=0,
+        callback=None, rounding_stops=[], reuse=None))
+    A = np.zeros((n, k))
+    A[sub] = result.dual_coef
+    return A, result.intercept, operator.matvec(A)
+
+
 def solve(operator, Y, w, settings):
     """Minimise the objective by damped Newton steps; see the module docstring.
 
@@ -654,13 +696,19 @@ def solve(operator, Y, w, settings):
         return inner(U, KV if K_mm is None else V)
 
     b0, value0 = objective.baseline(settings.fit_intercept)
+    start = None if settings.coef_init is not None else _subsample_start(operator, Y, w, settings)
     if settings.coef_init is not None:
         A = copy(settings.coef_init)
         b = copy(settings.intercept_init) if settings.fit_intercept else zeros(Y, k)
         KA = operator.matvec(A)
+    elif start is not None:  # a subsample's fit, where it beats the intercept-only model
+        A, b, KA = start
     else:  # the intercept-only optimum: the model every step must improve on
         A, b, KA = zeros(Y, (m, k)), copy(b0), zeros(Y, (n, k))
     value = objective.value(A, KA, b)
+    if start is not None and not value < value0:
+        A, b, KA = zeros(Y, (m, k)), copy(b0), zeros(Y, (n, k))
+        value = objective.value(A, KA, b)
     log = IterateLog()
     previous = []  # the last steps taken: (D, db, K D), newest first
     converged, reason, it = False, None, 0
