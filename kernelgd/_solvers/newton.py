@@ -46,8 +46,9 @@ confirmed by an exact step, or when an exact step's CG run finds the
 iterate already solving the Newton system (after a quadratically
 convergent step).
 
-A full model of at least ``SUBSAMPLE_MIN_ROWS`` weighted rows, fitted
-without a warm start, starts from the same objective's minimiser on a random
+A full model of at least ``SUBSAMPLE_MIN_ROWS`` weighted rows whose steps
+are exact (not the softmax's diagonal model), fitted without a warm start,
+starts from the same objective's minimiser on a random
 eighth of its rows (at least 1,000; their block of the stored K, to a
 looser tolerance), which is near the full optimum: letter's defaults take 5
 Newton steps from there against 9 from the intercept-only model. A start
@@ -109,10 +110,12 @@ REFACTOR_CHANGE = 0.25
 FORCING_MAX = 0.1
 # A loose exact-model step whose decrement is below this share of the stopping threshold converges.
 CONFIRM_MARGIN = 0.25
-# A full model of at least SUBSAMPLE_MIN_ROWS weighted rows (K stored) starts from the fit on a random
-# subsample of max(SUBSAMPLE_MIN, n / SUBSAMPLE_SHARE) of them, solved to SUBSAMPLE_TOL (_subsample_start).
-# Letter (16,000 rows, 26 classes), defaults: 13.4 s against 17.2 s (9 Newton steps and 40 products
-# with K against 5 and 25); at C=4, 46.6 s against 84.0 s; MNIST 8,000 rows: 3.5 s against 4.6 s.
+# A full model of at least SUBSAMPLE_MIN_ROWS weighted rows (K stored) whose steps are exact Newton steps
+# starts from the fit on a random subsample of max(SUBSAMPLE_MIN, n / SUBSAMPLE_SHARE) of them, solved
+# to SUBSAMPLE_TOL (_subsample_start).
+# benchmarks/bench_subsample_start.py: letter (16,000 rows, 26 classes) defaults 1.29 times faster (5 Newton
+# steps and 31 products with K against 9 and 43), MNIST (8,000 rows) 1.17 and 1.33 times at C=1 and 4,
+# binary MNIST 1.01 times.
 SUBSAMPLE_MIN_ROWS = 4000
 SUBSAMPLE_MIN = 1000
 SUBSAMPLE_SHARE = 8
@@ -695,8 +698,19 @@ def solve(operator, Y, w, settings):
         """<U, V>_H given V and K V (whichever the model's norm needs)."""
         return inner(U, KV if K_mm is None else V)
 
+    # the softmax takes exact Newton steps (the Hessian is coupled, not diagonal) on centers, and
+    # for the full model where its preconditioner can follow (see COUPLED_MAX_CONDITION)
+    coupled = K_mm is not None and not loss.diagonal_hessian
+    ratio = _coupling_ratio(operator, w, k, settings, steps) if K_mm is None and not loss.diagonal_hessian else np.inf
+    coupled_full = ratio <= COUPLED_MAX_CONDITION
+    if coupled_full and ratio <= HALF_RANK_MAX_CONDITION:  # a large ridge hides K's smaller eigenvalues: half the landmarks do
+        steps.rank = max(steps.L.shape[1] // 2, min(steps.L.shape[1], MIN_LANDMARKS))
+    exact_model = loss.diagonal_hessian or coupled or coupled_full  # the second-order model is the true one
     b0, value0 = objective.baseline(settings.fit_intercept)
-    start = None if settings.coef_init is not None else _subsample_start(operator, Y, w, settings)
+    # a start near the optimum pays where the steps converge quadratically: the diagonal model's
+    # steps converge linearly, and from there take exact CG runs from the first step (letter at C=4:
+    # 75 s against 63 s)
+    start = None if settings.coef_init is not None or not exact_model else _subsample_start(operator, Y, w, settings)
     if settings.coef_init is not None:
         A = copy(settings.coef_init)
         b = copy(settings.intercept_init) if settings.fit_intercept else zeros(Y, k)
@@ -719,14 +733,6 @@ def solve(operator, Y, w, settings):
     # model's diagonal-model softmax steps are inexact only until the first full step (letter,
     # 16,000 rows: 74 s against 121 s with every step exact, 127 s with later steps at a forcing term of 0.01).
     exact = not value0 > 0
-    # the softmax takes exact Newton steps (the Hessian is coupled, not diagonal) on centers, and
-    # for the full model where its preconditioner can follow (see COUPLED_MAX_CONDITION)
-    coupled = K_mm is not None and not loss.diagonal_hessian
-    ratio = _coupling_ratio(operator, w, k, settings, steps) if K_mm is None and not loss.diagonal_hessian else np.inf
-    coupled_full = ratio <= COUPLED_MAX_CONDITION
-    if coupled_full and ratio <= HALF_RANK_MAX_CONDITION:  # a large ridge hides K's smaller eigenvalues: half the landmarks do
-        steps.rank = max(steps.L.shape[1] // 2, min(steps.L.shape[1], MIN_LANDMARKS))
-    exact_model = loss.diagonal_hessian or coupled or coupled_full  # the second-order model is the true one
     while it < settings.max_iter:
         it += 1
         # Inexact Newton: far from the optimum a loose solve points as well as an exact one; the
