@@ -5,7 +5,8 @@
 
 Solver "newton" on the full model takes exact Newton steps for the softmax
 where K's largest eigenvalue is at most ``COUPLED_MAX_CONDITION`` times
-``2 alpha n`` (for alpha = 1 / (2 C n): the ratio is C times that
+``2 alpha n`` (``STARTED_MAX_CONDITION`` for a fit that starts from a
+subsample's fit, from ``SUBSAMPLE_MIN_ROWS`` rows) (for alpha = 1 / (2 C n): the ratio is C times that
 eigenvalue), and the diagonal model's steps otherwise. This script fits
 ``KernelGDClassifier(loss="logistic", alpha=1 / (2 C n))`` at sigma="scale"
 with each kind of step forced, and prints the ratio, the rule's choice, the
@@ -61,7 +62,8 @@ def fit(X, y, C, max_condition):
     from kernelgd import KernelGDClassifier
     from kernelgd._solvers import newton
 
-    saved, newton.COUPLED_MAX_CONDITION = newton.COUPLED_MAX_CONDITION, max_condition
+    saved = newton.COUPLED_MAX_CONDITION, newton.STARTED_MAX_CONDITION
+    newton.COUPLED_MAX_CONDITION = newton.STARTED_MAX_CONDITION = max_condition
     out = io.StringIO()
     try:
         model = KernelGDClassifier(loss="logistic", alpha=1.0 / (2 * C * X.shape[0]), verbose=1, random_state=0)
@@ -71,7 +73,7 @@ def fit(X, y, C, max_condition):
             model.fit(X, y)
             elapsed = time.perf_counter() - start
     finally:
-        newton.COUPLED_MAX_CONDITION = saved
+        newton.COUPLED_MAX_CONDITION, newton.STARTED_MAX_CONDITION = saved
     inner = sum(int(v) for v in re.findall(r"cg iterations (\d+)", out.getvalue()))
     return {"fit_time": elapsed, "n_iter": int(model.n_iter_), "cg_iterations": inner,
             "objective": float(model.loss_curve_[-1]), "warnings": [str(w.message) for w in caught]}
@@ -83,7 +85,7 @@ def main(argv=None):
     parser.add_argument("--sets", nargs="+", default=None)
     parser.add_argument("--out", default=str(HERE / "results" / "softmax_steps.json"))
     args = parser.parse_args(argv)
-    from kernelgd._solvers.newton import COUPLED_MAX_CONDITION
+    from kernelgd._solvers.newton import COUPLED_MAX_CONDITION, STARTED_MAX_CONDITION, SUBSAMPLE_MIN_ROWS
 
     sets = args.sets or (list(CS) if args.data_dir else ["digits"])
     rows = []
@@ -93,7 +95,8 @@ def main(argv=None):
         for C in CS[name]:
             ratio = C * top
             row = {"set": name, "n": int(X.shape[0]), "C": C, "ratio": ratio,
-                   "rule": "exact" if ratio <= COUPLED_MAX_CONDITION else "diagonal"}
+                   "rule": "exact" if ratio <= (STARTED_MAX_CONDITION if X.shape[0] >= SUBSAMPLE_MIN_ROWS
+                                                else COUPLED_MAX_CONDITION) else "diagonal"}
             for kind, bound in (("exact", np.inf), ("diagonal", 0.0)):
                 row[kind] = fit(X, y, C, bound)
             rows.append(row)
@@ -114,7 +117,9 @@ def main(argv=None):
         ("rule", "rule", None), ("exact", "exact (s)", "{:.2f}"), ("exact_steps", "steps / CG", None),
         ("diagonal", "diagonal (s)", "{:.2f}"), ("diagonal_steps", "steps / CG", None),
         ("speedup", "diagonal / exact", "{:.2f}"), ("gap", "objective gap", "{:.1e}")]))
-    write_json(args.out, {"machine": machine(), "max_condition": COUPLED_MAX_CONDITION, "rows": rows})
+    write_json(args.out, {"machine": machine(), "max_condition": COUPLED_MAX_CONDITION,
+                          "started_max_condition": STARTED_MAX_CONDITION, "subsample_min_rows": SUBSAMPLE_MIN_ROWS,
+                          "rows": rows})
 
 
 if __name__ == "__main__":

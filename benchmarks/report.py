@@ -255,10 +255,13 @@ alpha=1 / (2 C n))`` at ``sigma="scale"``. Each CG iteration is one product
 with K for every class. The exact steps converge in fewer steps
 (quadratically at the end), but their CG runs are preconditioned by the
 diagonal model's factors, which fit the coupled system only while the ridge
-is large against K's largest eigenvalue. The solver takes exact steps where
-C times that eigenvalue is at most {data["max_condition"]:,.0f} (the rule
-column); digits is scaled by ``StandardScaler``, MNIST (8,000 rows) by
-1 / 255, letter standardized.
+is large against K's largest eigenvalue. From {data["subsample_min_rows"]:,} rows on, a fit starts
+from the fit on a random eighth of its rows, near the optimum, and the
+exact steps skip their damped phase. The solver takes exact steps where C
+times that eigenvalue is at most {data["max_condition"]:,.0f}, or
+{data["started_max_condition"]:,.0f} for a fit that starts from a subsample
+(the rule column); digits is scaled by ``StandardScaler``, MNIST (8,000
+rows) by 1 / 255, letter standardized.
 
 {rst_table(header, rows)}
 

@@ -544,3 +544,30 @@ def test_newton_falls_back_to_the_intercept_only_start_where_a_subsample_fit_is_
     assert model.loss_curve_[0] < MultinomialLoss.value(np.zeros((len(X), 3)), np.eye(3)[y3], np.full(len(X), 1 / len(X)))
     F_ref = _dense_reference(kernel_matrix(X, sigma=2.0), np.eye(3)[y3], np.full(len(X), 1 / len(X)), 1e-3, True)
     assert_allclose(model.predict_proba(X), MultinomialLoss.probabilities(F_ref), atol=1e-5)
+
+
+@pytest.mark.parametrize("started", [True, False])
+def test_newton_softmax_exact_steps_reach_further_from_a_subsample_start(monkeypatch, started):
+    # Starting near the optimum, the exact steps skip their damped phase and pay up to
+    # STARTED_MAX_CONDITION; from the intercept-only model only up to COUPLED_MAX_CONDITION.
+    from kernelgd._solvers import newton
+
+    calls = []
+    original = newton._direction_full_coupled
+
+    def recording(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(newton, "_direction_full_coupled", recording)
+    monkeypatch.setattr(newton, "SUBSAMPLE_MIN_ROWS", 50 if started else 10**9)
+    monkeypatch.setattr(newton, "SUBSAMPLE_MIN", 40)
+    monkeypatch.setattr(newton, "SUBSAMPLE_SHARE", 2)
+    assert newton.COUPLED_MAX_CONDITION < 1.5 * newton.COUPLED_MAX_CONDITION < newton.STARTED_MAX_CONDITION
+    top = np.linalg.eigvalsh(kernel_matrix(X, sigma=2.0))[-1]
+    alpha = top / (1.5 * newton.COUPLED_MAX_CONDITION * 2.0 * len(X))
+    model = KernelGDClassifier(loss="logistic", sigma=2.0, alpha=alpha, solver="newton", tol=1e-6,
+                               max_iter=300).fit(X, y3)
+    assert bool(calls) is started
+    F_ref = _dense_reference(kernel_matrix(X, sigma=2.0), np.eye(3)[y3], np.full(len(X), 1 / len(X)), alpha, True)
+    assert_allclose(model.predict_proba(X), MultinomialLoss.probabilities(F_ref), atol=1e-4)

@@ -16,7 +16,8 @@ Newton steps on the coupled Hessian, one CG run over every class at once
 (``_direction_centers_coupled``; a 6-class fit at alpha=1e-6 converges in
 19 steps where the diagonal model did not in 200). The full model takes
 exact steps too where the ridge is large against K's largest eigenvalue
-(``COUPLED_MAX_CONDITION``; ``_direction_full_coupled``: the diagonal model's least
+(``COUPLED_MAX_CONDITION``, or ``STARTED_MAX_CONDITION`` for a fit that
+starts from a subsample's fit, below; ``_direction_full_coupled``: the diagonal model's least
 squares with each row's Hessian factor ``M_i`` for ``sqrt(h)``, one CG run
 over every class, preconditioned by the diagonal model's factors; letter at
 C=1: 9 steps and 43 products with K, against 18 steps and 76 products).
@@ -145,6 +146,11 @@ PROBABILITY_FLOOR = HESSIAN_FLOOR
 # the scale width; digits, MNIST 8,000 rows, letter 16,000): ratio 435 to 8,800: the exact steps
 # 1.15 to 1.63 times faster; 7,000: 1.03 times; 15,000 to 35,000: 1.2 to 2.2 times slower.
 COUPLED_MAX_CONDITION = 10_000.0
+# The same bound for a fit that starts from a subsample's fit (_subsample_start): from near the optimum
+# the exact steps skip the damped phase. Forced exact against diagonal-model steps with that start
+# (bench_softmax_steps.py and ad hoc runs): letter at ratio 14,916 1.8 times faster; MNIST at 17,600
+# 1.24 times, at 24,200 a tie, at 35,154 1.6 times slower.
+STARTED_MAX_CONDITION = 20_000.0
 # Up to this ratio the exact steps precondition with the Nystroem factor's leading half (at least
 # MIN_LANDMARKS columns): letter at 3,700, 13% faster in alternating runs; letter at 15,000 (where
 # the rule takes the diagonal model) needed 780 CG iterations against 187 on all landmarks.
@@ -632,6 +638,12 @@ def _coupling_ratio(operator, w, k, settings, steps):
     return top / (2.0 * settings.alpha * int(np.count_nonzero(to_numpy(w))))
 
 
+def _subsample_applies(operator, Y, w, settings):
+    """Whether a fit without a warm start starts from a subsample's fit (``_subsample_start``)."""
+    return (settings.coef_init is None and operator.symmetric and operator.stored and xp_of(Y) is np
+            and settings.alpha > 0 and int(np.count_nonzero(w)) >= SUBSAMPLE_MIN_ROWS)
+
+
 def _subsample_start(operator, Y, w, settings):
     """A start for a large full model: the same objective minimised on a random subsample of its rows.
 
@@ -642,11 +654,9 @@ def _subsample_start(operator, Y, w, settings):
     its optimum, where Newton's steps converge fastest. Returns ``(A, b, K A)`` or None.
     """
     n, k = Y.shape
-    if not (operator.symmetric and operator.stored and xp_of(Y) is np and settings.alpha > 0):
+    if not _subsample_applies(operator, Y, w, settings):
         return None
     rows = np.flatnonzero(w > 0)
-    if len(rows) < SUBSAMPLE_MIN_ROWS:
-        return None
     rng = np.random.RandomState(settings.random_state)
     sub = np.sort(rng.choice(rows, max(SUBSAMPLE_MIN, len(rows) // SUBSAMPLE_SHARE), replace=False))
     operator.mirror_lower()  # whole rows, as the pooled products need anyway
@@ -702,7 +712,8 @@ def solve(operator, Y, w, settings):
     # for the full model where its preconditioner can follow (see COUPLED_MAX_CONDITION)
     coupled = K_mm is not None and not loss.diagonal_hessian
     ratio = _coupling_ratio(operator, w, k, settings, steps) if K_mm is None and not loss.diagonal_hessian else np.inf
-    coupled_full = ratio <= COUPLED_MAX_CONDITION
+    started = _subsample_applies(operator, Y, w, settings)  # exact steps from near the optimum pay longer
+    coupled_full = ratio <= (STARTED_MAX_CONDITION if started else COUPLED_MAX_CONDITION)
     if coupled_full and ratio <= HALF_RANK_MAX_CONDITION:  # a large ridge hides K's smaller eigenvalues: half the landmarks do
         steps.rank = max(steps.L.shape[1] // 2, min(steps.L.shape[1], MIN_LANDMARKS))
     exact_model = loss.diagonal_hessian or coupled or coupled_full  # the second-order model is the true one
@@ -710,7 +721,7 @@ def solve(operator, Y, w, settings):
     # a start near the optimum pays where the steps converge quadratically: the diagonal model's
     # steps converge linearly, and from there take exact CG runs from the first step (letter at C=4:
     # 75 s against 63 s)
-    start = None if settings.coef_init is not None or not exact_model else _subsample_start(operator, Y, w, settings)
+    start = _subsample_start(operator, Y, w, settings) if started and exact_model else None
     if settings.coef_init is not None:
         A = copy(settings.coef_init)
         b = copy(settings.intercept_init) if settings.fit_intercept else zeros(Y, k)
