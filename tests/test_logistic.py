@@ -387,9 +387,8 @@ def test_newton_softmax_full_model_takes_exact_newton_steps(monkeypatch, interce
     assert_allclose(exact.dual_coef_[sw == 0], 0.0, atol=1e-12)
 
 
-def test_newton_softmax_full_model_exact_steps_only_where_the_ridge_conditions_them(monkeypatch):
-    # The coupled system's CG is preconditioned by the diagonal model's factors, which fit it only
-    # while K's largest eigenvalue is within COUPLED_MAX_CONDITION times 2 alpha n.
+def _record_exact_steps(monkeypatch):
+    """A list that grows by one for every exact full-model softmax step taken."""
     from kernelgd._solvers import newton
 
     calls = []
@@ -400,6 +399,15 @@ def test_newton_softmax_full_model_exact_steps_only_where_the_ridge_conditions_t
         return original(*args, **kwargs)
 
     monkeypatch.setattr(newton, "_direction_full_coupled", recording)
+    return calls
+
+
+def test_newton_softmax_full_model_exact_steps_only_where_the_ridge_conditions_them(monkeypatch):
+    # The coupled system's CG is preconditioned by the diagonal model's factors, which fit it only
+    # while K's largest eigenvalue is within COUPLED_MAX_CONDITION times 2 alpha n.
+    from kernelgd._solvers import newton
+
+    calls = _record_exact_steps(monkeypatch)
     top = np.linalg.eigvalsh(kernel_matrix(X, sigma=2.0))[-1]
     for ratio, expected in [(0.5, True), (2.0, False)]:
         calls.clear()
@@ -552,14 +560,7 @@ def test_newton_softmax_exact_steps_reach_further_from_a_subsample_start(monkeyp
     # STARTED_MAX_CONDITION; from the intercept-only model only up to COUPLED_MAX_CONDITION.
     from kernelgd._solvers import newton
 
-    calls = []
-    original = newton._direction_full_coupled
-
-    def recording(*args, **kwargs):
-        calls.append(1)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(newton, "_direction_full_coupled", recording)
+    calls = _record_exact_steps(monkeypatch)
     monkeypatch.setattr(newton, "SUBSAMPLE_MIN_ROWS", 50 if started else 10**9)
     monkeypatch.setattr(newton, "SUBSAMPLE_MIN", 40)
     monkeypatch.setattr(newton, "SUBSAMPLE_SHARE", 2)
