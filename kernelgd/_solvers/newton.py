@@ -148,8 +148,8 @@ PROBABILITY_FLOOR = HESSIAN_FLOOR
 COUPLED_MAX_CONDITION = 10_000.0
 # The same bound for a fit that starts from a subsample's fit (_subsample_start): from near the optimum
 # the exact steps skip the damped phase. Forced exact against diagonal-model steps with that start
-# (bench_softmax_steps.py and ad hoc runs): letter at ratio 14,916 1.8 times faster; MNIST at 17,600
-# 1.24 times, at 24,200 a tie, at 35,154 1.6 times slower.
+# (bench_softmax_steps.py, two runs, and ad hoc runs): letter at ratio 14,916 1.5 and 1.8 times faster;
+# MNIST at 17,600 1.24 times, at 24,200 a tie, at 35,154 1.5 and 1.6 times slower.
 STARTED_MAX_CONDITION = 20_000.0
 # Up to this ratio the exact steps precondition with the Nystroem factor's leading half (at least
 # MIN_LANDMARKS columns): letter at 3,700, 13% faster in alternating runs; letter at 15,000 (where
