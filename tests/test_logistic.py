@@ -546,9 +546,12 @@ def test_newton_falls_back_to_the_intercept_only_start_where_a_subsample_fit_is_
         A = np.random.RandomState(0).normal(scale=50.0, size=(operator.n, Y.shape[1]))
         return A, np.zeros(Y.shape[1]), operator.matvec(A)
 
-    monkeypatch.setattr(newton, "_subsample_start", harmful)
+    used = []
+    monkeypatch.setattr(newton, "_subsample_start", lambda *args: used.append(1) or harmful(*args))
+    monkeypatch.setattr(newton, "SUBSAMPLE_MIN_ROWS", 50)  # this fit is large enough to start from one
     params = dict(loss="logistic", sigma=2.0, alpha=1e-3, solver="newton", tol=1e-6, max_iter=100)
     model = KernelGDClassifier(**params).fit(X, y3)
+    assert used
     assert model.loss_curve_[0] < MultinomialLoss.value(np.zeros((len(X), 3)), np.eye(3)[y3], np.full(len(X), 1 / len(X)))
     F_ref = _dense_reference(kernel_matrix(X, sigma=2.0), np.eye(3)[y3], np.full(len(X), 1 / len(X)), 1e-3, True)
     assert_allclose(model.predict_proba(X), MultinomialLoss.probabilities(F_ref), atol=1e-5)

@@ -647,15 +647,13 @@ def _subsample_applies(operator, Y, w, settings):
 def _subsample_start(operator, Y, w, settings):
     """A start for a large full model: the same objective minimised on a random subsample of its rows.
 
-    Where K is stored (numpy) and has at least ``SUBSAMPLE_MIN_ROWS`` weighted rows, the
-    subsample's ``max(SUBSAMPLE_MIN, n / SUBSAMPLE_SHARE)`` rows (their weights renormalised,
-    the same alpha: the same function estimated from fewer rows) are fitted on their block
-    of K to ``SUBSAMPLE_TOL``; their coefficients, zero elsewhere, start the full fit near
-    its optimum, where Newton's steps converge fastest. Returns ``(A, b, K A)`` or None.
+    For a fit where ``_subsample_applies``: the subsample's ``max(SUBSAMPLE_MIN, n / SUBSAMPLE_SHARE)``
+    weighted rows (their weights renormalised, the same alpha: the same function estimated
+    from fewer rows) are fitted on their block of the stored K to ``SUBSAMPLE_TOL``; their
+    coefficients, zero elsewhere, start the full fit near its optimum, where Newton's steps
+    converge fastest. Returns ``(A, b, K A)``.
     """
     n, k = Y.shape
-    if not _subsample_applies(operator, Y, w, settings):
-        return None
     rows = np.flatnonzero(w > 0)
     rng = np.random.RandomState(settings.random_state)
     sub = np.sort(rng.choice(rows, max(SUBSAMPLE_MIN, len(rows) // SUBSAMPLE_SHARE), replace=False))
