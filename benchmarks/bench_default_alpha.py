@@ -11,7 +11,11 @@ the same preprocessing. ``--held-out`` adds a candidate data-dependent
 rule: C = 1, 4, 16, 64 along a warm-started path on 80% of the training
 rows, stopped once the other 20%'s log-loss rises, the best refitted on
 all rows (the fit time includes the path). ``--widths 0.84 0.71 0.5``
-adds narrower kernels (multiples of sigma="scale"'s width) at every c. Sets: breast_cancer, wine, digits (scikit-learn's
+adds narrower kernels (multiples of sigma="scale"'s width) at every c.
+``--one-vs-one`` adds, at every c, SVC's multiclass scheme with the logistic
+loss: one binary kernel logistic regression per pair of classes (scikit-learn's
+OneVsOneClassifier), each with ``alpha = c / (2 n_pair)`` on its pair's rows and
+sigma="scale"'s width on all rows (as SVC's gamma). Sets: breast_cancer, wine, digits (scikit-learn's
 bundled copies; stratified 5-fold CV, StandardScaler in the pipeline),
 letter (first 16,000 / last 4,000 rows, standardized), adult (adult.data /
 adult.test, numeric standardized, categorical one-hot) and mnist (the first
@@ -55,8 +59,9 @@ def delegating_classifier(fit_model):
         def predict(self, X):
             return self.model_.predict(X)
 
-        def predict_proba(self, X):
-            return self.model_.predict_proba(X)
+        @property
+        def predict_proba(self):  # only where the model has it (OneVsOneClassifier has none)
+            return self.model_.predict_proba
 
     return Delegating()
 
@@ -96,7 +101,37 @@ def scaled_width_classifier(factor, **params):
     return delegating_classifier(fit_model)
 
 
-def systems(factors, held_out=False, widths=()):
+def one_vs_one_classifier(c):
+    """OneVsOneClassifier of binary KernelGDClassifier(loss="logistic") fits, alpha = c / (2 n_pair) in each pair."""
+    from sklearn.base import BaseEstimator, ClassifierMixin
+    from sklearn.multiclass import OneVsOneClassifier
+
+    from kernelgd import KernelGDClassifier
+
+    class PairLogistic(ClassifierMixin, BaseEstimator):
+        def __init__(self, c=1.0, sigma=1.0):
+            self.c, self.sigma = c, sigma
+
+        def fit(self, X, y):
+            self.model_ = KernelGDClassifier(
+                loss="logistic", sigma=self.sigma, alpha=self.c / (2 * X.shape[0]), random_state=0).fit(X, y)
+            self.classes_ = self.model_.classes_
+            return self
+
+        def decision_function(self, X):
+            return self.model_.decision_function(X)
+
+        def predict(self, X):
+            return self.model_.predict(X)
+
+    def fit_model(self, X, y):
+        scale = KernelGDClassifier()._resolve_sigma(X, np.full(X.shape[0], 1.0 / X.shape[0]))
+        return OneVsOneClassifier(PairLogistic(c, scale)).fit(X, y)
+
+    return delegating_classifier(fit_model)
+
+
+def systems(factors, held_out=False, widths=(), one_vs_one=False):
     from sklearn.svm import SVC
 
     from kernelgd import KernelGDClassifier
@@ -109,6 +144,9 @@ def systems(factors, held_out=False, widths=()):
         for f in widths:
             out[f"{name}, sigma={f:.3g} x scale"] = (lambda c, f: lambda n: scaled_width_classifier(
                 f, **({} if c is None else {"alpha": c / (2 * n)}), random_state=0))(c, f)
+        if one_vs_one:
+            label = "kernelgd one-vs-one, alpha=" + ("1/(2 n_pair) (C=1)" if c is None else f"{c:g}/(2 n_pair)")
+            out[label] = (lambda c: lambda n: one_vs_one_classifier(c))(1.0 if c is None else c)
     if held_out:
         out["kernelgd C on a held-out 20%"] = lambda n: held_out_c_classifier()
     return out
@@ -169,12 +207,14 @@ def main(argv=None):
                         help="also the candidate data-dependent rule: C chosen on a held-out 20%% of the rows")
     parser.add_argument("--widths", nargs="*", type=float, default=[],
                         help="also these multiples of sigma='scale''s width, at every c")
+    parser.add_argument("--one-vs-one", action="store_true",
+                        help="also one binary logistic model per pair of classes (SVC's scheme), at every c")
     parser.add_argument("--out", default=str(HERE / "results" / "default_alpha.json"))
     args = parser.parse_args(argv)
     sets = args.sets or (SMALL + LARGE if args.data_dir else SMALL)
     rows = []
     for name in sets:
-        for system, make in systems([None] + list(args.factors), args.held_out, args.widths).items():
+        for system, make in systems([None] + list(args.factors), args.held_out, args.widths, args.one_vs_one).items():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 if name in SMALL:
