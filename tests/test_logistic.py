@@ -575,3 +575,44 @@ def test_newton_softmax_exact_steps_reach_further_from_a_subsample_start(monkeyp
     assert bool(calls) is started
     F_ref = _dense_reference(kernel_matrix(X, sigma=2.0), np.eye(3)[y3], np.full(len(X), 1 / len(X)), alpha, True)
     assert_allclose(model.predict_proba(X), MultinomialLoss.probabilities(F_ref), atol=1e-4)
+
+
+def _three_bands(n):
+    """Three classes in bands of sin(3 x_0): separable, so that alpha=1e-12 lets the coefficients grow."""
+    X = np.random.RandomState(0).randn(n, 2)
+    return X, np.digitize(np.sin(3 * X[:, 0]), [-0.5, 0.5])
+
+
+def test_newton_stops_where_every_iterate_is_rounding():
+    # Regression: in float32 on 60 centers at alpha=1e-12, every Newton iterate's predictions were
+    # dominated by rounding; the fit crept on for max_iter=1000 steps (94 s), then returned the
+    # intercept-only model
+    from kernelgd._solvers.newton import NOISY_PATIENCE
+
+    X, y = _three_bands(600)
+    with pytest.warns(ConvergenceWarning, match="dominated by the rounding of float32"):
+        model = KernelGDClassifier(loss="logistic", alpha=1e-12, n_centers=60, random_state=0,
+                                   options={"dtype": "float32"}).fit(X, y)
+    assert model.n_iter_ == NOISY_PATIENCE
+    assert np.all(np.isfinite(model.predict_proba(X)))
+
+
+def test_newton_returns_the_best_iterate_whose_predictions_are_not_rounding():
+    # Regression: a float32 fit stopped while its iterates' predictions were rounding (here by
+    # max_iter) returned the intercept-only model, although earlier iterates were valid and better
+    from kernelgd._solvers._common import RoundingCheck
+    from kernelgd._operator import KernelOperator
+    from kernelgd.kernels import bind_kernel
+
+    X, y = _three_bands(300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = KernelGDClassifier(loss="logistic", alpha=1e-12, max_iter=15, random_state=0,
+                                   options={"dtype": "float32"}).fit(X, y)
+    Y = np.eye(3)[y]
+    w = np.full(len(y), 1.0 / len(y))
+    _, intercept_only = MultinomialLoss.baseline(Y, w, True)
+    assert model.loss_curve_[-1] < 0.5 * intercept_only
+    assert model.score(X, y) > 0.9
+    operator = KernelOperator(X, bind_kernel("rbf", sigma=model.sigma_), dtype="float32")
+    assert not RoundingCheck(operator, w, MultinomialLoss, intercept_only).dominated(model.dual_coef_)

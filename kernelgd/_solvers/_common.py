@@ -73,12 +73,14 @@ class IterateLog:
         self.best_value, self.best, self.best_index = np.inf, None, 0
         self.negative = 0  # objectives below 0: an invariant broken by rounding, never a best
 
-    def record(self, value, coef, b):
+    def record(self, value, coef, b, valid=True):
+        """Iterate k's objective; ``valid=False``: an iterate that may never be returned (its
+        predictions are rounding), in the curve but never the best."""
         self.curve.append(value)
         if value < 0:
             self.negative += 1
             return
-        if np.isfinite(value) and value < self.best_value:
+        if valid and np.isfinite(value) and value < self.best_value:
             self.best_value, self.best_index = value, len(self.curve)
             if isinstance(coef, np.ndarray):
                 self.best = (coef.copy(), np.array(b, dtype=np.float64, copy=True))
@@ -125,15 +127,17 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
     b0, value0 = objective.baseline(settings.fit_intercept)
     # differences at the level of rounding do not count as worse
     slack = 1e-12 * (value0 + total(Y, Y, w))
-    if log.best is not None and not log.best_value >= value - slack:
+    check = RoundingCheck(operator, w, loss, value0)
+    # the best iterate where it is better, or where the last one's predictions are rounding
+    if log.best is not None and (not log.best_value >= value - slack or check.dominated(coef)):
         coef, b = log.best
         curve, value = list(log.curve[: log.best_index]), log.best_value
-    noise = _rounding_noise(operator, w, coef)
+    noise = check.noise(coef)
     # accepted only if better than the baseline by more than rounding could fake
     if not (
         np.isfinite(value)
         and value + loss.noise_effect(value0, noise) <= value0 + slack
-        and noise <= NOISE_FRACTION * loss.prediction_scale(value0)
+        and noise <= check.limit
     ):
         warn_rounding(
             settings, name, f"found no model better than the intercept-only one "
@@ -155,27 +159,34 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
 NOISE_FRACTION = 0.03
 
 
-def _rounding_noise(operator, w, coef):
-    """The root weighted mean square of the rounding in ``K @ coef``, estimated.
+class RoundingCheck:
+    """Whether a model's predictions ``K @ coef`` are dominated by the rounding of K's precision.
 
     The rounding of a sum of products is about ``eps ||K_i * a||_2``; with
     ``|K_ij| <= sqrt(k_ii k_jj)`` (PSD) its weighted mean square is at most
-    ``eps^2 (w'|d_rows|) (sum_j |d_j| a_j^2)``, computed in O(n + m).
+    ``eps^2 (w'|d_rows|) (sum_j |d_j| a_j^2)``: O(m) per model once the
+    diagonals are read. Predictions whose noise is above ``NOISE_FRACTION``
+    of what matters (``loss.prediction_scale``) cannot be told from noise
+    (huge cancelling coefficients).
     """
-    if not isinstance(coef, np.ndarray):
-        xp = xp_of(coef)
-        if not coef.shape[0] * coef.shape[1]:
+
+    def __init__(self, operator, w, loss, value0):
+        xp = xp_of(w)
+        self.eps = float(np.finfo(operator.dtype).eps)
+        self.rows = float(w @ xp.abs(operator.diag()))
+        self.center_diag = xp.abs(operator.center_diag())
+        self.limit = NOISE_FRACTION * loss.prediction_scale(value0)
+
+    def noise(self, coef):
+        """The root weighted mean square of the rounding in ``K @ coef``, estimated."""
+        if 0 in coef.shape:
             return 0.0
-        rows = float(w @ xp.abs(operator.diag()))
-        cols = float(xp.max(xp.abs(operator.center_diag()) @ (coef**2)))
-        return np.finfo(operator.dtype).eps * np.sqrt(rows * cols)
-    if not coef.size:
-        return 0.0
-    eps = np.finfo(operator.dtype).eps
-    rows = float(np.dot(w, np.abs(operator.diag())))
-    with np.errstate(over="ignore"):
-        cols = float(np.max(np.abs(operator.center_diag()) @ (coef**2)))
-    return eps * np.sqrt(rows * cols)
+        with np.errstate(over="ignore"):
+            cols = float(xp_of(coef).max(self.center_diag @ (coef**2)))
+        return self.eps * float(np.sqrt(self.rows * cols))
+
+    def dominated(self, coef):
+        return not self.noise(coef) <= self.limit
 
 
 def warn_not_converged(name, reason, advice):

@@ -62,6 +62,12 @@ of the working targets, is no usable step. The step is then damped
 run truncated), and a damped step's small decrement is never taken for
 convergence. A direction that is no descent is never convergence either:
 it is retried with more damping or a shorter CG run.
+
+An iterate whose predictions are dominated by the rounding of K's
+precision (``RoundingCheck``: huge coefficients, as at a tiny ridge in
+float32) is never the best iterate, and ``NOISY_PATIENCE`` of them in a
+row stop the fit with a warning (a rounding stop: ``dtype="auto"`` then
+refits in float64).
 """
 
 from dataclasses import dataclass, replace
@@ -85,6 +91,7 @@ from ._preconditioners import (
 from ._preconditioners import N_LANDMARKS as _N_LANDMARKS
 from ._common import (
     IterateLog,
+    RoundingCheck,
     cholesky,
     finish,
     warn_not_converged,
@@ -121,6 +128,11 @@ SUBSAMPLE_MIN_ROWS = 4000
 SUBSAMPLE_MIN = 1000
 SUBSAMPLE_SHARE = 8
 SUBSAMPLE_TOL = 1e-2
+# A fit stops once this many accepted iterates in a row have predictions dominated by the rounding of
+# K's precision (RoundingCheck), none of which may be returned. A converging fit can pass through such
+# iterates (the softmax at alpha=1e-12 in float32: 20 in a row, then back to valid ones); a float32 fit
+# of 1,500 rows on 100 centers at alpha=1e-12 crept on for 280 s with none valid after its first.
+NOISY_PATIENCE = 50
 # Earlier steps kept for the softmax's subspace step.
 SUBSPACE_MEMORY = 4
 # Levenberg-Marquardt damping (relative to the weighted kernel's trace) where 2 alpha is below
@@ -716,6 +728,7 @@ def solve(operator, Y, w, settings):
         steps.rank = max(steps.L.shape[1] // 2, min(steps.L.shape[1], MIN_LANDMARKS))
     exact_model = loss.diagonal_hessian or coupled or coupled_full  # the second-order model is the true one
     b0, value0 = objective.baseline(settings.fit_intercept)
+    rounding = RoundingCheck(operator, w, loss, value0)
     # a start near the optimum pays where the steps converge quadratically: the diagonal model's
     # steps converge linearly, and from there take exact CG runs from the first step (letter at C=4
     # with diagonal-model steps: 75 s against 63 s)
@@ -737,6 +750,7 @@ def solve(operator, Y, w, settings):
     converged, reason, it = False, None, 0
     decrement = accepted_decrement = np.inf
     damped = False
+    noisy_run = 0  # accepted iterates in a row whose predictions are rounding
     inner_tol = steps.exact_tol = min(settings.tol, 1e-3)  # the full model's exact steps: relative to B
     # Inexact steps until a stopping test passes, which an exact step then retakes; the full
     # model's diagonal-model softmax steps are inexact only until the first full step (letter,
@@ -821,7 +835,9 @@ def solve(operator, Y, w, settings):
         previous = [(step * D, step * db, step * KD)] + previous[: SUBSPACE_MEMORY - 1]
         A, b, KA, value = A_t, b_t, KA_t, value_t
         exact |= K_mm is None and step == 1.0 and not exact_model  # the softmax: damped phase over
-        log.record(value, A, b)
+        noisy = rounding.dominated(A)
+        noisy_run = noisy_run + 1 if noisy else 0
+        log.record(value, A, b, valid=not noisy)
         if settings.verbose:
             print(f"[newton] iter {it:4d}  objective {value:.6e}  step {step:.3g}  decrement {decrement:.3e}  "
                   f"cg iterations {n_inner}")
@@ -842,6 +858,9 @@ def solve(operator, Y, w, settings):
             break
         if decrement <= ROUNDING * (abs(value) + value0):  # below what float64 can resolve
             reason = "rounding"
+            break
+        if noisy_run >= NOISY_PATIENCE:
+            reason = "noise"
             break
         if stop_requested:
             reason = "callback"
@@ -866,6 +885,14 @@ def solve(operator, Y, w, settings):
         warn_rounding(
             settings, "newton", f"stopped at iteration {it} for lack of progress: the predicted decrease is at "
             f"the level of rounding, above tol={settings.tol:g}", "The model is the best iterate seen; a larger tol suffices.",
+        )
+    elif reason == "noise":
+        warn_rounding(
+            settings, "newton", f"stopped at iteration {it}: the predictions of its last {NOISY_PATIENCE} "
+            f"iterates are dominated by the rounding of {np.dtype(operator.dtype).name} kernel values (the "
+            "coefficients are too large for this precision)", "The best iterate whose predictions are not is "
+            "returned (the intercept-only model if none is). Increase alpha" + (" or use options={'dtype': 'float64'}." if operator.dtype == np.float32
+                                         else "."),
         )
     elif not converged and reason is None and settings.tol > 0:
         warn_not_converged(
