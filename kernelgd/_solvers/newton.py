@@ -887,12 +887,13 @@ def solve(operator, Y, w, settings):
             f"the level of rounding, above tol={settings.tol:g}", "The model is the best iterate seen; a larger tol suffices.",
         )
     elif reason == "noise":
+        precision = np.dtype(operator.dtype).name
         warn_rounding(
             settings, "newton", f"stopped at iteration {it}: the predictions of its last {NOISY_PATIENCE} "
-            f"iterates are dominated by the rounding of {np.dtype(operator.dtype).name} kernel values (the "
-            "coefficients are too large for this precision)", "The best iterate whose predictions are not is "
-            "returned (the intercept-only model if none is). Increase alpha" + (" or use options={'dtype': 'float64'}." if operator.dtype == np.float32
-                                         else "."),
+            f"iterates are dominated by the rounding of {precision} kernel values (the coefficients are too "
+            "large for this precision)", "The best iterate whose predictions are not is returned (the "
+            "intercept-only model if none is). Increase alpha"
+            + (" or use options={'dtype': 'float64'}." if precision == "float32" else "."),
         )
     elif not converged and reason is None and settings.tol > 0:
         warn_not_converged(
