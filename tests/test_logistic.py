@@ -9,6 +9,7 @@ from scipy.optimize import minimize
 from scipy.special import log_expit, logsumexp, softmax
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import log_loss
 from sklearn.model_selection import cross_val_score
 from sklearn.utils.class_weight import compute_class_weight, compute_sample_weight
 
@@ -589,12 +590,17 @@ def test_newton_stops_where_every_iterate_is_rounding():
     # intercept-only model
     from kernelgd._solvers.newton import NOISY_PATIENCE
 
+    # intercept-only model. How many iterates are valid before the streak depends on the
+    # CPU's float32 rounding (none on one machine, 33 on another); the streak's stop does not.
     X, y = _three_bands(600)
-    with pytest.warns(ConvergenceWarning, match="dominated by the rounding of float32"):
-        model = KernelGDClassifier(loss="logistic", alpha=1e-12, n_centers=60, random_state=0,
+    with pytest.warns(ConvergenceWarning, match=f"last {NOISY_PATIENCE} iterates are dominated by the rounding"):
+        model = KernelGDClassifier(loss="logistic", alpha=1e-12, n_centers=60, random_state=0, max_iter=300,
                                    options={"dtype": "float32"}).fit(X, y)
-    assert model.n_iter_ == NOISY_PATIENCE
+    assert NOISY_PATIENCE <= model.n_iter_ < 300
     assert np.all(np.isfinite(model.predict_proba(X)))
+    Y = np.eye(3)[y]
+    _, intercept_only = MultinomialLoss.baseline(Y, np.full(len(y), 1.0 / len(y)), True)
+    assert log_loss(y, model.predict_proba(X)) <= intercept_only + 1e-9  # never worse than it
 
 
 def test_newton_returns_the_best_iterate_whose_predictions_are_not_rounding():
