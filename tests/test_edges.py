@@ -425,3 +425,18 @@ def test_an_unknown_kernel_name_says_how_to_use_it_in_other_processes():
     with pytest.raises(ValueError, match="pass the KernelSpec that register_kernel returns"):
         KernelGDRegressor(kernel="never_registered").fit([[0.0], [1.0]], [0.0, 1.0])
 
+
+
+def test_cg_on_centers_says_when_it_floors_the_ridge():
+    # Found by fuzzing against a least-squares reference: on unscaled features the polynomial
+    # kernel's values reach 1e15, and solver "cg" silently solved at its floor 1e-7 * mean k(c, c)
+    # (about 1e7) instead of alpha=5.6e-5, with 2.4 times the optimum's objective.
+    rng = np.random.RandomState(0)
+    X = rng.randn(300, 8) * 30.0
+    y = np.sin(X[:, 0] / 30.0) + 0.1 * rng.randn(300)
+    with pytest.warns(UserWarning, match="below the smallest ridge solver 'cg' resolves"):
+        KernelGDRegressor(kernel="poly", alpha=5.6e-5, n_centers=200, random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # at or above the floor: no warning
+        KernelGDRegressor(kernel="poly", alpha=1e-3, n_centers=200, random_state=0).fit(X / 30.0, y)
+        KernelGDRegressor(alpha=1e-6, n_centers=100, random_state=0).fit(X, y)

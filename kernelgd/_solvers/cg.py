@@ -36,6 +36,7 @@ import numpy as np
 
 from .._array_api import diagonal, outer, total, weighted_sum, xp_of, zeros
 from .._operator import blas_dot, check_budget
+from .._warnings import warn
 from ._common import IterateLog, finish, warn_not_converged, warn_rounding
 from ._objective import Objective
 from ._krylov import RPC_BLOCK, ProductTracker, block_pcg, rp_cholesky  # noqa: F401 (re-exported for the tests)
@@ -148,9 +149,16 @@ def _solve_centers(operator, Y, w, settings, rng):
     Kmm, T, TTt = center_factors(operator)
     diag_mean = float(xp.mean(diagonal(Kmm)))
     # FALKON needs a positive ridge: without one, K_nm'W K_nm is as singular
-    # as K_mm and CG stalls. The floor is far below any statistically useful
-    # ridge (documented with the alpha parameter).
+    # as K_mm and CG stalls. Where k's values are O(1) the floor is far below
+    # any statistically useful ridge (documented with the alpha parameter).
     alpha = max(settings.alpha, CENTERS_MIN_RIDGE * diag_mean)
+    if 0 < settings.alpha < alpha:  # a ridge the user asked for is not the one solved: say so
+        warn(
+            f"alpha={settings.alpha:.3g} is below the smallest ridge solver 'cg' resolves on these centers, "
+            f"{CENTERS_MIN_RIDGE:g} times the mean of k(c, c), here {alpha:.3g}; the model minimises the objective "
+            "at that ridge. Scale the features (a polynomial or linear kernel grows with their scale), or set "
+            "alpha >= that value.",
+        )
     if operator.center_rows is None:
         d = xp.ones(m, dtype=xp.float64) if xp is np else xp.ones(m, dtype=xp.float64, device=Y.device)
     else:
