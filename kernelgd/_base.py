@@ -139,6 +139,21 @@ def chain_callbacks(*callbacks):
     return chained
 
 
+
+def _distinct_rows(X, chosen, candidates, rng):
+    """``chosen``, or where it repeats a row of X, as many distinct rows drawn in a random order.
+
+    A repeated center adds no basis function and leaves K_mm exactly singular, which
+    FALKON's factors then amplify by 1 / sqrt(jitter). Rows are drawn uniformly, as
+    ``chosen`` was, each distinct row kept at its first draw; fewer rows remain where
+    X has fewer distinct rows than centers asked for.
+    """
+    if len(np.unique(to_numpy(take_rows(xp_of(X), X, chosen)), axis=0)) == len(chosen):
+        return chosen  # the common case: one check on m rows
+    order = rng.permutation(candidates)
+    _, first = np.unique(to_numpy(take_rows(xp_of(X), X, order)), axis=0, return_index=True)
+    return np.sort(order[np.sort(first)[: len(chosen)]])
+
 class _CallbackBridge:
     """scikit-learn's callback API (``sklearn.callback``, 1.9+) around a fit.
 
@@ -507,7 +522,8 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
                 "a subset of the inputs. Pass the inputs with a kernel name or callable."
             )
         candidates = np.flatnonzero(w_tr > 0)
-        return np.sort(rng.choice(candidates, min(n_centers, len(candidates)), replace=False))
+        chosen = np.sort(rng.choice(candidates, min(n_centers, len(candidates)), replace=False))
+        return chosen if sp.issparse(X_tr) else _distinct_rows(X_tr, chosen, candidates, rng)
 
     def _warn_if_not_psd(self, kernel, X):
         if kernel is None:

@@ -54,7 +54,9 @@ PARAMETERS = """\
     n_centers : int, "auto" or None, default="auto"
         Restrict f to ``n_centers`` training points drawn at random (the
         Nystroem / FALKON model): memory O(n * n_centers) instead of
-        O(n^2), at some loss of accuracy for small ``n_centers``. None uses
+        O(n^2), at some loss of accuracy for small ``n_centers``. For dense
+        X they are distinct rows: a repeated row would add no basis
+        function (fewer where X has fewer distinct rows). None uses
         all training points (the exact model). ``"auto"`` uses all of them
         up to 20,000 training rows with positive weight, and
         ``max(1000, 2 sqrt(n))`` centers above (with the solvers that

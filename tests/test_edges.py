@@ -440,3 +440,20 @@ def test_cg_on_centers_says_when_it_floors_the_ridge():
         warnings.simplefilter("error")  # at or above the floor: no warning
         KernelGDRegressor(kernel="poly", alpha=1e-3, n_centers=200, random_state=0).fit(X / 30.0, y)
         KernelGDRegressor(alpha=1e-6, n_centers=100, random_state=0).fit(X, y)
+
+
+def test_centers_are_distinct_rows():
+    # A repeated center adds no basis function and leaves K_mm exactly singular. With 60
+    # distinct rows, 100 centers asked for are those 60: the span of all rows' kernels, so
+    # the model is the exact one.
+    rng = np.random.RandomState(0)
+    X = np.repeat(rng.randn(60, 2), 10, axis=0)
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.randn(600)
+    centers = KernelGDRegressor(alpha=1e-3, n_centers=100, tol=1e-8, random_state=0).fit(X, y)
+    exact = KernelGDRegressor(alpha=1e-3, n_centers=None, tol=1e-8).fit(X, y)
+    assert centers.n_centers_ == 60 and len(np.unique(centers.X_fit_, axis=0)) == 60
+    assert_allclose(centers.predict(X), exact.predict(X), atol=1e-6)
+    # a few repeated rows among many: as many centers as asked for, all distinct
+    X = np.vstack([rng.randn(600, 2), np.repeat(rng.randn(5, 2), 40, axis=0)])
+    model = KernelGDRegressor(alpha=1e-3, n_centers=300, random_state=0).fit(X, np.sin(X[:, 0]))
+    assert model.n_centers_ == 300 and len(np.unique(model.X_fit_, axis=0)) == 300
