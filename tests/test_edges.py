@@ -461,8 +461,8 @@ def test_centers_are_distinct_rows():
 
 def test_softmax_on_centers_of_repeated_rows_is_the_exact_model():
     # Found by fuzzing: every row twice, 100 centers, nearly isolated kernels, alpha=1e-12. About
-    # 40 of the centers drawn were repeats: a singular K_mm, and Newton crept for 411 steps
-    # (91 s) on an objective of 0.69. The 100 distinct rows are the exact model's span.
+    # a quarter of the centers drawn were repeats: a singular K_mm, and Newton crept for 411 steps
+    # (91 s) to an objective of 0.69. The 100 distinct rows are the exact model's span.
     r = np.random.RandomState(0)
     X = np.repeat(r.randn(100, 1), 2, axis=0)
     logits = np.sin(3 * X[:, :1] / X[:, 0].std()) * r.randn(1, 7) * 3
