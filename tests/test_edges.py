@@ -81,14 +81,13 @@ def test_newton_with_a_tiny_ridge_keeps_the_penalty_honest():
 
     X = np.array([[1.62434536], [-0.61175641], [-0.52817175], [-1.07296862]])
     y = np.arange(4)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
+    with pytest.warns(ConvergenceWarning, match="no longer decreases"):
         clf = KernelGDClassifier(loss="logistic", kernel="linear", alpha=1e-10, random_state=0).fit(X, y)
     ref = LogisticRegression(C=1 / (2 * 1e-10), tol=1e-12, max_iter=10000).fit(X, y)
     F = ref.decision_function(X)
     ref_value = np.mean(np.log(np.exp(F).sum(axis=1)) - F[np.arange(4), y]) + 1e-10 * np.sum(ref.coef_**2)
     # (within 1e-3 of the prior's 1.39: the softmax's diagonal Newton model stops at 4.8e-4
-    # where LogisticRegression reaches 1.5e-5)
+    # where LogisticRegression reaches 1.5e-5, above tol's threshold 1.4e-6: the stop says so)
     assert 0 <= clf.loss_curve_[-1] <= ref_value + 1e-3 * np.log(4)
 
 
