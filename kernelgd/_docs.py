@@ -125,9 +125,9 @@ REGRESSOR_ALPHA = """\
         ``alpha=0`` the minimiser interpolates the training data, and only
         stopping early (``tol``, ``max_iter``, ``early_stopping``)
         regularises: for noisy data, set a small ``alpha`` such as 1e-4.
-        With centers, solver "cg" uses a ridge of at least 1e-7 times the
-        mean of k(c, c) (the user guide says why); a smaller positive
-        ``alpha`` warns.
+        With centers, solvers "cg" and "newton" use a ridge of at least
+        1e-7 times the mean of k(c, c) (the user guide says why); a smaller
+        positive ``alpha`` warns.
 """
 
 CLASSIFIER_ALPHA = """\

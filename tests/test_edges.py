@@ -471,7 +471,22 @@ def test_softmax_on_centers_of_repeated_rows_is_the_exact_model():
                   options={"dtype": "float64"})
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        centers = KernelGDClassifier(n_centers=100, **params).fit(X, y)
+        with pytest.warns(UserWarning, match="below the smallest ridge"):  # alpha=1e-12: it may stop short
+            centers = KernelGDClassifier(n_centers=100, **params).fit(X, y)
         exact = KernelGDClassifier(n_centers=None, **params).fit(X, y)
     assert centers.n_centers_ == 100 and centers.n_iter_ < 50
     assert abs(centers.loss_curve_[-1] - exact.loss_curve_[-1]) <= 1e-6
+
+
+def test_newton_on_centers_says_when_it_floors_the_ridge():
+    # Found by fuzzing: a polynomial kernel on one unscaled feature (values up to 1e13) on 50
+    # centers: the steps' ridge floor (about 2e6) dwarfed 2 alpha (3e-3), the decrement
+    # understated what was left, and the fit "converged" at 1.6 times the optimum's objective.
+    rng = np.random.RandomState(0)
+    X = rng.randn(300, 1) * 80.0 + 80.0
+    y = (np.sin(X[:, 0] / 40.0) + 0.3 * rng.randn(300) > 0).astype(int)
+    with pytest.warns(UserWarning, match="below the smallest ridge solver 'newton' resolves"):
+        KernelGDClassifier(loss="logistic", kernel="poly", n_centers=50, random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the rbf kernel's floor, 1e-7 of the Hessian's scale, is far below
+        KernelGDClassifier(loss="logistic", n_centers=50, random_state=0).fit(X / 80.0, y)

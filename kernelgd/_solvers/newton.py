@@ -79,6 +79,7 @@ from scipy.linalg.lapack import dtrtri as trtri
 from .._array_api import clip_min, coldot, concat, copy, diagonal, rows_of, take_columns, to_numpy, xp_of, zeros
 from .._array_api import total as total_of
 from .._operator import KernelOperator, blas_dot, single_threaded_blas
+from .._warnings import warn
 from ._krylov import ProductTracker, block_pcg, rp_cholesky
 from ._objective import Objective
 from ._preconditioners import (
@@ -197,6 +198,7 @@ class _Steps:
     weights: list = None
     shifts: object = None
     inverses: object = None  # numpy: each factor's triangular inverse R_c^-1, stacked (k, r, r)
+    floored: bool = False  # whether the last centers step's ridge was CENTERS_MIN_RIDGE's floor, not 2 alpha
 
 
 def _direction_centers(operator, F, G, H, A, KA, settings, steps):
@@ -223,6 +225,7 @@ def _direction_centers(operator, F, G, H, A, KA, settings, steps):
     floor = CENTERS_MIN_RIDGE * float(xp.mean(diagonal(Kmm)))
     # solver "cg"'s floor, in H's scale
     ridge = np.maximum(2.0 * settings.alpha, floor * total) if xp is np else xp.clip(floor * total, min=2.0 * settings.alpha)
+    steps.floored = 2.0 * settings.alpha < floor * float(xp.max(total))
     # D relative to uniform weights of the same total, so that r compares as in solver "cg"
     rows = np.arange(m) if operator.center_rows is None else operator.center_rows
     d = xp.mean(n * rows_of(H, rows) / total, axis=1)
@@ -317,6 +320,7 @@ def _direction_centers_coupled(operator, F, G, A, KA, b, settings, steps, loss, 
     # one ridge for every class: the operator then keeps coefficients whose rows sum to zero (the
     # softmax ignores a function added to every class: only the ridge would see that direction)
     ridge = max(2.0 * settings.alpha, floor * float(xp.max(total)))
+    steps.floored = 2.0 * settings.alpha < ridge
     rows_c = np.arange(m) if operator.center_rows is None else operator.center_rows
     d = xp.mean(n * rows_of(H, rows_c) / total, axis=1)
     falkon = FalkonPreconditioner(T, TTt, d, float(xp.exp(xp.mean(xp.log(ridge / total)))), center)
@@ -924,6 +928,13 @@ def solve(operator, Y, w, settings):
     if state is not None:
         state["shape"], state["preconditioner"] = (n, k), (steps.L, steps.factors, steps.weights, steps.shifts,
                                                            steps.inverses)
+    if steps.floored and alpha > 0:  # the decrement then understates what is left: say so, as solver "cg" does
+        warn(
+            f"alpha={alpha:.3g} is below the smallest ridge solver 'newton' resolves on these centers "
+            f"({CENTERS_MIN_RIDGE:g} times the mean of k(c, c), in the Hessian's scale); its steps were "
+            "shortened to that ridge and the fit may stop short of the minimiser. Scale the features (a "
+            "polynomial or linear kernel grows with their scale), or increase alpha.",
+        )
     return finish("newton", operator, Y, w, settings, A, b, log, it, converged, None, objective)
 
 
