@@ -139,7 +139,6 @@ def chain_callbacks(*callbacks):
     return chained
 
 
-
 def _distinct_rows(X, chosen, candidates, rng):
     """``chosen``, or where it repeats a row of X, as many distinct rows drawn in a random order.
 
@@ -153,6 +152,7 @@ def _distinct_rows(X, chosen, candidates, rng):
     order = rng.permutation(candidates)
     _, first = np.unique(to_numpy(take_rows(xp_of(X), X, order)), axis=0, return_index=True)
     return np.sort(order[np.sort(first)[: len(chosen)]])
+
 
 class _CallbackBridge:
     """scikit-learn's callback API (``sklearn.callback``, 1.9+) around a fit.

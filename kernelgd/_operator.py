@@ -72,7 +72,8 @@ AUTO_FLOAT64_MAX_ENTRIES = 4096**2
 # A stored triangle at least this large is advised against huge pages (_triangle_buffer);
 # below it the lower triangle's pages cost little.
 TRIANGLE_MADVISE_MIN_BYTES = 64 << 20
-# The side of the square tiles mirror_lower copies: two tiles of float64 fit in L2.
+# The side of the square tiles mirror_lower copies: on letter's 16,000-row float32 triangle in
+# fresh pages, 0.34 s at 256 against 0.64 s at 512 and 1.8 s copying row strips.
 MIRROR_TILE = 256
 
 
