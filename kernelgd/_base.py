@@ -356,7 +356,8 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         """sigma as a float; "scale" means sigma^2 = n_features * Var(X) (sigma^4 for exponential).
 
         The variance is weighted by the sample weights, so integer weights
-        and repeated rows give the same sigma.
+        and repeated rows give the same sigma. For the polynomial kernel
+        (``centred_scale=False``) it is the mean square about 0, not about X's mean.
         """
         if self._precomputed or "sigma" not in get_spec(self.kernel).params:
             return None
@@ -375,7 +376,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
                 return 1.0
             Xs = X / top
             row_means = xp.mean(Xs, axis=1)
-            mean = float(w @ row_means) / float(xp.sum(w))
+            mean = float(w @ row_means) / float(xp.sum(w)) if get_spec(self.kernel).centred_scale else 0.0
             var = float(w @ xp.mean((Xs - mean) ** 2, axis=1)) / float(xp.sum(w))
             sigma = top * float(np.sqrt(X.shape[1] * var))
             sigma = sigma ** (1.0 / get_spec(self.kernel).sigma_power)
@@ -385,12 +386,13 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         if top == 0.0:
             return 1.0
         Xs = X / top
+        centred = get_spec(self.kernel).centred_scale
         if sp.issparse(X):  # E[x^2] - E[x]^2 from the nonzeros: no dense copy
-            mean = np.average(np.asarray(Xs.mean(axis=1)).ravel(), weights=w)
+            mean = np.average(np.asarray(Xs.mean(axis=1)).ravel(), weights=w) if centred else 0.0
             square = np.average(np.asarray(Xs.multiply(Xs).mean(axis=1)).ravel(), weights=w)
             var = max(square - mean**2, 0.0)
         else:
-            mean = np.average(Xs.mean(axis=1), weights=w)
+            mean = np.average(Xs.mean(axis=1), weights=w) if centred else 0.0
             var = np.average(((Xs - mean) ** 2).mean(axis=1), weights=w)
         sigma = top * float(np.sqrt(X.shape[1] * var))
         # exponential divides distances by sigma**2: its sigma**2 takes the scale

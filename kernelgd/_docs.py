@@ -9,11 +9,15 @@ PARAMETERS = """\
         kernel matrix), or a callable ``f(X, Y, **kernel_params)`` returning
         the ``(len(X), len(Y))`` block.
     sigma : float, array-like of shape (n_features,) or "scale", default="scale"
-        Bandwidth of the rbf, exponential and laplacian kernels. ``"scale"``
+        Bandwidth of the rbf, exponential and laplacian kernels, and the
+        polynomial kernel's scale (``x'z / sigma**2``: ``1 / sigma**2`` is
+        SVC's ``gamma``). ``"scale"``
         sets ``sigma**2 = n_features * X.var()`` (weighted by sample_weight),
         the analogue of SVC's ``gamma="scale"`` (for exponential, which
-        divides distances by ``sigma**2``, ``sigma**4``: predictions then
-        do not change when X is scaled); the value used is ``sigma_``. An
+        divides distances by ``sigma**2``, ``sigma**4``; for polynomial,
+        X's mean square about 0, ``X.var() + X.mean()**2``, so that
+        ``x'x / sigma**2`` is 1 on average: predictions then do not change
+        when X is scaled); the value used is ``sigma_``. An
         array gives each feature its own scale (feature j is divided by
         ``sigma[j]``, by ``sigma[j]**2`` for exponential),
         as for a Gaussian process's anisotropic RBF.
@@ -125,9 +129,10 @@ REGRESSOR_ALPHA = """\
         ``alpha=0`` the minimiser interpolates the training data, and only
         stopping early (``tol``, ``max_iter``, ``early_stopping``)
         regularises: for noisy data, set a small ``alpha`` such as 1e-4.
-        With centers, solvers "cg" and "newton" use a ridge of at least
-        1e-7 times the mean of k(c, c) (the user guide says why); a smaller
-        positive ``alpha`` warns.
+        With centers, solvers "cg" and "newton" start at a ridge of at least
+        1e-7 times the mean of k(c, c) and then go on at a smaller positive
+        ``alpha``, which warns where they cannot resolve it (the user guide
+        says why).
 """
 
 CLASSIFIER_ALPHA = """\

@@ -120,13 +120,13 @@ def linear(xp, X, Y):
     return X @ Y.T
 
 
-def polynomial(xp, X, Y, degree=3, coef0=1.0):
-    K = (X @ Y.T + coef0) ** degree
+def polynomial(xp, X, Y, degree=3, coef0=1.0, sigma=1.0):
+    K = ((X @ Y.T) / sigma**2 + coef0) ** degree
     if not bool(xp.all(xp.isfinite(K))):
         if bool(xp.any(xp.isnan(K))):
             raise ValueError(
                 f"The polynomial kernel with non-integer degree={degree} is "
-                "undefined where coef0 + x'z < 0. Use an integer degree or a larger coef0."
+                "undefined where coef0 + x'z / sigma**2 < 0. Use an integer degree or a larger coef0."
             )
         raise ValueError(
             "The polynomial kernel is not representable in this precision for this data: "
@@ -171,7 +171,7 @@ def _sq_norms(xp, X):
 DIAGONALS = {
     "rbf": _ones, "exponential": _ones, "laplacian": _ones,
     "linear": lambda xp, X: _sq_norms(xp, X),
-    "polynomial": lambda xp, X, degree=3, coef0=1.0: (_sq_norms(xp, X) + coef0) ** degree,
+    "polynomial": lambda xp, X, degree=3, coef0=1.0, sigma=1.0: (_sq_norms(xp, X) / sigma**2 + coef0) ** degree,
     "sigmoid": lambda xp, X, coef0=1.0, a=None: xp.tanh(
         (1.0 / X.shape[1] if a is None else a) * _sq_norms(xp, X) + coef0),
     "all_subsets": lambda xp, X: xp.prod(1.0 + xp.astype(X, xp.float64) ** 2, axis=1),

@@ -85,7 +85,7 @@ def check_psd(X, *, kernel="rbf", sigma=1.0, degree=3, coef0=1.0, tol=None, meth
         A registered kernel name, a callable ``f(X, Y, **kernel_params)``, a
         :class:`~kernelgd.kernels.KernelSpec`, or ``"precomputed"``.
     sigma : float or array-like of shape (n_features,), default=1.0
-        Bandwidth of rbf, exponential and laplacian.
+        Bandwidth of rbf, exponential and laplacian; the polynomial kernel's scale.
     degree : float, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1.0

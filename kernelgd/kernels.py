@@ -12,7 +12,7 @@ disagree on some constants; these are ours):
 name            k(x, z)                                         PSD
 ==============  ==============================================  =====
 linear          x'z                                             yes
-polynomial      (coef0 + x'z) ** degree                         yes*
+polynomial      (coef0 + x'z / sigma^2) ** degree               yes*
 rbf             exp(-||x - z||^2 / sigma^2)                     yes
 exponential     exp(-||x - z|| / (2 sigma^2))                   yes
 laplacian       exp(-||x - z||_1 / sigma)                       yes
@@ -148,9 +148,14 @@ def linear(X, Y):
     return safe_sparse_dot(X, Y.T, dense_output=True)
 
 
-def polynomial(X, Y, degree=3, coef0=1.0):
-    """Polynomial kernel ``k(x, z) = (coef0 + x'z) ** degree``.
+def polynomial(X, Y, degree=3, coef0=1.0, sigma=1.0):
+    """Polynomial kernel ``k(x, z) = (coef0 + x'z / sigma**2) ** degree``.
 
+    ``1 / sigma**2`` is scikit-learn's ``gamma``. The estimators' default
+    ``sigma="scale"`` sets ``sigma**2`` to n_features times X's mean square,
+    so that ``x'x / sigma**2`` is 1 on average (on centred X, this is
+    ``SVC(kernel="poly")``'s ``gamma="scale"``) and the model does not
+    change when X is multiplied by a constant.
     Values that do not fit in float64 raise a ValueError instead of
     becoming inf.
 
@@ -159,9 +164,11 @@ def polynomial(X, Y, degree=3, coef0=1.0):
     X : ndarray of shape (n_X, n_features)
     Y : ndarray of shape (n_Y, n_features)
     degree : float, default=3
-        The exponent; a non-integer degree needs ``coef0 + x'z >= 0``.
+        The exponent; a non-integer degree needs ``coef0 + x'z / sigma**2 >= 0``.
     coef0 : float, default=1.0
-        The constant added to the inner product.
+        The constant added to the scaled inner product.
+    sigma : float, default=1.0
+        The inner product is divided by ``sigma**2``.
 
     Returns
     -------
@@ -173,8 +180,12 @@ def polynomial(X, Y, degree=3, coef0=1.0):
     >>> from kernelgd.kernels import polynomial
     >>> polynomial(np.array([[1.0, 2.0]]), np.array([[3.0, 4.0]]), degree=2)
     array([[144.]])
+    >>> polynomial(np.array([[1.0, 2.0]]), np.array([[3.0, 4.0]]), degree=2, sigma=np.sqrt(11.0))
+    array([[4.]])
     """
     K = linear(X, Y)
+    if sigma != 1.0:
+        K *= 1.0 / sigma**2
     K += coef0
     with np.errstate(over="ignore", invalid="ignore"):
         np.power(K, degree, out=K)
@@ -182,11 +193,11 @@ def polynomial(X, Y, degree=3, coef0=1.0):
         if np.any(np.isnan(K)):
             raise ValueError(
                 f"The polynomial kernel with non-integer degree={degree} is "
-                "undefined where coef0 + x'z < 0. Use an integer degree or a "
+                "undefined where coef0 + x'z / sigma**2 < 0. Use an integer degree or a "
                 "larger coef0."
             )
         limit = "3.4e38 in float32; options={'dtype': 'float64'} goes to 1.8e308" if K.dtype == np.float32 else "1.8e308"
-        _raise_not_representable("polynomial", f"(coef0 + x'z) ** degree exceeds about {limit}")
+        _raise_not_representable("polynomial", f"(coef0 + x'z / sigma**2) ** degree exceeds about {limit}")
     return K
 
 
@@ -503,11 +514,11 @@ def _linear_diag(X):
     return _sq_norms(X)
 
 
-def _polynomial_diag(X, degree=3, coef0=1.0):
+def _polynomial_diag(X, degree=3, coef0=1.0, sigma=1.0):
     with np.errstate(over="ignore", invalid="ignore"):
-        d = (_sq_norms(X) + coef0) ** degree
+        d = (_sq_norms(X) / sigma**2 + coef0) ** degree
     if not np.all(np.isfinite(d)):
-        polynomial(X, X, degree=degree, coef0=coef0)  # raises the clear error
+        polynomial(X, X, degree=degree, coef0=coef0, sigma=sigma)  # raises the clear error
     return d
 
 
@@ -556,6 +567,9 @@ class KernelSpec:
     # The kernel divides distances by sigma**sigma_power: sigma="scale" takes that root of the
     # data's scale, so that scaling X by c scales sigma**sigma_power by c.
     sigma_power: int = 1
+    # sigma="scale" measures X's spread about its mean (a kernel of differences ignores the mean)
+    # or, False, about 0 (a kernel of inner products sees the mean: x'z / sigma^2 then stays O(1)).
+    centred_scale: bool = True
 
     def __call__(self, X, Y, **params):
         return self.function(X, Y, **params)
@@ -573,7 +587,8 @@ def _add(spec, builtin=False):
 
 
 _add(KernelSpec("linear", linear, (), True, _linear_diag, sparse=True), True)
-_add(KernelSpec("polynomial", polynomial, ("degree", "coef0"), True, _polynomial_diag, sparse=True), True)
+_add(KernelSpec("polynomial", polynomial, ("degree", "coef0", "sigma"), True, _polynomial_diag, sparse=True,
+                centred_scale=False), True)
 _add(KernelSpec("rbf", rbf, ("sigma",), True, _ones_diag, stationary=True, sparse=True, per_feature=True), True)
 _add(KernelSpec("exponential", exponential, ("sigma",), True, _ones_diag, stationary=True, sparse=True, per_feature=True,
                 sigma_power=2), True)
@@ -933,8 +948,9 @@ def kernel_matrix(X, Y=None, *, kernel="rbf", sigma=1.0, degree=3, coef0=1.0, **
         A registered name (see :func:`available_kernels`) or a callable
         ``f(X, Y, **kernel_params)`` returning the block.
     sigma : float or array-like of shape (n_features,), default=1.0
-        Bandwidth of ``rbf``, ``exponential`` and ``laplacian``; an array
-        gives each feature its own scale (see the module docstring).
+        Bandwidth of ``rbf``, ``exponential`` and ``laplacian``, and the
+        scale of ``polynomial``'s inner product; an array gives each feature
+        its own scale (see the module docstring).
     degree : float, default=3
         Degree of ``polynomial``.
     coef0 : float, default=1.0

@@ -58,7 +58,7 @@ def test_newton_on_a_low_rank_polynomial_kernel_reaches_the_optimum():
     X, y = make_classification(2000, 6, n_informative=4, random_state=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        model = KernelGDClassifier(loss="logistic", kernel="poly", random_state=1,
+        model = KernelGDClassifier(loss="logistic", kernel="poly", sigma=1.0, random_state=1,
                                    options={"dtype": "float64"}).fit(X, y)
     # the same objective as a linear model on K's eigenfeatures (K has rank 35):
     # mean log-loss + alpha |c|^2 is LogisticRegression's at C = 1 / (2 alpha n)
@@ -116,7 +116,7 @@ def test_rbf_tiny_sigma_fits_the_intercept_as_the_mean():
     assert reg.intercept_ == pytest.approx(y.mean(), abs=1e-8)
 
 
-@pytest.mark.parametrize("kernel", ["rbf", "laplacian", "exponential"])
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian", "exponential", "poly"])
 @pytest.mark.parametrize("c", [1e-3, 1e3])
 def test_sigma_scale_makes_predictions_invariant_to_units(kernel, c):
     # The exponential kernel divides distances by sigma**2, so sigma="scale" set from
@@ -426,18 +426,33 @@ def test_an_unknown_kernel_name_says_how_to_use_it_in_other_processes():
 
 
 
-def test_cg_on_centers_says_when_it_floors_the_ridge():
-    # Found by fuzzing against a least-squares reference: on unscaled features the polynomial
-    # kernel's values reach 1e15, and solver "cg" silently solved at its floor 1e-7 * mean k(c, c)
-    # (about 1e7) instead of alpha=5.6e-5, with 2.4 times the optimum's objective.
+def test_cg_on_centers_goes_on_from_its_ridge_floor_at_alpha():
+    # Found by fuzzing against a least-squares reference: on unscaled features the unscaled
+    # polynomial kernel's (sigma=1) values reach 1e15, and solver "cg" silently solved at its
+    # floor 1e-7 * mean k(c, c) (about 1e7) instead of alpha=5.6e-5, with 2.4 times the
+    # optimum's objective (later with a warning). From the floor's solution it now goes on at
+    # alpha itself, the floor only preconditioning.
     rng = np.random.RandomState(0)
     X = rng.randn(300, 8) * 30.0
     y = np.sin(X[:, 0] / 30.0) + 0.1 * rng.randn(300)
+    params = dict(kernel="poly", sigma=1.0, alpha=5.6e-5, n_centers=200, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = KernelGDRegressor(**params).fit(X, y)
+    # the same objective on K_mm's eigenfeatures (rank 164 of 200), solved densely
+    lam, U = np.linalg.eigh(kernel_matrix(model.X_fit_, kernel="poly", sigma=1.0))
+    keep = lam > 1e-11 * lam[-1]
+    features = kernel_matrix(X, model.X_fit_, kernel="poly", sigma=1.0) @ (U[:, keep] / np.sqrt(lam[keep]))
+    Fc, yc, n = features - features.mean(axis=0), y - y.mean(), len(y)
+    c = np.linalg.solve(Fc.T @ Fc / n + 5.6e-5 * np.eye(Fc.shape[1]), Fc.T @ yc / n)
+    optimum = np.mean((Fc @ c - yc) ** 2) + 5.6e-5 * c @ c
+    assert model.loss_curve_[-1] <= optimum + 1e-4 * np.var(y)
+    # held to tol=1e-8, CG cannot resolve alpha's system: the fit says so
     with pytest.warns(UserWarning, match="below the smallest ridge solver 'cg' resolves"):
-        KernelGDRegressor(kernel="poly", alpha=5.6e-5, n_centers=200, random_state=0).fit(X, y)
+        KernelGDRegressor(tol=1e-8, **params).fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # at or above the floor: no warning
-        KernelGDRegressor(kernel="poly", alpha=1e-3, n_centers=200, random_state=0).fit(X / 30.0, y)
+        KernelGDRegressor(kernel="poly", sigma=1.0, alpha=1e-3, n_centers=200, random_state=0).fit(X / 30.0, y)
         KernelGDRegressor(alpha=1e-6, n_centers=100, random_state=0).fit(X, y)
 
 
@@ -470,26 +485,36 @@ def test_softmax_on_centers_of_repeated_rows_is_the_exact_model():
     params = dict(loss="logistic", alpha=1e-12, class_weight="balanced", sigma=1e-3 * X.std(), random_state=0,
                   options={"dtype": "float64"})
     with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
-        with pytest.warns(UserWarning, match="below the smallest ridge"):  # alpha=1e-12: it may stop short
-            centers = KernelGDClassifier(n_centers=100, **params).fit(X, y)
+        warnings.simplefilter("error")  # the ridge floor's steps are confirmed by steps at alpha itself
+        centers = KernelGDClassifier(n_centers=100, **params).fit(X, y)
         exact = KernelGDClassifier(n_centers=None, **params).fit(X, y)
     assert centers.n_centers_ == 100 and centers.n_iter_ < 50
     assert abs(centers.loss_curve_[-1] - exact.loss_curve_[-1]) <= 1e-6
 
 
-def test_newton_on_centers_says_when_it_floors_the_ridge():
-    # Found by fuzzing: a polynomial kernel on one unscaled feature (values up to 1e13) on 50
-    # centers: the steps' ridge floor (about 2e6) dwarfed 2 alpha (3e-3), the decrement
-    # understated what was left, and the fit "converged" at 1.6 times the optimum's objective.
+def test_newton_on_centers_confirms_a_converged_floored_fit_at_alpha():
+    # Found by fuzzing: the unscaled polynomial kernel (sigma=1) on one unscaled feature (values
+    # up to 1e13) on 50 centers: the steps' ridge floor (about 2e6) dwarfed 2 alpha (3e-3), the
+    # decrement understated what was left, and the fit "converged" at 0.558 where the optimum is
+    # 0.206 (a warning then said so). Steps at alpha itself, the floor only preconditioning, go on
+    # from there to the optimum.
+    from sklearn.linear_model import LogisticRegression
+
     rng = np.random.RandomState(0)
     X = rng.randn(300, 1) * 80.0 + 80.0
     y = (np.sin(X[:, 0] / 40.0) + 0.3 * rng.randn(300) > 0).astype(int)
-    with pytest.warns(UserWarning, match="below the smallest ridge solver 'newton' resolves"):
-        KernelGDClassifier(loss="logistic", kernel="poly", n_centers=50, random_state=0).fit(X, y)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the rbf kernel's floor, 1e-7 of the Hessian's scale, is far below
-        KernelGDClassifier(loss="logistic", n_centers=50, random_state=0).fit(X / 80.0, y)
+        warnings.simplefilter("error")
+        model = KernelGDClassifier(loss="logistic", kernel="poly", sigma=1.0, n_centers=50, random_state=0).fit(X, y)
+    kw = dict(kernel="poly", sigma=1.0)
+    lam, U = np.linalg.eigh(kernel_matrix(model.X_fit_, **kw))
+    keep = lam > 1e-11 * lam[-1]  # K_mm has rank 4 (degree 3 in one feature)
+    features = kernel_matrix(X, model.X_fit_, **kw) @ (U[:, keep] / np.sqrt(lam[keep]))
+    ref = LogisticRegression(C=1.0 / (2.0 * model.alpha_ * len(y)), solver="newton-cholesky", tol=1e-12,
+                             max_iter=1000).fit(features, y)
+    margins = (2 * y - 1) * ref.decision_function(features)  # predict_proba would clip at eps
+    ref_value = np.mean(np.logaddexp(0.0, -margins)) + model.alpha_ * np.sum(ref.coef_**2)
+    assert model.loss_curve_[-1] <= ref_value + 1e-4
 
 
 def test_newton_does_not_take_a_zero_cg_run_for_convergence():
@@ -503,10 +528,33 @@ def test_newton_does_not_take_a_zero_cg_run_for_convergence():
     y = (np.sin(2 * X[:, 0]) + 0.3 * rng.randn(800) > 0).astype(int)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        model = KernelGDClassifier(loss="logistic", kernel="poly", alpha=0.019, random_state=0).fit(X, y)
+        model = KernelGDClassifier(loss="logistic", kernel="poly", sigma=1.0, alpha=0.019, random_state=0).fit(X, y)
     lam, U = np.linalg.eigh(kernel_matrix(X, kernel="poly"))
     keep = lam > 1e-12 * lam[-1]
     features = U[:, keep] * np.sqrt(lam[keep])
     ref = LogisticRegression(C=1.0 / (2.0 * 0.019 * len(y)), solver="newton-cholesky", tol=1e-10).fit(features, y)
     ref_value = log_loss(y, ref.predict_proba(features)) + 0.019 * np.sum(ref.coef_**2)
     assert model.loss_curve_[-1] <= ref_value + 1e-4  # far below the 0.011 that the old stop missed by
+
+
+def test_softmax_diagonal_model_convergence_is_confirmed_by_exact_steps():
+    # Found by fuzzing: at a tiny alpha the softmax takes diagonal-model steps, which converge
+    # linearly; their decrement passed the stopping test while the objective was still 4.6e-4
+    # above the optimum, silently. Exact (coupled) steps from there reach it.
+    from scipy.special import logsumexp
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(300, 1)
+    t = np.sin(2 * X[:, 0]) + 0.3 * rng.randn(300)
+    y = np.digitize(t, np.quantile(t, [0.2, 0.4, 0.6, 0.8]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = KernelGDClassifier(loss="logistic", alpha=1e-9, random_state=0).fit(X, y)
+    lam, U = np.linalg.eigh(kernel_matrix(X, sigma=model.sigma_))
+    keep = lam > 1e-11 * lam[-1]
+    features = U[:, keep] * np.sqrt(lam[keep])
+    ref = LogisticRegression(C=1.0 / (2e-9 * len(y)), solver="newton-cholesky", tol=1e-12, max_iter=1000)
+    F = ref.fit(features, y).decision_function(features)  # the loss from the margins: predict_proba clips
+    ref_value = np.mean(logsumexp(F, axis=1) - F[np.arange(len(y)), y]) + 1e-9 * np.sum(ref.coef_**2)
+    assert model.loss_curve_[-1] <= ref_value + 1e-5

@@ -66,7 +66,7 @@ def test_converges_to_kernel_ridge(kernel):
         kernel=kernel, sigma=sigma, degree=2, alpha=alpha, max_iter=20_000, tol=0,
         fit_intercept=False,
     ).fit(X, y)
-    gamma = {"rbf": 1 / sigma**2, "laplacian": 1 / sigma, "polynomial": 1.0}[kernel]
+    gamma = {"rbf": 1 / sigma**2, "laplacian": 1 / sigma, "polynomial": 1 / sigma**2}[kernel]
     ref = KernelRidge(alpha=len(y) * alpha, kernel=kernel, gamma=gamma, degree=2, coef0=1)
     ref.fit(X, y)
     assert_allclose(model.dual_coef_, ref.dual_coef_, rtol=1e-6, atol=1e-8)

@@ -2,6 +2,7 @@
 
 import pickle
 
+import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 from sklearn.base import clone
@@ -69,3 +70,11 @@ def test_sigma_scale_matches_svc_gamma_scale():
     assert_allclose(
         kernel_matrix(X, sigma=model.sigma_), ref._get_kernel(X), rtol=1e-12
     )
+    # the polynomial kernel's x'z / sigma^2 at sigma="scale": X's mean square about 0, which on
+    # centred X is SVC(kernel="poly")'s gamma="scale"
+    poly = KernelGDRegressor(kernel="poly", max_iter=1).fit(X + 3.0, y)
+    assert_allclose(poly.sigma_**2, X.shape[1] * np.mean((X + 3.0) ** 2))
+    Xc = X - X.mean()
+    poly = KernelGDRegressor(kernel="poly", max_iter=1).fit(Xc, y)
+    ref = KernelRidge(kernel="poly", gamma=1 / (X.shape[1] * Xc.var()), degree=3, coef0=1.0)
+    assert_allclose(kernel_matrix(Xc, kernel="poly", sigma=poly.sigma_), ref._get_kernel(Xc), rtol=1e-12)

@@ -18,7 +18,7 @@ SIGMA, DEGREE, COEF0 = 1.3, 3, 0.7
 # One brute-force formula per pair: the table of the issue, word for word.
 BRUTE = {
     "linear": lambda x, z: x @ z,
-    "polynomial": lambda x, z: (COEF0 + x @ z) ** DEGREE,
+    "polynomial": lambda x, z: (COEF0 + x @ z / SIGMA**2) ** DEGREE,
     "rbf": lambda x, z: np.exp(-np.sum((x - z) ** 2) / SIGMA**2),
     "exponential": lambda x, z: np.exp(-np.sqrt(np.sum((x - z) ** 2)) / (2 * SIGMA**2)),
     "laplacian": lambda x, z: np.exp(-np.sum(np.abs(x - z)) / SIGMA),
@@ -54,6 +54,10 @@ def test_agrees_with_scikit_learn_pairwise():
     assert_allclose(
         kernel_matrix(X, Y, kernel="poly", degree=4, coef0=2.0),
         pairwise.polynomial_kernel(X, Y, degree=4, gamma=1.0, coef0=2.0),
+    )
+    assert_allclose(
+        kernel_matrix(X, Y, kernel="poly", degree=4, coef0=2.0, sigma=SIGMA),
+        pairwise.polynomial_kernel(X, Y, degree=4, gamma=gamma, coef0=2.0),
     )
     assert_allclose(
         kernel_matrix(X, Y, kernel="sigmoid", coef0=0.5, a=0.2),

@@ -389,18 +389,28 @@ def test_newton_softmax_full_model_takes_exact_newton_steps(monkeypatch, interce
 
 
 def _record_exact_steps(monkeypatch):
-    """A list that grows by one for every exact full-model softmax step taken."""
+    """The softmax steps taken on all of X, in order: "e" an exact one, "d" one of the diagonal model."""
     from kernelgd._solvers import newton
 
     calls = []
-    original = newton._direction_full_coupled
 
-    def recording(*args, **kwargs):
-        calls.append(1)
-        return original(*args, **kwargs)
+    def recording(original, kind):
+        def step(operator, *args, **kwargs):
+            if operator.n == len(X):  # not a subsample start's
+                calls.append(kind)
+            return original(operator, *args, **kwargs)
+        return step
 
-    monkeypatch.setattr(newton, "_direction_full_coupled", recording)
+    monkeypatch.setattr(newton, "_direction_full_coupled", recording(newton._direction_full_coupled, "e"))
+    monkeypatch.setattr(newton, "_direction_full", recording(newton._direction_full, "d"))
     return calls
+
+
+def _exact_from_the_start(calls):
+    """Whether the steps were exact throughout; otherwise exact ones only confirm the diagonal model's stop."""
+    steps = "".join(calls)
+    assert steps.startswith("e") or steps.rstrip("e") == steps.rstrip("e").replace("e", "")
+    return steps.startswith("e")
 
 
 def test_newton_softmax_full_model_exact_steps_only_where_the_ridge_conditions_them(monkeypatch):
@@ -415,7 +425,7 @@ def test_newton_softmax_full_model_exact_steps_only_where_the_ridge_conditions_t
         alpha = top / (ratio * newton.COUPLED_MAX_CONDITION * 2.0 * len(X))
         model = KernelGDClassifier(loss="logistic", sigma=2.0, alpha=alpha, solver="newton", tol=1e-6,
                                    max_iter=200).fit(X, y3)
-        assert bool(calls) is expected
+        assert _exact_from_the_start(calls) is expected
         F_ref = _dense_reference(kernel_matrix(X, sigma=2.0), np.eye(3)[y3], np.full(len(X), 1 / len(X)), alpha, True)
         assert_allclose(model.predict_proba(X), MultinomialLoss.probabilities(F_ref), atol=1e-4)
 
@@ -573,7 +583,7 @@ def test_newton_softmax_exact_steps_reach_further_from_a_subsample_start(monkeyp
     alpha = top / (1.5 * newton.COUPLED_MAX_CONDITION * 2.0 * len(X))
     model = KernelGDClassifier(loss="logistic", sigma=2.0, alpha=alpha, solver="newton", tol=1e-6,
                                max_iter=300).fit(X, y3)
-    assert bool(calls) is started
+    assert _exact_from_the_start(calls) is started
     F_ref = _dense_reference(kernel_matrix(X, sigma=2.0), np.eye(3)[y3], np.full(len(X), 1 / len(X)), alpha, True)
     assert_allclose(model.predict_proba(X), MultinomialLoss.probabilities(F_ref), atol=1e-4)
 

@@ -123,7 +123,7 @@ def test_a_row_is_at_distance_zero_from_itself(kernel, scale, offset, width, dty
 
 @settings(max_examples=int(__import__("os").environ.get("KGD_EXAMPLES", 150)) // 3, deadline=None)
 @given(
-    kernel=st.sampled_from(WIDTH_KERNELS),
+    kernel=st.sampled_from(WIDTH_KERNELS + ["poly"]),
     scale=st.integers(-6, 7),
     alpha=st.sampled_from([1e-6, 1e-3, 1e-1]),
     seed=st.integers(0, 2**16),

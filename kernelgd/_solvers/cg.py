@@ -152,13 +152,8 @@ def _solve_centers(operator, Y, w, settings, rng):
     # as K_mm and CG stalls. Where k's values are O(1) the floor is far below
     # any statistically useful ridge (documented with the alpha parameter).
     alpha = max(settings.alpha, CENTERS_MIN_RIDGE * diag_mean)
-    if 0 < settings.alpha < alpha:  # a ridge the user asked for is not the one solved: say so
-        warn(
-            f"alpha={settings.alpha:.3g} is below the smallest ridge solver 'cg' resolves on these centers, "
-            f"{CENTERS_MIN_RIDGE:g} times the mean of k(c, c), here {alpha:.3g}; the model minimises the objective "
-            "at that ridge. Scale the features (a polynomial or linear kernel grows with their scale), or set "
-            "alpha >= that value.",
-        )
+    floored = 0 < settings.alpha < alpha
+    ridge = [alpha]  # the system's; the preconditioner keeps the floor
     if operator.center_rows is None:
         d = xp.ones(m, dtype=xp.float64) if xp is np else xp.ones(m, dtype=xp.float64, device=Y.device)
     else:
@@ -181,7 +176,7 @@ def _solve_centers(operator, Y, w, settings, rng):
         tracker.record(KBV)
         if center:
             H = H - outer(k_w, k_w @ BV)
-        return apply_Bt(H + alpha * blas_dot(Kmm, BV))
+        return apply_Bt(H + ridge[0] * blas_dot(Kmm, BV))
 
     def combine(Z, KX):
         beta = apply_B(Z)
@@ -199,6 +194,31 @@ def _solve_centers(operator, Y, w, settings, rng):
         apply_A, apply_Bt(rhs), lambda V: V, max_iter=settings.max_iter, tol=settings.tol,
         on_iter=on_iter, x0=Z0, tracker=tracker,
     )
+    if floored and status != "max_iter" and n_iter < settings.max_iter:  # converged, or stopped by rounding
+        # Go on from the floor's solution at alpha itself, the floor only preconditioning. That
+        # system is as ill-conditioned as the floor is above alpha, and its residual says little
+        # of the objective: stop once both the residual is at most tol and the objective is flat
+        # to tol^2 of the intercept-only one (as least-squares mode does). Where CG gets there,
+        # the model is the objective's minimiser; often, as where K_mm is singular, the floor's
+        # solution already was.
+        ridge[0] = settings.alpha
+        settle = (SETTLE_WINDOW, settings.tol**2 * objective.baseline(center)[1], settings.tol)
+        confirm = _Monitor(settings, tracker, combine, objective, log, settle=settle, residual_progress=True)
+        Z, more, confirmed = block_pcg(
+            apply_A, apply_Bt(rhs), lambda V: V, max_iter=settings.max_iter - n_iter, tol=0.0,
+            on_iter=confirm, x0=Z, tracker=tracker,
+        )
+        n_iter += more
+        floored = _status(confirmed, confirm) != "converged"  # else the floor's solution stands (the best
+        status = status if floored else "converged"            # iterate is kept), with the warning
+    if floored:  # a ridge the user asked for is not the one solved: say so
+        warn(
+            f"alpha={settings.alpha:.3g} is below the smallest ridge solver 'cg' resolves reliably on these "
+            f"centers, {CENTERS_MIN_RIDGE:g} times the mean of k(c, c), here {alpha:.3g}: from the solution at that "
+            "ridge, CG did not reach tol at alpha itself, and the model is the best iterate seen. Scale the "
+            "features (a linear kernel, or a polynomial one at a fixed sigma, grows with their scale), or set "
+            "alpha >= that value.",
+        )
     beta, b, _ = combine(Z, tracker.KX)
     return beta, b, n_iter, log, _status(status, on_iter), objective
 
