@@ -271,6 +271,37 @@ rows, as ``SVC()`` does), at the same kernel as ``SVC()``, for C up to
 """
 
 
+def poly_scale():
+    """The polynomial kernel at sigma="scale" and sigma=1 against SVC(kernel="poly"), small sets."""
+    data = load("poly")
+    rows = []
+    for s in dict.fromkeys(r["set"] for r in data["rows"]):
+        by = {r["system"]: r for r in data["rows"] if r["set"] == s}
+        svc = by["SVC(kernel='poly')"]
+        scaled, raw = by["kernelgd poly, sigma='scale' (default)"], by["kernelgd poly, sigma=1 (X as it is)"]
+        rows.append([s.replace("_", " "), fmt(svc["accuracy"], ".4f"), fmt(svc["fit_time"], ".3f")]
+                    + [fmt(r[k], f) for r in (scaled, raw) for k, f in
+                       (("accuracy", ".4f"), ("log_loss", ".3f"), ("fit_time", ".3f"))])
+    header = ["set", "SVC(poly) accuracy", "fit (s)", "kernelgd accuracy", "log-loss", "fit (s)",
+              "sigma=1 accuracy", "log-loss", "fit (s)"]
+    text = f"""
+``KernelGDClassifier(kernel="poly", loss="logistic")`` at its default
+``sigma="scale"`` (the kernel ``(1 + x'z / sigma**2) ** 3`` with ``sigma**2``
+n_features times X's mean square) and at ``sigma=1`` (X as it is), against
+``SVC(kernel="poly")`` with its defaults; StandardScaler, stratified 5-fold
+cross-validation, fit time per fold.
+
+{rst_table(header, rows)}
+
+The scaled kernel is the more accurate on breast cancer and wine; on digits
+(64 features) the unscaled one, a sharper kernel there, is the more
+accurate at several times the fit time: ``sigma`` is the parameter to tune.
+
+{command("python benchmarks/bench_poly.py")}
+"""
+    return section("Classification: the polynomial kernel's scale", text)
+
+
 def softmax_steps():
     data = load("softmax_steps")
     rows = [[r["set"], f"{r['n']:,}", r["C"], f"{r['ratio']:,.0f}", r["rule"],
@@ -639,7 +670,7 @@ folder given as ``--data-dir``; the peers are installed by
 ``python -m pip install ".[bench]"``.
 """
     parts = [intro.strip() + "\n", regression_one_fit(), regression_model_selection(), classification_defaults(),
-             softmax_steps(), subsample_start(), classification_probabilities(), classification_model_selection(), scale(), dask_section()]
+             poly_scale(), softmax_steps(), subsample_start(), classification_probabilities(), classification_model_selection(), scale(), dask_section()]
     return "\n".join(parts)
 
 
