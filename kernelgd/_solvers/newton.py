@@ -910,10 +910,10 @@ def solve(operator, Y, w, settings):
                 # confirm (or go on) with steps at 2 alpha itself, the floor only preconditioning
                 steps.unfloored = True
                 continue
-            if not exact_model and K_mm is None:
+            if not exact_model and K_mm is None and alpha > 0 and not steps.damping:
                 # the softmax's diagonal model converges linearly, and its decrement understates what
-                # is left (3 classes at alpha 1e-9: 5e-4 of the objective): confirm (or go on) with
-                # exact steps, which converge quadratically from here
+                # is left (5 classes at alpha 1e-9: 5e-4 of the objective): confirm (or go on) with
+                # exact steps, which converge quadratically from here (they take a ridge, no damping)
                 coupled_full = exact_model = exact = True
                 continue
             converged = True
