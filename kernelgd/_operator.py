@@ -509,7 +509,8 @@ class KernelOperator:
             return self.matvec(U)
         if self._pooled(U):
             Uc = U.astype(self.dtype, copy=False)
-            parts = self._run(lambda batch: (self.K[batch].T @ Uc[batch]).astype(np.float64), self._row_batches())
+            # U'K rather than K'U, as in _fused_gram: 2x as fast in float64 at 7 to 26 columns (16,000 x 1,000)
+            parts = self._run(lambda batch: (Uc[batch].T @ self.K[batch]).T.astype(np.float64), self._row_batches())
             return np.sum(parts, axis=0)
         if self.K is not None:
             return self.dot(self.K.T, U)

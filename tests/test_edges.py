@@ -558,3 +558,30 @@ def test_softmax_diagonal_model_convergence_is_confirmed_by_exact_steps():
     F = ref.fit(features, y).decision_function(features)  # the loss from the margins: predict_proba clips
     ref_value = np.mean(logsumexp(F, axis=1) - F[np.arange(len(y)), y]) + 1e-9 * np.sum(ref.coef_**2)
     assert model.loss_curve_[-1] <= ref_value + 1e-5
+
+
+@pytest.mark.parametrize("seed, scale", [(10, 50.0), (3, 5.0), (9, 50.0)])
+def test_softmax_exact_steps_after_a_damped_or_failed_step_are_solved_tighter(seed, scale):
+    # Found by fuzzing: with a polynomial kernel, an exact Newton step's CG run, held to 1e-3 of a
+    # right-hand side that holds the predictions, pointed so badly that its line search took steps
+    # of 1e-7; their decrement then passed as convergence 1.4e-2 above the optimum, silently (seed
+    # 10), or the next direction failed and the fit stopped 7e-2 above it with a warning (3, 9).
+    from scipy.special import logsumexp
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.RandomState(seed)
+    X = np.round(rng.randn(1200, 2) * scale, 1)
+    t = np.sin(2 * X[:, 0] / X[:, 0].std()) + 0.3 * rng.randn(1200)
+    y = np.digitize(t, np.quantile(t, [1 / 3, 2 / 3]))
+    alpha = 0.002
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = KernelGDClassifier(loss="logistic", kernel="poly", alpha=alpha, solver="newton").fit(X, y)
+    # the degree-3 kernel on 2 features has rank 10: its eigenfeatures are an exact feature map
+    lam, U = np.linalg.eigh(kernel_matrix(X, kernel="poly", sigma=model.sigma_))
+    keep = lam > 1e-11 * lam[-1]
+    features = U[:, keep] * np.sqrt(lam[keep])
+    ref = LogisticRegression(C=1.0 / (2 * alpha * len(y)), solver="newton-cholesky", tol=1e-12, max_iter=1000)
+    F = ref.fit(features, y).decision_function(features)
+    ref_value = np.mean(logsumexp(F, axis=1) - F[np.arange(len(y)), y]) + alpha * np.sum(ref.coef_**2)
+    assert model.loss_curve_[-1] <= ref_value + 1e-5

@@ -170,6 +170,7 @@ def test_the_stored_triangle_is_numpys_own_array_with_only_whole_pages_advised()
 def test_stored_centers_products_split_over_the_pool(threads, chunk_rows, monkeypatch):
     # gram_matvec's fused pass: chunks that do not divide a thread's rows, and one chunk per thread
     monkeypatch.setattr(operator_module, "GRAM_CHUNK_BYTES", chunk_rows * 40 * 8)
+    monkeypatch.setattr(operator_module, "POOLED_MIN_BYTES", 0)  # row halves over the pool at this size too
     C = X[:40] + 0.1
     op = KernelOperator(X, RBF, centers=C, dtype="float64", store=True, threads=threads)
     K = kernel_matrix(X, C, sigma=2.0)
@@ -183,6 +184,9 @@ def test_stored_centers_products_split_over_the_pool(threads, chunk_rows, monkey
         assert_allclose(KV, K @ V, rtol=1e-10, atol=1e-10)
         W = rng.uniform(size=(300, k))  # a weight per column
         assert_allclose(op.gram_matvec(V, W)[0], K.T @ (W * (K @ V)), rtol=1e-10, atol=1e-10)
+    v, u = rng.normal(size=40), rng.normal(size=300)  # single vectors
+    assert_allclose(op.matvec(v), K @ v, rtol=1e-10, atol=1e-10)
+    assert_allclose(op.rmatvec(u), K.T @ u, rtol=1e-10, atol=1e-10)
 
 
 def test_precomputed_square_kernel_is_used_whole():
