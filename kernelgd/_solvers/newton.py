@@ -888,7 +888,8 @@ def solve(operator, Y, w, settings):
         # right-hand side that holds the predictions, can point badly (a degree-3 polynomial softmax
         # stuck 0.04 above its optimum at steps of 1e-7): the steps after a damped one, and a failed
         # exact direction before the fit gives up, are solved SOLVED_RETIGHTEN times tighter.
-        full = step == 1.0
+        # (a decrement at the objective's rounding is damped by that rounding, not by the model)
+        full = step == 1.0 or decrement <= ROUNDING * (abs(value) + value0)
         accepted_decrement = decrement if full else np.inf
         if n_inner:
             moved_decrement = decrement
