@@ -9,7 +9,6 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import lapack
 from sklearn.base import BaseEstimator
 
 try:  # scikit-learn >= 1.9: progress bars and monitors through sklearn.callback
@@ -76,12 +75,6 @@ from ._warnings import warn
 # n_centers="auto" (see auto_centers)
 AUTO_EXACT_MAX_ROWS = 20_000
 AUTO_MIN_CENTERS = 1000
-# Centers whose kernel feature lies within this share of max k(c, c) (squared RKHS distance) of the
-# span of the others are dropped (_independent_centers): K_mm's rounding, not a basis function.
-INDEPENDENT_CENTERS_TOL = 1e-11
-# ... where every k(c, c) is within this factor of the largest: a residual small against the largest
-# is then small against the center's own (an unscaled polynomial kernel's, 1 to 1e15 apart, is not).
-INDEPENDENT_CENTERS_RANGE = 1e6
 AUTO_CENTERS_PER_ROOT = 2.0
 OPTION_DEFAULTS = {"memory_budget": "auto", "dtype": "auto", "n_threads": "auto"}
 
@@ -159,32 +152,6 @@ def _distinct_rows(X, chosen, candidates, rng):
     order = rng.permutation(candidates)
     _, first = np.unique(to_numpy(take_rows(xp_of(X), X, order)), axis=0, return_index=True)
     return np.sort(order[np.sort(first)[: len(chosen)]])
-
-
-def _independent_centers(kernel, X, rows):
-    """``rows`` less the centers whose kernel features depend linearly on the others' (to rounding).
-
-    A linear or polynomial kernel has finite rank (d features, or d + degree choose
-    degree), and a smooth kernel at a wide width has that rank numerically: more
-    centers than it leave K_mm singular. They add no function to the model (a
-    dependent feature is a combination of the others, with the same RKHS norm), but
-    its null space makes CG lose conjugacy or stall, and Newton stop above the
-    optimum (a degree-3 polynomial on 2 features: rank 10 of 300 centers, 7e-3 above
-    it). LAPACK's pivoted Cholesky (``?pstrf``) of K_mm keeps the centers it pivots
-    on until the largest residual ``k(c, c)`` is at most ``INDEPENDENT_CENTERS_TOL``
-    times the largest ``k(c, c)``; all are kept where the ``k(c, c)`` span more than
-    ``INDEPENDENT_CENTERS_RANGE``.
-    """
-    C = X[rows] if sp.issparse(X) else np.asarray(to_numpy(take_rows(xp_of(X), X, rows)), dtype=np.float64)
-    Kmm = np.asarray(to_numpy(kernel(C, C)), dtype=np.float64)
-    diag = np.diagonal(Kmm)
-    if not np.all(np.isfinite(Kmm)) or not diag.min() > diag.max() / INDEPENDENT_CENTERS_RANGE:
-        return rows
-    top = float(diag.max())
-    _, pivots, rank, info = lapack.dpstrf(Kmm, lower=0, tol=INDEPENDENT_CENTERS_TOL * top, overwrite_a=True)
-    if info < 0 or rank >= len(rows):
-        return rows
-    return np.sort(np.asarray(rows)[pivots[:rank] - 1])
 
 
 class _CallbackBridge:
@@ -633,8 +600,6 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         psd = True if kernel is None else kernel.psd
         self._warn_if_not_psd(kernel, X_tr)
         center_rows = self._choose_centers(X_tr, w_tr if xp is np else np.asarray(to_numpy(w_tr)), rng, psd)
-        if center_rows is not None and kernel is not None and psd:
-            center_rows = _independent_centers(kernel, X_tr, center_rows)
         centers = None if center_rows is None else take_rows(xp, X_tr, center_rows)
         solver = self.solver
         if solver == "auto":

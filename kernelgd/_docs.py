@@ -60,11 +60,7 @@ PARAMETERS = """\
         Nystroem / FALKON model): memory O(n * n_centers) instead of
         O(n^2), at some loss of accuracy for small ``n_centers``. For dense
         X they are distinct rows: a repeated row would add no basis
-        function (fewer where X has fewer distinct rows). Centers whose
-        kernel functions are combinations of the others' (to 1e-11 of the
-        largest ``k(c, c)``) are dropped too, as they add no function: a
-        linear or polynomial kernel has finite rank, and a smooth kernel at a
-        wide width on few features has a low numerical rank. None uses
+        function (fewer where X has fewer distinct rows). None uses
         all training points (the exact model). ``"auto"`` uses all of them
         up to 20,000 training rows with positive weight, and
         ``max(1000, 2 sqrt(n))`` centers above (with the solvers that

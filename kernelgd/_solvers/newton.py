@@ -792,7 +792,6 @@ def solve(operator, Y, w, settings):
     exact = not value0 > 0
     tighten = 1.0  # SOLVED_RETIGHTEN while a step is retaken (see below)
     moved_decrement = np.inf  # the decrement of the last accepted step whose CG run iterated
-    moved_inner = 0  # and its CG iterations
     while it < settings.max_iter:
         it += 1
         steps.exact_tol = inner_tol * tighten
@@ -832,14 +831,11 @@ def solve(operator, Y, w, settings):
         # an exact step's CG run that stops before its first iteration: the coefficients' Newton step
         # is below CG's tolerance (after a quadratically convergent step, with a decrement above tol's)
         solved = n_inner == 0 and exact_model and not loose and not steps.damping
-        short = K_mm is not None and moved_inner <= 1  # centers: the last step's CG run barely started
-        if n_inner == 0 and tighten == 1.0 and settings.tol > 0 and (moved_decrement > settings.tol * value0 or short):
+        if n_inner == 0 and tighten == 1.0 and settings.tol > 0 and moved_decrement > settings.tol * value0:
             # right after a decrement that large, Newton's quadratic convergence cannot have finished:
             # CG's tolerance, relative to a right-hand side that holds the predictions, passed an
             # iterate that is not the optimum (its decrement, the intercepts' alone, would pass as
-            # convergence). Retake the step with CG held to a tighter tolerance. So on centers after
-            # a step of one CG iteration, whose decrement is no Newton decrement (a degree-4
-            # polynomial on 5 centers stopped 5e-4 above the optimum).
+            # convergence). Retake the step with CG held to a tighter tolerance.
             it -= 1
             tighten = SOLVED_RETIGHTEN
             continue
@@ -896,7 +892,7 @@ def solve(operator, Y, w, settings):
         full = step == 1.0 or decrement <= ROUNDING * (abs(value) + value0)
         accepted_decrement = decrement if full else np.inf
         if n_inner:
-            moved_decrement, moved_inner = decrement, n_inner
+            moved_decrement = decrement
         tighten = 1.0 if full or loose or not exact_model or steps.damping else SOLVED_RETIGHTEN
         if steps.damping:  # a full step quarters the damping, a damped one raises it
             steps.lm = max(LM_MIN, steps.lm / 4) if step == 1.0 else min(LM_MAX, steps.lm * 2 / step)
