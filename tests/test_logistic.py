@@ -249,8 +249,9 @@ def test_newton_softmax_on_centers_with_many_classes_eliminates_the_intercepts_p
     # passes over K_nm) instead of through K'H 1's k (k + 1) / 2 columns per step (letter, 26 classes,
     # 2,000 centers: 15.7 s against 19.8 s): the same steps, the reference's optimum.
     from kernelgd._operator import KernelOperator
-    from kernelgd._solvers import newton
+    from kernelgd._solvers import _dense_newton, newton
 
+    monkeypatch.setattr(_dense_newton, "MAX_FLOPS", 0)  # CG's steps: these few centers would be solved densely
     labels = np.digitize(X[:, 0] + 0.5 * X[:, 1] + 0.3 * rng.randn(120), np.linspace(-1.6, 1.6, 9))
     assert len(np.unique(labels)) == 10 > newton.PAIR_COLUMNS_MAX_CLASSES
     sw = np.random.RandomState(7).uniform(0.5, 2.0, len(labels))
@@ -286,7 +287,9 @@ def test_newton_with_centers_reads_k_nm_once_per_iteration_for_every_class(monke
     # Regression: each class had its own CG run, one pass over K_nm per class per iteration
     # (26 classes: 6x slower). Now every pass serves all classes, and the fit still converges.
     from kernelgd._operator import KernelOperator
+    from kernelgd._solvers import _dense_newton
 
+    monkeypatch.setattr(_dense_newton, "MAX_FLOPS", 0)  # CG's steps: these few centers would be solved densely
     labels = np.digitize(X[:, 0] + 0.5 * X[:, 1] + 0.3 * rng.randn(120), [-1.5, -0.8, -0.2, 0.4, 1.0])
     widths = []
     original = KernelOperator.gram_matvec
@@ -596,11 +599,14 @@ def _three_bands(n):
     return X, np.digitize(np.sin(3 * X[:, 0]), [-0.5, 0.5])
 
 
-def test_newton_stops_where_every_iterate_is_rounding():
+def test_newton_stops_where_every_iterate_is_rounding(monkeypatch):
     # Regression: in float32 on 60 centers at alpha=1e-12, every Newton iterate's predictions were
     # dominated by rounding; the fit crept on for max_iter=1000 steps (94 s), then returned the
     # intercept-only model
+    from kernelgd._solvers import _dense_newton
     from kernelgd._solvers.newton import NOISY_PATIENCE
+
+    monkeypatch.setattr(_dense_newton, "MAX_FLOPS", 0)  # CG's steps (the dense ones: the test below)
 
     # intercept-only model. How many iterates are valid before the streak depends on the
     # CPU's float32 rounding (none on one machine, 33 on another); the streak's stop does not.
@@ -613,6 +619,63 @@ def test_newton_stops_where_every_iterate_is_rounding():
     Y = np.eye(3)[y]
     _, intercept_only = MultinomialLoss.baseline(Y, np.full(len(y), 1.0 / len(y)), True)
     assert log_loss(y, model.predict_proba(X)) <= intercept_only + 1e-9  # never worse than it
+
+
+def test_newton_dense_steps_on_few_centers_fit_where_cg_steps_were_rounding():
+    # The same fit with the few centers' steps formed densely, in coordinates where the penalty is
+    # |B|^2: it converges (31 steps) to a training log-loss of 4e-6, where CG's steps stalled at
+    # 0.55 with the rounding warning above
+    X, y = _three_bands(600)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = KernelGDClassifier(loss="logistic", alpha=1e-12, n_centers=60, random_state=0, max_iter=300,
+                                   options={"dtype": "float32"}).fit(X, y)
+    assert model.n_iter_ < 100
+    assert log_loss(y, model.predict_proba(X)) < 1e-4
+
+
+def _logistic_objective(F, labels, alpha, penalty):
+    """Mean log-loss of decision values F (one column: binary) plus alpha times the penalty."""
+    if F.ndim == 1 or F.shape[1] == 1:
+        loss = np.logaddexp(0, -(2 * labels - 1) * F.ravel())
+    else:
+        loss = logsumexp(F, axis=1) - F[np.arange(len(labels)), labels]
+    return np.mean(loss) + alpha * penalty
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("seed, alpha", [(0, 4e-6), (1, 5e-7)])
+def test_newton_on_few_rank_deficient_centers_reaches_the_optimum(seed, alpha, n_classes):
+    # Regression: on 100 centers of one feature, K_mm's eigenvalues spanning 1e-16 of its largest,
+    # CG's steps stopped 6e-5 to 4.2e-4 above the optimum of the objective the solver minimises (its
+    # penalty carries K_mm's jitter), some silently, some with a no-descent warning. Such small
+    # systems are now formed and solved densely.
+    r = np.random.RandomState(seed)
+    X1 = r.randn(1200, 1) * 3
+    labels = np.digitize(np.sin(X1[:, 0]) + 0.3 * r.randn(1200), [-0.5, 0.5] if n_classes == 3 else [0.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = KernelGDClassifier(loss="logistic", alpha=alpha, n_centers=100, solver="newton", random_state=0,
+                                   options={"dtype": "float64"}).fit(X1, labels)
+    C = model.X_fit_
+    Kmm, Knm = kernel_matrix(C, sigma=model.sigma_), kernel_matrix(X1, C, sigma=model.sigma_)
+    lam, V = np.linalg.eigh(Kmm)
+
+    def reference(Z):  # LogisticRegression on the features Knm Z: the objective with penalty |B|^2, A = Z B
+        Phi = Knm @ Z
+        lr = LogisticRegression(C=1 / (2 * alpha * len(labels)), solver="newton-cholesky", tol=1e-12,
+                                max_iter=1000).fit(Phi, labels)
+        return _logistic_objective(lr.decision_function(Phi), labels, alpha, np.sum(lr.coef_**2))
+
+    # the solver's objective, penalty A'(K_mm + jitter I) A: K_mm's whole eigenbasis. Coefficients
+    # reach 1e7 here, where that penalty rounds by about 1e-5 (K_mm's rounding times |A|^2 alpha)
+    jitter = len(C) * np.finfo(float).eps * np.mean(np.diag(Kmm))
+    assert model.loss_curve_[-1] <= reference(V / np.sqrt(np.maximum(lam, 0) + jitter)) + 2e-5
+    # and the model's own objective (no jitter) beats the best model on K_mm's well-resolved eigenfeatures
+    A = model.dual_coef_.reshape(len(C), -1)
+    ours = _logistic_objective(Knm @ A + model.intercept_, labels, alpha, np.sum(A * (Kmm @ A)))
+    keep = lam > 1e-11 * lam[-1]
+    assert ours <= reference(V[:, keep] / np.sqrt(lam[keep])) + 1e-6
 
 
 def test_newton_returns_the_best_iterate_whose_predictions_are_not_rounding():

@@ -118,6 +118,11 @@ def _cho_solve_upper(U, V):
     return xp_solve_triangular(xp, U, xp_solve_triangular(xp, U, V, upper=True, trans=True), upper=True)
 
 
+def center_jitter(operator, Kmm):
+    """FALKON's jitter on K_mm, ``m * eps(dtype)`` times the mean ``k(c, c)``."""
+    return Kmm.shape[0] * np.finfo(operator.dtype).eps * float(xp_of(Kmm).mean(diagonal(Kmm)))
+
+
 def center_factors(operator):
     """``(K_mm, T, T T' / m)`` with ``K_mm = T'T`` (upper T; T T' / m's upper triangle).
 
@@ -126,12 +131,11 @@ def center_factors(operator):
     """
     Kmm = operator.center_matrix()
     m = Kmm.shape[0]
+    xp = xp_of(Kmm)
     # FALKON's jitter m * eps(dtype) on K_mm: K_mm is nearly singular for
     # smooth kernels, and beta = B z is an exact change of variables, so
     # the jitter only shapes the preconditioner, never the solution.
-    xp = xp_of(Kmm)
-    jitter = m * np.finfo(operator.dtype).eps * float(xp.mean(diagonal(Kmm)))
-    T = cholesky(Kmm, "center kernel matrix", jitter=jitter)
+    T = cholesky(Kmm, "center kernel matrix", jitter=center_jitter(operator, Kmm))
     TTt = lauum(T, lower=0)[0] / m if xp is np else T @ T.T / m  # m^3/3 flops
     return Kmm, T, TTt
 

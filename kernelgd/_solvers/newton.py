@@ -80,6 +80,7 @@ from .._array_api import clip_min, coldot, concat, copy, diagonal, rows_of, take
 from .._array_api import total as total_of
 from .._operator import KernelOperator, blas_dot, single_threaded_blas
 from .._warnings import warn
+from . import _dense_newton
 from ._krylov import ProductTracker, block_pcg, rp_cholesky
 from ._objective import Objective
 from ._preconditioners import (
@@ -88,6 +89,7 @@ from ._preconditioners import (
     FalkonPreconditioner,
     _cho_solve_upper,
     center_factors,
+    center_jitter,
 )
 from ._preconditioners import N_LANDMARKS as _N_LANDMARKS
 from ._common import (
@@ -206,6 +208,7 @@ class _Steps:
     inverses: object = None  # numpy: each factor's triangular inverse R_c^-1, stacked (k, r, r)
     floored: bool = False  # whether the last centers step's ridge was CENTERS_MIN_RIDGE's floor, not 2 alpha
     unfloored: bool = False  # centers steps solve with 2 alpha itself (the floor then only preconditions)
+    dense: tuple = None  # the softmax on few centers: _dense_newton's features, its steps formed densely
 
 
 def _direction_centers(operator, F, G, H, A, KA, settings, steps):
@@ -745,8 +748,11 @@ def solve(operator, Y, w, settings):
     objective = Objective(loss, Y, w, alpha, T=None if K_mm is None else steps.centers[1])
 
     def inner(U, KV):
-        """<U, V>_H summed over columns, given K V (or V itself with centers)."""
-        return total_of(U, KV if K_mm is None else K_mm @ KV)
+        """<U, V>_H summed over columns, given K V (or V itself with centers: as the objective's
+        penalty, through T'T = K_mm + jitter, which huge coefficients on a rank-deficient K_mm feel)."""
+        if K_mm is None:
+            return total_of(U, KV)
+        return total_of(blas_dot(objective.T, U), blas_dot(objective.T, KV))
 
     def pair(U, V, KV):
         """<U, V>_H given V and K V (whichever the model's norm needs)."""
@@ -755,6 +761,10 @@ def solve(operator, Y, w, settings):
     # the softmax takes exact Newton steps (the Hessian is coupled, not diagonal) on centers, and
     # for the full model where its preconditioner can follow (see COUPLED_MAX_CONDITION)
     coupled = K_mm is not None and not loss.diagonal_hessian
+    if K_mm is not None and _dense_newton.applies(operator, k, alpha, coupled):  # small, K_mm rank-deficient:
+        steps.dense = _dense_newton.features(operator, K_mm, center_jitter(operator, K_mm))  # no CG (see there)
+        if steps.dense is not None:  # the penalty as |B|^2, exactly (|T A|^2 rounds at 3% in B's smallest directions)
+            objective = Objective(loss, Y, w, alpha, T=steps.dense[2])
     ratio = _coupling_ratio(operator, w, k, settings, steps) if K_mm is None and not loss.diagonal_hessian else np.inf
     started = _subsample_applies(operator, Y, w, settings)  # exact steps from near the optimum pay longer
     coupled_full = ratio <= (STARTED_MAX_CONDITION if started else COUPLED_MAX_CONDITION)
@@ -789,7 +799,7 @@ def solve(operator, Y, w, settings):
     # Inexact steps until a stopping test passes, which an exact step then retakes; the full
     # model's diagonal-model softmax steps are inexact only until the first full step (letter,
     # 16,000 rows: 74 s against 121 s with every step exact, 127 s with later steps at a forcing term of 0.01).
-    exact = not value0 > 0
+    exact = not value0 > 0 or steps.dense is not None
     tighten = 1.0  # SOLVED_RETIGHTEN while a step is retaken (see below)
     moved_decrement = np.inf  # the decrement of the last accepted step whose CG run iterated
     while it < settings.max_iter:
@@ -813,7 +823,11 @@ def solve(operator, Y, w, settings):
             H = xp.maximum(H, xp.broadcast_to(floor_h, H.shape))
         if K_mm is None:  # damping where the model is (nearly) singular: see _damping
             steps.damping = _damping(steps, operator, H, alpha)
-        if coupled:
+        if steps.dense is not None:
+            D, db, KD = _dense_newton.direction(steps.dense, F, G, A, b, alpha, settings.fit_intercept, loss, w)
+            A_new, b_new, KA_new, n_inner = A + D, b + db, KA + KD, 1
+            steps.status = "converged"
+        elif coupled:
             A_new, b_new, KA_new, n_inner = _direction_centers_coupled(
                 operator, F, G, A, KA, b, settings, steps, loss, w)
         elif coupled_full:
@@ -849,14 +863,20 @@ def solve(operator, Y, w, settings):
             it -= 1
             converged = True
             break
+        # a dense step is the exact Newton step: its decrement within tol is convergence, whatever the
+        # line search makes of a decrease at the objective's rounding
+        exact_solved = steps.dense is not None and settings.tol > 0 and decrement <= settings.tol**2 * value0
         if slope >= 0:  # not a descent direction: never convergence
             it -= 1
+            if exact_solved:
+                converged = True
+                break
             if _shorten(steps, n_inner):
                 continue
             if loose:
                 exact = True
                 continue
-            if exact_model and tighten == 1.0 and not steps.damping:  # retaken tighter (see below)
+            if exact_model and tighten == 1.0 and not steps.damping and steps.dense is None:  # retaken tighter
                 tighten = SOLVED_RETIGHTEN
                 continue
             reason = "no_descent"
@@ -873,12 +893,15 @@ def solve(operator, Y, w, settings):
             step /= 2
         if not accepted:
             it -= 1
+            if exact_solved:
+                converged = True
+                break
             if _shorten(steps, n_inner):
                 continue
             if loose:
                 exact = True
                 continue
-            if exact_model and tighten == 1.0 and not steps.damping:  # retaken tighter (see below)
+            if exact_model and tighten == 1.0 and not steps.damping and steps.dense is None:  # retaken tighter
                 tighten = SOLVED_RETIGHTEN
                 continue
             reason = "no_descent"
