@@ -585,3 +585,17 @@ def test_softmax_exact_steps_after_a_damped_or_failed_step_are_solved_tighter(se
     F = ref.fit(features, y).decision_function(features)
     ref_value = np.mean(logsumexp(F, axis=1) - F[np.arange(len(y)), y]) + alpha * np.sum(ref.coef_**2)
     assert model.loss_curve_[-1] <= ref_value + 1e-5
+
+
+def test_the_best_logged_iterate_is_rechecked_exactly_before_it_is_returned():
+    # Regression: a linear kernel on features offset by 1e6 (K up to 3e12) carried the solver's
+    # running K A away by rounding: the best logged iterate's objective read 0.37 and was returned
+    # as the model, whose exact objective was 377 (training log-loss 21 against the prior's 1.08)
+    r = np.random.RandomState(0)
+    X = r.randn(150, 3)
+    y = np.digitize(X[:, 0], [-0.5, 0.5])
+    with pytest.warns(ConvergenceWarning, match="Scale the features"):
+        model = KernelGDClassifier(loss="logistic", kernel="linear").fit(X + 1e6, y)
+    prior = np.bincount(y) / len(y)
+    assert log_loss(y, model.predict_proba(X + 1e6)) <= -np.sum(prior * np.log(prior)) + 1e-9
+    assert model.loss_curve_[-1] <= -np.sum(prior * np.log(prior)) + 1e-9

@@ -98,8 +98,9 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
 
     ``objective``: the run's :class:`Objective` (the full model's by default).
 
-    The last iterate's objective is recomputed exactly (one product with K),
-    so ``loss_curve[-1]`` is the objective of the returned model. A model
+    The returned iterate's objective is recomputed exactly (one product with K,
+    two where an earlier iterate is the better), so ``loss_curve[-1]`` is the
+    objective of the returned model. A model
     that is worse than the intercept-only one, or not finite, is never
     returned: the intercept-only model is, with a warning.
     """
@@ -128,10 +129,17 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
     # differences at the level of rounding do not count as worse
     slack = 1e-12 * (value0 + total(Y, Y, w))
     check = RoundingCheck(operator, w, loss, value0)
-    # the best iterate where it is better, or where the last one's predictions are rounding
+    # the best iterate where it is better, or where the last one's predictions are rounding; its
+    # logged value came from the solver's running K A, which rounding can carry away (a linear
+    # kernel on features offset by 1e6: logged 0.37, exactly 377), so it is recomputed too
     if log.best is not None and (not log.best_value >= value - slack or check.dominated(coef)):
-        coef, b = log.best
-        curve, value = list(log.curve[: log.best_index]), log.best_value
+        best_coef, best_b = log.best
+        with np.errstate(all="ignore"):
+            best_value = objective.value(best_coef, operator.matvec(best_coef), best_b)
+        if not best_value >= value - slack or check.dominated(coef):
+            coef, b = best_coef, best_b
+            curve, value = list(log.curve[: log.best_index]), best_value
+            curve[-1] = value
     noise = check.noise(coef)
     # accepted only if better than the baseline by more than rounding could fake
     if not (

@@ -970,11 +970,16 @@ def solve(operator, Y, w, settings):
     # float32's rounding of the objective blurs decrements below about 1e3 eps of it, float64's far less
     near = NO_DESCENT_NEAR[np.dtype(operator.dtype).name]
     if reason == "no_descent" and damped:
-        warn_not_converged(
-            "newton", f"stopped at iteration {it}: without ridge (alpha={alpha:g}) the loss has no minimiser "
-            "it can reach, and its Newton steps no longer decrease it (rounding)",
-            "The model is the best iterate seen. Set alpha > 0 (for example alpha='auto').",
-        )
+        if alpha > 0:  # a ridge the kernel's scale makes negligible (see _damping)
+            what = (f"alpha={alpha:g} is negligible against the kernel's values (up to "
+                    f"{float(xp.max(operator.diag())):.3g}): its steps, damped as without a ridge, no longer "
+                    "decrease the objective (rounding)")
+            fix = "Scale the features (for example with StandardScaler), or increase alpha."
+        else:
+            what = ("without ridge (alpha=0) the loss has no minimiser it can reach, and its Newton steps no "
+                    "longer decrease it (rounding)")
+            fix = "Set alpha > 0 (for example alpha='auto')."
+        warn_not_converged("newton", f"stopped at iteration {it}: {what}", "The model is the best iterate seen. " + fix)
     elif reason == "no_descent" and not (settings.tol > 0 and accepted_decrement <= near * settings.tol**2 * value0):
         warn_rounding(
             settings, "newton", f"stopped at iteration {it}: the Newton direction no longer decreases the "
