@@ -434,6 +434,16 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         y_host, w_host = np.asarray(to_numpy(y_fit)), np.asarray(to_numpy(ws))
         cv = check_cv(self._folds(y_host, classifier), y_host, classifier=classifier)
         splits = list(cv.split(Xs if xp is np else np.zeros((len(idx), 1)), y_host))
+        if classifier:
+            for train, _ in splits:
+                present = np.unique(y_host[train])
+                if len(present) < 2:
+                    raise ValueError(
+                        f"{type(self).__name__} cannot cross-validate these labels: one of its {len(splits)} folds "
+                        f"trains on class {np.asarray(present[0]).item()!r} alone, every other class's samples "
+                        "being in its test rows. Give each class at least 2 samples, and use at most as many "
+                        "folds as the rarest class has samples (for example cv=2)."
+                    )
         scores = np.full((len(alphas), len(splits)), np.nan)  # NaN: outside the fold's path
         paired = incumbent is not None and len(idx) == n and (self.cv is None or isinstance(self.cv, Integral))
         # alphas are decreasing: the first at most PATH_HEADROOM decades above near

@@ -599,3 +599,16 @@ def test_the_best_logged_iterate_is_rechecked_exactly_before_it_is_returned():
     prior = np.bincount(y) / len(y)
     assert log_loss(y, model.predict_proba(X + 1e6)) <= -np.sum(prior * np.log(prior)) + 1e-9
     assert model.loss_curve_[-1] <= -np.sum(prior * np.log(prior)) + 1e-9
+
+
+def test_logistic_cv_says_when_a_fold_trains_on_one_class():
+    # Regression: a class of one sample left a fold's training rows with the other class alone,
+    # and the fit failed with "the data contains only one class", though the data held two
+    from kernelgd import KernelGDClassifierCV
+
+    X = np.random.RandomState(0).randn(60, 3)
+    y = np.r_[np.zeros(59, int), [1]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # StratifiedKFold's: the rarest class has 1 member
+        with pytest.raises(ValueError, match="trains on class 0 alone"):
+            KernelGDClassifierCV(loss="logistic").fit(X, y)
