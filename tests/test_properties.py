@@ -179,11 +179,15 @@ def logistic_reference(K, y, classes, w, alpha, fit_intercept):
     alpha = 1e-8, an upper bound on the infimum: at C = inf LogisticRegression
     tells identical rows apart by the rounding in Phi.
     """
+    lam, V = np.linalg.eigh(K)
+    return features_logistic_reference(V * np.sqrt(np.clip(lam, 0.0, None)), y, classes, w, alpha, fit_intercept)
+
+
+def features_logistic_reference(Phi, y, classes, w, alpha, fit_intercept):
+    """As ``logistic_reference``, on the features Phi (``f = Phi z + b``, ``|f|_H^2 = |z|^2``)."""
     from scipy.special import log_expit, logsumexp
     from sklearn.linear_model import LogisticRegression
 
-    lam, V = np.linalg.eigh(K)
-    Phi = V * np.sqrt(np.clip(lam, 0.0, None))
     alpha = max(alpha, 1e-8)
     lr = LogisticRegression(C=1.0 / (2 * alpha), fit_intercept=fit_intercept, tol=1e-12, max_iter=20000)
     with warnings.catch_warnings():
@@ -235,14 +239,26 @@ def test_a_logistic_fit_is_right_or_an_error(problem):
     # (gd's tol bounds the gradient's norm, which on an ill-conditioned kernel does not bound
     # the objective's error: a linear kernel on features ~1e3 stops at a gradient 1e-3 of its
     # initial one with the objective 25% above the optimum's)
-    if warned or params["n_centers"] is not None or model._compute_dtype != np.float64 \
-            or model.solver_ == "gd":
+    if warned or model._compute_dtype != np.float64 or model.solver_ == "gd":
         return
     X64 = X.astype(np.float64)
-    K = kernel_matrix(X64, kernel=params["kernel"], sigma=getattr(model, "sigma_", None))
     if params["kernel"] == "linear" and np.abs(X64).max() > 1e4:
         return  # the reference's own eigendecomposition of K loses the centred part
-    ref = logistic_reference(K, y, model.classes_, w, model.alpha_, params["fit_intercept"])
+    kernel = dict(kernel=params["kernel"], sigma=getattr(model, "sigma_", None))
+    if model.n_centers_ < len(X):
+        if not model.alpha_ > 0:
+            return  # without ridge, centers fit at their floor's ridge (the user guide's "Large n: centers")
+        # on centers the penalty is A'(K_mm + jitter I) A, FALKON's jitter: the features K_nm Z with
+        # Z'(K_mm + jitter I) Z = I
+        C = np.asarray(model.X_fit_, dtype=np.float64)
+        K_mm = kernel_matrix(C, **kernel)
+        lam, V = np.linalg.eigh(K_mm)
+        jitter = len(C) * np.finfo(float).eps * np.mean(np.diag(K_mm))
+        Phi = kernel_matrix(X64, C, **kernel) @ (V / np.sqrt(np.clip(lam, 0.0, None) + jitter))
+        ref = features_logistic_reference(Phi, y, model.classes_, w, model.alpha_, params["fit_intercept"])
+    else:
+        K = kernel_matrix(X64, **kernel)
+        ref = logistic_reference(K, y, model.classes_, w, model.alpha_, params["fit_intercept"])
     # Without ridge (below the reference's 1e-8) the infimum is not attained: near-duplicate
     # rows with other labels make directions of eigenvalue ~1e-9 (laplacian, exponential)
     # whose gain no stopping test sees; the check there is that the fit went most of the

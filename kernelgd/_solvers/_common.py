@@ -93,10 +93,11 @@ class IterateLog:
         return len(self.curve) - self.best_index
 
 
-def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step_size=None, objective=None):
+def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step_size=None, objective=None, KA=None):
     """The SolverResult of a run: the best of the last iterate and the logged ones.
 
-    ``objective``: the run's :class:`Objective` (the full model's by default).
+    ``objective``: the run's :class:`Objective` (the full model's by default). ``KA``: the exact
+    product ``K coef`` where the solver has just computed it.
 
     The returned iterate's objective is recomputed exactly (one product with K,
     two where an earlier iterate is the better), so ``loss_curve[-1]`` is the
@@ -110,7 +111,7 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
     value = np.inf
     if bool(xp.all(xp.isfinite(coef))) and bool(xp.all(xp.isfinite(b))):
         with np.errstate(all="ignore"):
-            value = objective.value(coef, operator.matvec(coef), b)
+            value = objective.value(coef, operator.matvec(coef) if KA is None else KA, b)
     if value < 0 or log.negative:  # a loss plus a PSD penalty cannot be negative: rounding broke the fit
         warn(
             f"Solver {name!r} computed a negative objective ({min(value, *log.curve):.3g}), which a loss "

@@ -1,17 +1,23 @@
-"""Newton's exact step on few, rank-deficient centers, formed and factored densely.
+"""Newton's exact step on few centers, formed and factored densely.
 
 On centers, solver "newton" solves each step by CG (the softmax's over every
-class at once, ``newton._direction_centers_coupled``). Where the centers'
-kernel matrix K_mm is rank-deficient (a smooth kernel on one or two
-features, a polynomial kernel) CG's residual test says little about the
-objective: softmax fits stopped 3e-4 to 7e-3 above the optimum with a
-no-descent warning, binary ones 5e-6 to 2.6e-4 (some silently).
-Where K_mm is so and the whole system is small, it is formed exactly: in the
-coordinates ``A = Z B`` with ``Z = V (Lambda + jitter)^-1/2`` (K_mm's
-eigenvectors and eigenvalues, the jitter the solver's penalty carries,
-``center_factors``'), in which that penalty is ``|B|^2``, with features
-``Phi = K_nm Z``, the Newton system of the coefficients and intercepts of
-every class is
+class at once, ``newton._direction_centers_coupled``), and CG's residual
+test does not always bound what is left of the objective:
+
+* where the centers' kernel matrix K_mm is rank-deficient (a smooth kernel
+  on one or two features, a polynomial kernel), softmax fits stopped 3e-4
+  to 7e-3 above the optimum with a no-descent warning, binary ones 5e-6 to
+  2.6e-4 (some silently);
+* below the centers' ridge floor, where the floor only preconditions, a
+  run of no iteration passed a gradient of 9e-4 for the optimum (the
+  Hessian's curvature along it nearly 0).
+
+Where the whole system is small, it is formed exactly instead (``features``
+says where): in the coordinates ``A = Z B`` with
+``Z = V (Lambda + jitter)^-1/2`` (K_mm's eigenvectors whose eigenvalues are
+above its rounding, and the jitter the solver's penalty carries,
+``center_factors``'), in which that penalty is ``|B|^2``, with features ``Phi = K_nm Z``, the Newton system of
+the coefficients and intercepts of every class is
 
     [Phi 1]' H_cd [Phi 1] + 2 alpha I_B delta_cd,   (I_B: the identity on B, 0 on the intercepts),
     H_cd = w (p_c delta_cd - p_c p_d),
@@ -27,6 +33,8 @@ it picks the step without one.
 import numpy as np
 from scipy.linalg import LinAlgError, cho_factor, cho_solve, eigh, lstsq
 
+from ._preconditioners import CENTERS_MIN_RIDGE
+
 # Forming and factoring the system, per Newton step: at most this many flops (about 0.1 s on
 # two cores) and unknowns; beyond, CG's products are the cheaper way to the step.
 MAX_FLOPS = 4e9
@@ -35,27 +43,45 @@ MAX_UNKNOWNS = 2000
 # (rbf, 100-300 centers) put most of them below 1e3 jitters, and CG's steps warned in 6 of 10
 # such fits; at 4-10 features none was within 1e6 and CG's steps reached the optimum
 RESOLVED_JITTERS = 1e6
+# Below this many flops per step a dense step costs about what CG's would (a few ms) and is exact
+# (4 rows on 2 centers at alpha=1e-16: CG's run of 0 iterations passed a gradient of 9e-4 for
+# the optimum, 0.17 above it, silently)
+TINY_FLOPS = 2e8
 
 
-def applies(operator, k, alpha, coupled):
-    """Whether the steps on these centers are formed densely (numpy, alpha > 0, small): the
-    softmax's ``coupled`` system of every class, or one system per column where the Hessian is diagonal."""
-    if operator.symmetric or not alpha > 0 or not isinstance(operator.diag(), np.ndarray):
-        return False
+def _flops(operator, k, coupled):
+    """``(unknowns of the largest system, flops to form the systems)`` per Newton step."""
     m, n = operator.m, operator.n
     unknowns, blocks = ((m + 1) * k, k * (k + 1) / 2) if coupled else (m + 1, k)
-    return unknowns <= MAX_UNKNOWNS and 2 * n * (m + 1) ** 2 * blocks <= MAX_FLOPS
+    return unknowns, 2 * n * (m + 1) ** 2 * blocks
 
 
-def features(operator, K_mm, jitter):
-    """``(Z, Phi, Z'(K_mm + jitter I))``: coordinates ``A = Z B`` in which the solver's penalty
-    ``A'(K_mm + jitter I) A`` (``center_factors``' jitter) is ``|B|^2``, the features ``K_nm Z``, and
-    the map of coefficients A to the penalty's gradient in B. None where K_mm is well resolved (no
-    eigenvalue within ``RESOLVED_JITTERS`` jitters): CG's steps are the cheaper there, and exact."""
-    lam, V = eigh((K_mm + K_mm.T) / 2)
-    if lam[0] >= RESOLVED_JITTERS * jitter:
+def features(operator, K_mm, k, alpha, coupled, jitter):
+    """``(Z, Phi, Z'(K_mm + jitter I))`` where the steps on these centers are formed densely, else None.
+
+    Coordinates ``A = Z B`` in which the solver's penalty ``A'(K_mm + jitter I) A``
+    (``center_factors``' jitter) is ``|B|^2``, the features ``K_nm Z``, and the map of
+    coefficients A to the penalty's gradient in B. Dense steps need numpy, ``alpha > 0`` and
+    a small system (``MAX_UNKNOWNS``, ``MAX_FLOPS``), and are taken where CG's are not to be
+    trusted: K_mm has an eigenvalue within ``RESOLVED_JITTERS`` jitters, or alpha is below
+    the centers' ridge floor (CG's residual then says little about the step), or the system
+    costs at most ``TINY_FLOPS``.
+    """
+    if operator.symmetric or not alpha > 0 or not isinstance(K_mm, np.ndarray):
         return None
-    root = np.sqrt(np.maximum(lam, 0.0) + jitter)
+    unknowns, flops = _flops(operator, k, coupled)
+    if unknowns > MAX_UNKNOWNS or flops > MAX_FLOPS:
+        return None
+    lam, V = eigh((K_mm + K_mm.T) / 2)
+    trusted = lam[0] >= RESOLVED_JITTERS * jitter and 2.0 * alpha >= CENTERS_MIN_RIDGE * float(np.mean(np.diag(K_mm)))
+    if trusted and flops > TINY_FLOPS:
+        return None
+    # eigenvalues below eps times the largest are K_mm's rounding: their eigenvectors' features
+    # K_nm v / sqrt(lambda + jitter) are noise that a tiny alpha lets the steps chase (a linear kernel
+    # on one feature, 2 centers, alpha=1e-16: no model better than the intercept-only one, where the
+    # optimum is 0.450); rbf on one feature: 1e-5 of the objective rides on them
+    keep = lam > np.finfo(float).eps * lam[-1]
+    V, root = V[:, keep], np.sqrt(lam[keep] + jitter)
     return V / root, operator.columns(np.arange(operator.m)) @ (V / root), root[:, None] * V.T
 
 

@@ -152,6 +152,10 @@ NO_DESCENT_NEAR = {"float64": 10.0, "float32": 1e3}
 # the optimum is 0.3643, its last decrement 1.6e-2 against a threshold of 6.9e-7. So are the steps
 # after a damped exact step, and an exact direction that failed, before the fit gives up.
 SOLVED_RETIGHTEN = 1e-3
+# At a convergence the running K A is checked against the exact product (exact_state): a difference
+# in the objective above tol**2 of the intercept-only objective, or DRIFT_EPS rounding units of it,
+# is drift
+DRIFT_EPS = 1e3
 # Earlier steps kept for the softmax's subspace step.
 SUBSPACE_MEMORY = 4
 # Levenberg-Marquardt damping (relative to the weighted kernel's trace) where 2 alpha is below
@@ -761,8 +765,8 @@ def solve(operator, Y, w, settings):
     # the softmax takes exact Newton steps (the Hessian is coupled, not diagonal) on centers, and
     # for the full model where its preconditioner can follow (see COUPLED_MAX_CONDITION)
     coupled = K_mm is not None and not loss.diagonal_hessian
-    if K_mm is not None and _dense_newton.applies(operator, k, alpha, coupled):  # small, K_mm rank-deficient:
-        steps.dense = _dense_newton.features(operator, K_mm, center_jitter(operator, K_mm))  # no CG (see there)
+    if K_mm is not None:  # small and where CG's steps are not to be trusted: dense steps (see there)
+        steps.dense = _dense_newton.features(operator, K_mm, k, alpha, coupled, center_jitter(operator, K_mm))
         if steps.dense is not None:  # the penalty as |B|^2, exactly (|T A|^2 rounds at 3% in B's smallest directions)
             objective = Objective(loss, Y, w, alpha, T=steps.dense[2])
     ratio = _coupling_ratio(operator, w, k, settings, steps) if K_mm is None and not loss.diagonal_hessian else np.inf
@@ -802,6 +806,21 @@ def solve(operator, Y, w, settings):
     exact = not value0 > 0 or steps.dense is not None
     tighten = 1.0  # SOLVED_RETIGHTEN while a step is retaken (see below)
     moved_decrement = np.inf  # the decrement of the last accepted step whose CG run iterated
+    exact_KA = None  # K A computed exactly at a convergence (exact_state)
+
+    def exact_state():
+        """At a convergence, K A recomputed exactly: whether the running K A agrees with it to what the
+        convergence test resolves. It can drift by the rounding of huge, cancelling coefficients (a
+        linear kernel on features of 1e4 without ridge "converged" at 7.7e-7, its exact objective 0.51):
+        the fit then stops with a warning, its best iterate judged by exact objectives."""
+        nonlocal KA, value, exact_KA
+        KA_exact = operator.matvec(A)
+        value_exact = objective.value(A, KA_exact, b)
+        resolution = max(settings.tol**2 * value0, DRIFT_EPS * np.finfo(operator.dtype).eps * (abs(value) + value0))
+        agrees = abs(value_exact - value) <= resolution
+        KA, value, exact_KA = KA_exact, value_exact, KA_exact
+        return agrees
+
     while it < settings.max_iter:
         it += 1
         steps.exact_tol = inner_tol * tighten
@@ -861,7 +880,8 @@ def solve(operator, Y, w, settings):
         decrement = max(-slope, 0.0)
         if slope >= 0 and solved:  # nor may the intercepts move: the iterate is the optimum
             it -= 1
-            converged = True
+            converged = exact_state()
+            reason = None if converged else "drift"
             break
         # a dense step is the exact Newton step: its decrement within tol is convergence, whatever the
         # line search makes of a decrease at the objective's rounding
@@ -869,7 +889,8 @@ def solve(operator, Y, w, settings):
         if slope >= 0:  # not a descent direction: never convergence
             it -= 1
             if exact_solved:
-                converged = True
+                converged = exact_state()
+                reason = None if converged else "drift"
                 break
             if _shorten(steps, n_inner):
                 continue
@@ -894,7 +915,8 @@ def solve(operator, Y, w, settings):
         if not accepted:
             it -= 1
             if exact_solved:
-                converged = True
+                converged = exact_state()
+                reason = None if converged else "drift"
                 break
             if _shorten(steps, n_inner):
                 continue
@@ -954,7 +976,8 @@ def solve(operator, Y, w, settings):
                 coupled_full = exact_model = exact = True
                 continue
             if solved or full:
-                converged = True
+                converged = exact_state()
+                reason = None if converged else "drift"
                 break
         if decrement <= ROUNDING * (abs(value) + value0):  # below what float64 can resolve
             reason = "rounding"
@@ -993,6 +1016,12 @@ def solve(operator, Y, w, settings):
             settings, "newton", f"stopped at iteration {it} for lack of progress: the predicted decrease is at "
             f"the level of rounding, above tol={settings.tol:g}", "The model is the best iterate seen; a larger tol suffices.",
         )
+    elif reason == "drift":
+        warn_rounding(
+            settings, "newton", f"stopped at iteration {it}: its running predictions K A had drifted from the "
+            "exact ones by rounding (huge coefficients that cancel)", "The best iterate seen, by its exact "
+            "objective, is returned. Scale the features, or increase alpha.",
+        )
     elif reason == "noise":
         precision = np.dtype(operator.dtype).name
         warn_rounding(
@@ -1018,7 +1047,8 @@ def solve(operator, Y, w, settings):
             "the minimiser. Scale the features (a linear kernel, or a polynomial one at a fixed sigma, grows "
             "with their scale), or increase alpha.",
         )
-    return finish("newton", operator, Y, w, settings, A, b, log, it, converged, None, objective)
+    return finish("newton", operator, Y, w, settings, A, b, log, it, converged, None, objective,
+                  KA=exact_KA if exact_KA is KA else None)
 
 
 def _damping(steps, operator, H, alpha):
