@@ -612,3 +612,59 @@ def test_logistic_cv_says_when_a_fold_trains_on_one_class():
         warnings.simplefilter("ignore", UserWarning)  # StratifiedKFold's: the rarest class has 1 member
         with pytest.raises(ValueError, match="trains on class 0 alone"):
             KernelGDClassifierCV(loss="logistic").fit(X, y)
+
+
+def test_newton_on_two_centers_below_the_ridge_floor_reaches_the_optimum():
+    # Regression: 4 rows on 2 centers at alpha=1e-16, below the centers' ridge floor: a CG run of
+    # no iteration passed a gradient of 9e-4 for the optimum, and the fit stopped at 0.398,
+    # silently, where LogisticRegression at the larger alpha=1e-8 reaches 0.232 (tiny systems
+    # are now formed and solved densely)
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.utils.class_weight import compute_sample_weight
+
+    X = np.array([[1.62434536], [-0.61175641], [-0.52817175], [-1.07296862]])
+    y = np.array([0, 1, 0, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = KernelGDClassifier(loss="logistic", alpha=1e-16, class_weight="balanced", n_centers=2,
+                                   random_state=0).fit(X, y)
+    w = compute_sample_weight("balanced", y) / len(y)
+    C = model.X_fit_
+    lam, V = np.linalg.eigh(kernel_matrix(C, sigma=model.sigma_))
+    Phi = kernel_matrix(X, C, sigma=model.sigma_) @ (V / np.sqrt(lam))
+    lr = LogisticRegression(C=1 / (2 * 1e-8), tol=1e-12, max_iter=20000).fit(Phi, y, sample_weight=w)
+    F = lr.decision_function(Phi)
+    reference = np.sum(w * np.logaddexp(0, -(2 * y - 1) * F)) + 1e-8 * np.sum(lr.coef_**2)
+    assert model.loss_curve_[-1] <= reference + 1e-6
+
+
+@pytest.mark.parametrize("random_state", [0, 1, 4])
+def test_newton_dense_steps_leave_out_the_rounding_of_the_centers_kernel(random_state):
+    # Regression: a linear kernel on one feature has a rank-1 K_mm, whose other eigenvector is
+    # rounding; its features K_nm v / sqrt(jitter) are noise, which the steps chased at alpha=1e-16
+    # (no model better than the intercept-only one, or 0.706, against the optimum 0.450)
+    from scipy.special import logsumexp
+    from sklearn.linear_model import LogisticRegression
+
+    X = np.array([[-7.88199177], [2.7322307], [-3.39728059], [-1.88986359]])
+    y = np.array([0, 1, 2, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = KernelGDClassifier(loss="logistic", kernel="linear", alpha=1e-16, fit_intercept=False, n_centers=2,
+                                   random_state=random_state).fit(X, y)
+    # the model is f_c(x) = beta_c x whatever the centers: LogisticRegression on x itself
+    lr = LogisticRegression(C=1e12, fit_intercept=False, tol=1e-14, max_iter=100_000).fit(X, y)
+    F = lr.decision_function(X)
+    optimum = np.mean(logsumexp(F, axis=1) - F[np.arange(4), y])
+    assert model.loss_curve_[-1] <= optimum + 1e-6
+
+
+def test_newton_says_when_its_running_predictions_drifted():
+    # Regression: a linear kernel on features of 1e4 without ridge: the running K A drifted by
+    # rounding until the fit "converged" at 7.7e-7 while its exact objective was 0.51, silently
+    X = np.array([[505.61707143], [4999.51333238], [-9959.08931107], [6935.98508291]])
+    y = np.array([0, 1, 2, 0])
+    with pytest.warns(ConvergenceWarning, match="drifted"):
+        model = KernelGDClassifier(loss="logistic", kernel="linear", alpha=0.0, fit_intercept=False).fit(X, y)
+    assert model.loss_curve_[-1] < np.log(3)  # still better than the zero model, by its exact objective
+    assert np.all(np.isfinite(model.predict_proba(X)))
