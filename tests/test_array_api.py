@@ -42,9 +42,12 @@ from kernelgd._operator_xp import ArrayKernelOperator  # noqa: E402
 from kernelgd.kernels import bind_kernel  # noqa: E402
 from kernelgd._solvers import _dense_newton  # noqa: E402
 
-# Newton's dense steps on few centers are numpy's only: the numpy references here take CG's steps too,
-# as the other namespaces do (the fits compared are small enough to be formed densely)
-_dense_newton.TINY_FLOPS = 0
+
+@pytest.fixture(autouse=True)
+def _cg_steps_on_numpy_too(monkeypatch):
+    """Dense steps on few centers are numpy's only: the numpy references here take CG's steps too, as
+    the other namespaces do (the fits compared are small enough to be formed densely)."""
+    monkeypatch.setattr(_dense_newton, "TINY_FLOPS", 0)
 
 
 def _namespaces():

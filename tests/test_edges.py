@@ -426,7 +426,7 @@ def test_an_unknown_kernel_name_says_how_to_use_it_in_other_processes():
 
 
 
-def test_cg_on_centers_goes_on_from_its_ridge_floor_at_alpha():
+def test_cg_on_centers_goes_on_from_its_ridge_floor_at_alpha(monkeypatch):
     # Found by fuzzing against a least-squares reference: on unscaled features the unscaled
     # polynomial kernel's (sigma=1) values reach 1e15, and solver "cg" silently solved at its
     # floor 1e-7 * mean k(c, c) (about 1e7) instead of alpha=5.6e-5, with 2.4 times the
@@ -447,7 +447,15 @@ def test_cg_on_centers_goes_on_from_its_ridge_floor_at_alpha():
     c = np.linalg.solve(Fc.T @ Fc / n + 5.6e-5 * np.eye(Fc.shape[1]), Fc.T @ yc / n)
     optimum = np.mean((Fc @ c - yc) ** 2) + 5.6e-5 * c @ c
     assert model.loss_curve_[-1] <= optimum + 1e-4 * np.var(y)
+    # formed densely (200 centers), alpha's system is solved exactly, at any tol
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        exact = KernelGDRegressor(tol=1e-8, **params).fit(X, y)
+    assert exact.loss_curve_[-1] <= optimum + 1e-6 * np.var(y)
     # held to tol=1e-8, CG cannot resolve alpha's system: the fit says so
+    from kernelgd._solvers import _dense_newton
+
+    monkeypatch.setattr(_dense_newton, "MAX_FLOPS", 0)
     with pytest.warns(UserWarning, match="below the smallest ridge solver 'cg' resolves"):
         KernelGDRegressor(tol=1e-8, **params).fit(X, y)
     with warnings.catch_warnings():
@@ -668,3 +676,25 @@ def test_newton_says_when_its_running_predictions_drifted():
         model = KernelGDClassifier(loss="logistic", kernel="linear", alpha=0.0, fit_intercept=False).fit(X, y)
     assert model.loss_curve_[-1] < np.log(3)  # still better than the zero model, by its exact objective
     assert np.all(np.isfinite(model.predict_proba(X)))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cg_on_few_centers_with_extreme_weights_reaches_the_optimum(seed):
+    # Regression (found by fuzzing): weights spanning 1e-4 to 1e4 left CG's residual at tol=1e-3
+    # with the objective up to 4e-4 of var(y) above the optimum, silently; few centers are now
+    # solved densely, exactly
+    from sklearn.linear_model import Ridge
+
+    r = np.random.RandomState(seed)
+    X = r.randn(1200, 10)
+    y = np.sin(2 * X[:, 0]) + 0.3 * r.randn(1200)
+    sw = 10.0 ** r.uniform(-4, 4, 1200)
+    model = KernelGDRegressor(alpha=2e-6, n_centers=100, random_state=0).fit(X, y, sample_weight=sw)
+    C, w = model.X_fit_, sw / sw.sum()
+    K_mm = kernel_matrix(C, sigma=model.sigma_)
+    lam, V = np.linalg.eigh(K_mm)
+    jitter = len(C) * np.finfo(float).eps * np.mean(np.diag(K_mm))  # the penalty A'(K_mm + jitter I) A
+    Phi = kernel_matrix(X, C, sigma=model.sigma_) @ (V / np.sqrt(np.clip(lam, 0, None) + jitter))
+    ref = Ridge(alpha=2e-6, solver="cholesky").fit(Phi, y, sample_weight=w)
+    optimum = np.sum(w * (ref.predict(Phi) - y) ** 2) + 2e-6 * np.sum(ref.coef_**2)
+    assert model.loss_curve_[-1] <= optimum + 1e-7 * np.var(y)

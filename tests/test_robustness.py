@@ -64,8 +64,11 @@ def test_centers_more_iterations_never_make_the_model_worse():
     assert min(scores) > 0.95
 
 
-def test_a_float64_rounding_stop_does_not_advise_float64():
+def test_a_float64_rounding_stop_does_not_advise_float64(monkeypatch):
     # Centers always compute in float64: their rounding stop advised options={'dtype': 'float64'}.
+    from kernelgd._solvers import _dense_newton
+
+    monkeypatch.setattr(_dense_newton, "MAX_FLOPS", 0)  # CG's run (500 centers would be solved densely)
     r = np.random.RandomState(0)
     Xc = r.rand(2000, 3)
     yc = (np.sin(6 * Xc[:, 0]) + np.cos(6 * Xc[:, 1]) + Xc[:, 2] > 0.5).astype(int)

@@ -15,7 +15,10 @@ linear system solved by conjugate gradient with a Nystroem preconditioner.
   FALKON (Rudi et al., 2017) by Cholesky factors of ``K_mm`` and
   ``T D T' / m + alpha I`` (``K_mm = T'T``; D the centers' weights ``n w_c``,
   the identity for uniform weights); alpha is at least
-  ``CENTERS_MIN_RIDGE`` times the mean of ``k(c, c)``.
+  ``CENTERS_MIN_RIDGE`` times the mean of ``k(c, c)``. A small system where
+  CG's residual is not to be trusted (``_dense_newton.features``: tiny,
+  alpha below that floor, or K_mm rank-deficient) is instead formed and
+  solved exactly, at alpha itself.
 
 Without ridge, or with a ridge below ``LEAST_SQUARES_RIDGE`` times the mean
 of ``w_i k(x_i, x_i)``, the full system is (nearly) singular and, with noisy
@@ -37,6 +40,7 @@ import numpy as np
 from .._array_api import diagonal, outer, total, weighted_sum, xp_of, zeros
 from .._operator import blas_dot, check_budget
 from .._warnings import warn
+from . import _dense_newton
 from ._common import IterateLog, finish, warn_not_converged, warn_rounding
 from ._objective import Objective
 from ._krylov import RPC_BLOCK, ProductTracker, block_pcg, rp_cholesky  # noqa: F401 (re-exported for the tests)
@@ -47,6 +51,7 @@ from ._preconditioners import (
     FalkonPreconditioner,
     NystroemPreconditioner,
     center_factors,
+    center_jitter,
 )
 
 # What this solver minimises: its losses, and its models (all points as centers, or n_centers).
@@ -137,6 +142,23 @@ def _solve_full(operator, Y, w, settings, rng):
 
 
 
+def _solve_centers_dense(dense, Y, w, settings):
+    """The minimiser, formed and factored densely (``_dense_newton``): the objective is quadratic, so one
+    Newton step from the intercept-only model reaches it. Weights spanning 1e-4 to 1e4 left CG's
+    residual at tol with the objective 1e-4 of var(y) above this minimiser, silently."""
+    loss = settings.loss
+    objective = Objective(loss, Y, w, settings.alpha, T=dense[2])
+    b0, _ = objective.baseline(settings.fit_intercept)
+    A0 = zeros(Y, (dense[0].shape[0], Y.shape[1]))
+    F0 = zeros(Y, Y.shape) + b0
+    D, db, KD = _dense_newton.direction(dense, F0, loss.gradient(F0, Y, w), A0, b0, settings.alpha,
+                                        settings.fit_intercept, loss, w)
+    log = IterateLog()
+    b = b0 + db
+    log.record(objective.value(D, KD, b), D, b)
+    return D, b, 1, log, "converged", objective
+
+
 def _solve_centers(operator, Y, w, settings, rng):
     n, t = Y.shape
     xp = xp_of(Y)
@@ -147,6 +169,9 @@ def _solve_centers(operator, Y, w, settings, rng):
         "Use fewer centers (n_centers) or raise options['memory_budget'].",
     )
     Kmm, T, TTt = center_factors(operator)
+    dense = _dense_newton.features(operator, Kmm, t, settings.alpha, False, center_jitter(operator, Kmm))
+    if dense is not None:  # small, and where CG's residual is not to be trusted: one exact solve
+        return _solve_centers_dense(dense, Y, w, settings)
     diag_mean = float(xp.mean(diagonal(Kmm)))
     # FALKON needs a positive ridge: without one, K_nm'W K_nm is as singular
     # as K_mm and CG stalls. Where k's values are O(1) the floor is far below
