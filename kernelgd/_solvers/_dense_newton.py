@@ -73,7 +73,8 @@ def features(operator, K_mm, k, alpha, coupled, jitter):
     if unknowns > MAX_UNKNOWNS or flops > MAX_FLOPS:
         return None
     lam, V = eigh((K_mm + K_mm.T) / 2)
-    trusted = lam[0] >= RESOLVED_JITTERS * jitter and 2.0 * alpha >= CENTERS_MIN_RIDGE * float(np.mean(np.diag(K_mm)))
+    floor = CENTERS_MIN_RIDGE * float(np.mean(np.diag(K_mm)))
+    trusted = lam[0] >= RESOLVED_JITTERS * jitter and 2.0 * alpha >= floor
     if trusted and flops > TINY_FLOPS:
         return None
     # eigenvalues below eps times the largest are K_mm's rounding: their eigenvectors' features
@@ -94,7 +95,7 @@ def direction(dense, F, G, A, b, alpha, fit_intercept, loss, w):
     """
     Z, Phi, penalty_map = dense
     n, k = F.shape
-    r = Phi.shape[1]  # the coefficients' coordinates B, one per center
+    r = Phi.shape[1]  # B's coordinates: K_mm's eigenvectors above its rounding
     Psi = np.hstack([Phi, np.ones((n, 1))]) if fit_intercept else Phi
     q = Psi.shape[1]
     # the penalty |B|^2 = A'(K_mm + jitter I) A: curvature 2 alpha on B, gradient 2 alpha Z'(K_mm + jitter I) A

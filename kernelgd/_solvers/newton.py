@@ -47,6 +47,13 @@ confirmed by an exact step, or when an exact step's CG run finds the
 iterate already solving the Newton system (after a quadratically
 convergent step).
 
+On few centers where CG's residual is not to be trusted (a tiny system, alpha
+below the centers' ridge floor, or a rank-deficient K_mm) the steps are
+formed and factored densely instead (``_dense_newton``). Before it reports
+convergence the solver recomputes K A exactly (the product ``finish`` then
+reuses); a running K A that drifted from it by rounding (huge cancelling
+coefficients) stops the fit with a warning instead.
+
 A full model of at least ``SUBSAMPLE_MIN_ROWS`` weighted rows whose steps
 are exact (not the softmax's diagonal model), fitted without a warm start,
 starts from the same objective's minimiser on a random
@@ -212,7 +219,7 @@ class _Steps:
     inverses: object = None  # numpy: each factor's triangular inverse R_c^-1, stacked (k, r, r)
     floored: bool = False  # whether the last centers step's ridge was CENTERS_MIN_RIDGE's floor, not 2 alpha
     unfloored: bool = False  # centers steps solve with 2 alpha itself (the floor then only preconditions)
-    dense: tuple = None  # the softmax on few centers: _dense_newton's features, its steps formed densely
+    dense: tuple = None  # few centers where CG is not to be trusted: _dense_newton's features (dense steps)
 
 
 def _direction_centers(operator, F, G, H, A, KA, settings, steps):
@@ -767,8 +774,8 @@ def solve(operator, Y, w, settings):
     coupled = K_mm is not None and not loss.diagonal_hessian
     if K_mm is not None:  # small and where CG's steps are not to be trusted: dense steps (see there)
         steps.dense = _dense_newton.features(operator, K_mm, k, alpha, coupled, center_jitter(operator, K_mm))
-        if steps.dense is not None:  # the penalty as |B|^2, exactly (|T A|^2 rounds at 3% in B's smallest directions)
-            objective = Objective(loss, Y, w, alpha, T=steps.dense[2])
+        if steps.dense is not None:  # the penalty as |B|^2, exactly (|T A|^2 rounds by 3% in B's
+            objective = Objective(loss, Y, w, alpha, T=steps.dense[2])  # smallest directions)
     ratio = _coupling_ratio(operator, w, k, settings, steps) if K_mm is None and not loss.diagonal_hessian else np.inf
     started = _subsample_applies(operator, Y, w, settings)  # exact steps from near the optimum pay longer
     coupled_full = ratio <= (STARTED_MAX_CONDITION if started else COUPLED_MAX_CONDITION)
@@ -816,7 +823,8 @@ def solve(operator, Y, w, settings):
         nonlocal KA, value, exact_KA
         KA_exact = operator.matvec(A)
         value_exact = objective.value(A, KA_exact, b)
-        resolution = max(settings.tol**2 * value0, DRIFT_EPS * np.finfo(operator.dtype).eps * (abs(value) + value0))
+        rounding = DRIFT_EPS * np.finfo(operator.dtype).eps * (abs(value) + value0)
+        resolution = max(settings.tol**2 * value0, rounding)
         agrees = abs(value_exact - value) <= resolution
         KA, value, exact_KA = KA_exact, value_exact, KA_exact
         return agrees
