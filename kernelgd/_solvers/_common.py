@@ -138,6 +138,13 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
         with np.errstate(all="ignore"):
             best_value = objective.value(best_coef, operator.matvec(best_coef), best_b)
         if not best_value >= value - slack or check.dominated(coef):
+            if converged:  # the iterate its stopping test passed is not the model returned
+                warn_rounding(
+                    settings, name, f"stopped at iteration {n_iter} on an iterate whose predictions are dominated "
+                    "by rounding, or that an earlier one beats by its exact objective (huge coefficients that "
+                    "cancel)", "The best earlier iterate is returned. Scale the features, or increase alpha.",
+                )
+                converged = False
             coef, b = best_coef, best_b
             curve, value = list(log.curve[: log.best_index]), best_value
             curve[-1] = value

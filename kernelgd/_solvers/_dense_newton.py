@@ -106,12 +106,14 @@ def direction(dense, F, G, A, b, alpha, fit_intercept, loss, w):
     if fit_intercept:
         g[r] = G.sum(axis=0)
     if loss.diagonal_hessian:
-        H = loss.hessian_diagonal(F, w)
+        H = np.asarray(loss.hessian_diagonal(F, w))
+        shared = bool(np.all(H == H[:, :1]))  # the squared loss: one system for every column
         step = np.empty((q, k))
-        for c in range(k):
+        for c in range(1 if shared else k):
             M = Psi.T @ (H[:, c:c + 1] * Psi)
             M[np.diag_indices_from(M)] += ridge
-            step[:, c] = _solve(M, -g[:, c])
+            columns = slice(None) if shared else slice(c, c + 1)
+            step[:, columns] = _solve(M, -g[:, columns])
     else:
         step = _coupled_step(Psi, loss.probabilities(F), w, ridge, g, fit_intercept)
     D = Z @ step[:r]

@@ -123,13 +123,14 @@ def center_jitter(operator, Kmm):
     return Kmm.shape[0] * np.finfo(operator.dtype).eps * float(xp_of(Kmm).mean(diagonal(Kmm)))
 
 
-def center_factors(operator):
+def center_factors(operator, Kmm=None):
     """``(K_mm, T, T T' / m)`` with ``K_mm = T'T`` (upper T; T T' / m's upper triangle).
 
     They depend on the centers only: a solver that solves several systems on
-    one operator (solver "newton") computes them once and keeps them.
+    one operator (solver "newton") computes them once and keeps them. ``Kmm``:
+    ``operator.center_matrix()`` where the caller has it already.
     """
-    Kmm = operator.center_matrix()
+    Kmm = operator.center_matrix() if Kmm is None else Kmm
     m = Kmm.shape[0]
     xp = xp_of(Kmm)
     # FALKON's jitter m * eps(dtype) on K_mm: K_mm is nearly singular for

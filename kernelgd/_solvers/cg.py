@@ -168,10 +168,11 @@ def _solve_centers(operator, Y, w, settings, rng):
         3 * m * m * 8, f"n_centers={m} (three m x m matrices)", settings.memory_budget,
         "Use fewer centers (n_centers) or raise options['memory_budget'].",
     )
-    Kmm, T, TTt = center_factors(operator)
+    Kmm = operator.center_matrix()
     dense = _dense_newton.features(operator, Kmm, t, settings.alpha, False, center_jitter(operator, Kmm))
     if dense is not None:  # small, and where CG's residual is not to be trusted: one exact solve
         return _solve_centers_dense(dense, Y, w, settings)
+    Kmm, T, TTt = center_factors(operator, Kmm)
     diag_mean = float(xp.mean(diagonal(Kmm)))
     # FALKON needs a positive ridge: without one, K_nm'W K_nm is as singular
     # as K_mm and CG stalls. Where k's values are O(1) the floor is far below

@@ -210,7 +210,7 @@ class _Steps:
     status: str = None  # the last CG run's status
     damping: float = 0.0  # Levenberg-Marquardt damping of the full model (0: none)
     lm: float = LM_START  # that damping relative to the weighted kernel's trace
-    centers: tuple = None  # (K_mm, T, T T' / m) of a model on centers
+    centers: tuple = None  # (K_mm, T, T T' / m) of a model on centers ((K_mm, None, None) with dense steps)
     L: object = None  # the full model's Nystroem factor of K
     rank: int = None  # the leading columns of L the preconditioner uses (None: all)
     factors: list = None  # per column: the Woodbury factor, the weights and shift it was made with
@@ -749,14 +749,20 @@ def solve(operator, Y, w, settings):
     m = operator.m
     alpha = settings.alpha
     steps = _Steps(inner_cap=settings.max_iter)
-    steps.centers = None if operator.symmetric else center_factors(operator)
+    K_mm = None if operator.symmetric else operator.center_matrix()
+    coupled = K_mm is not None and not loss.diagonal_hessian  # the softmax on centers: see below
+    if K_mm is not None:  # small and where CG's steps are not to be trusted: dense steps (see there)
+        steps.dense = _dense_newton.features(operator, K_mm, k, alpha, coupled, center_jitter(operator, K_mm))
+        # CG's factors only for CG's steps; dense steps read the penalty as |B|^2, exactly (|T A|^2
+        # rounds by 3% in B's smallest directions)
+        steps.centers = center_factors(operator, K_mm) if steps.dense is None else (K_mm, None, None)
     # a warm-started fit on the same matrix keeps the last one's preconditioner: any preconditioner
     # leaves CG's solution unchanged (a stale factor is applied with the weights it was made for)
     state = settings.reuse if operator.symmetric else None
     if state is not None and state.get("shape") == (n, k):
         steps.L, steps.factors, steps.weights, steps.shifts, steps.inverses = state["preconditioner"]
-    K_mm = None if steps.centers is None else steps.centers[0]
-    objective = Objective(loss, Y, w, alpha, T=None if K_mm is None else steps.centers[1])
+    penalty_factor = None if K_mm is None else steps.centers[1] if steps.dense is None else steps.dense[2]
+    objective = Objective(loss, Y, w, alpha, T=penalty_factor)
 
     def inner(U, KV):
         """<U, V>_H summed over columns, given K V (or V itself with centers: as the objective's
@@ -769,13 +775,8 @@ def solve(operator, Y, w, settings):
         """<U, V>_H given V and K V (whichever the model's norm needs)."""
         return inner(U, KV if K_mm is None else V)
 
-    # the softmax takes exact Newton steps (the Hessian is coupled, not diagonal) on centers, and
-    # for the full model where its preconditioner can follow (see COUPLED_MAX_CONDITION)
-    coupled = K_mm is not None and not loss.diagonal_hessian
-    if K_mm is not None:  # small and where CG's steps are not to be trusted: dense steps (see there)
-        steps.dense = _dense_newton.features(operator, K_mm, k, alpha, coupled, center_jitter(operator, K_mm))
-        if steps.dense is not None:  # the penalty as |B|^2, exactly (|T A|^2 rounds by 3% in B's
-            objective = Objective(loss, Y, w, alpha, T=steps.dense[2])  # smallest directions)
+    # the softmax takes exact Newton steps (the Hessian is coupled, not diagonal) on centers (coupled,
+    # above), and for the full model where its preconditioner can follow (see COUPLED_MAX_CONDITION)
     ratio = _coupling_ratio(operator, w, k, settings, steps) if K_mm is None and not loss.diagonal_hessian else np.inf
     started = _subsample_applies(operator, Y, w, settings)  # exact steps from near the optimum pay longer
     coupled_full = ratio <= (STARTED_MAX_CONDITION if started else COUPLED_MAX_CONDITION)
