@@ -672,7 +672,8 @@ def test_newton_says_when_its_running_predictions_drifted():
     # rounding until the fit "converged" at 7.7e-7 while its exact objective was 0.51, silently
     X = np.array([[505.61707143], [4999.51333238], [-9959.08931107], [6935.98508291]])
     y = np.array([0, 1, 2, 0])
-    with pytest.warns(ConvergenceWarning, match="drifted"):
+    # (it goes on from the exact K A a few times, then says so: drift, or a rounding iterate)
+    with pytest.warns(ConvergenceWarning, match="huge coefficients that cancel"):
         model = KernelGDClassifier(loss="logistic", kernel="linear", alpha=0.0, fit_intercept=False).fit(X, y)
     assert model.loss_curve_[-1] < np.log(3)  # still better than the zero model, by its exact objective
     assert np.all(np.isfinite(model.predict_proba(X)))

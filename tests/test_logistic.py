@@ -697,3 +697,28 @@ def test_newton_returns_the_best_iterate_whose_predictions_are_not_rounding():
     assert model.score(X, y) > 0.9
     operator = KernelOperator(X, bind_kernel("rbf", sigma=model.sigma_), dtype="float32")
     assert not RoundingCheck(operator, w, MultinomialLoss, intercept_only).dominated(model.dual_coef_)
+
+
+@pytest.mark.parametrize("labels", [y2, y3], ids=["binary", "multinomial"])
+@pytest.mark.parametrize("n_centers, alpha", [(None, 1e-2), (None, 1e-6), (20, 1e-4)])
+@pytest.mark.parametrize("scale", [1e2, 1e4, 1e8])
+def test_newton_warm_start_from_saturated_predictions_reaches_the_optimum(labels, n_centers, alpha, scale):
+    # Regression: from a warm start whose coefficients were scaled up (predictions saturated, the
+    # Hessian's weights at underflow) the fit gave up with the intercept-only model and a no-descent
+    # warning, leaking numpy's overflow warnings; on few centers a dense step "converged" at an
+    # objective of 4e3. Such a start is now left for the intercept-only model.
+    params = dict(loss="logistic", sigma=2.0, alpha=alpha, n_centers=n_centers, solver="newton", tol=1e-5)
+    model = KernelGDClassifier(warm_start=True, random_state=0, **params).fit(X, labels)
+    model.dual_coef_ = model.dual_coef_ * scale
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # neither numpy's RuntimeWarnings nor a ConvergenceWarning
+        model.set_params(random_state=1).fit(X, labels)  # centers drawn anew: a start far from their optimum
+    multinomial = labels is y3
+    w = np.full(len(labels), 1.0 / len(labels))
+    if n_centers is None:
+        Y = np.eye(3)[labels] if multinomial else np.where(labels == 1, 1.0, -1.0)[:, None]
+        F_ref = _dense_reference(kernel_matrix(X, sigma=2.0), Y, w, alpha, multinomial)
+    else:
+        F_ref = _centers_reference(model, labels, np.ones(len(labels)), alpha, True)
+    loss = MultinomialLoss if multinomial else BinaryLogisticLoss
+    assert_allclose(model.predict_proba(X), loss.probabilities(F_ref), atol=1e-4)

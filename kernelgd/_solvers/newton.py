@@ -51,8 +51,12 @@ On few centers where CG's residual is not to be trusted (a tiny system, alpha
 below the centers' ridge floor, or a rank-deficient K_mm) the steps are
 formed and factored densely instead (``_dense_newton``). Before it reports
 convergence the solver recomputes K A exactly (the product ``finish`` then
-reuses); a running K A that drifted from it by rounding (huge cancelling
-coefficients) stops the fit with a warning instead.
+reuses); from a running K A that drifted from it by rounding (huge cancelling
+coefficients) the fit goes on, ``DRIFT_RESUMES`` times at most, then stops
+with a warning. A start given to the solver (a warm start, a subsample's fit)
+from which the steps fail or converge before any iterate beats the
+intercept-only model (saturated predictions, whose Hessian weights underflow)
+is left for the intercept-only model, once.
 
 A full model of at least ``SUBSAMPLE_MIN_ROWS`` weighted rows whose steps
 are exact (not the softmax's diagonal model), fitted without a warm start,
@@ -163,6 +167,9 @@ SOLVED_RETIGHTEN = 1e-3
 # in the objective above tol**2 of the intercept-only objective, or DRIFT_EPS rounding units of it,
 # is drift
 DRIFT_EPS = 1e3
+# A fit goes on from the exact K A after at most this many drifted convergences, then stops with a warning
+# (a warm start's coefficients scaled by 1e8 drifted once on the way down to the optimum's)
+DRIFT_RESUMES = 3
 # Earlier steps kept for the softmax's subspace step.
 SUBSPACE_MEMORY = 4
 # Levenberg-Marquardt damping (relative to the weighted kernel's trace) where 2 alpha is below
@@ -727,6 +734,20 @@ def _subsample_start(operator, Y, w, settings):
     return A, result.intercept, operator.matvec(A)
 
 
+def _direction(operator, F, G, H, A, KA, b, settings, steps, loss, w, coupled, coupled_full, K_mm):
+    """This step's new coefficients, intercepts, K times the coefficients and CG iterations (see solve)."""
+    if steps.dense is not None:
+        D, db, KD = _dense_newton.direction(steps.dense, F, G, A, b, settings.alpha, settings.fit_intercept, loss, w)
+        steps.status = "converged"
+        return A + D, b + db, KA + KD, 1
+    if coupled:
+        return _direction_centers_coupled(operator, F, G, A, KA, b, settings, steps, loss, w)
+    if coupled_full:
+        return _direction_full_coupled(operator, F, G, H, A, KA, settings, steps, loss, w)
+    direction = _direction_full if K_mm is None else _direction_centers
+    return direction(operator, F, G, H, A, KA, settings, steps)
+
+
 def solve(operator, Y, w, settings):
     """Minimise the objective by damped Newton steps; see the module docstring.
 
@@ -792,6 +813,9 @@ def solve(operator, Y, w, settings):
     if settings.coef_init is not None:
         A = copy(settings.coef_init)
         b = copy(settings.intercept_init) if settings.fit_intercept else zeros(Y, k)
+        if steps.dense is not None:  # dense steps move A in K_mm's resolved span only: start there
+            Z, _, penalty_map = steps.dense
+            A = Z @ (penalty_map @ A)
         KA = operator.matvec(A)
     elif start is not None:  # a subsample's fit, where it beats the intercept-only model
         A, b, KA = start
@@ -830,6 +854,21 @@ def solve(operator, Y, w, settings):
         KA, value, exact_KA = KA_exact, value_exact, KA_exact
         return agrees
 
+    def restart():
+        """A start given to the solver (a warm start, a subsample's fit) where no direction descends,
+        or the steps converge, before any iterate beats the intercept-only model (saturated
+        predictions: a warm start's coefficients scaled up) is left for that model, once: whether it was."""
+        nonlocal A, b, KA, value, restartable, tighten, previous
+        if not restartable or log.best_value < value0:
+            return False
+        restartable, tighten, previous = False, 1.0, []
+        A, b, KA = zeros(Y, (m, k)), copy(b0), zeros(Y, (n, k))
+        value = objective.value(A, KA, b)
+        steps.inner_cap = settings.max_iter
+        return True
+
+    restartable = settings.coef_init is not None or start is not None
+    resumed = 0  # convergences found drifted, from which the fit went on
     while it < settings.max_iter:
         it += 1
         steps.exact_tol = inner_tol * tighten
@@ -851,19 +890,11 @@ def solve(operator, Y, w, settings):
             H = xp.maximum(H, xp.broadcast_to(floor_h, H.shape))
         if K_mm is None:  # damping where the model is (nearly) singular: see _damping
             steps.damping = _damping(steps, operator, H, alpha)
-        if steps.dense is not None:
-            D, db, KD = _dense_newton.direction(steps.dense, F, G, A, b, alpha, settings.fit_intercept, loss, w)
-            A_new, b_new, KA_new, n_inner = A + D, b + db, KA + KD, 1
-            steps.status = "converged"
-        elif coupled:
-            A_new, b_new, KA_new, n_inner = _direction_centers_coupled(
-                operator, F, G, A, KA, b, settings, steps, loss, w)
-        elif coupled_full:
-            A_new, b_new, KA_new, n_inner = _direction_full_coupled(
-                operator, F, G, H, A, KA, settings, steps, loss, w)
-        else:
-            direction = _direction_full if K_mm is None else _direction_centers
-            A_new, b_new, KA_new, n_inner = direction(operator, F, G, H, A, KA, settings, steps)
+        # saturated predictions (every row fitted with certainty) leave H at underflow: the diagonal
+        # model's sums overflow there, a direction that fails below as no descent, without warnings
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            A_new, b_new, KA_new, n_inner = _direction(operator, F, G, H, A, KA, b, settings, steps, loss, w,
+                                                       coupled, coupled_full, K_mm)
         if steps.unfloored and steps.status != "converged":  # alpha's own system is beyond CG: the floor's
             it -= 1                                               # converged fit stands, with its warning
             steps.floored = converged = True
@@ -883,13 +914,21 @@ def solve(operator, Y, w, settings):
             continue
         D, KD = A_new - A, KA_new - KA
         db = (b_new - b) if settings.fit_intercept else zeros(Y, k)
-        slope = total_of(G, KD + db)  # directional derivative of the loss part
-        if alpha:
-            slope += 2.0 * alpha * inner(D, KA if K_mm is None else A)
+        with np.errstate(over="ignore", invalid="ignore"):
+            slope = total_of(G, KD + db)  # directional derivative of the loss part
+            if alpha:
+                slope += 2.0 * alpha * inner(D, KA if K_mm is None else A)
+        if not np.isfinite(slope):  # a direction that overflowed: no descent
+            slope = np.inf
         decrement = max(-slope, 0.0)
         if slope >= 0 and solved:  # nor may the intercepts move: the iterate is the optimum
             it -= 1
+            if restart():
+                continue
             converged = exact_state()
+            if not converged and resumed < DRIFT_RESUMES:  # on from the exact K A
+                resumed += 1
+                continue
             reason = None if converged else "drift"
             break
         # a dense step is the exact Newton step: its decrement within tol is convergence, whatever the
@@ -898,7 +937,12 @@ def solve(operator, Y, w, settings):
         if slope >= 0:  # not a descent direction: never convergence
             it -= 1
             if exact_solved:
+                if restart():
+                    continue
                 converged = exact_state()
+                if not converged and resumed < DRIFT_RESUMES:  # on from the exact K A
+                    resumed += 1
+                    continue
                 reason = None if converged else "drift"
                 break
             if _shorten(steps, n_inner):
@@ -908,6 +952,8 @@ def solve(operator, Y, w, settings):
                 continue
             if exact_model and tighten == 1.0 and not steps.damping and steps.dense is None:  # retaken tighter
                 tighten = SOLVED_RETIGHTEN
+                continue
+            if restart():
                 continue
             reason = "no_descent"
             break
@@ -924,7 +970,12 @@ def solve(operator, Y, w, settings):
         if not accepted:
             it -= 1
             if exact_solved:
+                if restart():
+                    continue
                 converged = exact_state()
+                if not converged and resumed < DRIFT_RESUMES:  # on from the exact K A
+                    resumed += 1
+                    continue
                 reason = None if converged else "drift"
                 break
             if _shorten(steps, n_inner):
@@ -934,6 +985,8 @@ def solve(operator, Y, w, settings):
                 continue
             if exact_model and tighten == 1.0 and not steps.damping and steps.dense is None:  # retaken tighter
                 tighten = SOLVED_RETIGHTEN
+                continue
+            if restart():
                 continue
             reason = "no_descent"
             break
@@ -985,7 +1038,12 @@ def solve(operator, Y, w, settings):
                 coupled_full = exact_model = exact = True
                 continue
             if solved or full:
+                if restart():
+                    continue
                 converged = exact_state()
+                if not converged and resumed < DRIFT_RESUMES:  # on from the exact K A
+                    resumed += 1
+                    continue
                 reason = None if converged else "drift"
                 break
         if decrement <= ROUNDING * (abs(value) + value0):  # below what float64 can resolve
