@@ -52,7 +52,9 @@ PARAMETERS = """\
         Stopping tolerance. ``"gd"`` and ``"eigenpro"`` stop when the norm of
         the primal gradient is at most ``tol`` times its value at the
         intercept-only model; ``"cg"`` when the relative residual of the
-        linear system is at most ``tol``. Stopping at ``max_iter`` or for
+        linear system is at most ``tol``; ``"newton"`` when the decrease its
+        Newton step predicts is at most ``tol**2`` times the intercept-only
+        model's objective. Stopping at ``max_iter`` or for
         lack of progress warns. ``tol=0`` runs exactly ``max_iter``
         iterations.
     n_centers : int, "auto" or None, default="auto"

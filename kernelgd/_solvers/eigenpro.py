@@ -369,7 +369,7 @@ def solve(operator, Y, w, settings):
     elif not converged and reason is None and settings.tol > 0:
         warn_not_converged(
             "eigenpro", f"did not converge in max_iter={settings.max_iter} epochs (the gradient "
-            f"norm is {np.sqrt(grad2 / max(ref2, 1e-300)):.2e} of its initial value, above tol={settings.tol:g})",
+            f"norm is {np.sqrt(grad2 / max(ref2, 1e-300)):.2e} of its value at the intercept-only model, above tol={settings.tol:g})",
             "Increase max_iter or alpha, or use early_stopping=True.",
         )
     coef, b = combined(A, b)

@@ -166,7 +166,7 @@ def solve(operator, Y, w, settings):
     elif not converged and reason is None and settings.tol > 0:
         warn_not_converged(
             "gd", f"did not converge in max_iter={settings.max_iter} iterations (the gradient "
-            f"norm is {np.sqrt(grad2 / max(ref2, 1e-300)):.2e} of its initial value, above tol={settings.tol:g})",
+            f"norm is {np.sqrt(grad2 / max(ref2, 1e-300)):.2e} of its value at the intercept-only model, above tol={settings.tol:g})",
             "Increase max_iter, or use a faster solver such as 'cg' or 'eigenpro'.",
         )
     return finish("gd", operator, Y, w, settings, A, b, log, it, converged, eta)
