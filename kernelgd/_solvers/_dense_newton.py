@@ -33,6 +33,7 @@ it picks the step without one.
 import numpy as np
 from scipy.linalg import LinAlgError, cho_factor, cho_solve, eigh, lstsq
 
+from .._array_api import concat, diagonal, solve_triangular, xp_of, zeros
 from ._preconditioners import CENTERS_MIN_RIDGE
 
 # Forming and factoring the system, per Newton step: at most this many flops (about 0.1 s on
@@ -61,29 +62,41 @@ def features(operator, K_mm, k, alpha, coupled, jitter):
 
     Coordinates ``A = Z B`` in which the solver's penalty ``A'(K_mm + jitter I) A``
     (``center_factors``' jitter) is ``|B|^2``, the features ``K_nm Z``, and the map of
-    coefficients A to the penalty's gradient in B. Dense steps need numpy, ``alpha > 0`` and
-    a small system (``MAX_UNKNOWNS``, ``MAX_FLOPS``), and are taken where CG's are not to be
-    trusted: K_mm has an eigenvalue within ``RESOLVED_JITTERS`` jitters, or alpha is below
-    the centers' ridge floor (CG's residual then says little about the step), or the system
-    costs at most ``TINY_FLOPS``.
+    coefficients A to the penalty's gradient in B, in K_mm's namespace and on its device.
+    Dense steps need ``alpha > 0`` and a small system (``MAX_UNKNOWNS``, ``MAX_FLOPS``), and
+    are taken where CG's are not to be trusted: K_mm has an eigenvalue within
+    ``RESOLVED_JITTERS`` jitters, or alpha is below the centers' ridge floor (CG's residual
+    then says little about the step), or the system costs at most ``TINY_FLOPS``.
     """
-    if operator.symmetric or not alpha > 0 or not isinstance(K_mm, np.ndarray):
+    if operator.symmetric or not alpha > 0:
         return None
     unknowns, flops = _flops(operator, k, coupled)
     if unknowns > MAX_UNKNOWNS or flops > MAX_FLOPS:
         return None
-    lam, V = eigh((K_mm + K_mm.T) / 2)
-    floor = CENTERS_MIN_RIDGE * float(np.mean(np.diag(K_mm)))
-    trusted = lam[0] >= RESOLVED_JITTERS * jitter and 2.0 * alpha >= floor
+    xp = xp_of(K_mm)
+    lam, V = eigh((K_mm + K_mm.T) / 2) if xp is np else xp.linalg.eigh((K_mm + K_mm.T) / 2)
+    floor = CENTERS_MIN_RIDGE * float(xp.mean(diagonal(K_mm)))
+    top = float(lam[-1])
+    trusted = float(lam[0]) >= RESOLVED_JITTERS * jitter and 2.0 * alpha >= floor
     if trusted and flops > TINY_FLOPS:
         return None
     # eigenvalues below eps times the largest are K_mm's rounding: their eigenvectors' features
     # K_nm v / sqrt(lambda + jitter) are noise that a tiny alpha lets the steps chase (a linear kernel
     # on one feature, 2 centers, alpha=1e-16: no model better than the intercept-only one, where the
-    # optimum is 0.450); rbf on one feature: 1e-5 of the objective rides on them
-    keep = lam > np.finfo(float).eps * lam[-1]
-    V, root = V[:, keep], np.sqrt(lam[keep] + jitter)
+    # optimum is 0.450); rbf on one feature: 1e-5 of the objective rides on them. eigh sorts them
+    # ascending: the kept ones are the last.
+    first = int(xp.sum(xp.astype(lam <= float(np.finfo(float).eps) * top, xp.int64)))
+    V, root = V[:, first:], xp.sqrt(lam[first:] + float(jitter))
     return V / root, operator.columns(np.arange(operator.m)) @ (V / root), root[:, None] * V.T
+
+
+def _with_diagonal(M, d):
+    """``M + diag(d)``."""
+    if isinstance(M, np.ndarray):
+        M[np.diag_indices_from(M)] += d
+        return M
+    xp = xp_of(M)
+    return M + xp.eye(M.shape[0], dtype=M.dtype, device=M.device) * d[None, :]
 
 
 def direction(dense, F, G, A, b, alpha, fit_intercept, loss, w):
@@ -94,57 +107,64 @@ def direction(dense, F, G, A, b, alpha, fit_intercept, loss, w):
     diagonal in F (the binary logistic, the squared) has one system per column.
     """
     Z, Phi, penalty_map = dense
+    xp = xp_of(F)
     n, k = F.shape
     r = Phi.shape[1]  # B's coordinates: K_mm's eigenvectors above its rounding
-    Psi = np.hstack([Phi, np.ones((n, 1))]) if fit_intercept else Phi
+    Psi = concat([Phi, zeros(F, (n, 1)) + 1.0], axis=1) if fit_intercept else Phi
     q = Psi.shape[1]
     # the penalty |B|^2 = A'(K_mm + jitter I) A: curvature 2 alpha on B, gradient 2 alpha Z'(K_mm + jitter I) A
-    ridge = np.zeros(q)
+    ridge = zeros(F, (q,))
     ridge[:r] = 2.0 * alpha
-    g = np.empty((q, k))
-    g[:r] = Phi.T @ G + 2.0 * alpha * (penalty_map @ A)
+    g = Phi.T @ G + 2.0 * alpha * (penalty_map @ A)
     if fit_intercept:
-        g[r] = G.sum(axis=0)
+        g = concat([g, xp.sum(G, axis=0)[None, :]], axis=0)
     if loss.diagonal_hessian:
-        H = np.asarray(loss.hessian_diagonal(F, w))
-        shared = bool(np.all(H == H[:, :1]))  # the squared loss: one system for every column
-        step = np.empty((q, k))
-        for c in range(1 if shared else k):
-            M = Psi.T @ (H[:, c:c + 1] * Psi)
-            M[np.diag_indices_from(M)] += ridge
-            columns = slice(None) if shared else slice(c, c + 1)
-            step[:, columns] = _solve(M, -g[:, columns])
+        H = loss.hessian_diagonal(F, w)
+        shared = bool(xp.all(H == H[:, :1]))  # the squared loss: one system for every column
+        steps = [_solve(_with_diagonal(Psi.T @ (H[:, c:c + 1] * Psi), ridge), -(g if shared else g[:, c:c + 1]))
+                 for c in range(1 if shared else k)]
+        step = steps[0] if shared else concat(steps, axis=1)
     else:
         step = _coupled_step(Psi, loss.probabilities(F), w, ridge, g, fit_intercept)
-    D = Z @ step[:r]
-    e = step[r] if fit_intercept else np.zeros(k)
-    return D, e, Phi @ step[:r]
+    D = Z @ step[:r, :]
+    e = step[r, :] if fit_intercept else zeros(F, (k,))
+    return D, e, Phi @ step[:r, :]
 
 
 def _coupled_step(Psi, P, w, ridge, g, fit_intercept):
     """The softmax's Newton step of every class at once, ``(q, k)``, from the blocks ``Psi' H_cd Psi``."""
+    xp = xp_of(g)
     q, k = g.shape
     WP = w[:, None] * P
-    M = np.empty((q * k, q * k))
+    M = zeros(g, (q * k, q * k))
     for c in range(k):
         for d in range(c, k):
             h = (WP[:, c] if c == d else 0.0) - WP[:, c] * P[:, d]
             block = Psi.T @ (h[:, None] * Psi)
             M[c * q:(c + 1) * q, d * q:(d + 1) * q] = block
             M[d * q:(d + 1) * q, c * q:(c + 1) * q] = block.T
-    M[np.diag_indices_from(M)] += np.tile(ridge, k)
+    M = _with_diagonal(M, concat([ridge] * k))
     if fit_intercept:  # the invariance: every intercept moved alike changes nothing
-        u = np.zeros(q * k)
-        u[q - 1::q] = 1.0 / np.sqrt(k)
-        scale = float(np.mean(np.diag(M)[q - 1::q]))
-        M += max(scale, np.finfo(float).tiny) * np.outer(u, u)
-    return _solve(M, -g.T.ravel()).reshape(k, q).T  # g class by class, as M's blocks
+        u = zeros(g, (q * k,))
+        u[q - 1::q] = 1.0 / float(np.sqrt(k))
+        scale = float(xp.mean(diagonal(M)[q - 1::q]))
+        M = M + max(scale, float(np.finfo(float).tiny)) * (u[:, None] * u[None, :])
+    return xp.reshape(_solve(M, -xp.reshape(g.T, (-1, 1))), (k, q)).T  # g class by class, as M's blocks
 
 
 def _solve(M, v):
     """``M^-1 v`` by Cholesky; a least-squares solution where M is singular beyond the invariance
     (a class no row gives a probability has no intercept curvature)."""
-    try:
-        return cho_solve(cho_factor(M, lower=False, check_finite=False), v, check_finite=False)
-    except LinAlgError:
-        return lstsq(M, v, cond=np.finfo(float).eps * M.shape[0], check_finite=False)[0]
+    if isinstance(M, np.ndarray):
+        try:
+            return cho_solve(cho_factor(M, lower=False, check_finite=False), v, check_finite=False)
+        except LinAlgError:
+            return lstsq(M, v, cond=np.finfo(float).eps * M.shape[0], check_finite=False)[0]
+    xp = xp_of(M)
+    try:  # a failed factorization raises in most namespaces and returns NaN in others (CuPy)
+        U = xp.linalg.cholesky(M).T
+        if bool(xp.all(xp.isfinite(U))):
+            return solve_triangular(xp, U, solve_triangular(xp, U, v, trans=True))
+    except Exception:  # noqa: BLE001 - LinAlgError, torch's RuntimeError subclass, ...
+        pass
+    return xp.linalg.pinv(M, rtol=float(np.finfo(float).eps) * M.shape[0]) @ v
