@@ -518,6 +518,9 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             n_centers = auto_centers(n_weighted) if solver_has_centers and not self._precomputed else None
         if n_centers is None or n_centers >= X_tr.shape[0]:
             return None
+        previous = self._warm_start_centers(X_tr, n_centers)
+        if previous is not None:
+            return previous
         if self._precomputed:
             raise ValueError(
                 "n_centers cannot be used with kernel='precomputed': the centers must be "
@@ -526,6 +529,17 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         candidates = np.flatnonzero(w_tr > 0)
         chosen = np.sort(rng.choice(candidates, min(n_centers, len(candidates)), replace=False))
         return chosen if sp.issparse(X_tr) else _distinct_rows(X_tr, chosen, candidates, rng)
+
+    def _warm_start_centers(self, X_tr, n_centers):
+        """A warm start's centers: the last fit's rows where this fit's inputs hold them at the same
+        indices (the same data), so that its coefficients continue on the centers they were fitted on."""
+        rows = getattr(self, "_center_rows", None)
+        X_fit = getattr(self, "X_fit_", None)
+        if not (self.warm_start and rows is not None and isinstance(X_tr, np.ndarray)
+                and isinstance(X_fit, np.ndarray) and len(rows) == n_centers and rows.max() < X_tr.shape[0]
+                and X_fit.shape == (len(rows), X_tr.shape[1])):
+            return None
+        return rows if np.array_equal(X_tr[rows], X_fit) else None
 
     def _warn_if_not_psd(self, kernel, X):
         if kernel is None:
@@ -600,6 +614,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         psd = True if kernel is None else kernel.psd
         self._warn_if_not_psd(kernel, X_tr)
         center_rows = self._choose_centers(X_tr, w_tr if xp is np else np.asarray(to_numpy(w_tr)), rng, psd)
+        self._center_rows = center_rows
         centers = None if center_rows is None else take_rows(xp, X_tr, center_rows)
         solver = self.solver
         if solver == "auto":

@@ -81,8 +81,8 @@ PARAMETERS = """\
     warm_start : bool, default=False
         Start from the previous ``dual_coef_`` and ``intercept_`` when the
         new fit has as many coefficients and targets as the last one (every
-        solver). With centers, each fit draws them anew: fix ``random_state``
-        so that a warm start continues on the same centers.
+        solver). With centers, a warm start on the same inputs keeps the
+        last fit's centers (other inputs get centers drawn anew).
     random_state : int, RandomState instance or None, default=None
         Seeds the random choices: landmarks and centers, EigenPro's
         subsample and batches, the early-stopping split.

@@ -712,7 +712,9 @@ def test_newton_warm_start_from_saturated_predictions_reaches_the_optimum(labels
     model.dual_coef_ = model.dual_coef_ * scale
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # neither numpy's RuntimeWarnings nor a ConvergenceWarning
-        model.set_params(random_state=1).fit(X, labels)  # centers drawn anew: a start far from their optimum
+        # rows reordered: other inputs, centers drawn anew, a start far from their optimum
+        perm = np.random.RandomState(1).permutation(len(labels))
+        model.set_params(random_state=1).fit(X[perm], labels[perm])
     multinomial = labels is y3
     w = np.full(len(labels), 1.0 / len(labels))
     if n_centers is None:
@@ -722,3 +724,20 @@ def test_newton_warm_start_from_saturated_predictions_reaches_the_optimum(labels
         F_ref = _centers_reference(model, labels, np.ones(len(labels)), alpha, True)
     loss = MultinomialLoss if multinomial else BinaryLogisticLoss
     assert_allclose(model.predict_proba(X), loss.probabilities(F_ref), atol=1e-4)
+
+
+def test_warm_start_on_the_same_inputs_keeps_the_centers():
+    # Regression: with random_state=None each fit drew new centers, and a warm start continued the
+    # last centers' coefficients on others: a warm-started path over alpha was no path
+    params = dict(loss="logistic", n_centers=30, sigma=2.0, tol=1e-7)
+    model = KernelGDClassifier(warm_start=True, alpha=1e-3, **params).fit(X, y3)
+    centers, coef = model.X_fit_.copy(), model.dual_coef_.copy()
+    model.fit(X, y3)  # the same problem: its optimum stays
+    np.testing.assert_array_equal(model.X_fit_, centers)
+    assert_allclose(model.dual_coef_, coef, atol=1e-6)
+    model.set_params(alpha=1e-4).fit(X, y3)  # down the path, on the same centers
+    np.testing.assert_array_equal(model.X_fit_, centers)
+    F_ref = _centers_reference(model, y3, np.ones(len(y3)), 1e-4, True)
+    assert_allclose(model.predict_proba(X), MultinomialLoss.probabilities(F_ref), atol=1e-4)
+    model.fit(X[::-1], y3[::-1])  # other inputs (rows reordered): centers drawn among them
+    assert model.X_fit_.shape == centers.shape
