@@ -295,7 +295,8 @@ def copy(A):
 # The logistic functions for arrays of another namespace (numpy's use scipy.special).
 def expit(F):
     xp = xp_of(F)
-    return 1.0 / (1.0 + xp.exp(-F))  # exp(-F) = inf gives 0: no NaN at either end
+    E = xp.exp(-xp.abs(F))  # at most 1: no overflow (numpy-backed namespaces would warn of one)
+    return xp.where(F >= 0, 1.0 / (1.0 + E), E / (1.0 + E))
 
 
 def log_expit(F):

@@ -607,7 +607,10 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         y_scale = _power_of_two_scale(Y if val is None else rows_of(Y, tr)) if loss is SquaredLoss else 1.0
         Y = Y / y_scale
         Y_tr = Y if val is None else rows_of(Y, tr)
-        alpha = self._alpha(float(xp.sum(raw_tr)))  # alpha="auto" scales with the raw total
+        # alpha="auto" scales with the raw total, summed relative to the largest weight: weights of 1e308
+        # sum past float64's range (then inf, alpha="auto" 0) without numpy's overflow warning
+        top = float(xp.max(raw_tr))
+        alpha = self._alpha(float(xp.sum(raw_tr / top)) * top if 0 < top < np.inf else float(xp.sum(raw_tr)))
 
         self.sigma_ = self._resolve_sigma(X_tr, w_tr)
         kernel = self._bound_kernel()

@@ -432,5 +432,23 @@ def test_dense_steps_on_few_rank_deficient_centers_match_numpy(module, n_classes
     assert {t.__module__.split(".")[0] for t in calls} == {"numpy", module.__name__.split(".")[0]}
     with config_context(array_api_dispatch=True):
         scores = to_numpy(est.decision_function(module.asarray(X)))
+    # (K_mm's near-null eigenvectors, which the two eigensolvers pick differently, leave the objective
+    # flat to rounding along them)
     assert_allclose(est.loss_curve_[-1], ref.loss_curve_[-1], rtol=1e-6)
-    assert_allclose(scores, ref.decision_function(X), rtol=1e-5, atol=1e-6)
+    assert_allclose(scores, ref.decision_function(X), atol=1e-4)
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+def test_logistic_functions_of_extreme_predictions(module):
+    # Regression: expit's exp(-F) overflowed at F < -709, a RuntimeWarning on numpy-backed namespaces
+    from scipy.special import expit, log_expit
+
+    from kernelgd import _array_api
+
+    F = np.array([-1e4, -745.0, -710.0, -30.0, -1.0, 0.0, 1.0, 30.0, 710.0, 1e4])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        out = to_numpy(_array_api.expit(module.asarray(F)))
+        log_out = to_numpy(_array_api.log_expit(module.asarray(F)))
+    assert_allclose(out, expit(F), rtol=1e-12, atol=1e-300)  # (subnormal where scipy gives 0)
+    assert_allclose(log_out, log_expit(F), rtol=1e-12)

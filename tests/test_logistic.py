@@ -741,3 +741,28 @@ def test_warm_start_on_the_same_inputs_keeps_the_centers():
     assert_allclose(model.predict_proba(X), MultinomialLoss.probabilities(F_ref), atol=1e-4)
     model.fit(X[::-1], y3[::-1])  # other inputs (rows reordered): centers drawn among them
     assert model.X_fit_.shape == centers.shape
+
+
+def test_dense_steps_keep_the_centers_kernel_directions_below_its_rounding_that_carry_functions():
+    # Regression: K_mm's eigenvectors were cut at eigenvalues of eps times the largest. An rbf
+    # kernel's below that are real functions (values up to sqrt(lambda), the penalty's jitter
+    # scaling them to O(1) features): a softmax on one feature without intercept stopped 5e-4
+    # above its optimum, silently
+    r = np.random.RandomState(0)
+    X1 = r.randn(200, 1) * 0.5
+    f = np.sin(2 * X1[:, 0] / X1[:, 0].std())
+    labels = np.digitize(f + 0.4 * r.randn(200), np.quantile(f, [0.25, 0.5, 0.75]))
+    alpha = 4.25e-5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = KernelGDClassifier(loss="logistic", alpha=alpha, n_centers=20, fit_intercept=False,
+                                   random_state=0, options={"dtype": "float64"}).fit(X1, labels)
+    C = model.X_fit_
+    Kmm, Knm = kernel_matrix(C, sigma=model.sigma_), kernel_matrix(X1, C, sigma=model.sigma_)
+    lam, V = np.linalg.eigh(Kmm)
+    jitter = len(C) * np.finfo(float).eps * np.mean(np.diag(Kmm))  # the solver's penalty A'(K_mm + jitter I) A
+    Phi = Knm @ (V / np.sqrt(np.maximum(lam, 0) + jitter))
+    lr = LogisticRegression(C=1 / (2 * alpha * len(labels)), fit_intercept=False, solver="newton-cholesky",
+                            tol=1e-12, max_iter=1000).fit(Phi, labels)
+    optimum = _logistic_objective(lr.decision_function(Phi), labels, alpha, np.sum(lr.coef_**2))
+    assert model.loss_curve_[-1] <= optimum + 1e-6

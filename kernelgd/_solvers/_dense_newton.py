@@ -14,8 +14,8 @@ test does not always bound what is left of the objective:
 
 Where the whole system is small, it is formed exactly instead (``features``
 says where): in the coordinates ``A = Z B`` with
-``Z = V (Lambda + jitter)^-1/2`` (K_mm's eigenvectors whose eigenvalues are
-above its rounding, and the jitter the solver's penalty carries,
+``Z = V (Lambda + jitter)^-1/2`` (K_mm's eigenvectors whose function values
+``K_nm v`` are above the product's rounding, and the jitter the solver's penalty carries,
 ``center_factors``'), in which that penalty is ``|B|^2``, with features ``Phi = K_nm Z``, the Newton system of
 the coefficients and intercepts of every class is
 
@@ -33,7 +33,7 @@ it picks the step without one.
 import numpy as np
 from scipy.linalg import LinAlgError, cho_factor, cho_solve, eigh, lstsq
 
-from .._array_api import concat, diagonal, solve_triangular, xp_of, zeros
+from .._array_api import concat, diagonal, solve_triangular, take_columns, take_rows, to_numpy, xp_of, zeros
 from ._preconditioners import CENTERS_MIN_RIDGE
 
 # Forming and factoring the system, per Newton step: at most this many flops (about 0.1 s on
@@ -48,6 +48,9 @@ RESOLVED_JITTERS = 1e6
 # (4 rows on 2 centers at alpha=1e-16: CG's run of 0 iterations passed a gradient of 9e-4 for
 # the optimum, 0.17 above it, silently)
 TINY_FLOPS = 2e8
+# A direction of K_mm whose function values K_nm v have a norm at most this many eps times K_nm's
+# (Frobenius) is the product's rounding: a linear kernel's null directions reach a few eps
+RESOLVED_FEATURES = 1e4
 
 
 def _flops(operator, k, coupled):
@@ -76,18 +79,24 @@ def features(operator, K_mm, k, alpha, coupled, jitter):
     xp = xp_of(K_mm)
     lam, V = eigh((K_mm + K_mm.T) / 2) if xp is np else xp.linalg.eigh((K_mm + K_mm.T) / 2)
     floor = CENTERS_MIN_RIDGE * float(xp.mean(diagonal(K_mm)))
-    top = float(lam[-1])
     trusted = float(lam[0]) >= RESOLVED_JITTERS * jitter and 2.0 * alpha >= floor
     if trusted and flops > TINY_FLOPS:
         return None
-    # eigenvalues below eps times the largest are K_mm's rounding: their eigenvectors' features
-    # K_nm v / sqrt(lambda + jitter) are noise that a tiny alpha lets the steps chase (a linear kernel
-    # on one feature, 2 centers, alpha=1e-16: no model better than the intercept-only one, where the
-    # optimum is 0.450); rbf on one feature: 1e-5 of the objective rides on them. eigh sorts them
-    # ascending: the kept ones are the last.
-    first = int(xp.sum(xp.astype(lam <= float(np.finfo(float).eps) * top, xp.int64)))
-    V, root = V[:, first:], xp.sqrt(lam[first:] + float(jitter))
-    return V / root, operator.columns(np.arange(operator.m)) @ (V / root), root[:, None] * V.T
+    # A direction v whose function values K_nm v are the product's rounding (K_mm's null space where
+    # the kernel is rank-deficient: a linear or polynomial one) is noise, which a tiny alpha lets the
+    # steps chase once scaled by 1 / sqrt(lambda + jitter) (a linear kernel on one feature, 2 centers,
+    # alpha=1e-16: no model better than the intercept-only one, where the optimum is 0.450). An
+    # eigenvalue at K_mm's own rounding is no such sign: an rbf kernel's there are real functions,
+    # of RKHS norm sqrt(lambda) and values up to it (cutting them at eps times the largest
+    # eigenvalue left a softmax on one feature 5e-4 above its optimum).
+    K_nm = operator.columns(np.arange(operator.m))
+    KV = K_nm @ V
+    size = to_numpy(xp.sqrt(xp.sum(KV * KV, axis=0)))
+    rounding = RESOLVED_FEATURES * np.finfo(float).eps * float(xp.sqrt(xp.sum(K_nm * K_nm)))
+    keep = np.flatnonzero((size > rounding) & (to_numpy(lam) + float(jitter) > 0))
+    root = xp.sqrt(take_rows(xp, lam, keep) + float(jitter))
+    V, KV = take_columns(xp, V, keep), take_columns(xp, KV, keep)
+    return V / root, KV / root, root[:, None] * V.T
 
 
 def _with_diagonal(M, d):
@@ -109,7 +118,7 @@ def direction(dense, F, G, A, b, alpha, fit_intercept, loss, w):
     Z, Phi, penalty_map = dense
     xp = xp_of(F)
     n, k = F.shape
-    r = Phi.shape[1]  # B's coordinates: K_mm's eigenvectors above its rounding
+    r = Phi.shape[1]  # B's coordinates: K_mm's eigenvectors whose functions are above rounding
     Psi = concat([Phi, zeros(F, (n, 1)) + 1.0], axis=1) if fit_intercept else Phi
     q = Psi.shape[1]
     # the penalty |B|^2 = A'(K_mm + jitter I) A: curvature 2 alpha on B, gradient 2 alpha Z'(K_mm + jitter I) A
