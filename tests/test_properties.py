@@ -265,3 +265,38 @@ def test_a_logistic_fit_is_right_or_an_error(problem):
     # way, not the class prior.
     slack = 1e-3 * max(base - ref, 0.0) if model.alpha_ >= 1e-8 else 1e-2 * base
     assert curve[-1] <= ref + slack + 1e-6, (curve[-1], ref, base)
+
+
+@settings(max_examples=int(__import__("os").environ.get("KGD_EXAMPLES", 150)) // 3, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(classification_problems(), st.sampled_from(["scale", "noise"]), st.integers(1, 8))
+def test_a_warm_start_from_any_coefficients_is_right_or_says_so(problem, perturbation, exponent):
+    """A warm start from perturbed coefficients (predictions saturated at large scales) ends where a
+    cold fit does, or warns; it never leaks numpy's floating-point warnings."""
+    from kernelgd import KernelGDClassifier
+
+    X, y, params = problem
+    params = dict(params, solver="newton", options={"dtype": "float64"}, random_state=0)
+    with warnings.catch_warnings(record=True) as caught_cold:
+        warnings.simplefilter("always")
+        try:
+            cold = KernelGDClassifier(**params).fit(X, y)
+        except ValueError:
+            return
+    model = KernelGDClassifier(warm_start=True, **params).fit(X, y)
+    coef = model.dual_coef_
+    if perturbation == "scale":
+        model.dual_coef_ = coef * 10.0**exponent
+    else:
+        noise = np.random.RandomState(exponent).randn(*coef.shape)
+        model.dual_coef_ = coef + noise * 10.0**exponent * (np.abs(coef).mean() + 1e-12)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X, y)
+    assert not [c for c in caught if issubclass(c.category, RuntimeWarning)], [str(c.message) for c in caught]
+    assert np.all(np.isfinite(model.predict_proba(X)))
+    warned = any(issubclass(c.category, (ConvergenceWarning, NonPSDKernelWarning)) for c in caught + caught_cold)
+    if warned or not cold.alpha_ >= 1e-8:
+        return  # without ridge the infimum is not attained: cold and warm fits stop at other points
+    value, reference = model.loss_curve_[-1], cold.loss_curve_[-1]
+    assert value <= reference + 1e-3 * abs(reference) + 1e-6, (value, reference)
