@@ -867,6 +867,20 @@ def solve(operator, Y, w, settings):
         steps.inner_cap = settings.max_iter
         return True
 
+    def settle():
+        """Where a stopping test passes: whether the fit stops there, converged or drifted. It goes on
+        from the intercept-only model (``restart``), or from the exact K A after a drift, up to
+        ``DRIFT_RESUMES`` times."""
+        nonlocal converged, reason, resumed
+        if restart():
+            return False
+        converged = exact_state()
+        if not converged and resumed < DRIFT_RESUMES:
+            resumed += 1
+            return False
+        reason = None if converged else "drift"
+        return True
+
     restartable = settings.coef_init is not None or start is not None
     resumed = 0  # convergences found drifted, from which the fit went on
     while it < settings.max_iter:
@@ -923,28 +937,18 @@ def solve(operator, Y, w, settings):
         decrement = max(-slope, 0.0)
         if slope >= 0 and solved:  # nor may the intercepts move: the iterate is the optimum
             it -= 1
-            if restart():
-                continue
-            converged = exact_state()
-            if not converged and resumed < DRIFT_RESUMES:  # on from the exact K A
-                resumed += 1
-                continue
-            reason = None if converged else "drift"
-            break
+            if settle():
+                break
+            continue
         # a dense step is the exact Newton step: its decrement within tol is convergence, whatever the
         # line search makes of a decrease at the objective's rounding
         exact_solved = steps.dense is not None and settings.tol > 0 and decrement <= settings.tol**2 * value0
         if slope >= 0:  # not a descent direction: never convergence
             it -= 1
             if exact_solved:
-                if restart():
-                    continue
-                converged = exact_state()
-                if not converged and resumed < DRIFT_RESUMES:  # on from the exact K A
-                    resumed += 1
-                    continue
-                reason = None if converged else "drift"
-                break
+                if settle():
+                    break
+                continue
             if _shorten(steps, n_inner):
                 continue
             if loose:
@@ -970,14 +974,9 @@ def solve(operator, Y, w, settings):
         if not accepted:
             it -= 1
             if exact_solved:
-                if restart():
-                    continue
-                converged = exact_state()
-                if not converged and resumed < DRIFT_RESUMES:  # on from the exact K A
-                    resumed += 1
-                    continue
-                reason = None if converged else "drift"
-                break
+                if settle():
+                    break
+                continue
             if _shorten(steps, n_inner):
                 continue
             if loose:
@@ -1038,14 +1037,12 @@ def solve(operator, Y, w, settings):
                 coupled_full = exact_model = exact = True
                 continue
             if solved or full:
-                if restart():
-                    continue
-                converged = exact_state()
-                if not converged and resumed < DRIFT_RESUMES:  # on from the exact K A
-                    resumed += 1
-                    continue
-                reason = None if converged else "drift"
-                break
+                if settle():
+                    break
+                if stop_requested:  # the fit went on (settle), but the callback asked it to stop
+                    reason = "callback"
+                    break
+                continue
         if decrement <= ROUNDING * (abs(value) + value0):  # below what float64 can resolve
             reason = "rounding"
             break
