@@ -33,8 +33,8 @@ it picks the step without one.
 import numpy as np
 from scipy.linalg import LinAlgError, cho_factor, cho_solve, eigh, lstsq
 
-from .._array_api import concat, diagonal, solve_triangular, take_columns, take_rows, to_numpy, xp_of, zeros
-from ._preconditioners import CENTERS_MIN_RIDGE
+from .._array_api import concat, diagonal, take_columns, take_rows, to_numpy, xp_of, zeros
+from ._preconditioners import CENTERS_MIN_RIDGE, _cho_solve_upper
 
 # Forming and factoring the system, per Newton step: at most this many flops (about 0.1 s on
 # two cores) and unknowns; beyond, CG's products are the cheaper way to the step.
@@ -173,7 +173,7 @@ def _solve(M, v):
     try:  # a failed factorization raises in most namespaces and returns NaN in others (CuPy)
         U = xp.linalg.cholesky(M).T
         if bool(xp.all(xp.isfinite(U))):
-            return solve_triangular(xp, U, solve_triangular(xp, U, v, trans=True))
+            return _cho_solve_upper(U, v)
     except Exception:  # noqa: BLE001 - LinAlgError, torch's RuntimeError subclass, ...
         pass
     return xp.linalg.pinv(M, rtol=float(np.finfo(float).eps) * M.shape[0]) @ v
