@@ -83,6 +83,29 @@ def section(title, text):
     return f"{title}\n{'-' * len(title)}\n\n{text.strip()}\n"
 
 
+def defaults():
+    """The estimators with no arguments against a newcomer's picks (bench_defaults.py)."""
+    if not (RESULTS / "defaults.json").exists():
+        return ""
+    data = load("defaults")
+    text = ["Every estimator with all arguments at their defaults, after ``StandardScaler`` (adult: numeric "
+            "columns standardized, categorical ones one-hot), against the scikit-learn estimators a newcomer "
+            "would pick instead, each fitted in the same run. Accuracy and log-loss on the test rows (RMSE for "
+            "regression, in the target's units; UCI sets: the mean over the first "
+            f"{data['splits']} standard splits), fit seconds, and the warnings the fit raised. "
+            f"Machine: {machine_line(data['machine'])}."]
+    for task, header, keys in (
+            ("classification", ["set", "n", "system", "accuracy", "log-loss", "fit s", "warnings"],
+             [("accuracy", ".4f"), ("log_loss", ".3f")]),
+            ("regression", ["set", "n", "system", "RMSE", "fit s", "warnings"], [("rmse", ".4g")])):
+        rows = [[r["set"], f"{r['n_train']:,}", r["system"], *[fmt(r.get(k), spec) for k, spec in keys],
+                 fmt(r["fit_s"], ".2f"), r["warnings"]] for r in data["rows"] if r["task"] == task]
+        if rows:
+            text.append(rst_table(header, rows))
+    text.append(command("python benchmarks/bench_defaults.py --data-dir ../shared/data"))
+    return section("Defaults against a newcomer's picks", "\n\n".join(text))
+
+
 def regression_one_fit():
     data = load("cal16k")
     ours = next(r for r in data["rows"] if r["system"] == "kernelgd")
@@ -798,7 +821,7 @@ varies by 10-30% in time from run to run. The data sets are read from a
 folder given as ``--data-dir``; the peers are installed by
 ``python -m pip install ".[bench]"``.
 """
-    parts = [intro.strip() + "\n", regression_one_fit(), regression_model_selection(), classification_defaults(),
+    parts = [intro.strip() + "\n", *filter(None, [defaults()]), regression_one_fit(), regression_model_selection(), classification_defaults(),
              poly_scale(), softmax_steps(), subsample_start(), classification_probabilities(), classification_model_selection(), scale(), dask_section()]
     return "\n".join(parts)
 

@@ -32,6 +32,7 @@ from sklearn.utils.validation import (
 from ._array_api import (
     add_at_rows, block_of, copy, memory_budget, namespace, rows_of, take_rows, to_numpy, xp_of, zeros,
 )
+from ._auto_alpha import auto_alpha
 from ._losses import SquaredLoss
 
 try:  # scikit-learn >= 1.9: the standard error for predicting on another namespace than fit's
@@ -272,7 +273,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         "degree": [Interval(Real, 0, None, closed="left")],
         "coef0": [Interval(Real, None, None, closed="neither")],
         "kernel_params": [dict, None],
-        "alpha": [Interval(Real, 0, None, closed="left")],
+        "alpha": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "step_size": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
@@ -296,7 +297,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         degree=3,
         coef0=1.0,
         kernel_params=None,
-        alpha=0.0,
+        alpha="auto",
         solver="auto",
         step_size="auto",
         max_iter=1000,
@@ -345,8 +346,9 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         return SquaredLoss
 
     def _alpha(self, weight_total):
-        """The ridge strength used; ``weight_total`` is the training rows' total sample weight."""
-        return float(self.alpha)
+        """The ridge strength given, or "auto" where the data choose it (``_auto_alpha``);
+        ``weight_total`` is the training rows' total sample weight."""
+        return "auto" if self.alpha == "auto" else float(self.alpha)
 
     @property
     def _precomputed(self):
@@ -441,6 +443,16 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             )
             return (X + X.T) / 2
         return X
+
+    @staticmethod
+    def _observations(counts, n_samples, rows):
+        """N, the number of observations the training rows hold: their total sample weight before
+        class weights (integer weights count repeated rows), or their number without weights."""
+        if counts is None:
+            return float(n_samples if rows is None else len(rows))
+        counts = np.asarray(to_numpy(counts), dtype=np.float64) if not isinstance(counts, np.ndarray) else counts
+        counts = np.asarray(counts, dtype=np.float64).reshape(-1)
+        return float(np.sum(counts if rows is None else counts[rows]))
 
     def _warm_start_init(self, n_coef, n_targets):
         if not (self.warm_start and hasattr(self, "dual_coef_")):
@@ -569,24 +581,26 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
     # ---------------------------------------------------------- fit flow
 
     @with_callbacks
-    def _fit(self, X, Y, sample_weight, y, stratify=None, ravel=False):
+    def _fit(self, X, Y, sample_weight, y, stratify=None, ravel=False, counts=None):
         """Fit on validated X and a 2-D float target Y; sets the attributes.
 
         ``y``: the targets as given, for callbacks. ``ravel``: a
         single-output regressor stores 1-D ``dual_coef_`` and a float
-        ``intercept_``.
+        ``intercept_``. ``counts``: the sample weights before class weights, which count the
+        observations (``alpha="auto"``'s N; default ``sample_weight``).
         """
         options = resolve_options(self.options)
         progress = _CallbackBridge.start(self, X, y, sample_weight)
         # One BLAS thread throughout: the operator's pool supplies the
         # parallelism, and idle OpenBLAS threads spin (module doc of _operator).
         with single_threaded_blas():
-            self._fit_single_threaded(X, Y, sample_weight, stratify, options, progress, ravel)
+            self._fit_single_threaded(X, Y, sample_weight, stratify, options, progress, ravel,
+                                      sample_weight if counts is None else counts)
         if progress is not None:
             progress.end(self)
         return self
 
-    def _fit_single_threaded(self, X, Y, sample_weight, stratify, options, progress, ravel):
+    def _fit_single_threaded(self, X, Y, sample_weight, stratify, options, progress, ravel, counts):
         X = self._validate_precomputed(X)
         w, raw_weights = self._sample_weights(X, sample_weight)
         xp = xp_of(w)
@@ -610,7 +624,8 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         # alpha="auto" scales with the raw total, summed relative to the largest weight: weights of 1e308
         # sum past float64's range (then inf, alpha="auto" 0) without numpy's overflow warning
         top = float(xp.max(raw_tr))
-        alpha = self._alpha(float(xp.sum(raw_tr / top)) * top if 0 < top < np.inf else float(xp.sum(raw_tr)))
+        weight_total = float(xp.sum(raw_tr / top)) * top if 0 < top < np.inf else float(xp.sum(raw_tr))
+        alpha = self._alpha(weight_total)
 
         self.sigma_ = self._resolve_sigma(X_tr, w_tr)
         kernel = self._bound_kernel()
@@ -619,6 +634,8 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         center_rows = self._choose_centers(X_tr, w_tr if xp is np else np.asarray(to_numpy(w_tr)), rng, psd)
         self._center_rows = center_rows
         centers = None if center_rows is None else take_rows(xp, X_tr, center_rows)
+        if alpha == "auto" and not psd:  # the rule reads a PSD kernel's spectrum; gd as without ridge
+            alpha = 0.0
         solver = self.solver
         if solver == "auto":
             solver = choose_solver(alpha=alpha, psd=psd, centers=centers is not None, loss=loss)
@@ -651,6 +668,15 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             X_tr, kernel, centers=centers, memory_budget=options["memory_budget"], dtype=dtype,
             threads=options["n_threads"], center_rows=center_rows,
         )
+        landmarks = None
+        if alpha == "auto":
+            alpha, landmarks = auto_alpha(
+                X_tr, kernel, Y_tr, w_tr, self.fit_intercept, np.random.RandomState(seed),
+                self._observations(counts, X.shape[0], tr if val is not None else None),
+                operator=operator if centers is None else None, precomputed=self._precomputed,
+            )
+        self.alpha_ = alpha
+
         def model_attributes(coef, intercept):
             """What predict needs, from solver coefficients (also for callbacks mid-fit)."""
             X_fit = X_tr if centers is None else centers
@@ -689,6 +715,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             memory_budget=int(options["memory_budget"]),
             loss=loss,
             reuse=getattr(self, "_path_state", None),
+            landmarks=landmarks,
         )
         retry = options["dtype"] == "auto" and operator.dtype == np.float32
         settings.rounding_stops = [] if retry else None

@@ -1,10 +1,8 @@
 """KernelGDClassifier: kernel classification with the squared or the logistic loss."""
 
-from numbers import Real
-
 import numpy as np
 from sklearn.base import ClassifierMixin, _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
@@ -119,7 +117,6 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
 
     _parameter_constraints: dict = {
         **BaseKernelGD._parameter_constraints,
-        "alpha": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "loss": [StrOptions({"squared", "logistic"})],
         "class_weight": [dict, StrOptions({"balanced"}), None],
     }
@@ -169,15 +166,10 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         return self._loss(1 if len(self.classes_) == 2 else len(self.classes_))
 
     def _alpha(self, weight_total):
-        if self.alpha != "auto":
-            alpha = float(self.alpha)
-        elif self.loss == "logistic":
+        if self.alpha == "auto" and self.loss == "logistic":
             # LogisticRegression's default C=1: a minimiser exists even on separable data
-            alpha = 1.0 / (2.0 * weight_total)
-        else:
-            alpha = 0.0
-        self.alpha_ = alpha
-        return alpha
+            return 1.0 / (2.0 * weight_total)
+        return super()._alpha(weight_total)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -231,14 +223,19 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         ):
             del self.dual_coef_  # other classes: the old coefficients do not apply
         self.classes_ = classes
+        counts = sample_weight  # the observations' weights (alpha="auto"'s N), before class weights
         if self.class_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X if xp is np else y[:, None], dtype=np.float64)
-            sample_weight = sample_weight * _class_weights(self.class_weight, self.classes_, y, sample_weight)
+            factors = _class_weights(self.class_weight, self.classes_, y, sample_weight)
+            # class weights far apart leave fewer effective observations: Kish's share of the rows
+            share = np.sum(factors) ** 2 / max(len(factors) * np.sum(factors**2), np.finfo(float).tiny)
+            counts = sample_weight * share
+            sample_weight = sample_weight * factors
         if xp is not np:
             Y = from_numpy(Y, xp, device)
             sample_weight = None if sample_weight is None else from_numpy(sample_weight, xp, device)
         # a stratified validation split where every class can be split
-        return self._fit(X, Y, sample_weight, y, stratify=y)
+        return self._fit(X, Y, sample_weight, y, stratify=y, counts=counts)
 
     def decision_function(self, X):
         """Decision values ``f(x)`` of the one-vs-rest models.

@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_feature_names
 
+from . import _auto_alpha
 from ._losses import SquaredLoss
 from ._operator import check_budget
 from ._solvers import SMOOTH_LOSS_SOLVERS, SolverSettings
@@ -144,6 +145,13 @@ def fit(estimator, X, y, sample_weight, classifier):
     )
     rows = _center_rows(rng, wn if w is not None else None, n_positive, m)
     centers, center_weights, wY = dask.compute(X[rows], wn[rows], (wn[:, None] * Y).sum(axis=0))
+    if alpha == "auto":  # the rule on at most MAX_ROWS rows gathered here (in-memory fits' centers model reads as many)
+        sample = _center_rows(np.random.RandomState(seed), wn if w is not None else None, n_positive,
+                              min(n_positive, _auto_alpha.MAX_ROWS))
+        Xs, Ys, ws = dask.compute(X[sample], Y[sample], wn[sample])
+        alpha = _auto_alpha.auto_alpha(Xs, kernel, Ys, ws / ws.sum(), est.fit_intercept, np.random.RandomState(seed),
+                                       W * float(ws.sum()))[0]
+    est.alpha_ = alpha
     stored = _kernel_fits(n * m * 8 + X.nbytes + Y.nbytes)
     if stored:
         X = X.map_blocks(_kernel_block, kernel, centers, chunks=(X.chunks[0], (m,)), dtype=np.float64).persist()

@@ -53,18 +53,26 @@ def _inverse_shift(lam, alpha):
 
 def _low_rank_system(F, Y, w, fit_intercept):
     """As :func:`_eigen_system` for ``K = F F'`` (n x r factor): eigenpairs from the r x r Gram matrix."""
-    if not isinstance(F, np.ndarray):
-        return _low_rank_system_array_api(F, Y, w, fit_intercept)
-    s = np.sqrt(w)
+    s = xp_of(F).sqrt(w)
     B = s[:, None] * F
     if fit_intercept:
-        B -= np.outer(s, s @ B)
-    with single_threaded_blas():
-        lam, W = np.linalg.eigh(B.T @ B)
-    keep = lam > max(lam[-1], 0.0) * len(lam) * np.finfo(float).eps
-    lam = lam[keep]
-    V = (B @ W[:, keep]) / np.sqrt(lam)  # orthonormal: the left singular vectors of B
-    y_bar = w @ Y if fit_intercept else np.zeros(Y.shape[1])
+        B = B - outer(s, s @ B)
+    return _factor_system(B, s, Y, w, fit_intercept)
+
+
+def _factor_system(B, s, Y, w, fit_intercept):
+    """As :func:`_eigen_system` for ``Q S K S Q ~ B B'``, B weighted and centred already (n x r)."""
+    xp = xp_of(B)
+    if xp is np:
+        with single_threaded_blas():
+            lam, W = np.linalg.eigh(B.T @ B)
+    else:
+        lam, W = xp.linalg.eigh(B.T @ B)
+    top = max(float(lam[-1]), 0.0) if lam.shape[0] else 0.0
+    keep = np.flatnonzero(np.asarray(to_numpy(lam)) > top * lam.shape[0] * np.finfo(float).eps)
+    lam, W = take_rows(xp, lam, keep), take_rows(xp, W.T, keep).T
+    V = (B @ W) / xp.sqrt(lam)  # orthonormal: the left singular vectors of B
+    y_bar = w @ Y if fit_intercept else zeros(Y, Y.shape[1])
     return s, lam, V, y_bar, V.T @ (s[:, None] * (Y - y_bar))
 
 
@@ -131,21 +139,6 @@ def _eigen_system_array_api(K, Y, w, fit_intercept):
         Ks = Ks - outer(s, u) - outer(u, s) + outer(s, s) * (s @ u)
     lam, V = xp.linalg.eigh(Ks)  # the lower triangle, as numpy's LAPACK call reads it
     lam = xp.clip(lam, min=0.0)
-    y_bar = w @ Y if fit_intercept else zeros(Y, Y.shape[1])
-    return s, lam, V, y_bar, V.T @ (s[:, None] * (Y - y_bar))
-
-
-def _low_rank_system_array_api(F, Y, w, fit_intercept):
-    xp = xp_of(F)
-    s = xp.sqrt(w)
-    B = s[:, None] * F
-    if fit_intercept:
-        B = B - outer(s, s @ B)
-    lam, W = xp.linalg.eigh(B.T @ B)
-    top = max(float(lam[-1]), 0.0)
-    keep = xp.nonzero(lam > float(top * lam.shape[0] * np.finfo(float).eps))[0]
-    lam, W = xp.take(lam, keep), xp.take(W, keep, axis=1)
-    V = (B @ W) / xp.sqrt(lam)
     y_bar = w @ Y if fit_intercept else zeros(Y, Y.shape[1])
     return s, lam, V, y_bar, V.T @ (s[:, None] * (Y - y_bar))
 

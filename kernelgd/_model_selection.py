@@ -98,7 +98,10 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         randomly pivoted Cholesky draws (O(n * 2000^2) per width). An int
         gives KFold with that many folds.
     scoring : str or callable, default=None
-        A scikit-learn scorer; None: negative mean squared error.
+        A scikit-learn scorer; None: negative mean squared error. With
+        ``sample_weight``, held-out scores are weighted where the scorer's
+        metric takes ``sample_weight``, and unweighted otherwise (as in
+        ``GridSearchCV``); the fits are weighted either way.
     n_jobs : int, default=None
         Widths searched in parallel threads (each holds its own kernel
         matrix); None means 1, -1 all cores. With K-fold and one width at a
@@ -408,6 +411,7 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         stratified 5-fold. An int gives stratified K-fold.
     scoring : str or callable, default=None
         None: ``"neg_log_loss"`` with the logistic loss, accuracy otherwise.
+        Weighted as in :class:`KernelGDRegressorCV`.
 
     Attributes
     ----------

@@ -29,6 +29,8 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         The intercept ``b`` (0 when ``fit_intercept=False``).
     X_fit_ : ndarray of shape (n_samples, n_features)
         The training inputs (the training kernel matrix when precomputed).
+    alpha_ : float
+        The ridge strength used (``alpha``, or the value ``"auto"`` chose).
     n_centers_ : int
         The number of centers f is restricted to: the number of training
         rows for the exact model (``n_centers=None``, or ``"auto"`` up to

@@ -4,7 +4,7 @@ kernelgd._model_selection holds the two public estimators; kernelgd._loo the
 closed-form leave-one-out they use where it applies.
 """
 
-
+import inspect
 import threading
 import time
 import warnings
@@ -117,15 +117,28 @@ class _Unweighted:
         return self.scorer(estimator, X, y)
 
 
-def _scorer(estimator, scoring, sample_weight, classes=None):
-    """The search's scorer; it passes sample weights on only where the user gave them.
+def _takes_sample_weight(scorer):
+    """Whether a scorer's metric (or a plain scoring callable) accepts ``sample_weight``."""
+    function = getattr(scorer, "_score_func", scorer)
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: assume it does not
+        return False
+    return any(p.name == "sample_weight" or p.kind is p.VAR_KEYWORD for p in parameters)
 
-    The log-loss is told every class: a fold's test rows may lack some.
+
+def _scorer(estimator, scoring, sample_weight, classes=None):
+    """The search's scorer; it passes sample weights on where the user gave them and it takes them.
+
+    A scorer whose metric takes no ``sample_weight`` scores unweighted, as
+    GridSearchCV's does (the fits stay weighted). The log-loss is told every
+    class: a fold's test rows may lack some.
     """
     if scoring == "neg_log_loss" and classes is not None:
         scoring = make_scorer(log_loss, greater_is_better=False, response_method="predict_proba", labels=classes)
     scorer = check_scoring(estimator, scoring=scoring)
-    return scorer if sample_weight is not None else _Unweighted(scorer)
+    weighted = sample_weight is not None and _takes_sample_weight(scorer)
+    return scorer if weighted else _Unweighted(scorer)
 
 
 class _EveryClass(ClassifierMixin, BaseEstimator):

@@ -13,7 +13,7 @@ from kernelgd import KernelGDRegressor, kernel_matrix
 from kernelgd._solvers._common import NonPSDKernelWarning
 
 # The notes' update: these tests pin solver="gd".
-GD = partial(KernelGDRegressor, solver="gd")
+GD = partial(KernelGDRegressor, solver="gd", alpha=0.0)  # the notes' update: no ridge unless given
 rng = np.random.RandomState(0)
 X = rng.normal(size=(40, 3))
 y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.normal(size=40)

@@ -623,3 +623,32 @@ def test_a_warning_in_a_worker_process_reaches_the_caller(monkeypatch):
                                  options={"n_threads": 2})
     with pytest.warns(ConvergenceWarning, match="max_iter"):
         model.fit(X, labels)
+
+
+@pytest.mark.parametrize("cv", [None, 3])
+@pytest.mark.parametrize("classifier", [False, True])
+def test_a_scorer_without_sample_weight_scores_unweighted_with_weighted_fits(cv, classifier):
+    # As GridSearchCV: a metric that takes no sample_weight raised TypeError from inside
+    # scikit-learn; it now scores unweighted, the same as a metric that ignores the weights.
+    from sklearn.metrics import make_scorer
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(60, 2)
+    y = np.sin(X[:, 0]) + 0.1 * rng.randn(60)
+    if classifier:
+        y = (y > 0).astype(int)
+    w = rng.uniform(0.5, 2.0, 60)
+
+    def metric(y_true, y_pred):
+        return -np.mean(np.abs(y_true - y_pred))
+
+    def metric_ignoring_weights(y_true, y_pred, sample_weight=None):
+        return metric(y_true, y_pred)
+
+    Estimator = KernelGDClassifierCV if classifier else KernelGDRegressorCV
+    params = dict(cv=cv, kernel="rbf", sigmas=[0.5, 1.0], alphas=[1e-4, 1e-2])
+    plain = Estimator(scoring=make_scorer(metric), **params).fit(X, y, sample_weight=w)
+    ignoring = Estimator(scoring=make_scorer(metric_ignoring_weights), **params).fit(X, y, sample_weight=w)
+    assert plain.best_score_ == pytest.approx(ignoring.best_score_, rel=1e-9)
+    assert_array_equal(plain.sigma_, ignoring.sigma_)
+    assert plain.alpha_ == ignoring.alpha_

@@ -79,7 +79,7 @@ def test_a_float64_rounding_stop_does_not_advise_float64(monkeypatch):
 
 
 def test_centers_at_the_floor_ridge_converge_while_the_residual_still_falls():
-    # Regression: the squared-loss classifier's default alpha=0 on centers (n_centers="auto" above
+    # Regression: the squared-loss classifier's former default alpha=0 on centers (n_centers="auto" above
     # 20,000 rows) stopped "for lack of progress (rounding)" with a warning: the objective was flat
     # to float64's resolution for 20 iterations while CG was still reducing the residual its
     # stopping test reads. A new smallest residual now counts as progress.
@@ -88,8 +88,8 @@ def test_centers_at_the_floor_ridge_converge_while_the_residual_still_falls():
     yc = (Xc[:, 0] + Xc[:, 1] ** 2 > 1).astype(int)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        model = KernelGDClassifier(n_centers=500, random_state=0).fit(Xc, yc)
-    tight = quiet_fit(KernelGDClassifier(n_centers=500, tol=1e-5, max_iter=3000, random_state=0), Xc, yc)
+        model = KernelGDClassifier(alpha=0.0, n_centers=500, random_state=0).fit(Xc, yc)
+    tight = quiet_fit(KernelGDClassifier(alpha=0.0, n_centers=500, tol=1e-5, max_iter=3000, random_state=0), Xc, yc)
     assert model.loss_curve_[-1] <= tight.loss_curve_[-1] * (1 + 1e-4)
 
 
@@ -196,7 +196,7 @@ def test_eigenpro_near_identity_kernel():
     # Regression: LinAlgError "Internal Error." from eigh's MRRR driver.
     r = np.random.RandomState(0)
     Xi, yi = r.randn(150, 10), r.randn(150)
-    m = quiet_fit(KernelGDRegressor(sigma=0.3), Xi, yi)
+    m = quiet_fit(KernelGDRegressor(sigma=0.3, alpha=0.0), Xi, yi)
     assert m.solver_ == "eigenpro" and np.all(np.isfinite(m.predict(Xi)))
 
 

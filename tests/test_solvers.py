@@ -92,7 +92,7 @@ def test_eigenpro_without_ridge_interpolates():
     # without ridge is the interpolant K^-1 y.
     K = kernel_matrix(X, kernel="laplacian", sigma=0.5)
     model = KernelGDRegressor(
-        kernel="laplacian", sigma=0.5, solver="eigenpro", max_iter=500, tol=0, fit_intercept=False
+        kernel="laplacian", sigma=0.5, alpha=0.0, solver="eigenpro", max_iter=500, tol=0, fit_intercept=False
     ).fit(X, y)
     assert_allclose(model.dual_coef_, np.linalg.solve(K, y), rtol=1e-6, atol=1e-8)
 
@@ -104,7 +104,7 @@ def test_eigenpro_minibatch_on_a_larger_problem(options):
     # batches' products: both curves are exact objectives.
     Xl = np.random.RandomState(1).normal(size=(3000, 4))
     yl = np.sin(Xl[:, 0]) * np.cos(Xl[:, 1])
-    model = KernelGDRegressor(sigma=2.0, solver="eigenpro", max_iter=20, random_state=0, options=options)
+    model = KernelGDRegressor(sigma=2.0, alpha=0.0, solver="eigenpro", max_iter=20, random_state=0, options=options)
     model.fit(Xl, yl)
     assert model.score(Xl, yl) > 0.99
     assert np.all(np.diff(model.loss_curve_[:5]) < 0)

@@ -30,13 +30,14 @@ def choose_solver(*, alpha, psd, centers, loss=None):
     Conjugate gradient needs a positive semi-definite system and converges
     fastest; without ridge it is EigenPro, which early stopping regularises;
     other smooth losses take Newton steps solved by conjugate gradient;
-    indefinite kernels fall back to plain gradient descent.
+    indefinite kernels fall back to plain gradient descent. ``alpha="auto"``
+    is a ridge chosen from the data, positive.
     """
     if not psd:
         return "gd"
     if loss is not None and loss.name != "squared":
         return "newton"
-    if centers or alpha > 0:
+    if centers or alpha == "auto" or alpha > 0:
         return "cg"
     return "eigenpro"
 

@@ -51,6 +51,9 @@ TINY_FLOPS = 2e8
 # A direction of K_mm whose function values K_nm v have a norm at most this many eps times K_nm's
 # (Frobenius) is the product's rounding: a linear kernel's null directions reach a few eps
 RESOLVED_FEATURES = 1e4
+# The full model's cut, in units of n eps max|K| (its rounding's spectral norm): a linear kernel on features
+# offset by 1e6, 150 rows, puts its null directions below 1.6 and its real ones at 1.2e3
+RESOLVED_FULL = 1e2
 
 
 def _flops(operator, k, coupled):
@@ -69,13 +72,21 @@ def features(operator, K_mm, k, alpha, coupled, jitter):
     Dense steps need ``alpha > 0`` and a small system (``MAX_UNKNOWNS``, ``MAX_FLOPS``), and
     are taken where CG's are not to be trusted: K_mm has an eigenvalue within
     ``RESOLVED_JITTERS`` jitters, or alpha is below the centers' ridge floor (CG's residual
-    then says little about the step), or the system costs at most ``TINY_FLOPS``.
+    then says little about the step), or the system costs at most ``TINY_FLOPS``. The full
+    model (a square operator, ``K_mm=None``, ``jitter=0``) takes them where it costs at most
+    ``TINY_FLOPS`` and alpha is below that floor (where its stop moved ninefold with the BLAS).
     """
-    if operator.symmetric or not alpha > 0:
+    if not alpha > 0:
         return None
     unknowns, flops = _flops(operator, k, coupled)
     if unknowns > MAX_UNKNOWNS or flops > MAX_FLOPS:
         return None
+    if operator.symmetric:  # the full model: its own centers, its penalty A'K A (no jitter); dense steps
+        xp = xp_of(operator.diag())  # only where tiny and alpha is below the ridge floor
+        if flops > TINY_FLOPS or 2.0 * alpha >= CENTERS_MIN_RIDGE * float(xp.mean(operator.diag())):
+            return None
+    K_nm = operator.columns(np.arange(operator.m))
+    K_mm = K_nm if K_mm is None else K_mm
     xp = xp_of(K_mm)
     lam, V = eigh((K_mm + K_mm.T) / 2) if xp is np else xp.linalg.eigh((K_mm + K_mm.T) / 2)
     floor = CENTERS_MIN_RIDGE * float(xp.mean(diagonal(K_mm)))
@@ -89,10 +100,15 @@ def features(operator, K_mm, k, alpha, coupled, jitter):
     # eigenvalue at K_mm's own rounding is no such sign: an rbf kernel's there are real functions,
     # of RKHS norm sqrt(lambda) and values up to it (cutting them at eps times the largest
     # eigenvalue left a softmax on one feature 5e-4 above its optimum).
-    K_nm = operator.columns(np.arange(operator.m))
     KV = K_nm @ V
     size = to_numpy(xp.sqrt(xp.sum(KV * KV, axis=0)))
-    rounding = RESOLVED_FEATURES * np.finfo(float).eps * float(xp.sqrt(xp.sum(K_nm * K_nm)))
+    if operator.symmetric:  # K's rounding has a spectral norm of at most n eps max|K|: far less than
+        # its Frobenius norm where every entry is large (a linear kernel on features offset by 1e6 kept
+        # only the constant direction, silently 0.90 against the optimum's 0.37)
+        scale = operator.n * float(xp.max(xp.abs(K_nm)))
+        rounding = RESOLVED_FULL * np.finfo(float).eps * scale
+    else:
+        rounding = RESOLVED_FEATURES * np.finfo(float).eps * float(xp.sqrt(xp.sum(K_nm * K_nm)))
     keep = np.flatnonzero((size > rounding) & (to_numpy(lam) + float(jitter) > 0))
     root = xp.sqrt(take_rows(xp, lam, keep) + float(jitter))
     V, KV = take_columns(xp, V, keep), take_columns(xp, KV, keep)

@@ -40,35 +40,16 @@ class NystroemPreconditioner:
     that make the preconditioner good.
     """
 
-    def __init__(self, operator, s, mu, n_landmarks, rng, block=RPC_BLOCK, center=False):
-        diag = operator.diag() * s**2
-        if center:  # Q e_j = e_j - s_j s, so Q A Q's columns need only u = S K S s
-            u = s * operator.matvec(s[:, None] * s[:, None])[:, 0]
-            diag = diag - 2 * s * u + s**2 * (s @ u)
+    def __init__(self, operator, s, mu, n_landmarks, rng, block=RPC_BLOCK, center=False, factor=None):
+        # factor: drawn already by landmark_factor, on this operator and weights (alpha="auto")
+        F, pivots = (factor, None) if factor is not None else landmark_factor(
+            operator, s, n_landmarks, rng, block, center)
+        self._finish(operator, F, pivots, mu)
 
-        xp = xp_of(s)
-
-        def columns(idx):
-            if xp is not np:
-                from .._array_api import take_rows
-
-                s_idx = take_rows(xp, s, idx)
-                C = operator.columns(idx) * s[:, None] * s_idx[None, :]
-                if center:
-                    C = C - outer(u, s_idx)
-                    C = C - outer(s, s @ C)
-                return C
-            with single_threaded_blas():
-                C = operator.columns(idx)
-            C *= s[:, None]
-            C *= s[idx][None, :]
-            if center:
-                C -= np.outer(u, s[idx])
-                C -= np.outer(s, s @ C)
-            return np.asfortranarray(C)
-
-        F, self.pivots = rp_cholesky(columns, diag, n_landmarks, rng, block)
-        self.F, self.mu = F, mu
+    def _finish(self, operator, F, pivots, mu):
+        """Keep the factor F and factor ``G = mu I + F'F``."""
+        xp = xp_of(F)
+        self.F, self.pivots, self.mu = F, pivots, mu
         # a large F's products are memory-bound: split by rows over the operator's pool, one BLAS
         # thread each (Cal-16k, F of 16,000 x 500: 0.27 s of 13 applications on one thread)
         pooled = xp is np and getattr(operator, "n_threads", 1) > 1 and F.nbytes >= POOLED_MIN_BYTES
@@ -110,6 +91,37 @@ class NystroemPreconditioner:
         return out
 
     apply_t = apply  # P is symmetric
+
+
+def landmark_factor(operator, s, n_landmarks, rng, block=RPC_BLOCK, center=False):
+    """``(F, pivots)``: randomly pivoted Cholesky of ``S K S`` (centred: ``Q S K S Q``), rank ``n_landmarks``."""
+    diag = operator.diag() * s**2
+    if center:  # Q e_j = e_j - s_j s, so Q A Q's columns need only u = S K S s
+        u = s * operator.matvec(s[:, None] * s[:, None])[:, 0]
+        diag = diag - 2 * s * u + s**2 * (s @ u)
+
+    xp = xp_of(s)
+
+    def columns(idx):
+        if xp is not np:
+            from .._array_api import take_rows
+
+            s_idx = take_rows(xp, s, idx)
+            C = operator.columns(idx) * s[:, None] * s_idx[None, :]
+            if center:
+                C = C - outer(u, s_idx)
+                C = C - outer(s, s @ C)
+            return C
+        with single_threaded_blas():
+            C = operator.columns(idx)
+        C *= s[:, None]
+        C *= s[idx][None, :]
+        if center:
+            C -= np.outer(u, s[idx])
+            C -= np.outer(s, s @ C)
+        return np.asfortranarray(C)
+
+    return rp_cholesky(columns, diag, n_landmarks, rng, block)
 
 
 def _cho_solve_upper(U, V):

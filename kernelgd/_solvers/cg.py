@@ -78,7 +78,7 @@ def _solve_full(operator, Y, w, settings, rng):
     # residual only adds eigenvalues above 1); without ridge, or with a ridge far
     # below it, P needs a shift: 1 / alpha would blow up rounding outside N's span.
     mu = float(max(alpha, PRECONDITIONER_MIN_SHIFT * diag_mean, np.finfo(float).tiny))
-    precond = NystroemPreconditioner(operator, s, mu, N_LANDMARKS, rng, center=center)
+    precond = NystroemPreconditioner(operator, s, mu, N_LANDMARKS, rng, center=center, factor=settings.landmarks)
     y_bar = weighted_sum(w, Y) if center else zeros(Y, t)
     least_squares = alpha < LEAST_SQUARES_RIDGE * diag_mean
 

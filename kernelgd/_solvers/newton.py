@@ -777,6 +777,9 @@ def solve(operator, Y, w, settings):
         # CG's factors only for CG's steps; dense steps read the penalty as |B|^2, exactly (|T A|^2
         # rounds by 3% in B's smallest directions)
         steps.centers = center_factors(operator, K_mm) if steps.dense is None else (K_mm, None, None)
+    else:  # a tiny full model below the ridge floor: exact dense steps cost what CG's would, and their
+        # stop does not move with the BLAS (CG's moved ninefold between OpenBLAS's kernels)
+        steps.dense = _dense_newton.features(operator, None, k, alpha, not loss.diagonal_hessian, 0.0)
     # a warm-started fit on the same matrix keeps the last one's preconditioner: any preconditioner
     # leaves CG's solution unchanged (a stale factor is applied with the weights it was made for)
     state = settings.reuse if operator.symmetric else None
@@ -798,19 +801,24 @@ def solve(operator, Y, w, settings):
 
     # the softmax takes exact Newton steps (the Hessian is coupled, not diagonal) on centers (coupled,
     # above), and for the full model where its preconditioner can follow (see COUPLED_MAX_CONDITION)
-    ratio = _coupling_ratio(operator, w, k, settings, steps) if K_mm is None and not loss.diagonal_hessian else np.inf
+    full_coupled = K_mm is None and not loss.diagonal_hessian and steps.dense is None
+    ratio = _coupling_ratio(operator, w, k, settings, steps) if full_coupled else np.inf
     started = _subsample_applies(operator, Y, w, settings)  # exact steps from near the optimum pay longer
     coupled_full = ratio <= (STARTED_MAX_CONDITION if started else COUPLED_MAX_CONDITION)
     if coupled_full and ratio <= HALF_RANK_MAX_CONDITION:  # a large ridge hides K's smaller eigenvalues: half the landmarks do
         steps.rank = max(steps.L.shape[1] // 2, min(steps.L.shape[1], MIN_LANDMARKS))
-    exact_model = loss.diagonal_hessian or coupled or coupled_full  # the second-order model is the true one
+    # the second-order model is the true one
+    exact_model = loss.diagonal_hessian or coupled or coupled_full or steps.dense is not None
     b0, value0 = objective.baseline(settings.fit_intercept)
     rounding = RoundingCheck(operator, w, loss, value0)
     # a start near the optimum pays where the steps converge quadratically: the diagonal model's
     # steps converge linearly, and from there take exact CG runs from the first step (letter at C=4
     # with diagonal-model steps: 75 s against 63 s)
     start = _subsample_start(operator, Y, w, settings) if started and exact_model else None
-    if settings.coef_init is not None:
+    # the tiny full model's dense steps ignore a warm start: from saturated predictions (coefficients
+    # scaled by 1e6, features of 1e6) a dense step landed where its decrement passed 0.7% above the
+    # optimum, silently; a cold start costs a few exact steps of a few milliseconds
+    if settings.coef_init is not None and not (operator.symmetric and steps.dense is not None):
         A = copy(settings.coef_init)
         b = copy(settings.intercept_init) if settings.fit_intercept else zeros(Y, k)
         if steps.dense is not None:  # dense steps move A in K_mm's resolved span only: start there
@@ -902,7 +910,7 @@ def solve(operator, Y, w, settings):
         else:
             floor_h = HESSIAN_FLOOR * xp.clip(xp.max(H, axis=0), min=float(np.finfo(float).tiny))
             H = xp.maximum(H, xp.broadcast_to(floor_h, H.shape))
-        if K_mm is None:  # damping where the model is (nearly) singular: see _damping
+        if K_mm is None and steps.dense is None:  # damping where the model is (nearly) singular: see _damping
             steps.damping = _damping(steps, operator, H, alpha)
         # saturated predictions (every row fitted with certainty) leave H at underflow: the diagonal
         # model's sums overflow there, a direction that fails below as no descent, without warnings

@@ -1,0 +1,174 @@
+"""Every estimator with no arguments against what a newcomer picks instead, on every set.
+
+    python benchmarks/bench_defaults.py --data-dir ../shared/data
+    python benchmarks/bench_defaults.py --sets digits wine iris breast_cancer   # no data folder needed
+
+Each estimator sits in a pipeline after StandardScaler (adult: numeric columns
+standardized, categorical ones one-hot encoded), with every argument at its
+default, and is fitted in the same run as its peers:
+
+* classification: ``KernelGDClassifier()``, ``KernelGDClassifier(loss="logistic")``
+  and ``KernelGDClassifierCV()`` against ``SVC()``, ``SVC(probability=True)`` and
+  ``Nystroem(n_components=2000)`` + ``LogisticRegression()``;
+* regression: ``KernelGDRegressor()`` and ``KernelGDRegressorCV()`` against
+  ``SVR()`` and ``Nystroem(n_components=2000)`` + ``RidgeCV()``.
+
+Sets: iris, wine, breast_cancer, digits (scikit-learn's bundled copies, a
+stratified 70/30 split), letter (first 16,000 / last 4,000 rows), mnist (the
+first 8,000 / last 2,000 of MNIST's test images, pixels / 255), adult
+(adult.data / adult.test), california (16,000 / 4,640 rows, 7 features, targets
+in 1e5 dollars), ``uci_<name>`` (a UCI regression set with its standard splits,
+the mean over the first ``--splits``; targets in their own units) and
+synthetic (a smooth 8-feature regression, 10,000 / 5,000 rows). The data
+folder's README says where each comes from. The table gives accuracy (or
+RMSE), log-loss, fit seconds and the warnings each fit raised; it is written
+to benchmarks/results/defaults.json, from which report.py builds the
+benchmarks page.
+"""
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _harness import format_table, machine, write_json  # noqa: E402
+
+BUNDLED = ["iris", "wine", "breast_cancer", "digits"]
+CLASSIFICATION = BUNDLED + ["letter", "mnist", "adult"]
+UCI = ["yacht", "energy", "concrete", "wine-quality-red", "kin8nm", "power-plant", "naval-propulsion-plant",
+       "protein-tertiary-structure"]
+REGRESSION = ["california"] + [f"uci_{name}" for name in UCI] + ["synthetic"]
+
+
+def classifiers():
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.svm import SVC
+
+    from kernelgd import KernelGDClassifier, KernelGDClassifierCV
+
+    return {
+        "KernelGDClassifier()": KernelGDClassifier,
+        "KernelGDClassifier(loss='logistic')": lambda: KernelGDClassifier(loss="logistic"),
+        "KernelGDClassifierCV()": KernelGDClassifierCV,
+        "SVC()": SVC,
+        "SVC(probability=True)": lambda: SVC(probability=True),
+        "Nystroem(2000) + LogisticRegression()": lambda: make_pipeline(
+            Nystroem(n_components=2000, random_state=0), LogisticRegression()),
+    }
+
+
+def regressors():
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.linear_model import RidgeCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.svm import SVR
+
+    from kernelgd import KernelGDRegressor, KernelGDRegressorCV
+
+    return {
+        "KernelGDRegressor()": KernelGDRegressor,
+        "KernelGDRegressorCV()": KernelGDRegressorCV,
+        "SVR()": SVR,
+        "Nystroem(2000) + RidgeCV()": lambda: make_pipeline(Nystroem(n_components=2000, random_state=0), RidgeCV()),
+    }
+
+
+def load(name, data_dir, splits):
+    """``(task, [(X_train, y_train, X_test, y_test), ...], preprocessor)`` of a set."""
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import StandardScaler
+
+    import datasets
+
+    if name in BUNDLED:
+        from sklearn import datasets as bundled
+
+        X, y = getattr(bundled, f"load_{name}")(return_X_y=True)
+        X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
+        return "classification", [(X_tr, y_tr, X_te, y_te)], StandardScaler
+    if name in ("letter", "mnist"):
+        loader = datasets.load_letter if name == "letter" else datasets.load_mnist8k
+        return "classification", [loader(data_dir)], StandardScaler
+    if name == "adult":
+        return "classification", [datasets.load_adult(data_dir)], datasets.adult_preprocessor
+    if name == "california":
+        return "regression", [datasets.load_cal16k(data_dir)], StandardScaler
+    if name == "synthetic":
+        return "regression", [datasets.make_synthetic(10_000)], StandardScaler
+    parts = []
+    for k, (X_tr, y_tr, X_te, y_te, y_std) in enumerate(datasets.load_uci(data_dir, name[len("uci_"):])):
+        if k == splits:
+            break
+        parts.append((X_tr, y_tr * y_std, X_te, y_te * y_std))  # the target in its own units
+    return "regression", parts, StandardScaler
+
+
+def evaluate(make, preprocessor, parts, task):
+    """Mean test scores and fit time over the parts, and the warnings the fits raised."""
+    from sklearn.metrics import accuracy_score, log_loss, mean_squared_error
+    from sklearn.pipeline import make_pipeline
+
+    times, scores, losses, caught = [], [], [], []
+    for X_tr, y_tr, X_te, y_te in parts:
+        model = make_pipeline(preprocessor(), make())
+        with warnings.catch_warnings(record=True) as found:
+            warnings.simplefilter("always")
+            start = time.perf_counter()
+            model.fit(X_tr, y_tr)
+            times.append(time.perf_counter() - start)
+        caught += [f"{w.category.__name__}: {str(w.message)[:100]}" for w in found
+                   if not issubclass(w.category, (DeprecationWarning, FutureWarning))]
+        if task == "classification":
+            scores.append(accuracy_score(y_te, model.predict(X_te)))
+            if hasattr(model, "predict_proba"):
+                losses.append(log_loss(y_te, model.predict_proba(X_te), labels=model.classes_))
+        else:
+            scores.append(float(np.sqrt(mean_squared_error(y_te, model.predict(X_te)))))
+    row = {"fit_s": float(np.mean(times)), "warnings": len(caught), "warning_texts": sorted(set(caught))}
+    row["accuracy" if task == "classification" else "rmse"] = float(np.mean(scores))
+    if losses:
+        row["log_loss"] = float(np.mean(losses))
+    chosen = model[-1]
+    for attribute in ("alpha_", "kernel_", "n_centers_"):
+        if hasattr(chosen, attribute):
+            row[attribute.rstrip("_")] = getattr(chosen, attribute) if attribute != "kernel_" else str(chosen.kernel_)
+    return row
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=None, help="the shared data folder (bundled sets need none)")
+    parser.add_argument("--sets", nargs="+", default=None, help="default: every set the data folder allows")
+    parser.add_argument("--skip", nargs="*", default=[], help="estimators to leave out, by their label")
+    parser.add_argument("--splits", type=int, default=3, help="UCI splits averaged")
+    parser.add_argument("--out", default=str(HERE / "results" / "defaults.json"))
+    args = parser.parse_args()
+    sets = args.sets or (BUNDLED if args.data_dir is None else CLASSIFICATION + REGRESSION)
+    rows = []
+    for name in sets:
+        task, parts, preprocessor = load(name, args.data_dir, args.splits)
+        systems = classifiers() if task == "classification" else regressors()
+        for label, make in systems.items():
+            if label in args.skip:
+                continue
+            row = {"set": name, "task": task, "system": label, "n_train": len(parts[0][1]), "splits": len(parts),
+                   **evaluate(make, preprocessor, parts, task)}
+            rows.append(row)
+            print({k: v for k, v in row.items() if k != "warning_texts"}, flush=True)
+    columns = [("set", "set", None), ("system", "system", None), ("n_train", "n", "{:,}"),
+               ("accuracy", "accuracy", "{:.4f}"), ("log_loss", "log-loss", "{:.3f}"), ("rmse", "RMSE", "{:.4g}"),
+               ("fit_s", "fit s", "{:.2f}"), ("warnings", "warnings", "{}")]
+    print(format_table(rows, columns))
+    write_json(args.out, {"machine": machine(), "splits": args.splits, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""``alpha="auto"`` for the squared loss: the ridge of least generalized cross-validation error.
+
+The rank-r randomly pivoted Cholesky factor ``B`` of the centred, weighted
+kernel matrix ``Q S K S Q ~ B B'`` (the one the full model's CG preconditioner
+draws) gives, from the eigenpairs of ``B'B`` (O(n r^2)), the weighted residual
+and the degrees of freedom ``df = 1 + sum_j lam_j / (lam_j + alpha)`` of the
+Nystroem model on its pivots for every ridge at once, and with them the
+generalized cross-validation error (Golub, Heath & Wahba, 1979)
+
+    GCV(alpha) = sum_i w_i (y_i - f_i)^2 / (1 - df / N)^2,
+
+N the total sample weight (the number of rows without weights). Integer
+weights and repeated rows give the same eigenvalues, residuals and N, so the
+same ridge (leave-one-out would not: a repeated row is not left out with its
+copies). The ridges tried span the factor's resolved spectrum, from a tenth
+of its smallest eigenvalue to its largest: below that floor the Nystroem
+model hardly changes with alpha, and at or above it the CG solve at the
+chosen ridge is well conditioned (the preconditioner's residual eigenvalues
+are at most about the floor), so the fit costs about one solve. Of ridges
+whose error is within ``TIE`` of the least, the largest is chosen: the
+smoother model, and the faster solve.
+"""
+
+import numpy as np
+
+from ._array_api import take_rows, to_numpy, xp_of
+from ._operator import KernelOperator
+from ._operator_xp import ArrayKernelOperator
+from ._solvers._preconditioners import N_LANDMARKS, landmark_factor
+
+# The factor's rank: the full model's preconditioner landmarks, so that its factor serves both.
+RANK = N_LANDMARKS
+# Rows the rule reads at most (a random subsample of the weighted rows beyond).
+MAX_ROWS = 20_000
+# Ridges tried per decade, and below the factor's smallest resolved eigenvalue.
+STEPS_PER_DECADE = 4
+FLOOR_BELOW_SPECTRUM = 10.0
+# Leave-one-out errors within this relative margin of the least count as tied.
+TIE = 1e-3
+# The ridge where the rule has nothing to read (a kernel zero on the data, or fewer than 3 rows).
+FALLBACK_ALPHA = 1.0
+
+
+def ridge_grid(lam):
+    """Decreasing ridges from the largest eigenvalue to ``FLOOR_BELOW_SPECTRUM`` below the smallest."""
+    top, bottom = float(lam[-1]), float(lam[0]) / FLOOR_BELOW_SPECTRUM
+    decades = max(np.log10(top / bottom), 0.0)
+    return np.logspace(np.log10(top), np.log10(bottom), int(np.ceil(decades * STEPS_PER_DECADE)) + 1)
+
+
+def choose(factor, Y, w, fit_intercept, n_effective):
+    """``(alpha, errors, alphas)``: the rule's ridge from the factor ``B`` of ``Q S K S Q ~ B B'``.
+
+    ``w`` sums to 1; ``n_effective`` is the total sample weight N.
+    """
+    xp = xp_of(Y)
+    if factor.shape[1] == 0 or n_effective < 3:
+        return FALLBACK_ALPHA, None, None
+    s = xp.sqrt(w)
+    U = s[:, None] * (Y - w @ Y) if fit_intercept else s[:, None] * Y  # Q S y (s's = 1)
+    lam, W = xp.linalg.eigh(factor.T @ factor)
+    lam, Z = np.asarray(to_numpy(lam)), np.asarray(to_numpy(W.T @ (factor.T @ U)))  # Z = sqrt(lam) V'U
+    keep = lam > max(lam[-1], 0.0) * len(lam) * np.finfo(float).eps
+    if not keep.any():
+        return FALLBACK_ALPHA, None, None
+    lam, Z = lam[keep], Z[keep]
+    projected = Z**2 / lam[:, None]  # |V'U|^2 per direction and column
+    total = float(np.sum(np.asarray(to_numpy(U)) ** 2))
+    alphas = ridge_grid(lam)
+    shrink = alphas[:, None] / (lam[None, :] + alphas[:, None])  # (ridges, directions)
+    outside = max(total - float(projected.sum()), 0.0)  # the energy outside the factor's span (>= 0 but for rounding)
+    residual = outside + (shrink**2 @ projected).sum(axis=1)
+    df = float(fit_intercept) + (1.0 - shrink).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        errors = np.where(df < n_effective, residual / (1.0 - df / n_effective) ** 2, np.inf)
+    if not np.isfinite(errors).any():
+        return FALLBACK_ALPHA, errors, alphas
+    tied = np.flatnonzero(errors <= np.min(errors) * (1.0 + TIE))
+    return float(alphas[tied[0]]), errors, alphas  # decreasing ridges: the first tied is the largest
+
+
+def _factor(operator, w, fit_intercept, rng):
+    """The preconditioner's factor ``L`` of the centred, weighted kernel matrix of a square operator."""
+    return landmark_factor(operator, xp_of(w).sqrt(w), RANK, rng, center=fit_intercept)[0]
+
+
+def auto_alpha(X, kernel, Y, w, fit_intercept, rng, n_effective, operator=None, precomputed=False):
+    """``(alpha, factor)``: the rule's ridge, and the factor where it is the fit's operator's.
+
+    ``operator``: the fit's square operator (the full model), whose stored kernel
+    gives the factor's columns and whose preconditioner then reuses the factor.
+    Otherwise (centers) the rule reads at most ``MAX_ROWS`` weighted rows of X
+    through an operator of their own (N scaled to the rows read). ``n_effective``: the
+    total sample weight N.
+    """
+    xp = xp_of(w)
+    if operator is not None and X.shape[0] <= MAX_ROWS:
+        factor = _factor(operator, w, fit_intercept, rng)
+        return choose(factor, Y, w, fit_intercept, n_effective)[0], factor
+    rows = np.flatnonzero(np.asarray(to_numpy(w)) > 0)
+    if len(rows) > MAX_ROWS:
+        rows = np.sort(rng.choice(rows, MAX_ROWS, replace=False))
+    Xs = X[np.ix_(rows, rows)] if precomputed else take_rows(xp, X, rows) if not hasattr(X, "tocsr") else X[rows]
+    Ys, ws = take_rows(xp, Y, rows), take_rows(xp, w, rows)
+    share = float(xp.sum(ws))  # of w, which sums to 1
+    ws = ws / share
+    if precomputed:
+        sub = KernelOperator(Xs, None, dtype="float64")
+    elif xp is np:
+        sub = KernelOperator(Xs, kernel, dtype="float64", store=False)
+    else:
+        sub = ArrayKernelOperator(Xs, kernel, dtype="float64", store=False, memory_budget=1 << 28)
+    return choose(_factor(sub, ws, fit_intercept, rng), Ys, ws, fit_intercept, n_effective * share)[0], None

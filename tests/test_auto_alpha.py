@@ -1,0 +1,112 @@
+"""alpha="auto" for the squared loss: the leave-one-out rule on the landmarks' factor."""
+
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.datasets import load_breast_cancer, load_iris, load_wine, make_friedman1
+from sklearn.preprocessing import StandardScaler
+
+from kernelgd import KernelGDClassifier, KernelGDRegressor, kernel_matrix
+from kernelgd import _auto_alpha
+
+
+def _brute_force_gcv(K, y, alpha):
+    """GCV of kernel ridge with intercept on unweighted rows, from its dense hat matrix
+    ``H = 1 1' / N + Q K Q (Q K Q + N alpha I)^-1`` (Q the centring)."""
+    N = len(y)
+    Q = np.eye(N) - 1.0 / N
+    H = 1.0 / N + Q @ K @ Q @ np.linalg.inv(Q @ K @ Q + N * alpha * np.eye(N))
+    return np.mean((y - H @ y) ** 2) / (1.0 - np.trace(H) / N) ** 2
+
+
+def test_rule_picks_the_least_brute_force_gcv_error_of_its_grid_and_weights_are_repeats():
+    # With every direction of the weighted kernel matrix in the factor the Nystroem model is the
+    # exact one: its errors must be the dense GCV of the problem with each row repeated by its
+    # integer weight, and the choice the grid's largest ridge within TIE of the least.
+    rng = np.random.RandomState(0)
+    X = rng.randn(30, 2)
+    y = np.sin(2 * X[:, 0]) + 0.3 * rng.randn(30)
+    counts = rng.randint(1, 4, 30)
+    w = counts / counts.sum()
+    K = kernel_matrix(X, kernel="rbf", sigma=1.0)
+    s = np.sqrt(w)
+    Q = np.eye(30) - np.outer(s, s)
+    lam, V = np.linalg.eigh(Q @ (s[:, None] * K * s[None, :]) @ Q)
+    kept = lam > 1e-12 * lam[-1]
+    alpha, errors, alphas = _auto_alpha.choose(V[:, kept] * np.sqrt(lam[kept]), y[:, None], w, True, counts.sum())
+    rows = np.repeat(np.arange(30), counts)
+    brute = np.array([_brute_force_gcv(K[np.ix_(rows, rows)], y[rows], a) for a in alphas])
+    assert_allclose(errors, brute, rtol=1e-6)
+    tied = np.flatnonzero(brute <= brute.min() * (1 + _auto_alpha.TIE))
+    assert alpha == alphas[tied[0]] == alphas[tied].max()
+    assert alphas.max() == pytest.approx(lam.max())  # the grid spans the factor's spectrum
+    assert alphas.min() == pytest.approx(lam[kept].min() / _auto_alpha.FLOOR_BELOW_SPECTRUM)
+
+
+def test_auto_fits_the_same_model_as_its_ridge_given():
+    X, y = make_friedman1(600, noise=0.5, random_state=0)
+    auto = KernelGDRegressor(random_state=0, tol=1e-8).fit(X, y)
+    assert auto.solver_ == "cg" and 0 < auto.alpha_ < 1
+    given = KernelGDRegressor(alpha=auto.alpha_, random_state=0, tol=1e-8).fit(X, y)
+    assert_allclose(auto.predict(X), given.predict(X), rtol=1e-6, atol=1e-6)
+
+
+def test_auto_beats_the_interpolating_and_the_heavy_ridge_on_held_out_rows():
+    X, y = make_friedman1(1500, noise=1.0, random_state=1)
+    X_test, y_test = X[1000:], y[1000:]
+    X, y = X[:1000], y[:1000]
+    auto = KernelGDRegressor().fit(X, y).score(X_test, y_test)
+    for alpha in (1e-9, 1e-1):
+        assert auto > KernelGDRegressor(alpha=alpha, solver="cg", tol=1e-8).fit(X, y).score(X_test, y_test)
+
+
+@pytest.mark.parametrize("load", [load_iris, load_wine, load_breast_cancer])
+def test_default_classifier_and_regressor_fit_without_warnings(load):
+    X, y = load(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clf = KernelGDClassifier(random_state=0).fit(X, y)
+        reg = KernelGDRegressor(random_state=0).fit(X, y.astype(float))
+    assert clf.alpha_ > 0 and reg.alpha_ > 0
+    assert clf.score(X, y) > 0.9
+
+
+def test_auto_with_integer_weights_equals_repeated_rows():
+    rng = np.random.RandomState(0)
+    X = rng.randn(50, 2)
+    y = X[:, 0] ** 2 + 0.1 * rng.randn(50)
+    counts = rng.randint(1, 4, 50)
+    weighted = KernelGDRegressor(random_state=0, tol=1e-10).fit(X, y, sample_weight=counts)
+    repeated = KernelGDRegressor(random_state=0, tol=1e-10).fit(np.repeat(X, counts, axis=0), np.repeat(y, counts))
+    assert weighted.alpha_ == pytest.approx(repeated.alpha_, rel=1e-9)
+    assert_allclose(weighted.predict(X), repeated.predict(X), atol=1e-3)  # solves at a small ridge
+
+
+@pytest.mark.parametrize("y_kind", ["constant", "two rows"])
+def test_auto_at_the_edges_is_finite(y_kind):
+    X = np.arange(6.0)[:, None] if y_kind == "constant" else np.array([[0.0], [1.0]])
+    y = np.ones(len(X)) if y_kind == "constant" else np.array([0.0, 1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reg = KernelGDRegressor().fit(X, y)
+    assert np.isfinite(reg.alpha_) and reg.alpha_ > 0
+    assert np.all(np.isfinite(reg.predict(X)))
+
+
+def test_auto_on_centers_reads_a_subsample(monkeypatch):
+    monkeypatch.setattr(_auto_alpha, "MAX_ROWS", 300)
+    X, y = make_friedman1(1000, noise=0.5, random_state=0)
+    reg = KernelGDRegressor(n_centers=200, random_state=0).fit(X, y)
+    assert reg.n_centers_ == 200 and 0 < reg.alpha_ < 1
+    assert reg.score(X, y) > 0.8
+
+
+def test_non_psd_kernel_auto_is_zero():
+    rng = np.random.RandomState(0)
+    X = rng.randn(30, 2)
+    with pytest.warns(Warning):
+        reg = KernelGDRegressor(kernel="sigmoid", max_iter=20).fit(X, X[:, 0])
+    assert reg.alpha_ == 0.0 and reg.solver_ == "gd"
