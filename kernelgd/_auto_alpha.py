@@ -35,7 +35,7 @@ MAX_ROWS = 20_000
 # Ridges tried per decade, and below the factor's smallest resolved eigenvalue.
 STEPS_PER_DECADE = 4
 FLOOR_BELOW_SPECTRUM = 10.0
-# Leave-one-out errors within this relative margin of the least count as tied.
+# GCV errors within this relative margin of the least count as tied.
 TIE = 1e-3
 # The ridge where the rule has nothing to read (a kernel zero on the data, or fewer than 3 rows).
 FALLBACK_ALPHA = 1.0

@@ -450,8 +450,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         class weights (integer weights count repeated rows), or their number without weights."""
         if counts is None:
             return float(n_samples if rows is None else len(rows))
-        counts = np.asarray(to_numpy(counts), dtype=np.float64) if not isinstance(counts, np.ndarray) else counts
-        counts = np.asarray(counts, dtype=np.float64).reshape(-1)
+        counts = np.asarray(to_numpy(counts), dtype=np.float64).reshape(-1)
         return float(np.sum(counts if rows is None else counts[rows]))
 
     def _warm_start_init(self, n_coef, n_targets):
