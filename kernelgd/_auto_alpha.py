@@ -35,6 +35,8 @@ MAX_ROWS = 20_000
 # Ridges tried per decade, and below the factor's smallest resolved eigenvalue.
 STEPS_PER_DECADE = 4
 FLOOR_BELOW_SPECTRUM = 10.0
+# The most degrees of freedom, as a share of N, of a ridge the rule may choose.
+MAX_DF_SHARE = 0.5
 # GCV errors within this relative margin of the least count as tied.
 TIE = 1e-3
 # The ridge where the rule has nothing to read (a kernel zero on the data, or fewer than 3 rows).
@@ -72,7 +74,7 @@ def choose(factor, Y, w, fit_intercept, n_effective):
     residual = outside + (shrink**2 @ projected).sum(axis=1)
     df = float(fit_intercept) + (1.0 - shrink).sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        errors = np.where(df < n_effective, residual / (1.0 - df / n_effective) ** 2, np.inf)
+        errors = np.where(df <= MAX_DF_SHARE * n_effective, residual / (1.0 - df / n_effective) ** 2, np.inf)
     if not np.isfinite(errors).any():
         return FALLBACK_ALPHA, errors, alphas
     tied = np.flatnonzero(errors <= np.min(errors) * (1.0 + TIE))

@@ -130,10 +130,11 @@ REGRESSOR_ALPHA = """\
         Ridge strength (>= 0) in the objective below. ``alpha`` here equals
         scikit-learn's ``KernelRidge(alpha=n_samples * alpha)``. ``"auto"``
         chooses it from the data at about the cost of one fit: the ridge of
-        least leave-one-out error of the Nystroem model on 500 landmarks that
-        randomly pivoted Cholesky draws from the kernel matrix (on at most
-        20,000 rows), among ridges from a tenth of that factor's smallest
-        eigenvalue to its largest; the solve then runs at that ridge, where
+        least generalized cross-validation error of the Nystroem model on 500
+        landmarks that randomly pivoted Cholesky draws from the kernel matrix
+        (on at most 20,000 rows), among ridges from a tenth of that factor's
+        smallest eigenvalue to its largest that leave the model at most
+        ``n_samples / 2`` degrees of freedom; the solve then runs at that ridge, where
         the same landmarks precondition it well. The value used is
         ``alpha_``. For a kernel that is not positive semi-definite,
         ``"auto"`` is 0. With ``alpha=0`` the minimiser interpolates the
@@ -148,7 +149,7 @@ CLASSIFIER_ALPHA = """\
     alpha : float or "auto", default="auto"
         Ridge strength (>= 0) in the objective below, as in
         :class:`KernelGDRegressor`. ``"auto"``: with the squared loss the
-        regressor's leave-one-out rule on the +-1 targets of every class;
+        regressor's generalized cross-validation rule on the +-1 targets of every class;
         with the logistic loss ``1 / (2 * total sample weight)``, which is
         LogisticRegression's default ``C=1`` (a minimiser then exists even on
         separable data). The value used is ``alpha_``. ``C=1`` underfits

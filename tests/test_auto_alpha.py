@@ -1,4 +1,4 @@
-"""alpha="auto" for the squared loss: the leave-one-out rule on the landmarks' factor."""
+"""alpha="auto" for the squared loss: the generalized cross-validation rule on the landmarks' factor."""
 
 import warnings
 
@@ -13,18 +13,19 @@ from kernelgd import _auto_alpha
 
 
 def _brute_force_gcv(K, y, alpha):
-    """GCV of kernel ridge with intercept on unweighted rows, from its dense hat matrix
-    ``H = 1 1' / N + Q K Q (Q K Q + N alpha I)^-1`` (Q the centring)."""
+    """GCV of kernel ridge with intercept on unweighted rows, and its degrees of freedom,
+    from its dense hat matrix ``H = 1 1' / N + Q K Q (Q K Q + N alpha I)^-1`` (Q the centring)."""
     N = len(y)
     Q = np.eye(N) - 1.0 / N
     H = 1.0 / N + Q @ K @ Q @ np.linalg.inv(Q @ K @ Q + N * alpha * np.eye(N))
-    return np.mean((y - H @ y) ** 2) / (1.0 - np.trace(H) / N) ** 2
+    return np.mean((y - H @ y) ** 2) / (1.0 - np.trace(H) / N) ** 2, np.trace(H)
 
 
 def test_rule_picks_the_least_brute_force_gcv_error_of_its_grid_and_weights_are_repeats():
     # With every direction of the weighted kernel matrix in the factor the Nystroem model is the
     # exact one: its errors must be the dense GCV of the problem with each row repeated by its
-    # integer weight, and the choice the grid's largest ridge within TIE of the least.
+    # integer weight (where df <= MAX_DF_SHARE * N; beyond, inf), and the choice the grid's largest
+    # ridge within TIE of the least.
     rng = np.random.RandomState(0)
     X = rng.randn(30, 2)
     y = np.sin(2 * X[:, 0]) + 0.3 * rng.randn(30)
@@ -37,8 +38,12 @@ def test_rule_picks_the_least_brute_force_gcv_error_of_its_grid_and_weights_are_
     kept = lam > 1e-12 * lam[-1]
     alpha, errors, alphas = _auto_alpha.choose(V[:, kept] * np.sqrt(lam[kept]), y[:, None], w, True, counts.sum())
     rows = np.repeat(np.arange(30), counts)
-    brute = np.array([_brute_force_gcv(K[np.ix_(rows, rows)], y[rows], a) for a in alphas])
-    assert_allclose(errors, brute, rtol=1e-6)
+    brute, df = np.array([_brute_force_gcv(K[np.ix_(rows, rows)], y[rows], a) for a in alphas]).T
+    allowed = df <= _auto_alpha.MAX_DF_SHARE * counts.sum()
+    assert allowed.any() and not allowed.all()  # the cap binds on this grid
+    assert_allclose(errors[allowed], brute[allowed], rtol=1e-6)
+    assert np.all(np.isinf(errors[~allowed]))
+    brute[~allowed] = np.inf
     tied = np.flatnonzero(brute <= brute.min() * (1 + _auto_alpha.TIE))
     assert alpha == alphas[tied[0]] == alphas[tied].max()
     assert alphas.max() == pytest.approx(lam.max())  # the grid spans the factor's spectrum
@@ -60,6 +65,21 @@ def test_auto_beats_the_interpolating_and_the_heavy_ridge_on_held_out_rows():
     auto = KernelGDRegressor().fit(X, y).score(X_test, y_test)
     for alpha in (1e-9, 1e-1):
         assert auto > KernelGDRegressor(alpha=alpha, solver="cg", tol=1e-8).fit(X, y).score(X_test, y_test)
+
+
+def test_auto_does_not_interpolate_small_sets_with_near_duplicate_rows():
+    # Regression: on iris (105 training rows) GCV's least error was at df ~ N (alpha ~ 1e-10),
+    # 0.867 test accuracy against SVC's 0.978 on this split.
+    from sklearn.model_selection import train_test_split
+    from sklearn.svm import SVC
+
+    X, y = load_iris(return_X_y=True)
+    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+    scaler = StandardScaler().fit(X_tr)
+    X_tr, X_te = scaler.transform(X_tr), scaler.transform(X_te)
+    est = KernelGDClassifier().fit(X_tr, y_tr)
+    assert est.alpha_ > 1e-5
+    assert est.score(X_te, y_te) >= SVC().fit(X_tr, y_tr).score(X_te, y_te)
 
 
 @pytest.mark.parametrize("load", [load_iris, load_wine, load_breast_cancer])
