@@ -237,7 +237,24 @@ def _compute_array(X, dtype):
 
 
 class MemoryBudgetError(ValueError):
-    """A fit would need more memory than the budget allows."""
+    """A fit would need more memory than the budget allows.
+
+    A subclass of ValueError, raised before any large allocation, whose
+    message names the option that avoids it (fewer ``n_centers``, or a
+    larger ``options={"memory_budget": ...}``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelgd import KernelGDRegressor, MemoryBudgetError
+    >>> X, y = np.random.RandomState(0).randn(300, 2), np.arange(300.0)
+    >>> reg = KernelGDRegressor(n_centers=200, options={"memory_budget": 100_000})
+    >>> try:
+    ...     reg.fit(X, y)
+    ... except MemoryBudgetError as error:
+    ...     print(str(error)[:52])
+    n_centers=200 (three m x m matrices) needs 938 KiB, 
+    """
 
 
 def check_budget(n_bytes, what, budget, fix):

@@ -13,7 +13,27 @@ from .._warnings import warn
 
 
 class NonPSDKernelWarning(UserWarning):
-    """The kernel (matrix) is not positive semi-definite."""
+    """The kernel (matrix) is not positive semi-definite.
+
+    Raised by a fit whose kernel is not positive semi-definite (the sigmoid
+    kernel, a precomputed matrix with negative eigenvalues): the objective
+    may then be non-convex, solvers ``"cg"``, ``"eigenpro"`` and
+    ``"newton"`` do not apply, and gradient descent may diverge. A positive
+    ``alpha`` or a PSD kernel avoids it; :func:`kernelgd.check_psd` tells
+    which kernels are.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> from kernelgd import KernelGDRegressor, NonPSDKernelWarning
+    >>> X, y = np.random.RandomState(0).randn(40, 3), np.arange(40.0)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _ = KernelGDRegressor(kernel="sigmoid", max_iter=20).fit(X, y)
+    >>> any(issubclass(w.category, NonPSDKernelWarning) for w in caught)
+    True
+    """
 
 
 @dataclass
