@@ -1,4 +1,4 @@
-"""Cal-16k: kernelgd against its peers on California housing (issue 3's problem).
+"""Cal-16k: kernelgd against its peers on California housing (16,000 training rows).
 
     python benchmarks/bench_cal16k.py --data-dir ../shared/data
 
@@ -41,7 +41,7 @@ WARM_MAX = 20.0  # fits faster than this (s) are timed a second time in the same
 SYSTEMS = {
     "kernelgd": "kernelgd defaults (solver='auto' -> cg)",
     "kernelgd-stream": "kernelgd, streaming K (memory_budget=256 MiB)",
-    "kernelgd-gd-1000": "kernelgd solver='gd', 1,000 updates (the notes' method)",
+    "kernelgd-gd-1000": "kernelgd solver='gd', 1,000 updates (plain gradient descent)",
     "kernelgd-eigenpro": "kernelgd solver='eigenpro', alpha=0, early stopping",
     "kernelgd-centers-4000": "kernelgd n_centers=4000",
     "krr-1thread": "scikit-learn KernelRidge, 1 BLAS thread",

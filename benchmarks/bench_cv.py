@@ -1,4 +1,4 @@
-"""Model selection on the UCI regression sets (issue 9's targets).
+"""Model selection on the UCI regression sets, against scikit-learn's searches.
 
     python benchmarks/bench_cv.py --data-dir ../shared/data [--sets energy yacht] [--splits 3]
 

@@ -26,8 +26,8 @@ has more training rows than the exact model's default limit (so that
 cost in accuracy. The table gives accuracy (or RMSE), log-loss, fit seconds
 and the warnings each fit raised; it is written to
 benchmarks/results/defaults.json, from which report.py builds the benchmarks
-page. ``--merge`` replaces the sets just run in an existing JSON and keeps
-the others, so that the large sets can be run one at a time.
+page. ``--merge`` replaces the rows just run in an existing JSON and keeps
+the others, so that the large sets (or one system) can be run on their own.
 
 Where the data come from (the folder given by ``--data-dir``):
 ``letter/letter-recognition.data`` is UCI's Letter Recognition;
@@ -181,10 +181,11 @@ def main():
     args = parser.parse_args()
     sets = args.sets or (BUNDLED if args.data_dir is None else CLASSIFICATION + REGRESSION)
     rows = []
+    kept = []
     if args.merge and Path(args.out).exists():
         import json
 
-        rows = [row for row in json.loads(Path(args.out).read_text())["rows"] if row["set"] not in sets]
+        kept = json.loads(Path(args.out).read_text())["rows"]
     for name in sets:
         task, parts, preprocessor = load(name, args.data_dir, args.splits)
         systems = classifiers() if task == "classification" else regressors()
@@ -196,6 +197,12 @@ def main():
                    **evaluate(make, preprocessor, parts, task)}
             rows.append(row)
             print({k: v for k, v in row.items() if k != "warning_texts"}, flush=True)
+    ran = {(row["set"], row["system"]) for row in rows}
+    rows = [row for row in kept if (row["set"], row["system"]) not in ran] + rows
+    order = {name: k for k, name in enumerate(CLASSIFICATION + REGRESSION)}
+    systems = {label: k for k, label in enumerate([*classifiers(), *exact_model("classification", 10**9),
+                                                    *regressors(), *exact_model("regression", 10**9)])}
+    rows.sort(key=lambda row: (order.get(row["set"], len(order)), systems.get(row["system"], len(systems))))
     columns = [("set", "set", None), ("system", "system", None), ("n_train", "n", "{:,}"),
                ("accuracy", "accuracy", "{:.4f}"), ("log_loss", "log-loss", "{:.3f}"), ("rmse", "RMSE", "{:.4g}"),
                ("fit_s", "fit s", "{:.2f}"), ("warnings", "warnings", "{}")]

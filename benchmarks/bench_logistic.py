@@ -1,4 +1,4 @@
-"""Kernel logistic regression against probabilistic kernel classifiers (issue 8's targets).
+"""Kernel logistic regression against probabilistic kernel classifiers.
 
     python benchmarks/bench_logistic.py --data-dir ../shared/data
 

@@ -4,11 +4,10 @@
 
 UCI protein-tertiary-structure, split 0 (41,157 training rows, 9 features,
 standardized), rbf kernel with sigma = 2 and ridge alpha = 1e-6 with an
-intercept (issue 7's 36,000-row case took 86 CG iterations at these
-settings). The same fit runs with the default
+intercept. The same fit runs with the default
 ``options`` (memory_budget="auto": half the memory available at fit time),
 with a hand-set 12 GiB budget (K, 6.3 GiB in float32, is stored) and,
-with ``--systems 2GiB``, the old fixed default of 2 GiB (K is recomputed in
+with ``--systems 2GiB``, a fixed 2 GiB (K is recomputed in
 row blocks on every iteration: minutes). Each fit runs in its own process,
 the systems alternating round by round (the first large allocation after an
 idle spell is slow on a virtual machine, so rounds share that cost), and the

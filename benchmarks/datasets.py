@@ -11,7 +11,7 @@ CAL_FEATURES = [
 
 
 def load_cal16k(data_dir):
-    """The Cal-16k problem of issue 3: standardized California housing.
+    """Cal-16k: standardized California housing.
 
     Returns X_train (16000, 7), y_train (centred), X_test (4640, 7), y_test
     (centred with the training mean); targets in units of 1e5 dollars.

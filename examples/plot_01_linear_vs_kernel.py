@@ -1,8 +1,8 @@
 """
-Kernels solve what no linear classifier can (the notes' Figure 1)
-=================================================================
+Kernels solve what no linear classifier can
+===========================================
 
-The course notes open the kernel lecture with a data set that no line
+The classic case for kernels is a data set that no line
 separates: one class inside a ring of the other. A linear classifier can do
 no better than guessing on such data. The same classifier with an RBF kernel,
 ``k(x, z) = exp(-||x - z||^2 / sigma^2)``, learns a boundary in the

@@ -2,7 +2,7 @@
 The kernel trick, measured: 2^d features for the price of d
 ===========================================================
 
-The notes' feature map sends ``x`` in R^d to the products of all subsets of
+The all-subsets feature map sends ``x`` in R^d to the products of all subsets of
 its entries, ``phi(x) = (1, x_1, ..., x_d, x_1 x_2, ..., x_1 x_2 ... x_d)``:
 2^d features. Its inner product collapses to a product of d terms,
 

@@ -2,7 +2,7 @@
 Dual gradient descent is primal gradient descent, iterate by iterate
 ====================================================================
 
-The notes' induction: start gradient descent on the squared loss from
+By induction: start gradient descent on the squared loss from
 ``w = 0``; every gradient is a combination of the inputs, so every iterate is
 ``w_t = sum_i alpha_i^t x_i`` and the update can be run on the coefficients
 ``alpha`` alone. With the linear kernel, kernelgd's solver ``"gd"`` runs

@@ -1,8 +1,8 @@
 """
-Reading learning curves: high variance or high bias (the notes' Figure 3)
-=========================================================================
+Reading learning curves: high variance or high bias
+===================================================
 
-The notes read the training and test error against the number of training
+Learning curves put the training and test error against the number of training
 samples, next to the error ``epsilon`` one wants to reach:
 
 - **high variance**: the training error is below epsilon but the test error

@@ -3,7 +3,7 @@ The solvers: the same objective, reached at different speeds
 ============================================================
 
 All of kernelgd's solvers minimise the same ridge objective; they differ in
-how fast they get there. Plain gradient descent (the notes' update) is exact
+how fast they get there. Plain gradient descent (solver ``"gd"``) is exact
 but slow, because a kernel matrix is badly conditioned: its step must be
 small enough for the largest eigenvalue, so the directions of small
 eigenvalues take many steps. Conjugate gradient with a Nystroem

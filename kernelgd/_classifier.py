@@ -51,6 +51,8 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
     class of the largest decision value. Labels may be of any type, strings
     included.
 
+    Read more in the :ref:`User Guide <ug-classification>`.
+
     Parameters
     ----------
     loss : {"squared", "logistic"}, default="squared"
@@ -86,11 +88,16 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         The bandwidth used, None for kernels without one.
     step_size_ : float
         The step size used.
+    solver_ : str
+        The solver used: ``solver``, or the one ``"auto"`` chose.
     n_iter_ : int
-        The number of iterations run.
+        The number of iterations run (Newton steps for ``"newton"``).
     loss_curve_ : list of float
         The objective after each iteration (summed over the class columns),
         up to the returned model (the best iterate seen).
+    validation_loss_curve_ : list of float or None
+        With ``early_stopping=True``, the loss on the validation rows after
+        each iteration; None otherwise.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)

@@ -29,7 +29,7 @@ PARAMETERS = """\
         Further keyword arguments of the kernel function (``a`` of the
         sigmoid kernel, parameters of a registered or callable kernel).
 {alpha}    solver : {"auto", "gd", "cg", "eigenpro", "newton"}, default="auto"
-        ``"gd"``: the gradient-descent update of the course notes (see
+        ``"gd"``: plain gradient descent on the dual coefficients (see
         Notes). ``"cg"``: preconditioned conjugate gradient on the ridge
         system. ``"eigenpro"``: gradient descent preconditioned by the top
         eigen-directions of a subsample (EigenPro), stochastic without
@@ -47,7 +47,8 @@ PARAMETERS = """\
         fit raise a ValueError that states the bound.
     max_iter : int, default=1000
         Maximum number of iterations: updates for ``"gd"`` and ``"cg"``,
-        epochs for ``"eigenpro"``.
+        epochs for ``"eigenpro"``, Newton steps for ``"newton"`` (each
+        also runs at most ``max_iter`` conjugate-gradient iterations).
     tol : float, default=1e-3
         Stopping tolerance. ``"gd"`` and ``"eigenpro"`` stop when the norm of
         the primal gradient is at most ``tol`` times its value at the

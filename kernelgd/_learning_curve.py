@@ -1,4 +1,4 @@
-"""Read a learning curve as the course notes do: high variance, high bias, or fine."""
+"""Read a learning curve: high variance, high bias, or fine."""
 
 import textwrap
 from dataclasses import dataclass, field
@@ -12,7 +12,7 @@ from sklearn.utils.validation import _num_samples
 
 HIGH_VARIANCE, HIGH_BIAS, FINE = "high variance", "high bias", "fine"
 
-# The notes' remedies for each regime.
+# The usual remedies for each regime.
 REMEDIES = {
     HIGH_VARIANCE: [
         "Add more training data.",
@@ -37,11 +37,11 @@ class LearningCurveDiagnosis:
     Attributes
     ----------
     regime : {"high variance", "high bias", "fine"}
-        The notes' reading of the curves at the largest training size.
+        The reading of the curves at the largest training size.
     symptoms : list of str
         The observations the verdict rests on, with their figures.
     remedies : list of str
-        The notes' remedies for the regime.
+        The usual remedies for the regime.
     epsilon : float
         The desired error.
     error_name : str
@@ -131,7 +131,7 @@ def diagnose_learning_curve(
     estimator, X, y, *, epsilon, scoring=None, cv=None, train_sizes=np.linspace(0.1, 1.0, 5),
     groups=None, n_jobs=None, shuffle=False, random_state=None, params=None,
 ):
-    """Diagnose high variance or high bias from learning curves, as the course notes do.
+    """Diagnose high variance or high bias from learning curves.
 
     Runs :func:`sklearn.model_selection.learning_curve` and reads the mean
     training and test errors at the largest training size against the

@@ -59,6 +59,8 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
     warm-started from the previous one. The best triple is then refitted on
     all the data with :class:`KernelGDRegressor`.
 
+    Read more in the :ref:`User Guide <ug-model-selection>`.
+
     Parameters
     ----------
     kernel : str, callable or list of them, default=("rbf", "laplacian")
@@ -378,9 +380,10 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
     """Kernel classification with sigma and alpha chosen by cross-validation.
 
     For every candidate width the kernel is evaluated once. With the
-    squared loss and ``cv=None`` every alpha is scored by its exact
-    leave-one-out decision values (one-vs-rest ridge on +-1 targets), as
-    in :class:`KernelGDRegressorCV`. Otherwise each fold of a stratified
+    squared loss and ``cv=None`` every alpha is scored by its
+    leave-one-out decision values (one-vs-rest ridge on +-1 targets; exact
+    up to 3,000 rows, on a rank-2,000 factor above), as in
+    :class:`KernelGDRegressorCV`. Otherwise each fold of a stratified
     K-fold split (5 folds by default) is solved for the ``alphas`` from the
     largest to the smallest, each solve warm-started from the last, on the
     rows of that one matrix, until 2 alphas in a row have not beaten the
@@ -390,6 +393,8 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
     fold on stops once its folds' best scores sum below the best candidate's
     on the same folds. The best pair is then refitted on all the data with
     :class:`KernelGDClassifier`.
+
+    Read more in the :ref:`User Guide <ug-model-selection>`.
 
     Parameters
     ----------

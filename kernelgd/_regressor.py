@@ -14,8 +14,11 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
     """Kernel regression trained by gradient descent on the dual coefficients.
 
     Learns ``f(x) = sum_i dual_coef_[i] k(X_fit_[i], x) + intercept_`` by
-    the update of the course notes (see Notes). With ``alpha > 0`` it
+    gradient descent on the dual coefficients or a faster solver of the
+    same objective (see Notes). With ``alpha > 0`` it
     converges to the kernel ridge solution.
+
+    Read more in the :ref:`User Guide <ug-model>`.
 
     Parameters
     ----------
@@ -39,11 +42,16 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         The bandwidth used, None for kernels without one.
     step_size_ : float
         The step size used.
+    solver_ : str
+        The solver used: ``solver``, or the one ``"auto"`` chose.
     n_iter_ : int
-        The number of iterations run.
+        The number of iterations run (Newton steps for ``"newton"``).
     loss_curve_ : list of float
         The objective after each iteration, up to the returned model (the
         best iterate seen); the last value is that model's objective.
+    validation_loss_curve_ : list of float or None
+        With ``early_stopping=True``, the loss on the validation rows after
+        each iteration; None otherwise.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)

@@ -5,8 +5,8 @@ the block ``K[i, j] = k(X[i], Y[j])``, plus one registry entry that says
 which estimator parameters it takes, whether it is positive semi-definite
 (PSD) and how to compute its diagonal ``k(x, x)`` cheaply.
 
-The formulas are those of the kernelgd documentation (the course notes
-disagree on some constants; these are ours):
+The formulas are those of the kernelgd documentation (texts differ on
+some constants; these are ours):
 
 ==============  ==============================================  =====
 name            k(x, z)                                         PSD

@@ -1,4 +1,4 @@
-"""Solver "gd": the gradient descent on the dual coefficients of the notes.
+"""Solver "gd": plain gradient descent on the dual coefficients.
 
 Objective ``L = sum_i w_i (f(x_i) - y_i)^2 + alpha ||f||_H^2`` with
 ``f = K a + b`` and ``||f||_H^2 = a'K a``. Starting from ``a = 0`` each
@@ -70,7 +70,7 @@ def reference_gradient_norm2(operator, Y, w, settings):
 
 
 def solve(operator, Y, w, settings):
-    """Run the update of the notes; see the module docstring.
+    """Run the update; see the module docstring.
 
     Parameters
     ----------
