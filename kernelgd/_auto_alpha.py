@@ -50,10 +50,11 @@ def ridge_grid(lam):
     return np.logspace(np.log10(top), np.log10(bottom), int(np.ceil(decades * STEPS_PER_DECADE)) + 1)
 
 
-def choose(factor, Y, w, fit_intercept, n_effective):
+def choose(factor, Y, w, fit_intercept, n_effective, alphas=None):
     """``(alpha, errors, alphas)``: the rule's ridge from the factor ``B`` of ``Q S K S Q ~ B B'``.
 
-    ``w`` sums to 1; ``n_effective`` is the total sample weight N.
+    ``w`` sums to 1; ``n_effective`` is the total sample weight N. ``alphas``:
+    the ridges to score (default: ``ridge_grid`` of the factor's spectrum).
     """
     xp = xp_of(Y)
     if factor.shape[1] == 0 or n_effective < 3:
@@ -68,7 +69,7 @@ def choose(factor, Y, w, fit_intercept, n_effective):
     lam, Z = lam[keep], Z[keep]
     projected = Z**2 / lam[:, None]  # |V'U|^2 per direction and column
     total = float(np.sum(np.asarray(to_numpy(U)) ** 2))
-    alphas = ridge_grid(lam)
+    alphas = ridge_grid(lam) if alphas is None else np.asarray(alphas, dtype=float)
     shrink = alphas[:, None] / (lam[None, :] + alphas[:, None])  # (ridges, directions)
     outside = max(total - float(projected.sum()), 0.0)  # the energy outside the factor's span (>= 0 but for rounding)
     residual = outside + (shrink**2 @ projected).sum(axis=1)
@@ -79,6 +80,66 @@ def choose(factor, Y, w, fit_intercept, n_effective):
         return FALLBACK_ALPHA, errors, alphas
     tied = np.flatnonzero(errors <= np.min(errors) * (1.0 + TIE))
     return float(alphas[tied[0]]), errors, alphas  # decreasing ridges: the first tied is the largest
+
+
+def _subsample(xp, X, Y, w, rng, precomputed):
+    """``(X, Y, w, share)``: at most ``MAX_ROWS`` random rows of positive weight, w renormalised."""
+    rows = np.flatnonzero(np.asarray(to_numpy(w)) > 0)
+    if len(rows) > MAX_ROWS:
+        rows = np.sort(rng.choice(rows, MAX_ROWS, replace=False))
+    Xs = X[np.ix_(rows, rows)] if precomputed else take_rows(xp, X, rows) if not hasattr(X, "tocsr") else X[rows]
+    Ys, ws = take_rows(xp, Y, rows), take_rows(xp, w, rows)
+    share = float(xp.sum(ws))  # of w, which sums to 1
+    return Xs, Ys, ws / share, share, len(rows) == X.shape[0]
+
+
+def _operator(xp, X, kernel, precomputed):
+    """An operator that evaluates the kernel's columns as the factor asks for them."""
+    if precomputed:
+        return KernelOperator(X, None, dtype="float64")
+    if xp is np:
+        return KernelOperator(X, kernel, dtype="float64", store=False)
+    return ArrayKernelOperator(X, kernel, dtype="float64", store=False, memory_budget=1 << 28)
+
+
+def choose_kernel(candidates, X, Y, w, fit_intercept, rng, n_effective, alpha="auto"):
+    """``(index, alpha, factor)``: the candidate kernel of least GCV error, and its ridge.
+
+    ``candidates``: bound PSD kernels. Each is scored on the same rows (at
+    most ``MAX_ROWS``) by its rank-``RANK`` factor: at its own best ridge for
+    ``alpha="auto"``, else at ``alpha``. ``factor``: the chosen kernel's where
+    ``alpha="auto"`` and it covers every row (the full model's preconditioner
+    then reuses it, as ``auto_alpha``'s), else None.
+    """
+    xp = xp_of(w)
+    Xs, Ys, ws, share, every_row = _subsample(xp, X, Y, w, rng, False)
+    seed = rng.randint(np.iinfo(np.int32).max)
+    best = None
+    root = xp.sqrt(ws)
+    for index, kernel in enumerate(candidates):
+        # Q B with B the factor of S K S: Q S K S Q's factor without the product with K its centring
+        # costs (a kernel evaluation over every pair of rows, the whole cost of an operator that stores none)
+        factor = landmark_factor(_operator(xp, Xs, kernel, False), root, RANK, np.random.RandomState(seed))[0]
+        if fit_intercept:
+            factor = _center(factor, root)
+        chosen, errors, alphas = choose(factor, Ys, ws, fit_intercept, n_effective * share,
+                                        None if alpha == "auto" else [alpha])
+        error = np.inf if errors is None else float(np.min(errors))
+        if best is None or error < best[0]:  # a factor is kept only where the full model's solve reuses it
+            best = (error, index, chosen if alpha == "auto" else alpha,
+                    factor if every_row and alpha == "auto" else None)
+        del factor
+    return best[1:]
+
+
+def _center(F, s):
+    """``Q F`` with ``Q = I - s s'``; numpy's in place, a column block at a time (no second n x r copy)."""
+    projection = s @ F
+    if not isinstance(F, np.ndarray):
+        return F - s[:, None] * projection[None, :]
+    for start in range(0, F.shape[1], 64):
+        F[:, start:start + 64] -= np.outer(s, projection[start:start + 64])
+    return F
 
 
 def _factor(operator, w, fit_intercept, rng):
@@ -99,17 +160,6 @@ def auto_alpha(X, kernel, Y, w, fit_intercept, rng, n_effective, operator=None, 
     if operator is not None and X.shape[0] <= MAX_ROWS:
         factor = _factor(operator, w, fit_intercept, rng)
         return choose(factor, Y, w, fit_intercept, n_effective)[0], factor
-    rows = np.flatnonzero(np.asarray(to_numpy(w)) > 0)
-    if len(rows) > MAX_ROWS:
-        rows = np.sort(rng.choice(rows, MAX_ROWS, replace=False))
-    Xs = X[np.ix_(rows, rows)] if precomputed else take_rows(xp, X, rows) if not hasattr(X, "tocsr") else X[rows]
-    Ys, ws = take_rows(xp, Y, rows), take_rows(xp, w, rows)
-    share = float(xp.sum(ws))  # of w, which sums to 1
-    ws = ws / share
-    if precomputed:
-        sub = KernelOperator(Xs, None, dtype="float64")
-    elif xp is np:
-        sub = KernelOperator(Xs, kernel, dtype="float64", store=False)
-    else:
-        sub = ArrayKernelOperator(Xs, kernel, dtype="float64", store=False, memory_budget=1 << 28)
+    Xs, Ys, ws, share, _ = _subsample(xp, X, Y, w, rng, precomputed)
+    sub = _operator(xp, Xs, kernel, precomputed)
     return choose(_factor(sub, ws, fit_intercept, rng), Ys, ws, fit_intercept, n_effective * share)[0], None

@@ -32,7 +32,7 @@ from sklearn.utils.validation import (
 from ._array_api import (
     add_at_rows, block_of, copy, memory_budget, namespace, rows_of, take_rows, to_numpy, xp_of, zeros,
 )
-from ._auto_alpha import auto_alpha
+from ._auto_alpha import auto_alpha, choose_kernel
 from ._losses import SquaredLoss
 
 try:  # scikit-learn >= 1.9: the standard error for predicting on another namespace than fit's
@@ -73,6 +73,8 @@ from .kernels import (
 )
 from ._warnings import warn
 
+# kernel="auto": the kernels compared (see _choose_kernel)
+AUTO_KERNELS = ("rbf", "laplacian")
 # n_centers="auto" (see auto_centers)
 AUTO_EXACT_MAX_ROWS = 20_000
 AUTO_MIN_CENTERS = 1000
@@ -292,7 +294,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
     def __init__(
         self,
         *,
-        kernel="rbf",
+        kernel="auto",
         sigma="scale",
         degree=3,
         coef0=1.0,
@@ -361,10 +363,11 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         and repeated rows give the same sigma. For the polynomial kernel
         (``centred_scale=False``) it is the mean square about 0, not about X's mean.
         """
-        if self._precomputed or "sigma" not in get_spec(self.kernel).params:
+        spec = None if self._precomputed else get_spec(self._kernel_used)
+        if spec is None or "sigma" not in spec.params:
             return None
         if not (isinstance(self.sigma, str) and self.sigma == "scale"):
-            sigma = check_sigma(self.sigma, get_spec(self.kernel))
+            sigma = check_sigma(self.sigma, spec)
             if np.ndim(sigma) and sigma.shape != (X.shape[1],):
                 raise ValueError(
                     f"sigma has {sigma.shape[0]} per-feature scales but X has {X.shape[1]} features; "
@@ -378,17 +381,17 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
                 return 1.0
             Xs = X / top
             row_means = xp.mean(Xs, axis=1)
-            mean = float(w @ row_means) / float(xp.sum(w)) if get_spec(self.kernel).centred_scale else 0.0
+            mean = float(w @ row_means) / float(xp.sum(w)) if spec.centred_scale else 0.0
             var = float(w @ xp.mean((Xs - mean) ** 2, axis=1)) / float(xp.sum(w))
             sigma = top * float(np.sqrt(X.shape[1] * var))
-            sigma = sigma ** (1.0 / get_spec(self.kernel).sigma_power)
+            sigma = sigma ** (1.0 / spec.sigma_power)
             return sigma if sigma > 0 else 1.0
         # Computed on X / max|X| so that the variance of huge features does not overflow.
         top = float(abs(X).max()) if X.size else 0.0
         if top == 0.0:
             return 1.0
         Xs = X / top
-        centred = get_spec(self.kernel).centred_scale
+        centred = spec.centred_scale
         if sp.issparse(X):  # E[x^2] - E[x]^2 from the nonzeros: no dense copy
             mean = np.average(np.asarray(Xs.mean(axis=1)).ravel(), weights=w) if centred else 0.0
             square = np.average(np.asarray(Xs.multiply(Xs).mean(axis=1)).ravel(), weights=w)
@@ -398,14 +401,23 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             var = np.average(((Xs - mean) ** 2).mean(axis=1), weights=w)
         sigma = top * float(np.sqrt(X.shape[1] * var))
         # exponential divides distances by sigma**2: its sigma**2 takes the scale
-        sigma = sigma ** (1.0 / get_spec(self.kernel).sigma_power)
+        sigma = sigma ** (1.0 / spec.sigma_power)
         return sigma if sigma > 0 else 1.0
+
+    @property
+    def _auto_kernel(self):
+        return isinstance(self.kernel, str) and self.kernel == "auto"
+
+    @property
+    def _kernel_used(self):
+        """The kernel fitted: ``kernel``, or the one ``"auto"`` chose (``kernel_``)."""
+        return self.kernel_ if self._auto_kernel else self.kernel
 
     def _bound_kernel(self):
         if self._precomputed:
             return None
         return bind_kernel(
-            self.kernel,
+            self._kernel_used,
             sigma=self.sigma_ if self.sigma_ is not None else 1.0,
             degree=self.degree,
             coef0=self.coef0,
@@ -415,7 +427,8 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
     def _validate_precomputed(self, X):
         """The square, symmetric training kernel matrix (symmetrised, with a warning)."""
         if not self._precomputed:
-            check_sparse_support(get_spec(self.kernel), X)
+            for kernel in AUTO_KERNELS if self._auto_kernel else [self.kernel]:
+                check_sparse_support(get_spec(kernel), X)
             return X
         if sp.issparse(X):  # a kernel matrix is dense in general
             X = X.toarray()
@@ -444,6 +457,29 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             return (X + X.T) / 2
         return X
 
+    def _choose_kernel(self, X, Y, w, alpha, loss, n_observations, seed):
+        """``kernel="auto"``: sets ``kernel_``; returns ``(alpha, landmarks)``.
+
+        With the squared loss, the kernel of ``AUTO_KERNELS`` whose Nystroem
+        model has the least GCV error (``_auto_alpha.choose_kernel``: at its own
+        best ridge for ``alpha="auto"``, which it then returns), each at its own
+        ``sigma``; ``landmarks`` is the chosen factor where it can precondition
+        the full model. Other losses have no such closed form: the rbf.
+        """
+        if loss is not SquaredLoss:
+            self.kernel_ = AUTO_KERNELS[0]
+            return alpha, None
+        candidates = []
+        for name in AUTO_KERNELS:
+            self.kernel_ = name
+            self.sigma_ = self._resolve_sigma(X, w)
+            candidates.append(self._bound_kernel())
+        index, alpha, factor = choose_kernel(
+            candidates, X, Y, w, self.fit_intercept, np.random.RandomState(seed), n_observations, alpha,
+        )
+        self.kernel_ = AUTO_KERNELS[index]
+        return alpha, factor
+
     @staticmethod
     def _observations(counts, n_samples, rows):
         """N, the number of observations the training rows hold: their total sample weight before
@@ -451,7 +487,8 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         if counts is None:
             return float(n_samples if rows is None else len(rows))
         counts = np.asarray(to_numpy(counts), dtype=np.float64).reshape(-1)
-        return float(np.sum(counts if rows is None else counts[rows]))
+        with np.errstate(over="ignore"):  # weights of 1e308 sum to inf, without numpy's warning
+            return float(np.sum(counts if rows is None else counts[rows]))
 
     def _warm_start_init(self, n_coef, n_targets):
         if not (self.warm_start and hasattr(self, "dual_coef_")):
@@ -625,7 +662,13 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         top = float(xp.max(raw_tr))
         weight_total = float(xp.sum(raw_tr / top)) * top if 0 < top < np.inf else float(xp.sum(raw_tr))
         alpha = self._alpha(weight_total)
+        n_observations = self._observations(counts, X.shape[0], tr if val is not None else None)
 
+        landmarks = None
+        if self._auto_kernel:
+            alpha, landmarks = self._choose_kernel(X_tr, Y_tr, w_tr, alpha, loss, n_observations, seed)
+        else:
+            self.kernel_ = self.kernel
         self.sigma_ = self._resolve_sigma(X_tr, w_tr)
         kernel = self._bound_kernel()
         psd = True if kernel is None else kernel.psd
@@ -667,11 +710,11 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             X_tr, kernel, centers=centers, memory_budget=options["memory_budget"], dtype=dtype,
             threads=options["n_threads"], center_rows=center_rows,
         )
-        landmarks = None
+        if centers is not None:
+            landmarks = None  # a factor of the rows, not of the centers' system
         if alpha == "auto":
             alpha, landmarks = auto_alpha(
-                X_tr, kernel, Y_tr, w_tr, self.fit_intercept, np.random.RandomState(seed),
-                self._observations(counts, X.shape[0], tr if val is not None else None),
+                X_tr, kernel, Y_tr, w_tr, self.fit_intercept, np.random.RandomState(seed), n_observations,
                 operator=operator if centers is None else None, precomputed=self._precomputed,
             )
         self.alpha_ = alpha

@@ -78,6 +78,8 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         The intercepts.
     X_fit_ : ndarray of shape (n_samples, n_features)
         The training inputs (the training kernel matrix when precomputed).
+    kernel_ : str or callable
+        The kernel used: ``kernel``, or the one ``"auto"`` chose.
     alpha_ : float
         The ridge strength used (``alpha``, or its value for ``"auto"``).
     n_centers_ : int
@@ -362,6 +364,6 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
 
 
 KernelGDClassifier.__doc__ = KernelGDClassifier.__doc__ % {
-    "parameters": _docs.PARAMETERS.replace("{alpha}", _docs.CLASSIFIER_ALPHA),
+    "parameters": _docs.PARAMETERS.replace("{kernel_default}", '"rbf"').replace("{alpha}", _docs.CLASSIFIER_ALPHA),
     "notes": _docs.NOTES,
 }

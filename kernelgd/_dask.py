@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_feature_names
 
-from . import _auto_alpha
+from . import _auto_alpha, _base
 from ._losses import SquaredLoss
 from ._operator import check_budget
 from ._solvers import SMOOTH_LOSS_SOLVERS, SolverSettings
@@ -130,6 +130,24 @@ def fit(estimator, X, y, sample_weight, classifier):
     rng = check_random_state(est.random_state)
     seed = rng.randint(np.iinfo(np.int32).max)  # drawn as the in-memory fit draws it: the same centers
     X, Y, wn = dask.persist(X, Y, raw / W)  # once: every later pass reads the blocks where they are
+    sample = None
+    if alpha == "auto" or est._auto_kernel:  # the rules read at most MAX_ROWS rows gathered here (as in memory)
+        rows = _center_rows(np.random.RandomState(seed), wn if w is not None else None, n_positive,
+                            min(n_positive, _auto_alpha.MAX_ROWS))
+        Xs, Ys, ws = dask.compute(X[rows], Y[rows], wn[rows])
+        sample = (Xs, Ys, ws / ws.sum(), W * float(ws.sum()))
+    est.kernel_ = est.kernel
+    if est._auto_kernel:
+        est.kernel_ = _base.AUTO_KERNELS[0]
+        if loss is SquaredLoss:  # each kernel at its own sigma, scored on the sample
+            candidates = []
+            for name in _base.AUTO_KERNELS:
+                est.kernel_ = name
+                est.sigma_ = _sigma(est, X, wn, float(found["top"]))
+                candidates.append(est._bound_kernel())
+            index, alpha, _ = _auto_alpha.choose_kernel(candidates, *sample[:3], est.fit_intercept,
+                                                        np.random.RandomState(seed), sample[3], alpha)
+            est.kernel_ = _base.AUTO_KERNELS[index]
     est.sigma_ = _sigma(est, X, wn, float(found["top"]))
     kernel = est._bound_kernel()
     if not kernel.psd:
@@ -145,12 +163,9 @@ def fit(estimator, X, y, sample_weight, classifier):
     )
     rows = _center_rows(rng, wn if w is not None else None, n_positive, m)
     centers, center_weights, wY = dask.compute(X[rows], wn[rows], (wn[:, None] * Y).sum(axis=0))
-    if alpha == "auto":  # the rule on at most MAX_ROWS rows gathered here (in-memory fits' centers model reads as many)
-        sample = _center_rows(np.random.RandomState(seed), wn if w is not None else None, n_positive,
-                              min(n_positive, _auto_alpha.MAX_ROWS))
-        Xs, Ys, ws = dask.compute(X[sample], Y[sample], wn[sample])
-        alpha = _auto_alpha.auto_alpha(Xs, kernel, Ys, ws / ws.sum(), est.fit_intercept, np.random.RandomState(seed),
-                                       W * float(ws.sum()))[0]
+    if alpha == "auto":
+        alpha = _auto_alpha.auto_alpha(sample[0], kernel, sample[1], sample[2], est.fit_intercept,
+                                       np.random.RandomState(seed), sample[3])[0]
     est.alpha_ = alpha
     stored = _kernel_fits(n * m * 8 + X.nbytes + Y.nbytes)
     if stored:
@@ -260,7 +275,7 @@ def _sigma(est, X, w, top):
     """sigma_ as the in-memory fit computes it, from passes over the persisted blocks."""
     import dask
 
-    spec = get_spec(est.kernel)
+    spec = get_spec(est._kernel_used)
     if "sigma" not in spec.params or not (isinstance(est.sigma, str) and est.sigma == "scale"):
         return est._resolve_sigma(np.empty((1, X.shape[1])), np.ones(1))
     if top == 0.0:

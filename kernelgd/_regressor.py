@@ -32,6 +32,8 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         The intercept ``b`` (0 when ``fit_intercept=False``).
     X_fit_ : ndarray of shape (n_samples, n_features)
         The training inputs (the training kernel matrix when precomputed).
+    kernel_ : str or callable
+        The kernel used: ``kernel``, or the one ``"auto"`` chose.
     alpha_ : float
         The ridge strength used (``alpha``, or the value ``"auto"`` chose).
     n_centers_ : int
@@ -135,6 +137,6 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
 
 
 KernelGDRegressor.__doc__ = KernelGDRegressor.__doc__ % {
-    "parameters": _docs.PARAMETERS.replace("{alpha}", _docs.REGRESSOR_ALPHA),
+    "parameters": _docs.PARAMETERS.replace("{kernel_default}", '"auto"').replace("{alpha}", _docs.REGRESSOR_ALPHA),
     "notes": _docs.NOTES,
 }

@@ -130,3 +130,33 @@ def test_non_psd_kernel_auto_is_zero():
     with pytest.warns(Warning):
         reg = KernelGDRegressor(kernel="sigmoid", max_iter=20).fit(X, X[:, 0])
     assert reg.alpha_ == 0.0 and reg.solver_ == "gd"
+
+
+@pytest.mark.parametrize("rough", [False, True])
+def test_auto_kernel_is_the_one_of_least_brute_force_gcv_error(rough):
+    # 200 rows, under the factor's rank: each kernel's errors are the dense GCV of kernel ridge
+    # over the grid, so the choice must be the kernel whose least dense GCV error is smaller.
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-2, 2, (200, 2))
+    f = np.sign(X[:, 0]) + (X[:, 1] > 0.5) if rough else np.sin(X[:, 0]) + 0.5 * X[:, 1] ** 2
+    y = f + 0.1 * rng.randn(200)
+    reg = KernelGDRegressor().fit(X, y)
+    best = {}
+    for kernel in ("rbf", "laplacian"):
+        single = KernelGDRegressor(kernel=kernel).fit(X, y)
+        K = kernel_matrix(X, kernel=kernel, sigma=single.sigma_)
+        alphas = np.logspace(-9, 0, 37)
+        brute = [(e, df) for e, df in (_brute_force_gcv(K, y, a) for a in alphas) if df <= 100]
+        best[kernel] = min(e for e, _ in brute)
+    assert reg.kernel_ == min(best, key=best.get) == ("laplacian" if rough else "rbf")
+    given = KernelGDRegressor(kernel=reg.kernel_, alpha=reg.alpha_, tol=1e-8).fit(X, y)
+    assert_allclose(reg.predict(X), given.predict(X), rtol=1e-5, atol=1e-5)
+
+
+def test_auto_kernel_takes_the_rbf_for_the_logistic_loss_and_names_a_given_kernel():
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    assert KernelGDClassifier(loss="logistic", kernel="auto").fit(X, y).kernel_ == "rbf"
+    assert KernelGDClassifier().fit(X, y).kernel_ == "rbf"
+    assert KernelGDRegressor(kernel="laplacian").fit(X, y).kernel_ == "laplacian"
+    assert KernelGDRegressor(kernel="auto", alpha=1e-3).fit(X, y).alpha_ == 1e-3

@@ -287,6 +287,8 @@ def _public_callables():
 
     for name in kernelgd.__all__:
         obj = getattr(kernelgd, name)
+        if inspect.isclass(obj) and issubclass(obj, BaseException):
+            continue  # a warning or an error: no parameters of its own
         if inspect.isclass(obj) and not name.endswith(("Result", "Diagnosis")) or inspect.isfunction(obj):
             yield name, obj
 

@@ -72,7 +72,7 @@ def test_cg_intercept_with_tiny_ridge_at_default_tol(monkeypatch):
     yc = np.sin(Xc[:, 0]) + 0.5 * np.tanh(Xc[:, 1] * Xc[:, 2]) + 3.0
     alpha = 1e-6
     _, b = ridge_with_intercept(kernel_matrix(Xc, kernel="rbf", sigma=2.0), yc, alpha)
-    model = KernelGDRegressor(sigma=2.0, alpha=alpha, solver="cg", tol=1e-3, random_state=0,
+    model = KernelGDRegressor(kernel="rbf", sigma=2.0, alpha=alpha, solver="cg", tol=1e-3, random_state=0,
                               options={"dtype": "float64"}).fit(Xc, yc)
     assert model.n_iter_ > 3
     assert abs(model.intercept_ - b) < 1e-2 * abs(b)

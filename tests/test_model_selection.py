@@ -522,7 +522,7 @@ def test_a_later_width_starts_its_path_near_the_best_alpha_and_climbs_where_need
     # the wide kernel's best alpha is 1e-6, the narrow one's 1e-2: four decades apart
     model = KernelGDRegressorCV(kernel="rbf", ard=False, sigmas=[3.0, 0.3], alphas=alphas, cv=cv, **params).fit(X1, y1)
     for sigma in (3.0, 0.3):
-        search = GridSearchCV(KernelGDRegressor(sigma=sigma, **params), {"alpha": alphas}, cv=cv,
+        search = GridSearchCV(KernelGDRegressor(kernel="rbf", sigma=sigma, **params), {"alpha": alphas}, cv=cv,
                               scoring="neg_mean_squared_error").fit(X1, y1)
         theirs = dict(zip(search.cv_results_["param_alpha"], search.cv_results_["mean_test_score"]))
         ours = {p["alpha"]: s for p, s in zip(model.cv_results_["params"], model.cv_results_["mean_test_score"])

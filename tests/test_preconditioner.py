@@ -118,7 +118,8 @@ def test_cg_with_few_landmarks_iterates_to_kernel_ridge(monkeypatch):
     X = clustered(300)
     y = np.sin(X[:, 0]) + 0.1 * X[:, 1]
     model = KernelGDRegressor(
-        sigma=1.0, alpha=1e-4, solver="cg", tol=1e-12, max_iter=500, fit_intercept=False, random_state=0
+        kernel="rbf", sigma=1.0, alpha=1e-4, solver="cg", tol=1e-12, max_iter=500, fit_intercept=False,
+        random_state=0,
     ).fit(X, y)
     ref = KernelRidge(alpha=1e-4 * len(X), kernel="rbf", gamma=1.0).fit(X, y)
     assert model.n_iter_ > 3

@@ -348,8 +348,8 @@ def test_sample_weight_sum_overflow_is_fine():
     sw = np.full(80, 1e308)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # nor numpy's overflow warning (the weights' sum)
-        a = KernelGDRegressor(alpha=1e-3).fit(X, y, sample_weight=sw)
-    b = KernelGDRegressor(alpha=1e-3).fit(X, y)
+        a = KernelGDRegressor(kernel="rbf", alpha=1e-3).fit(X, y, sample_weight=sw)
+    b = KernelGDRegressor(kernel="rbf", alpha=1e-3).fit(X, y)
     assert_allclose(a.predict(X), b.predict(X), rtol=1e-6)
 
 
