@@ -115,13 +115,8 @@ def choose_kernel(candidates, X, Y, w, fit_intercept, rng, n_effective, alpha="a
     Xs, Ys, ws, share, every_row = _subsample(xp, X, Y, w, rng, False)
     seed = rng.randint(np.iinfo(np.int32).max)
     best = None
-    root = xp.sqrt(ws)
     for index, kernel in enumerate(candidates):
-        # Q B with B the factor of S K S: Q S K S Q's factor without the product with K its centring
-        # costs (a kernel evaluation over every pair of rows, the whole cost of an operator that stores none)
-        factor = landmark_factor(_operator(xp, Xs, kernel, False), root, RANK, np.random.RandomState(seed))[0]
-        if fit_intercept:
-            factor = _center(factor, root)
+        factor = _unstored_factor(_operator(xp, Xs, kernel, False), ws, fit_intercept, np.random.RandomState(seed))
         chosen, errors, alphas = choose(factor, Ys, ws, fit_intercept, n_effective * share,
                                         None if alpha == "auto" else [alpha])
         error = np.inf if errors is None else float(np.min(errors))
@@ -147,6 +142,17 @@ def _factor(operator, w, fit_intercept, rng):
     return landmark_factor(operator, xp_of(w).sqrt(w), RANK, rng, center=fit_intercept)[0]
 
 
+def _unstored_factor(operator, w, fit_intercept, rng):
+    """``Q B``, B the factor of ``S K S``: a factor of ``Q S K S Q`` from an operator that stores no K.
+
+    Centring first (``_factor``) takes the product ``K s``, a kernel evaluation over
+    every pair of rows there; centring B costs O(n r).
+    """
+    root = xp_of(w).sqrt(w)
+    factor = landmark_factor(operator, root, RANK, rng)[0]
+    return _center(factor, root) if fit_intercept else factor
+
+
 def auto_alpha(X, kernel, Y, w, fit_intercept, rng, n_effective, operator=None, precomputed=False):
     """``(alpha, factor)``: the rule's ridge, and the factor where it is the fit's operator's.
 
@@ -161,5 +167,5 @@ def auto_alpha(X, kernel, Y, w, fit_intercept, rng, n_effective, operator=None, 
         factor = _factor(operator, w, fit_intercept, rng)
         return choose(factor, Y, w, fit_intercept, n_effective)[0], factor
     Xs, Ys, ws, share, _ = _subsample(xp, X, Y, w, rng, precomputed)
-    sub = _operator(xp, Xs, kernel, precomputed)
-    return choose(_factor(sub, ws, fit_intercept, rng), Ys, ws, fit_intercept, n_effective * share)[0], None
+    factor = _unstored_factor(_operator(xp, Xs, kernel, precomputed), ws, fit_intercept, rng)
+    return choose(factor, Ys, ws, fit_intercept, n_effective * share)[0], None
