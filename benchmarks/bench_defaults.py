@@ -100,8 +100,9 @@ def exact_model(task, n_train):
     """The base estimator's exact model, where ``n_centers="auto"`` would fit centers."""
     from kernelgd import KernelGDClassifier, KernelGDRegressor
     from kernelgd._base import auto_centers
+    from kernelgd._operator import resolve_memory_budget
 
-    if auto_centers(n_train) is None:
+    if auto_centers(n_train, resolve_memory_budget("auto")) is None:
         return {}
     if task == "classification":
         return {"KernelGDClassifier(n_centers=None)": lambda: KernelGDClassifier(n_centers=None)}
@@ -200,8 +201,8 @@ def main():
     ran = {(row["set"], row["system"]) for row in rows}
     rows = [row for row in kept if (row["set"], row["system"]) not in ran] + rows
     order = {name: k for k, name in enumerate(CLASSIFICATION + REGRESSION)}
-    systems = {label: k for k, label in enumerate([*classifiers(), *exact_model("classification", 10**9),
-                                                    *regressors(), *exact_model("regression", 10**9)])}
+    systems = {label: k for k, label in enumerate([*classifiers(), *exact_model("classification", 10**7),
+                                                    *regressors(), *exact_model("regression", 10**7)])}
     rows.sort(key=lambda row: (order.get(row["set"], len(order)), systems.get(row["system"], len(systems))))
     columns = [("set", "set", None), ("system", "system", None), ("n_train", "n", "{:,}"),
                ("accuracy", "accuracy", "{:.4f}"), ("log_loss", "log-loss", "{:.3f}"), ("rmse", "RMSE", "{:.4g}"),

@@ -77,6 +77,8 @@ from ._warnings import warn
 AUTO_KERNELS = ("rbf", "laplacian")
 # n_centers="auto" (see auto_centers)
 AUTO_EXACT_MAX_ROWS = 20_000
+# Above those rows, the exact model still where its float32 kernel matrix takes at most this share of the budget.
+AUTO_EXACT_BUDGET_SHARE = 1.0
 AUTO_MIN_CENTERS = 1000
 AUTO_CENTERS_PER_ROOT = 2.0
 OPTION_DEFAULTS = {"memory_budget": "auto", "dtype": "auto", "n_threads": "auto"}
@@ -249,10 +251,16 @@ def _asymmetry(X, block=256):
     return gap
 
 
-def auto_centers(n_samples):
+def auto_centers(n_samples, memory_budget=None):
     """``n_centers="auto"``: None (the exact model) up to ``AUTO_EXACT_MAX_ROWS`` rows, else a count of centers.
 
-    ``n_samples`` counts the training rows with positive weight.
+    ``n_samples`` counts the training rows with positive weight. With a
+    ``memory_budget`` (bytes), the exact model also above that many rows
+    wherever its kernel matrix, stored in float32, takes at most
+    ``AUTO_EXACT_BUDGET_SHARE`` of the budget: centers lose accuracy that the
+    stored matrix keeps at a few times their time (UCI protein, 41,157 rows:
+    1,000 centers' test RMSE 4.26 in 2.5 s, the exact model's 3.73 in 14.9 s,
+    benchmarks/bench_defaults.py).
 
     The exact model's memory and time per product grow as n^2 (20,000 rows: a
     1.6 GB kernel matrix in float32); the centers model's as n m. Its count
@@ -262,6 +270,8 @@ def auto_centers(n_samples):
     Nystroem(1000) + LogisticRegression's log-loss and time at 50,000 and 200,000 rows).
     """
     if n_samples <= AUTO_EXACT_MAX_ROWS:
+        return None
+    if memory_budget is not None and 4.0 * n_samples**2 <= AUTO_EXACT_BUDGET_SHARE * memory_budget:
         return None
     return int(max(AUTO_MIN_CENTERS, np.ceil(AUTO_CENTERS_PER_ROOT * np.sqrt(n_samples))))
 
@@ -550,8 +560,11 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         w = raw / top  # first by the largest, so that the sum cannot overflow
         return w / w.sum(), raw
 
-    def _choose_centers(self, X_tr, w_tr, rng, psd):
-        """The indices of the rows of X_tr the model is restricted to (None: all of them)."""
+    def _choose_centers(self, X_tr, w_tr, rng, psd, memory_budget=None):
+        """The indices of the rows of X_tr the model is restricted to (None: all of them).
+
+        ``memory_budget``: the host's, for ``n_centers="auto"`` (see ``auto_centers``).
+        """
         if isinstance(self.n_centers, (bool, np.bool_)):
             raise ValueError(
                 f"n_centers must be a positive int, 'auto' or None, got {self.n_centers!r}; "
@@ -563,7 +576,8 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             # counted over the rows that carry weight: the others cannot shape the model, and centers as
             # many as those rows would interpolate them (without ridge, the least-squares interpolant)
             n_weighted = int(np.count_nonzero(w_tr > 0))
-            n_centers = auto_centers(n_weighted) if solver_has_centers and not self._precomputed else None
+            n_centers = (auto_centers(n_weighted, memory_budget) if solver_has_centers and not self._precomputed
+                         else None)
         if n_centers is None or n_centers >= X_tr.shape[0]:
             return None
         previous = self._warm_start_centers(X_tr, n_centers)
@@ -673,7 +687,8 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         kernel = self._bound_kernel()
         psd = True if kernel is None else kernel.psd
         self._warn_if_not_psd(kernel, X_tr)
-        center_rows = self._choose_centers(X_tr, w_tr if xp is np else np.asarray(to_numpy(w_tr)), rng, psd)
+        center_rows = self._choose_centers(X_tr, w_tr if xp is np else np.asarray(to_numpy(w_tr)), rng, psd,
+                                           options["memory_budget"] if xp is np else None)
         self._center_rows = center_rows
         centers = None if center_rows is None else take_rows(xp, X_tr, center_rows)
         if alpha == "auto" and not psd:  # the rule reads a PSD kernel's spectrum; gd as without ridge

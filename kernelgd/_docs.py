@@ -71,10 +71,12 @@ PARAMETERS = """\
         X they are distinct rows: a repeated row would add no basis
         function (fewer where X has fewer distinct rows). None uses
         all training points (the exact model). ``"auto"`` uses all of them
-        up to 20,000 training rows with positive weight, and
-        ``max(1000, 2 sqrt(n))`` centers above (with the solvers that
-        support centers, and not for a precomputed kernel); the count used
-        is ``n_centers_``.
+        up to 20,000 training rows with positive weight, and above that
+        wherever the kernel matrix, stored in float32, fits in
+        ``options["memory_budget"]`` (numpy inputs); otherwise
+        ``max(1000, 2 sqrt(n))`` centers (with the solvers that support
+        centers, and not for a precomputed kernel). The count used is
+        ``n_centers_``.
     fit_intercept : bool, default=True
         Whether to learn an unpenalised intercept.
     early_stopping : bool, default=False

@@ -20,6 +20,7 @@ so far. The chosen parameters are then refitted on all the data.
 import time
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import (
     ClassifierMixin,
     MultiOutputMixin,
@@ -45,6 +46,19 @@ from ._classifier import KernelGDClassifier, _class_weights
 from ._loo import _Predictions
 from ._regressor import KernelGDRegressor
 from ._search import MIN_REFIT_TOL, _Decisions, _is_rbf, _KernelCV, _scorer
+
+
+def _dense(X, name):
+    """X for the search, dense: its kernel matrices are (the refit takes X as given, sparse or not)."""
+    if not sp.issparse(X):
+        return X
+    if X.shape[1] > X.shape[0]:
+        raise ValueError(
+            f"{name} computes on a dense copy of sparse X, which with {X.shape[1]} features for {X.shape[0]} "
+            "rows would outgrow the kernel matrix itself. Reduce the features (TruncatedSVD, feature "
+            "selection), or fit KernelGDRegressor / KernelGDClassifier, which take sparse X, in a GridSearchCV."
+        )
+    return X.toarray()
 
 
 class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
@@ -122,8 +136,8 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         1e-8), so that the solve's error stays below the model's own. The K-fold
         solves use ``fit_intercept``, ``solver``, ``max_iter``, ``tol`` and
         ``options`` on the full model of the kernel matrix (``n_centers``
-        applies to the refit only: with ``"auto"``, a refit on more than
-        20,000 rows is a centers model).
+        applies to the refit only: with ``"auto"``, a refit whose kernel
+        matrix does not fit the memory budget is a centers model).
     random_state : int, RandomState instance or None, default=None
         Seeds the subsample and the base estimator.
     verbose : int, default=0
@@ -359,7 +373,9 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         """
         xp, _, y, sample_weight = follow(X, y, sample_weight)
         X_in, self._sample_weight = X, sample_weight
-        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=[xp.float64, xp.float32])
+        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, accept_sparse="csr",
+                             dtype=[xp.float64, xp.float32])
+        X = _dense(X, type(self).__name__)
         sw = _check_sample_weight(sample_weight, X, dtype=xp.float64, ensure_non_negative=True)
         if not float(xp.sum(sw)) > 0:
             raise ValueError("sample_weight sums to zero: at least one sample needs a positive weight.")
@@ -506,7 +522,8 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         """
         xp, device, y, sample_weight = follow(X, y, sample_weight)
         X_in, self._sample_weight = X, sample_weight
-        X, y = validate_data(self, X, y, dtype=[xp.float64, xp.float32])
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[xp.float64, xp.float32])
+        X = _dense(X, type(self).__name__)
         y_host = np.asarray(to_numpy(y))  # labels, folds and scores live on the host
         check_classification_targets(y_host)
         self.classes_ = np.unique(y_host)

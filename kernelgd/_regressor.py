@@ -38,8 +38,8 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         The ridge strength used (``alpha``, or the value ``"auto"`` chose).
     n_centers_ : int
         The number of centers f is restricted to: the number of training
-        rows for the exact model (``n_centers=None``, or ``"auto"`` up to
-        20,000 rows), else the rows of ``X_fit_``.
+        rows for the exact model (``n_centers=None``, or ``"auto"`` where the
+        kernel matrix fits), else the rows of ``X_fit_``.
     sigma_ : float, ndarray of shape (n_features,) or None
         The bandwidth used, None for kernels without one.
     step_size_ : float

@@ -195,6 +195,9 @@ def test_auto_centers_rule():
     assert auto_centers(100) is None and auto_centers(AUTO_EXACT_MAX_ROWS) is None
     assert auto_centers(AUTO_EXACT_MAX_ROWS + 1) == 1000 and auto_centers(200_000) == 1000
     assert auto_centers(10**6) == 2000 and auto_centers(10**8) == 20_000
+    # with a budget, the exact model wherever its float32 kernel matrix fits it
+    assert auto_centers(40_000, memory_budget=4 * 40_000**2) is None
+    assert auto_centers(40_000, memory_budget=4 * 40_000**2 - 1) == 1000
 
 
 def test_n_centers_auto_is_exact_up_to_the_threshold_and_centers_above(monkeypatch):
@@ -205,6 +208,7 @@ def test_n_centers_auto_is_exact_up_to_the_threshold_and_centers_above(monkeypat
     assert exact.n_centers_ == len(X) and exact.X_fit_.shape == X.shape
     assert_allclose(exact.predict(Z), KernelGDRegressor(n_centers=None, **params).fit(X, y).predict(Z))
     monkeypatch.setattr(_base, "AUTO_EXACT_MAX_ROWS", 50)
+    monkeypatch.setattr(_base, "AUTO_EXACT_BUDGET_SHARE", 0.0)
     monkeypatch.setattr(_base, "AUTO_MIN_CENTERS", 20)
     auto = KernelGDRegressor(**params).fit(X, y)
     assert auto.n_centers_ == 20 and auto.X_fit_.shape == (20, X.shape[1])
@@ -221,6 +225,17 @@ def test_n_centers_auto_is_exact_up_to_the_threshold_and_centers_above(monkeypat
     assert KernelGDRegressor(kernel="precomputed", alpha=ALPHA).fit(kernel_matrix(X), y).n_centers_ == len(X)
 
 
+def test_n_centers_auto_keeps_the_exact_model_where_its_kernel_matrix_fits_the_budget(monkeypatch):
+    from kernelgd import _base
+
+    monkeypatch.setattr(_base, "AUTO_EXACT_MAX_ROWS", 50)
+    monkeypatch.setattr(_base, "AUTO_MIN_CENTERS", 20)
+    params = dict(alpha=ALPHA, tol=1e-10, max_iter=500, random_state=0)
+    fits = KernelGDRegressor(options={"memory_budget": 4 * len(X) ** 2}, **params).fit(X, y)
+    assert fits.n_centers_ == len(X)
+    assert KernelGDRegressor(options={"memory_budget": 4 * len(X) ** 2 - 1}, **params).fit(X, y).n_centers_ == 20
+
+
 def test_n_centers_auto_counts_the_rows_that_carry_weight(monkeypatch):
     # Regression: 20,001 rows of which 500 had weight drew those 500 as centers; with the
     # default alpha=0 the model interpolated their noise (held-out R^2 -5.2, against 0.90 for
@@ -228,6 +243,7 @@ def test_n_centers_auto_counts_the_rows_that_carry_weight(monkeypatch):
     from kernelgd import _base
 
     monkeypatch.setattr(_base, "AUTO_EXACT_MAX_ROWS", 100)
+    monkeypatch.setattr(_base, "AUTO_EXACT_BUDGET_SHARE", 0.0)
     monkeypatch.setattr(_base, "AUTO_MIN_CENTERS", 60)
     r = np.random.RandomState(0)
     Xw = r.randn(400, 2)

@@ -168,3 +168,24 @@ def test_both_sparse_paths_equal_the_dense_fit(monkeypatch, loss, cost):
     assert_allclose(sparse.decision_function(X), dense.decision_function(X.toarray()), rtol=1e-6, atol=1e-7)
     assert_allclose(sparse.decision_function(X.toarray()[:20]), dense.decision_function(X[:20]), rtol=1e-6,
                     atol=1e-7)
+
+
+def test_cv_estimators_take_sparse_x_as_its_dense_copy():
+    # Regression: KernelGDClassifierCV() after a OneHotEncoder (sparse output) raised scikit-learn's
+    # "Sparse data was passed for X, but dense data is required".
+    from kernelgd import KernelGDClassifierCV, KernelGDRegressorCV
+
+    r = np.random.RandomState(0)
+    Xd = r.randn(200, 5)
+    Xd[Xd < 0.5] = 0.0
+    y_class = (Xd[:, 0] + Xd[:, 1] > 0.8).astype(int)
+    y_value = 2 * Xd[:, 0] + Xd[:, 1]
+    for make, target in ((lambda: KernelGDClassifierCV(random_state=0), y_class),
+                         (lambda: KernelGDClassifierCV(loss="logistic", random_state=0), y_class),
+                         (lambda: KernelGDRegressorCV(), y_value)):
+        sparse, dense = make().fit(sp.csr_matrix(Xd), target), make().fit(Xd, target)
+        assert (sparse.sigma_, sparse.alpha_) == (dense.sigma_, dense.alpha_)
+        method = "predict_proba" if hasattr(sparse, "predict_proba") else "predict"
+        assert_allclose(getattr(sparse, method)(sp.csr_matrix(Xd)), getattr(dense, method)(Xd), atol=1e-5)
+    with pytest.raises(ValueError, match="dense copy of sparse X"):
+        KernelGDRegressorCV().fit(sp.random(20, 50, density=0.1, format="csr", random_state=0), np.arange(20.0))
