@@ -176,11 +176,13 @@ def main():
     parser.add_argument("--data-dir", default=None, help="the shared data folder (bundled sets need none)")
     parser.add_argument("--sets", nargs="+", default=None, help="default: every set the data folder allows")
     parser.add_argument("--skip", nargs="*", default=[], help="estimators to leave out, by their label")
+    parser.add_argument("--skip-sets", nargs="*", default=[], help="sets to leave out")
     parser.add_argument("--splits", type=int, default=3, help="UCI splits averaged")
     parser.add_argument("--out", default=str(HERE / "results" / "defaults.json"))
     parser.add_argument("--merge", action="store_true", help="keep the other sets' rows of an existing --out")
     args = parser.parse_args()
     sets = args.sets or (BUNDLED if args.data_dir is None else CLASSIFICATION + REGRESSION)
+    sets = [name for name in sets if name not in args.skip_sets]
     rows = []
     kept = []
     if args.merge and Path(args.out).exists():
