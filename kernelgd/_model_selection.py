@@ -360,7 +360,8 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Sparse X is searched on a dense copy and refitted as given.
             Under ``sklearn.config_context(array_api_dispatch=True)``, arrays of
             torch, CuPy or another array API library are searched on their own
             device (the "GPUs" page of the documentation).
@@ -509,7 +510,8 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Sparse X is searched on a dense copy and refitted as given.
             Under ``sklearn.config_context(array_api_dispatch=True)``, arrays of
             torch, CuPy or another array API library are searched on their own
             device (the "GPUs" page of the documentation).
