@@ -1,6 +1,6 @@
 """
 The default ridge and kernel: what ``alpha="auto"`` and ``kernel="auto"`` choose
-===============================================================================
+================================================================================
 
 A bare :class:`~kernelgd.KernelGDRegressor` chooses its ridge ``alpha`` and
 its kernel from the training data alone: for the smooth rbf and the rough
