@@ -52,7 +52,7 @@ def _estimator(problem, n_centers):
     if problem in ("mnist", "letter"):
         return KernelGDClassifier(loss="logistic", random_state=0)
     if problem == "synthetic":
-        return KernelGDRegressor(alpha=1e-6, n_centers=n_centers, random_state=0)
+        return KernelGDRegressor(kernel="rbf", alpha=1e-6, n_centers=n_centers, random_state=0)
     return KernelGDRegressor(random_state=0)
 
 

@@ -45,7 +45,7 @@ def worker(name, data_dir):
     X, y, X_test, y_test, y_std = next(load_uci(data_dir, "protein-tertiary-structure"))
     budget = SYSTEMS[name][1]
     options = None if budget is None else {"memory_budget": budget}
-    model = KernelGDRegressor(sigma=SIGMA, alpha=ALPHA, options=options, random_state=0)
+    model = KernelGDRegressor(kernel="rbf", sigma=SIGMA, alpha=ALPHA, options=options, random_state=0)
     free = available_memory()
     _, stats = measure_fit(lambda: model.fit(X, y))
     stats["test_rmse"] = float(np.sqrt(np.mean((model.predict(X_test) - y_test) ** 2)) * y_std)
