@@ -128,12 +128,11 @@ def choose_kernel(candidates, X, Y, w, fit_intercept, rng, n_effective, alpha="a
 
 
 def _center(F, s):
-    """``Q F`` with ``Q = I - s s'``; numpy's in place, a column block at a time (no second n x r copy)."""
-    projection = s @ F
-    if not isinstance(F, np.ndarray):
-        return F - s[:, None] * projection[None, :]
-    for start in range(0, F.shape[1], 64):
-        F[:, start:start + 64] -= np.outer(s, projection[start:start + 64])
+    """``Q F`` with ``Q = I - s s'``, in place a column block at a time (no second n x r copy)."""
+    projection, r = s @ F, F.shape[1]
+    for start in range(0, r, 64):
+        stop = min(start + 64, r)  # the array API leaves out-of-bounds slices unspecified
+        F[:, start:stop] -= s[:, None] * projection[None, start:stop]
     return F
 
 

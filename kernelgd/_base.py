@@ -467,6 +467,15 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             return (X + X.T) / 2
         return X
 
+    def _kernel_candidates(self, sigma_of):
+        """The bound kernels ``kernel="auto"`` compares, each at the sigma ``sigma_of()`` resolves for it."""
+        candidates = []
+        for name in AUTO_KERNELS:
+            self.kernel_ = name
+            self.sigma_ = sigma_of()
+            candidates.append(self._bound_kernel())
+        return candidates
+
     def _choose_kernel(self, X, Y, w, alpha, loss, n_observations, seed):
         """``kernel="auto"``: sets ``kernel_``; returns ``(alpha, landmarks)``.
 
@@ -479,13 +488,8 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         if loss is not SquaredLoss:
             self.kernel_ = AUTO_KERNELS[0]
             return alpha, None
-        candidates = []
-        for name in AUTO_KERNELS:
-            self.kernel_ = name
-            self.sigma_ = self._resolve_sigma(X, w)
-            candidates.append(self._bound_kernel())
         index, alpha, factor = choose_kernel(
-            candidates, X, Y, w, self.fit_intercept, np.random.RandomState(seed), n_observations, alpha,
+            self._kernel_candidates(lambda: self._resolve_sigma(X, w)), X, Y, w, self.fit_intercept, np.random.RandomState(seed), n_observations, alpha,
         )
         self.kernel_ = AUTO_KERNELS[index]
         return alpha, factor

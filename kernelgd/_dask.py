@@ -140,11 +140,7 @@ def fit(estimator, X, y, sample_weight, classifier):
     if est._auto_kernel:
         est.kernel_ = _base.AUTO_KERNELS[0]
         if loss is SquaredLoss:  # each kernel at its own sigma, scored on the sample
-            candidates = []
-            for name in _base.AUTO_KERNELS:
-                est.kernel_ = name
-                est.sigma_ = _sigma(est, X, wn, float(found["top"]))
-                candidates.append(est._bound_kernel())
+            candidates = est._kernel_candidates(lambda: _sigma(est, X, wn, float(found["top"])))
             index, alpha, _ = _auto_alpha.choose_kernel(candidates, *sample[:3], est.fit_intercept,
                                                         np.random.RandomState(seed), sample[3], alpha)
             est.kernel_ = _base.AUTO_KERNELS[index]
