@@ -3,11 +3,11 @@
     python benchmarks/bench_default_alpha.py --data-dir ../shared/data
     python benchmarks/bench_default_alpha.py --sets breast_cancer wine digits   # no data folder
 
-alpha="auto" is ``c / (2 n)`` (n the training rows' total weight): c = 1 is
-LogisticRegression's and SVC's default C=1. This script measures the factor
-c on sets the rule was not tuned to, with sigma="scale" (SVC's
-gamma="scale") and every other argument at its default, against SVC() after
-the same preprocessing. ``--held-out`` adds a candidate data-dependent
+The default, alpha="auto", against fixed ridges ``alpha = c / (2 n)`` (n the
+training rows' total weight; c = 1 is LogisticRegression's and SVC's default
+C=1, and c = 1 / C in general), on sets the rule was not tuned to, with
+sigma="scale" (SVC's gamma="scale") and every other argument at its default,
+against SVC() after the same preprocessing. ``--held-out`` adds a candidate data-dependent
 rule: C = 1, 4, 16, 64 along a warm-started path on 80% of the training
 rows, stopped once the other 20%'s log-loss rises, the best refitted on
 all rows (the fit time includes the path). ``--widths 0.84 0.71 0.5``
@@ -225,7 +225,7 @@ def main(argv=None):
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--sets", nargs="+", default=None)
     parser.add_argument("--factors", nargs="*", type=float, default=FACTORS,
-                        help="values of c in alpha = c / (2 n); the current default is always run too")
+                        help="values of c in alpha = c / (2 n); the default, alpha='auto', is always run too")
     parser.add_argument("--held-out", action="store_true",
                         help="also the candidate data-dependent rule: C chosen on a held-out 20%% of the rows")
     parser.add_argument("--widths", nargs="*", type=float, default=[],

@@ -24,6 +24,7 @@ smoother model, and the faster solve.
 import numpy as np
 
 from ._array_api import take_rows, to_numpy, xp_of
+from ._losses import SquaredLoss
 from ._operator import KernelOperator
 from ._operator_xp import ArrayKernelOperator
 from ._solvers._preconditioners import N_LANDMARKS, landmark_factor
@@ -152,19 +153,38 @@ def _unstored_factor(operator, w, fit_intercept, rng):
     return _center(factor, root) if fit_intercept else factor
 
 
-def auto_alpha(X, kernel, Y, w, fit_intercept, rng, n_effective, operator=None, precomputed=False):
+def curvature_share(loss, Y, w, fit_intercept):
+    """The loss's curvature at the intercept-only model over the squared loss's (1 for the squared loss).
+
+    A smooth loss's first Newton step from that model is a kernel ridge
+    regression with every row weighted by this curvature ``h`` (constant
+    there), at the ridge ``2 alpha / h`` relative to the squared loss's
+    ``alpha``; scaling GCV's ridge by ``h / 2`` makes that step the smoother GCV
+    chose. Averaged over the columns (classes).
+    """
+    if loss is SquaredLoss:  # exactly: GCV's own ridge, not its rounding
+        return 1.0
+    xp = xp_of(Y)
+    b = loss.baseline(Y, w, fit_intercept)[0]
+    H = loss.hessian_diagonal(xp.broadcast_to(b[None, :], Y.shape), w)  # its rows carry w, which sums to 1
+    return float(xp.mean(xp.sum(H, axis=0))) / SquaredLoss.curvature
+
+
+def auto_alpha(X, kernel, Y, w, fit_intercept, rng, n_effective, operator=None, precomputed=False, loss=SquaredLoss):
     """``(alpha, factor)``: the rule's ridge, and the factor where it is the fit's operator's.
 
     ``operator``: the fit's square operator (the full model), whose stored kernel
     gives the factor's columns and whose preconditioner then reuses the factor.
     Otherwise (centers) the rule reads at most ``MAX_ROWS`` weighted rows of X
     through an operator of their own (N scaled to the rows read). ``n_effective``: the
-    total sample weight N.
+    total sample weight N. ``loss``: GCV's ridge for the targets Y is scaled
+    by ``curvature_share`` (a smooth loss's first Newton step is then GCV's smoother).
     """
     xp = xp_of(w)
+    scale = curvature_share(loss, Y, w, fit_intercept)
     if operator is not None and X.shape[0] <= MAX_ROWS:
         factor = _factor(operator, w, fit_intercept, rng)
-        return choose(factor, Y, w, fit_intercept, n_effective)[0], factor
+        return choose(factor, Y, w, fit_intercept, n_effective)[0] * scale, factor
     Xs, Ys, ws, share, _ = _subsample(xp, X, Y, w, rng, precomputed)
     factor = _unstored_factor(_operator(xp, Xs, kernel, precomputed), ws, fit_intercept, rng)
-    return choose(factor, Ys, ws, fit_intercept, n_effective * share)[0], None
+    return choose(factor, Ys, ws, fit_intercept, n_effective * share)[0] * scale, None

@@ -174,11 +174,6 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         """The loss of the fitted model: one column for two classes, one per class otherwise."""
         return self._loss(1 if len(self.classes_) == 2 else len(self.classes_))
 
-    def _alpha(self, weight_total):
-        if self.alpha == "auto" and self.loss == "logistic":
-            # LogisticRegression's default C=1: a minimiser exists even on separable data
-            return 1.0 / (2.0 * weight_total)
-        return super()._alpha(weight_total)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -322,10 +317,10 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         >>> from sklearn.datasets import make_moons
         >>> from kernelgd import KernelGDClassifier
         >>> X, y = make_moons(200, noise=0.2, random_state=0)
-        >>> clf = KernelGDClassifier(loss="logistic", sigma=0.5).fit(X, y)
+        >>> clf = KernelGDClassifier(loss="logistic", sigma=0.5, random_state=0).fit(X, y)
         >>> clf.predict_proba(X[:2]).round(2)
-        array([[0.91, 0.09],
-               [0.13, 0.87]])
+        array([[0.99, 0.01],
+               [0.02, 0.98]])
         """
         check_is_fitted(self)
         if is_dask_collection(X):
@@ -353,9 +348,9 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         >>> from sklearn.datasets import make_moons
         >>> from kernelgd import KernelGDClassifier
         >>> X, y = make_moons(200, noise=0.2, random_state=0)
-        >>> clf = KernelGDClassifier(loss="logistic", sigma=0.5).fit(X, y)
+        >>> clf = KernelGDClassifier(loss="logistic", sigma=0.5, random_state=0).fit(X, y)
         >>> clf.predict_log_proba(X[:1]).round(2)
-        array([[-0.1 , -2.36]])
+        array([[-0.01, -4.42]])
         """
         check_is_fitted(self)
         if is_dask_collection(X):

@@ -161,7 +161,7 @@ def fit(estimator, X, y, sample_weight, classifier):
     centers, center_weights, wY = dask.compute(X[rows], wn[rows], (wn[:, None] * Y).sum(axis=0))
     if alpha == "auto":
         alpha = _auto_alpha.auto_alpha(sample[0], kernel, sample[1], sample[2], est.fit_intercept,
-                                       np.random.RandomState(seed), sample[3])[0]
+                                       np.random.RandomState(seed), sample[3], loss=loss)[0]
     est.alpha_ = alpha
     stored = _kernel_fits(n * m * 8 + X.nbytes + Y.nbytes)
     if stored:

@@ -58,7 +58,7 @@ def test_newton_on_a_low_rank_polynomial_kernel_reaches_the_optimum():
     X, y = make_classification(2000, 6, n_informative=4, random_state=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        model = KernelGDClassifier(loss="logistic", kernel="poly", sigma=1.0, random_state=1,
+        model = KernelGDClassifier(loss="logistic", kernel="poly", sigma=1.0, random_state=1, alpha=1 / (2 * len(y)),
                                    options={"dtype": "float64"}).fit(X, y)
     # the same objective as a linear model on K's eigenfeatures (K has rank 35):
     # mean log-loss + alpha |c|^2 is LogisticRegression's at C = 1 / (2 alpha n)
@@ -607,7 +607,7 @@ def test_the_best_logged_iterate_is_rechecked_exactly_before_it_is_returned():
     X = r.randn(150, 3)
     y = np.digitize(X[:, 0], [-0.5, 0.5])
     with pytest.warns(ConvergenceWarning, match="Scale the features"):
-        model = KernelGDClassifier(loss="logistic", kernel="linear").fit(X + 1e6, y)
+        model = KernelGDClassifier(loss="logistic", kernel="linear", alpha=1 / (2 * len(y))).fit(X + 1e6, y)
     prior = np.bincount(y) / len(y)
     assert log_loss(y, model.predict_proba(X + 1e6)) <= -np.sum(prior * np.log(prior)) + 1e-9
     assert model.loss_curve_[-1] <= -np.sum(prior * np.log(prior)) + 1e-9

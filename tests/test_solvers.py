@@ -234,6 +234,12 @@ def test_n_centers_auto_keeps_the_exact_model_where_its_kernel_matrix_fits_the_b
     fits = KernelGDRegressor(options={"memory_budget": 4 * len(X) ** 2}, **params).fit(X, y)
     assert fits.n_centers_ == len(X)
     assert KernelGDRegressor(options={"memory_budget": 4 * len(X) ** 2 - 1}, **params).fit(X, y).n_centers_ == 20
+    # the logistic loss fits centers above the threshold whatever the budget (its Newton steps
+    # take many products with K), the squared-loss classifier keeps the exact model
+    labels = (y > 0).astype(int)
+    budget = {"memory_budget": 4 * len(X) ** 2}
+    assert KernelGDClassifier(loss="logistic", options=budget, random_state=0).fit(X, labels).n_centers_ == 20
+    assert KernelGDClassifier(options=budget, random_state=0).fit(X, labels).n_centers_ == len(X)
 
 
 def test_n_centers_auto_counts_the_rows_that_carry_weight(monkeypatch):
