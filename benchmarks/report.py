@@ -87,6 +87,60 @@ def section(title, text):
 # The peer each defaults row's time and error are divided by, per task.
 DEFAULTS_PEER = {"classification": "SVC()", "regression": "SVR()"}
 CHARTS = "_static/benchmarks"
+# Charts of the sections below against kernelgd, by file name: filled as the page renders, drawn by main().
+PEER_CHARTS = {}
+
+
+def peer_chart(name, title, points, error_label, log_error=True):
+    """Register a chart of ``points``, ``(system, time ratio, error ratio)``, and return its image directive.
+
+    Each point is one system on one set, its fit time and error divided by
+    kernelgd's on the same set (kernelgd itself at 1, 1).
+    """
+    PEER_CHARTS[name] = (title, points, error_label, log_error)
+    return f"""
+.. image:: {CHARTS}/{name}.png
+   :alt: {title}
+   :width: 640px
+"""
+
+
+def draw_peer_charts(folder):
+    """Draw every registered peer chart into ``folder`` (matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, (title, points, error_label, log_error) in PEER_CHARTS.items():
+        fig, ax = plt.subplots(figsize=(8, 6.5), layout="constrained")
+        systems = list(dict.fromkeys(system for system, _, _ in points))
+        markers = "os^vDPX*<>"
+        for k, system in enumerate(systems):
+            xy = [(x, y) for label, x, y in points if label == system and x and y is not None and x > 0]
+            if not xy:
+                continue
+            ours = "kernelgd" in system.lower()
+            x, y = zip(*xy)
+            ax.scatter(x, y, marker=markers[k % len(markers)], s=70 if ours else 35, alpha=0.9 if ours else 0.6,
+                       color="C3" if ours else f"C{k % 10}", edgecolors="black" if ours else "none",
+                       label=system, zorder=3 if ours else 2)
+        ax.axhline(1.0 if log_error else 0.0, color="black", lw=0.8)
+        ax.axvline(1.0, color="black", lw=0.8)
+        ax.set_xscale("log")
+        if log_error:
+            ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis) if log_error else (ax.xaxis,):
+            axis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 7.0)))
+            axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+            axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_xlabel("fit time / kernelgd's on the same set (right: kernelgd is faster)")
+        ax.set_ylabel(error_label)
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
+        fig.savefig(folder / f"{name}.png", dpi=100)
+        plt.close(fig)
 
 
 def defaults():
@@ -180,6 +234,11 @@ def regression_one_fit():
              fmt(r.get("peak_mem_gib"), ".2f"), fmt(r.get("test_mse"), ".4f"), r["status"]]
             for r in sorted(data["rows"], key=lambda r: r.get("fit_time") or 1e9)]
     header = ["system", "fit (s)", "time / kernelgd's", "peak memory (GiB)", "test MSE", "status"]
+    chart = peer_chart(
+        "california_one_model", "California housing, one model: time and test MSE against kernelgd's",
+        [(r["description"], r["fit_time"] / ours["fit_time"], r["test_mse"] / ours["test_mse"])
+         for r in data["rows"] if r.get("fit_time") and r.get("test_mse")],
+        "test MSE / kernelgd's (lower is better)")
     losses = [("this problem", r["description"], f"fits in {ratio(r['fit_time'], ours['fit_time'])} the time "
                f"at a test MSE of {r['test_mse']:.4f}")
               for r in data["rows"] if not r["system"].startswith("kernelgd") and r.get("fit_time")
@@ -192,7 +251,7 @@ sigma² = 2 (``gamma=0.5``) and ridge ``alpha=1e-5`` per sample
 scikit-learn-extra's EigenPro has no ridge. kernelgd's rows use that model
 with default options otherwise. Exact kernel ridge regression's test MSE is
 the bar; the rows are sorted by fit time.
-
+{chart}
 {rst_table(header, rows)}
 
 {where_it_loses(losses)}
@@ -233,7 +292,7 @@ def regression_model_selection():
         n_train = next((r["n_train"] for r in rows.get((s, "kernelgd-cv"), [])), None)
         first.append([s, fmt(n_train, ","), len(runs), fmt(_mean(runs, "rmse"), ".4g"),
                       fmt(_mean(runs, "fit_time"), ".1f"), fmt(DROPOUT[s], "g")])
-    head_to_head, losses = [], []
+    head_to_head, losses, points = [], [], []
     for s in UCI_ORDER:
         for (set_name, system), peer_rows in sorted(rows.items()):
             if set_name != s or system.startswith("kernelgd"):
@@ -246,6 +305,9 @@ def regression_model_selection():
             if mine and _mean(ok, "rmse") < _mean(mine, "rmse"):
                 losses.append((s, peer["description"], f"has the lower test RMSE ({_mean(ok, 'rmse'):.4g} against "
                                f"{_mean(mine, 'rmse'):.4g}, {k} splits)"))
+            if mine:
+                points.append((peer["description"], _mean(ok, "fit_time") / _mean(mine, "fit_time"),
+                               _mean(ok, "rmse") / _mean(mine, "rmse")))
             head_to_head.append([s, peer["description"], k, fmt(_mean(ok, "rmse"), ".4g"),
                                  fmt(_mean(mine, "rmse"), ".4g"), fmt(_mean(ok, "fit_time"), ".1f"),
                                  fmt(_mean(mine, "fit_time"), ".1f"),
@@ -270,7 +332,9 @@ each peer finished (the first ones; the slow peers were run on fewer):
 ``GridSearchCV`` over 7 alphas x 7 gammas with 5 folds for ``KernelRidge``,
 5 C x 5 gamma x 2 epsilon for ``SVR``, and ``GaussianProcessRegressor``
 learning one length scale per feature and the noise. Times are per split.
-
+The chart has one point per peer and set.
+{peer_chart("uci_model_selection", "UCI sets: each search's time and test RMSE against KernelGDRegressorCV's",
+            [("KernelGDRegressorCV() (kernelgd)", 1.0, 1.0)] + points, "test RMSE / kernelgd's (lower is better)")}
 {rst_table(header2, head_to_head)}
 
 {where_it_loses(losses)}
@@ -559,13 +623,14 @@ letter standardized.
 
 
 def classification_probabilities():
-    rows, commands, losses = [], [], []
+    rows, commands, losses, points = [], [], [], []
     for s in ("mnist", "letter", "adult"):
         data = load(f"logistic_{s}_refits")
         ours = next(r for r in data["rows"] if r["system"] == "kernelgd")
         for r in sorted(data["rows"], key=lambda r: r["test_log_loss"]):
             rows.append([s, r["description"], fmt(r["test_log_loss"], ".4f"), fmt(r["test_accuracy"], ".4f"),
                          fmt(r["fit_time"], ".1f"), ratio(r["fit_time"], ours["fit_time"])])
+            points.append((r["description"], r["fit_time"] / ours["fit_time"], r["test_log_loss"] / ours["test_log_loss"]))
             what = "" if r["system"].startswith("kernelgd") else peer_wins(r, ours, "test_accuracy", "test_log_loss")
             if what:
                 losses.append((s, r["description"], what))
@@ -586,8 +651,10 @@ chooses its width (sigma² = s · d · Var(X), the same few values of s for
 all) and ridge (``alpha``, or ``C = 1 / (2 alpha n)``) from the same grid
 by log-loss on a validation split (20% of the training rows), then refits
 on all the training rows; the fit time is the median of three refits, the
-systems alternating. Sorted by test log-loss within each set.
-
+systems alternating. Sorted by test log-loss within each set; the chart has
+one point per system and set.
+{peer_chart("probabilities", "MNIST, letter, adult: refit time and test log-loss against kernelgd's",
+            points, "test log-loss / kernelgd's (lower is better)")}
 {rst_table(header, rows)}
 
 {where_it_loses(losses)}
@@ -598,7 +665,7 @@ systems alternating. Sorted by test log-loss within each set.
 
 
 def classification_model_selection():
-    rows, losses = [], []
+    rows, losses, points = [], [], []
     for name in ("model_selection_classification", "model_selection_digits"):
         if not (RESULTS / f"{name}.json").exists():
             continue
@@ -613,6 +680,9 @@ def classification_model_selection():
                 chosen = ", ".join(f"{k} {v:.3g}" for k, v in (r.get("chosen") or {}).items() if k != "widths")
                 rows.append([s, r["description"], fmt(r.get("accuracy"), ".4f"), fmt(r.get("log_loss"), ".4f"),
                              fmt(r.get("fit_time"), ".1f"), ratio(r.get("fit_time"), ours["fit_time"]), chosen])
+                if r.get("fit_time") and r.get("accuracy") is not None:
+                    points.append((r["description"], r["fit_time"] / ours["fit_time"],
+                                   100 * (r["accuracy"] - ours["accuracy"])))
     header = ["set", "system", "test accuracy", "test log-loss", "search and refit (s)", "time / kernelgd's",
               "chosen"]
     text = f"""
@@ -625,8 +695,10 @@ letter (16,000); and ``KernelGDClassifierCV(loss="logistic")`` (stratified
 core) against ``GridSearchCV(SVC())`` over 7 C x 7 gamma values with 5
 folds on digits (a stratified 75/25 split), with GridSearchCV's default
 ``n_jobs=None`` (one fit at a time) and with ``n_jobs=-1``; the digits times
-are medians of three runs, round-robin. Test accuracy on the held-out rows.
-
+are medians of three runs, round-robin. Test accuracy on the held-out rows;
+the chart has one point per system and set.
+{peer_chart("classification_model_selection", "Width and ridge search: time and test accuracy against kernelgd's",
+            points, "test accuracy - kernelgd's (percentage points; higher is better)", log_error=False)}
 {rst_table(header, rows)}
 
 {where_it_loses(losses)}
@@ -920,6 +992,7 @@ def main(argv=None):
     if args.out:
         Path(args.out).write_text(text)
         defaults_charts(Path(args.out).parent / CHARTS)
+        draw_peer_charts(Path(args.out).parent / CHARTS)
     else:
         print(text)
 
