@@ -744,3 +744,29 @@ def test_tiny_full_model_below_the_ridge_floor_ignores_a_saturating_warm_start()
         model.fit(X, y)
     assert model.loss_curve_[-1] <= cold.loss_curve_[-1] * (1 + 1e-9)
     assert cold.loss_curve_[-1] <= np.log(2) / 2 + 1e-5  # rows 0 and 3 at p = 1/2, the others fitted
+
+
+@pytest.mark.xfail(strict=True, reason="known: the softmax's diagonal-model steps stop 0.36% above the optimum "
+                                       "from this warm start, silently; not fixed yet")
+def test_a_saturated_warm_start_on_a_rank_two_linear_kernel_reaches_the_cold_fits_objective():
+    # Found by test_properties' warm-start property (1 example in about 4,500): a linear kernel on
+    # 2 features near 1e3 (K of rank 2, ~1e6 per entry) with near-duplicate rows, 3 classes, no
+    # intercept, alpha=0.1. The cold fit reaches 1.06343; from its coefficients times 100 the fit
+    # "converges" at 1.06726 without a warning (its last decrements, 1e-5 to 1e-6, were the
+    # diagonal model's, which the remaining gap of 4e-3 does not bound).
+    r = np.random.RandomState(232)
+    X = r.randn(39, 2) * 100.0 + 1e3
+    y = r.randint(0, 3, 39)
+    y[:3] = np.arange(3)
+    X[-9:] = X[:9] * (1 + 1e-9 * r.randn(9, 2))
+    params = dict(loss="logistic", kernel="linear", alpha=0.1, fit_intercept=False, solver="newton",
+                  max_iter=500, options={"dtype": "float64"}, random_state=0)
+    cold = KernelGDClassifier(**params).fit(X, y)
+    model = KernelGDClassifier(warm_start=True, **params).fit(X, y)
+    model.dual_coef_ = model.dual_coef_ * 100.0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X, y)
+    if any(issubclass(c.category, ConvergenceWarning) for c in caught):
+        return  # a stop that says so is right too
+    assert model.loss_curve_[-1] <= cold.loss_curve_[-1] * (1 + 1e-3)
