@@ -746,14 +746,12 @@ def test_tiny_full_model_below_the_ridge_floor_ignores_a_saturating_warm_start()
     assert cold.loss_curve_[-1] <= np.log(2) / 2 + 1e-5  # rows 0 and 3 at p = 1/2, the others fitted
 
 
-@pytest.mark.xfail(strict=True, reason="known: the softmax's diagonal-model steps stop 0.36% above the optimum "
-                                       "from this warm start, silently; not fixed yet")
 def test_a_saturated_warm_start_on_a_rank_two_linear_kernel_reaches_the_cold_fits_objective():
     # Found by test_properties' warm-start property (1 example in about 4,500): a linear kernel on
     # 2 features near 1e3 (K of rank 2, ~1e6 per entry) with near-duplicate rows, 3 classes, no
     # intercept, alpha=0.1. The cold fit reaches 1.06343; from its coefficients times 100 the fit
-    # "converges" at 1.06726 without a warning (its last decrements, 1e-5 to 1e-6, were the
-    # diagonal model's, which the remaining gap of 4e-3 does not bound).
+    # "converged" at 1.06726 without a warning: the exact steps that confirm the diagonal model's
+    # stop ran CG on the coupled system, whose residual there did not bound the gap of 4e-3.
     r = np.random.RandomState(232)
     X = r.randn(39, 2) * 100.0 + 1e3
     y = r.randint(0, 3, 39)

@@ -63,7 +63,7 @@ def _flops(operator, k, coupled):
     return unknowns, 2 * n * (m + 1) ** 2 * blocks
 
 
-def features(operator, K_mm, k, alpha, coupled, jitter):
+def features(operator, K_mm, k, alpha, coupled, jitter, confirm=False):
     """``(Z, Phi, Z'(K_mm + jitter I))`` where the steps on these centers are formed densely, else None.
 
     Coordinates ``A = Z B`` in which the solver's penalty ``A'(K_mm + jitter I) A``
@@ -74,7 +74,8 @@ def features(operator, K_mm, k, alpha, coupled, jitter):
     ``RESOLVED_JITTERS`` jitters, or alpha is below the centers' ridge floor (CG's residual
     then says little about the step), or the system costs at most ``TINY_FLOPS``. The full
     model (a square operator, ``K_mm=None``, ``jitter=0``) takes them where it costs at most
-    ``TINY_FLOPS`` and alpha is below that floor (where its stop moved ninefold with the BLAS).
+    ``TINY_FLOPS`` and alpha is below that floor (where its stop moved ninefold with the BLAS), or,
+    with ``confirm``, at any alpha (the softmax's exact steps after its diagonal model's stop).
     """
     if not alpha > 0:
         return None
@@ -83,7 +84,7 @@ def features(operator, K_mm, k, alpha, coupled, jitter):
         return None
     if operator.symmetric:  # the full model: its own centers, its penalty A'K A (no jitter); dense steps
         xp = xp_of(operator.diag())  # only where tiny and alpha is below the ridge floor
-        if flops > TINY_FLOPS or 2.0 * alpha >= CENTERS_MIN_RIDGE * float(xp.mean(operator.diag())):
+        if flops > TINY_FLOPS or (not confirm and 2.0 * alpha >= CENTERS_MIN_RIDGE * float(xp.mean(operator.diag()))):
             return None
     K_nm = operator.columns(np.arange(operator.m))
     K_mm = K_nm if K_mm is None else K_mm

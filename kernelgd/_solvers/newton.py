@@ -1041,7 +1041,10 @@ def solve(operator, Y, w, settings):
             if not exact_model and K_mm is None and alpha > 0 and not steps.damping:
                 # the softmax's diagonal model converges linearly, and its decrement understates what
                 # is left (5 classes at alpha 1e-9: 5e-4 of the objective): confirm (or go on) with
-                # exact steps, which converge quadratically from here (they take a ridge, no damping)
+                # exact steps, which converge quadratically from here (they take a ridge, no damping); on a
+                # tiny system formed densely: CG's residual on a rank-two linear kernel of entries ~1e6 passed
+                # a point 0.36% above the optimum, silently
+                steps.dense = _dense_newton.features(operator, None, k, alpha, True, 0.0, confirm=True)
                 coupled_full = exact_model = exact = True
                 continue
             if solved or full:
