@@ -49,7 +49,8 @@ convergent step).
 
 On few centers where CG's residual is not to be trusted (a tiny system, alpha
 below the centers' ridge floor, or a rank-deficient K_mm) the steps are
-formed and factored densely instead (``_dense_newton``). Before it reports
+formed and factored densely instead (``_dense_newton``), and so are the exact
+steps that confirm a tiny full model's diagonal-model stop. Before it reports
 convergence the solver recomputes K A exactly (the product ``finish`` then
 reuses); from a running K A that drifted from it by rounding (huge cancelling
 coefficients) the fit goes on, ``DRIFT_RESUMES`` times at most, then stops
