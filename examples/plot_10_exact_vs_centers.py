@@ -58,19 +58,15 @@ for m in counts:
     print(f"n_centers={m:<5d}  test RMSE {error:.4f}  fit {seconds:.2f} s")
 errors, times = map(np.array, zip(*results))
 
-fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
-left.semilogx(counts, errors, "o-", label="n_centers=m")
-left.axhline(exact_error, color="black", ls="--", label="exact model")
-left.set_xlabel("centers m")
-left.set_ylabel("test RMSE")
-left.set_title("Accuracy")
-left.legend()
-right.semilogx(counts, times, "o-", label="n_centers=m")
-right.axhline(exact_time, color="black", ls="--", label="exact model")
-right.set_xlabel("centers m")
-right.set_ylabel("fit time (s)")
-right.set_title("Time")
-right.legend()
+fig, axes = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
+for ax, values, exact, label, title in [(axes[0], errors, exact_error, "test RMSE", "Accuracy"),
+                                        (axes[1], times, exact_time, "fit time (s)", "Time")]:
+    ax.semilogx(counts, values, "o-", label="n_centers=m")
+    ax.axhline(exact, color="black", ls="--", label="exact model")
+    ax.set_xlabel("centers m")
+    ax.set_ylabel(label)
+    ax.set_title(title)
+    ax.legend()
 plt.show()
 
 # %%

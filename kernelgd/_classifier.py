@@ -174,7 +174,6 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         """The loss of the fitted model: one column for two classes, one per class otherwise."""
         return self._loss(1 if len(self.classes_) == 2 else len(self.classes_))
 
-
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fit the model by gradient descent (or the solver chosen).
