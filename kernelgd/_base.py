@@ -32,6 +32,7 @@ from sklearn.utils.validation import (
 from ._array_api import (
     add_at_rows, block_of, copy, memory_budget, namespace, rows_of, take_rows, to_numpy, xp_of, zeros,
 )
+from . import _posterior
 from ._auto_alpha import auto_alpha, choose_kernel
 from ._losses import SquaredLoss
 
@@ -801,6 +802,9 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             coef, intercept = monitor.best
             curve = curve[: monitor.best_iter]  # loss_curve_ ends at the returned model
 
+        if self._predictive:  # the Gaussian-process view: predict(X, return_std=True)
+            self._posterior = self._fit_posterior(operator, Y_tr, coef, intercept, w_tr, alpha, n_observations,
+                                                  centers is not None, y_scale, psd)
         for name, value in model_attributes(coef, intercept).items():
             setattr(self, name, value)
         self.n_iter_ = n_iter
@@ -809,6 +813,20 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         self.step_size_ = result.step_size
         self.solver_ = solver
         self.n_centers_ = operator.m
+
+    # Whether fits keep what predict(X, return_std=True) needs (the regressors).
+    _predictive = False
+
+    @staticmethod
+    def _fit_posterior(operator, Y, coef, intercept, w, alpha, n_observations, centers, y_scale, psd):
+        """The posterior's scale and factors (``_posterior``), in the units of y; None for a kernel that is not PSD."""
+        if not psd:
+            return None
+        if centers:
+            posterior = _posterior.fit_centers(operator, Y, coef, intercept, w, alpha, n_observations)
+        else:
+            posterior = _posterior.fit_exact(Y, coef, intercept, w, alpha, n_observations)
+        return replace(posterior, signal_std=posterior.signal_std * y_scale)
 
     def _decision(self, X, method):
         """``K(X, X_fit_) @ dual_coef_ + intercept_`` with 2-D coefficients; ``method`` names the caller."""

@@ -11,6 +11,7 @@ the input is already a dask collection.
 """
 
 import sys
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
@@ -18,7 +19,7 @@ import scipy.sparse as sp
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_feature_names
 
-from . import _auto_alpha, _base
+from . import _auto_alpha, _base, _posterior
 from ._losses import SquaredLoss
 from ._operator import check_budget
 from ._solvers import SMOOTH_LOSS_SOLVERS, SolverSettings
@@ -176,6 +177,14 @@ def fit(estimator, X, y, sample_weight, classifier):
         memory_budget=int(options["memory_budget"]), loss=loss,
     )
     result = blockwise.solve(problem, settings)
+    if est._predictive:  # the Gaussian-process view (predict(X, return_std=True)): one more pass
+        terms = problem.posterior_terms(result.dual_coef, result.intercept)
+        Kmm = problem.center_matrix()
+        posterior = _posterior.centers_posterior(
+            Kmm, terms["gram"], terms["fit"], float(terms["rows"]), alpha, W,
+            m * np.finfo(np.float64).eps * float(np.mean(np.diagonal(Kmm))),
+        )
+        est._posterior = replace(posterior, signal_std=posterior.signal_std * y_scale)
     coef, intercept = result.dual_coef * y_scale, result.intercept * y_scale
     if not classifier and y.ndim == 1:
         coef, intercept = coef.ravel(), float(intercept[0])
@@ -401,6 +410,9 @@ class DaskBlocks:
 
     def hessp(self, beta, b, D):
         return self._map_reduce(blockwise.block_hessp, beta, b, D)
+
+    def posterior_terms(self, beta, b):
+        return self._map_reduce(blockwise.block_posterior, beta, b)
 
 
 def _sum_terms(*parts):

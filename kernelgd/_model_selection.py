@@ -184,6 +184,10 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         The chosen candidate's row in ``cv_results_``.
     dual_coef_, intercept_, X_fit_, n_iter_
         Those of ``best_estimator_``.
+    signal_variance_, noise_variance_ : float or ndarray of shape (n_targets,)
+        Those of ``best_estimator_``: the Gaussian process's scale and noise
+        that go with the chosen kernel, width and ridge (``predict``'s
+        ``return_std``).
     n_features_in_ : int
         Number of features seen during fit.
 
@@ -353,6 +357,43 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
             return np.array([[score(P, rows), score(P[mask], rows[mask])] for P in predictions])
 
         return self._loo(X, Y, sw, scorer, rescore)
+
+    def predict(self, X, return_std=False, return_cov=False):
+        """Predictions of the refitted model, and how sure it is (see :meth:`KernelGDRegressor.predict`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Whether to return the predictive standard deviation.
+        return_cov : bool, default=False
+            Whether to return the predictive covariance of the rows of X.
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        y_std, y_cov : ndarray
+            With ``return_std`` or ``return_cov``, as :meth:`KernelGDRegressor.predict`.
+        """
+        check_is_fitted(self)
+        _check_same_namespace(X, self, attribute="dual_coef_", method="predict")
+        return self.best_estimator_.predict(X, return_std=return_std, return_cov=return_cov)
+
+    def sample_y(self, X, n_samples=1, random_state=0):
+        """Draws from the refitted model's predictive distribution (see :meth:`KernelGDRegressor.sample_y`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples_X, n_features)
+        n_samples : int, default=1
+        random_state : int, RandomState instance or None, default=0
+
+        Returns
+        -------
+        y_samples : ndarray of shape (n_samples_X, n_samples) or (n_samples_X, n_targets, n_samples)
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.sample_y(X, n_samples=n_samples, random_state=random_state)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):

@@ -1,13 +1,20 @@
 """KernelGDRegressor: kernel regression trained by gradient descent."""
 
+from numbers import Integral
+
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import MultiOutputMixin, RegressorMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state, gen_batches
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _dask, _docs
+from . import _dask, _docs, _posterior
 from ._dask import is_dask_collection
-from ._array_api import follow, xp_of
-from ._base import BaseKernelGD
+from ._array_api import follow, to_numpy, xp_of
+from ._base import BaseKernelGD, _check_same_namespace, _operator, resolve_options
+from ._operator import single_threaded_blas
+from ._warnings import warn
 
 
 class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
@@ -80,6 +87,8 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
     True
     """
 
+    _predictive = True
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fit the model by gradient descent.
@@ -106,34 +115,190 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
             The fitted estimator.
         """
         if any(map(is_dask_collection, (X, y, sample_weight))):
-            return _dask.fit(self, X, y, sample_weight, classifier=False)
-        xp, _, y, sample_weight = follow(X, y, sample_weight)
-        X, y = validate_data(
-            self, X, y, accept_sparse="csr", multi_output=True, y_numeric=True, dtype=xp.float64
-        )
-        y = xp.asarray(y, dtype=xp.float64)
-        return self._fit(X, xp.reshape(y, (y.shape[0], -1)), sample_weight, y, ravel=y.ndim == 1)
+            _dask.fit(self, X, y, sample_weight, classifier=False)
+        else:
+            xp, _, y, sample_weight = follow(X, y, sample_weight)
+            X, y = validate_data(
+                self, X, y, accept_sparse="csr", multi_output=True, y_numeric=True, dtype=xp.float64
+            )
+            y = xp.asarray(y, dtype=xp.float64)
+            self._fit(X, xp.reshape(y, (y.shape[0], -1)), sample_weight, y, ravel=y.ndim == 1)
+        posterior = getattr(self, "_posterior", None)
+        self.signal_variance_ = self.noise_variance_ = None
+        if posterior is not None:
+            signal, noise = posterior.variances()
+            self.signal_variance_, self.noise_variance_ = _posterior.per_target(signal), _posterior.per_target(noise)
+        return self
 
-    def predict(self, X):
-        """Predict with the fitted model.
+    def predict(self, X, return_std=False, return_cov=False):
+        """Predict with the fitted model, and how sure it is.
+
+        The model is the posterior mean of a Gaussian process (see
+        ``signal_variance_`` and ``noise_variance_``); ``return_std`` and
+        ``return_cov`` give the predictive distribution of a new observation
+        at X, noise included, as ``GaussianProcessRegressor`` with a
+        ``WhiteKernel`` does. The exact model solves a linear system per test
+        point (preconditioned conjugate gradient, O(n^2) per point and
+        iteration); the centers model (``n_centers``) uses the DTC posterior
+        from two m x m factors formed at fit time, O(m^2) per point.
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, dask array} of shape (n_samples, n_features)
             Inputs, or the (n_samples, n_train) kernel matrix against the
-            training points if ``kernel="precomputed"``.
+            training points if ``kernel="precomputed"`` (the mean only).
+        return_std : bool, default=False
+            Whether to return the predictive standard deviation.
+        return_cov : bool, default=False
+            Whether to return the predictive covariance of the rows of X
+            (n_samples x n_samples: for small X).
 
         Returns
         -------
         y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets)
-            The predictions.
+            The predictions (the posterior mean).
+        y_std : ndarray of the shape of y_pred
+            The predictive standard deviation, only with ``return_std``.
+        y_cov : ndarray of shape (n_samples, n_samples) or (n_samples, n_samples, n_targets)
+            The predictive covariance, only with ``return_cov``.
         """
+        if return_std and return_cov:
+            raise ValueError("At most one of return_std and return_cov can be requested; pass one of them.")
+        check_is_fitted(self)
+        ravel = self.dual_coef_.ndim == 1
         if is_dask_collection(X):  # lazily, block by block
-            check_is_fitted(self)
-            n_columns = None if self.dual_coef_.ndim == 1 else self.dual_coef_.shape[1]
-            return _dask.map_rows(self.predict, X, n_columns, np.float64)
+            if return_cov:
+                raise ValueError(
+                    "return_cov on a dask X would be an n x n matrix; compute X first (X.compute()) "
+                    "or ask for return_std, which stays lazy."
+                )
+            n_columns = None if ravel else self.dual_coef_.shape[1]
+            mean = _dask.map_rows(self.predict, X, n_columns, np.float64)
+            if return_std:
+                return mean, _dask.map_rows(self._predictive_std, X, n_columns, np.float64)
+            return mean
         F = self._decision(X, "predict")
-        return xp_of(F).reshape(F, (-1,)) if self.dual_coef_.ndim == 1 else F
+        mean = xp_of(F).reshape(F, (-1,)) if ravel else F
+        if return_std:
+            return mean, self._predictive_std(X)
+        if return_cov:
+            return mean, self._predictive_cov(X)
+        return mean
+
+    def _checked_posterior(self):
+        """The fit's posterior, or a clear error where the model has none."""
+        posterior = getattr(self, "_posterior", None)
+        if self._precomputed:
+            raise ValueError(
+                "return_std, return_cov and sample_y need k(x, x) at the new points, which a precomputed "
+                "kernel does not give. Fit with the kernel's name or callable instead of 'precomputed'."
+            )
+        if posterior is None:
+            raise ValueError(
+                f"return_std, return_cov and sample_y need a positive semi-definite kernel (a Gaussian "
+                f"process's covariance); the {self.kernel_} kernel is not. Use a PSD kernel such as 'rbf'."
+            )
+        return posterior
+
+    def _latent(self, X, full):
+        """The latent posterior variance at X in units of s^2 (diagonal, or with ``full`` the matrix)."""
+        posterior = self._checked_posterior()
+        _check_same_namespace(X, self, attribute="dual_coef_", method="predict")
+        xp = xp_of(self.dual_coef_)
+        X = validate_data(self, X, reset=False, accept_sparse="csr", dtype=xp.float64)
+        kernel = self._bound_kernel()
+        options = resolve_options(self.options)
+        budget = self._device_budget(xp, getattr(self.dual_coef_, "device", None), options) if xp is not np \
+            else options["memory_budget"]
+        with single_threaded_blas():
+            system = None
+            if posterior.weights is not None:
+                operator = _operator(self.X_fit_, kernel, memory_budget=budget, dtype=self._compute_dtype,
+                                     threads=options["n_threads"])
+                system = _posterior.exact_system(operator, posterior, self._seed())
+            rows = X.shape[0] if full else _posterior.block_rows(self.X_fit_.shape[0], budget)
+            parts, unresolved = [], False
+            for batch in gen_batches(X.shape[0], rows):
+                Z = X[batch].toarray() if sp.issparse(X) else X[batch, ...]
+                explained, status = _posterior.reduction(kernel, self.X_fit_, Z, posterior, system=system, full=full)
+                unresolved |= status == "max_iter"
+                prior = kernel(Z, Z) if full else kernel.diag(Z)
+                parts.append(xp.astype(prior, xp.float64) - explained)
+        if unresolved:
+            warn(
+                f"The predictive variance's solves did not reach their tolerance in "
+                f"{_posterior.VARIANCE_MAX_ITER} iterations: the standard deviations are overestimated. "
+                "A larger alpha conditions the system better.",
+                ConvergenceWarning,
+            )
+        latent = parts[0] if len(parts) == 1 else xp.concat(parts)
+        if full:
+            return (latent + latent.T) / 2
+        return xp.where(latent > 0, latent, 0.0)
+
+    def _seed(self):
+        return check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+
+    def _scales(self):
+        """``(s per target as a 1-D array, noise of a new observation in units of s^2)``."""
+        posterior = self._checked_posterior()
+        xp = xp_of(self.dual_coef_)
+        return xp.reshape(xp.asarray(posterior.signal_std), (-1,)), posterior.noise_unit
+
+    def _predictive_std(self, X):
+        s, noise = self._scales()
+        xp = xp_of(s)
+        std = xp.sqrt(self._latent(X, full=False) + noise)[:, None] * s[None, :]
+        return xp.reshape(std, (-1,)) if self.dual_coef_.ndim == 1 else std
+
+    def _predictive_cov(self, X):
+        s, noise = self._scales()
+        xp = xp_of(s)
+        latent = self._latent(X, full=True)
+        latent = latent + noise * xp.eye(latent.shape[0], dtype=latent.dtype)
+        cov = latent[:, :, None] * (s * s)[None, None, :]
+        return cov[:, :, 0] if self.dual_coef_.ndim == 1 else cov
+
+    def sample_y(self, X, n_samples=1, random_state=0):
+        """Draw functions from the predictive distribution at X, as ``GaussianProcessRegressor`` does.
+
+        Each draw is a sample of new observations at the rows of X (noise
+        included), from the mean and covariance of :meth:`predict`: X's
+        covariance matrix is formed, so X should be small (thousands of rows).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples_X, n_features)
+            Inputs.
+        n_samples : int, default=1
+            Number of draws.
+        random_state : int, RandomState instance or None, default=0
+            Seed of the draws.
+
+        Returns
+        -------
+        y_samples : ndarray of shape (n_samples_X, n_samples) or (n_samples_X, n_targets, n_samples)
+            The draws.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from kernelgd import KernelGDRegressor
+        >>> X = np.linspace(0, 5, 40)[:, None]
+        >>> model = KernelGDRegressor().fit(X, np.sin(X).ravel())
+        >>> model.sample_y(X[:3], n_samples=5).shape
+        (3, 5)
+        """
+        if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, Integral) or n_samples < 1:
+            raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}.")
+        rng = check_random_state(random_state)
+        mean, cov = self.predict(X, return_cov=True)
+        mean, cov = np.asarray(to_numpy(mean)), np.asarray(to_numpy(cov))
+        if mean.ndim == 1:
+            return rng.multivariate_normal(mean, cov, n_samples).T
+        draws = [rng.multivariate_normal(mean[:, t], cov[:, :, t], n_samples).T
+                 for t in range(mean.shape[1])]
+        return np.stack(draws, axis=1)
 
 
 KernelGDRegressor.__doc__ = KernelGDRegressor.__doc__ % {

@@ -598,8 +598,10 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         else:
             progress.refit(model, refit)
             progress.end()
-        for name in ("dual_coef_", "intercept_", "X_fit_", "n_iter_", "loss_curve_"):
-            setattr(self, name, getattr(self.best_estimator_, name))
+        for name in ("dual_coef_", "intercept_", "X_fit_", "n_iter_", "loss_curve_", "signal_variance_",
+                     "noise_variance_"):
+            if hasattr(self.best_estimator_, name):  # the variances: the regressor's
+                setattr(self, name, getattr(self.best_estimator_, name))
         xp = xp_of(self.dual_coef_)
         if xp is not np and isinstance(self.sigma_, np.ndarray):  # per-feature scales: in X's namespace too
             self.sigma_ = from_numpy(self.sigma_, xp, self.dual_coef_.device)

@@ -84,6 +84,17 @@ def block_hessp(kernel, C, X, Y, w, loss, beta, b, D):
     return out
 
 
+def block_posterior(kernel, C, X, Y, w, loss, beta, b):
+    """A block's share of the centers posterior's sums: ``K'W K``, ``(y - b)' W r`` and the weighted rows."""
+    out = {}
+    for rows, K in _kernel_chunks(kernel, C, X):
+        centred, wr = Y[rows] - b, w[rows]
+        part = {"gram": K.T @ (wr[:, None] * K), "fit": (centred * (wr[:, None] * (centred - K @ beta))).sum(axis=0),
+                "rows": np.array(float(np.count_nonzero(wr > 0)))}
+        out = add_terms(out, part)
+    return out
+
+
 def add_terms(a, b):
     """Key-wise sum of two dicts of arrays (an empty dict is zero)."""
     if not a:

@@ -1,0 +1,188 @@
+"""The Gaussian-process view of the squared-loss model: its scale, noise and predictive variance.
+
+The minimiser of ``sum_i w_i (f(x_i) - y_i)^2 + alpha |f|^2`` (weights summing to one) is the
+posterior mean of a Gaussian process with prior covariance ``s^2 k`` and independent noise of
+variance ``s^2 alpha / w_i`` on row i: the ridge is the noise-to-signal ratio, and a new
+observation (weight ``1 / N`` of N observations) has noise ``s^2 alpha N``. Given the ratio, the
+signal variance that maximises the marginal likelihood of the centred targets is
+
+    s^2 = (y - b)' C^-1 (y - b) / n,    C = K + alpha W^-1   (n: rows with positive weight),
+
+and ``C^-1 (y - b)`` is the dual coefficient vector: the exact model's s^2 costs nothing. The
+centers model ``f = K_xm beta`` is the subset-of-regressors process (prior covariance
+``Q = K_nm K_mm^-1 K_mn``), for which Woodbury gives ``C^-1 (y - b) = W r / alpha`` with the
+residual ``r = y - b - K_nm beta``. Its predictive variance is the DTC one (Quinonero-Candela and
+Rasmussen, 2005), which adds back the prior variance the centers do not carry, so that the band
+widens away from them:
+
+    v(x) = k(x, x) - k_xm K_mm^-1 k_mx + alpha k_xm H^-1 k_mx,   H = K_mn W K_nm + alpha K_mm,
+
+from two m x m Cholesky factors formed at fit time (``n m^2`` flops, one pass over K_nm).
+The exact model's ``v(x) = k(x, x) - k_x' C^-1 k_x`` needs a solve per test point: block
+preconditioned CG on ``S K S + alpha I`` (``S = W^1/2``, a zero-weight row drops out), with the
+fit's Nystroem preconditioner, at O(n^2) per test point and CG iteration.
+The intercept is taken as known (as ``GaussianProcessRegressor(normalize_y=True)`` takes the mean).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg.blas import dsyrk
+from sklearn.utils import gen_batches
+
+from ._array_api import diagonal, xp_of
+from ._array_api import solve_triangular as xp_solve_triangular
+from ._solvers._common import cholesky
+from ._solvers._krylov import block_pcg
+from ._solvers._preconditioners import (
+    CENTERS_MIN_RIDGE,
+    N_LANDMARKS,
+    PRECONDITIONER_MIN_SHIFT,
+    NystroemPreconditioner,
+    center_jitter,
+)
+
+# CG's relative residual for the exact model's solves: the variance's error is at most about
+# tol^2 |k_x|^2 / alpha, far below the noise variance alpha N at any ridge CG resolves.
+VARIANCE_TOL = 1e-6
+# CG iterations per block of test points before the variance is reported unresolved.
+VARIANCE_MAX_ITER = 2000
+# Arrays of n x (block of test points) the exact model's CG holds at once (X, R, Z, P, A P, rhs).
+CG_ARRAYS = 6
+
+
+@dataclass(frozen=True)
+class Posterior:
+    """What ``predict(X, return_std=True)`` needs beside the mean: fitted once, at the end of a fit.
+
+    ``signal_std`` s per target (in y's units: s^2 can overflow where y cannot); ``alpha`` the ridge of the posterior (the
+    centers': at least their floor); ``n_observations`` N. Exact model: the training ``weights``.
+    Centers model: upper Cholesky factors of ``K_mm`` (with FALKON's jitter) and of H.
+    """
+
+    signal_std: object
+    alpha: float
+    n_observations: float
+    weights: object = None
+    center_factor: object = None
+    posterior_factor: object = None
+
+    @property
+    def noise_unit(self):
+        """The noise variance of a new observation in units of s^2: ``alpha N``."""
+        return self.alpha * self.n_observations
+
+    def variances(self):
+        """``(signal, noise)`` variances per target: inf where they pass float64's range (|y| > 1e154)."""
+        with np.errstate(over="ignore"):
+            s2 = self.signal_std * self.signal_std
+            return s2, s2 * self.noise_unit
+
+
+def per_target(v):
+    """A length-t vector of variances, as a float for one target."""
+    return float(v[0]) if v.shape[0] == 1 else v
+
+
+def fit_exact(Y, coef, intercept, w, alpha, n_observations):
+    """The exact model's posterior from its dual coefficients (``C^-1 (y - b)``)."""
+    xp = xp_of(Y)
+    n_rows = float(xp.sum(xp.astype(w > 0, xp.float64)))
+    s2 = xp.sum((Y - intercept) * coef, axis=0) / n_rows
+    return Posterior(xp.sqrt(xp.where(s2 > 0, s2, 0.0)), float(alpha), float(n_observations), weights=w)
+
+
+def weighted_gram(operator, w):
+    """``K_nm' W K_nm`` (m x m, float64) in one pass over the rows of K, on the operator's pool."""
+    xp = xp_of(w)
+    if xp is np:
+        def part(rows):  # scipy's syrk: half the flops of a product, the upper triangle
+            block = np.asarray(operator.rows(rows), dtype=np.float64) * np.sqrt(w[rows])[:, None]
+            return dsyrk(1.0, block, trans=1)
+
+        G = np.sum(operator._map_blocks(part, operator.n), axis=0)
+        return np.triu(G) + np.triu(G, 1).T
+    G = None
+    for rows in gen_batches(operator.n, operator.block_rows):
+        block = xp.astype(operator.rows(rows), xp.float64)
+        term = block.T @ (w[rows, None] * block)
+        G = term if G is None else G + term
+    return G
+
+
+def fit_centers(operator, Y, coef, intercept, w, alpha, n_observations):
+    """The centers model's posterior: its scale from the residuals and its two m x m factors."""
+    xp = xp_of(Y)
+    centred = Y - intercept
+    residual = centred - operator.matvec(coef)
+    n_rows = float(xp.sum(xp.astype(w > 0, xp.float64)))
+    Kmm = operator.center_matrix()
+    return centers_posterior(Kmm, weighted_gram(operator, w), xp.sum(centred * (w[:, None] * residual), axis=0),
+                             n_rows, alpha, n_observations, center_jitter(operator, Kmm))
+
+
+def centers_posterior(Kmm, gram, fit, n_rows, alpha, n_observations, jitter):
+    """The centers model's posterior from ``K_mm``, ``gram = K_nm' W K_nm`` and ``fit = (y - b)' W r``.
+
+    Also for a fit on Dask, whose passes over the rows return those sums.
+    """
+    xp = xp_of(Kmm)
+    alpha = max(float(alpha), CENTERS_MIN_RIDGE * float(xp.mean(diagonal(Kmm))))
+    center_factor = cholesky(Kmm, "center kernel matrix", jitter=jitter)
+    posterior_factor = cholesky(gram + alpha * Kmm, "posterior precision matrix")
+    s2 = fit / (alpha * n_rows)
+    return Posterior(xp.sqrt(xp.where(s2 > 0, s2, 0.0)), alpha, float(n_observations), center_factor=center_factor,
+                     posterior_factor=posterior_factor)
+
+
+def _exact_system(operator, posterior, rng):
+    """``(apply_A, apply_P, s)``: ``S K S + alpha I`` and its Nystroem preconditioner."""
+    w = posterior.weights
+    xp = xp_of(w)
+    s = xp.sqrt(w)
+    alpha = posterior.alpha
+    diag_mean = float(xp.mean(operator.diag() * w))
+    mu = float(max(alpha, PRECONDITIONER_MIN_SHIFT * diag_mean, np.finfo(float).tiny))
+    precond = NystroemPreconditioner(operator, s, mu, N_LANDMARKS, rng)
+
+    def apply_A(V):
+        return s[:, None] * operator.matvec(s[:, None] * V) + alpha * V
+
+    return apply_A, precond, s
+
+
+def reduction(kernel, X_fit, Z, posterior, operator=None, system=None, full=False):
+    """What the data explain of the prior at the rows of Z, in units of s^2.
+
+    Exact model: ``k_Z' C^-1 k_Z``; centers model: ``q(Z, Z) - alpha k_Zm H^-1 k_mZ`` with
+    ``q`` the Nystroem approximation. Its diagonal, or with ``full`` the whole matrix; and the
+    status of CG's solve (None for the centers model).
+    """
+    K = kernel(X_fit, Z)  # (n or m) x len(Z)
+    xp = xp_of(K)
+    K = xp.astype(K, xp.float64)
+    if posterior.weights is None:
+        U = xp_solve_triangular(xp, posterior.center_factor, K, upper=True, trans=True)
+        V = xp_solve_triangular(xp, posterior.posterior_factor, K, upper=True, trans=True)
+        if full:
+            return U.T @ U - posterior.alpha * (V.T @ V), None
+        return xp.sum(U * U, axis=0) - posterior.alpha * xp.sum(V * V, axis=0), None
+    apply_A, precond, s = system
+    B = s[:, None] * K
+    result = block_pcg(apply_A, B, precond, max_iter=VARIANCE_MAX_ITER, tol=VARIANCE_TOL)
+    if full:
+        return B.T @ result.x, result.status
+    return xp.sum(B * result.x, axis=0), result.status
+
+
+def block_rows(n_fit, memory_budget):
+    """Test rows per block: CG's ``CG_ARRAYS`` arrays of n_fit x block float64 within the budget."""
+    return int(max(1, min(4096, memory_budget // (CG_ARRAYS * 8 * max(n_fit, 1)))))
+
+
+def exact_system(operator, posterior, seed):
+    """The exact model's system for :func:`reduction` (None for the centers model)."""
+    if posterior.weights is None:
+        return None
+    return _exact_system(operator, posterior, np.random.RandomState(seed))
+

@@ -1,0 +1,206 @@
+"""predict(X, return_std=True): the Gaussian-process posterior of the squared-loss model.
+
+References: dense solves of the exact GP formulas, the DTC formula from dense m x m
+algebra, and scikit-learn's GaussianProcessRegressor with the same fixed kernel.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+
+from kernelgd import KernelGDRegressor, KernelGDRegressorCV
+from kernelgd.kernels import rbf
+
+
+def _data(n=150, d=2, seed=0, t=None):
+    rng = np.random.RandomState(seed)
+    X = rng.uniform(-2, 2, size=(n, d))
+    f = np.sin(2 * X[:, 0]) + X[:, 1] ** 2
+    if t is None:
+        return X, f + 0.3 * rng.randn(n) + 3.0
+    return X, np.column_stack([f * (j + 1) + 0.3 * rng.randn(n) for j in range(t)])
+
+
+def _exact_reference(X, y, Xt, sigma, alpha, w, intercept, counts):
+    """s^2, noise and the predictive variance from dense solves of C = K + alpha W^-1 (w sums to one)."""
+    K, Kt = rbf(X, X, sigma), rbf(X, Xt, sigma)
+    C = K + alpha * np.diag(1.0 / w)
+    centred = y - intercept
+    s2 = centred @ np.linalg.solve(C, centred) / np.count_nonzero(w > 0)
+    noise = s2 * alpha * counts
+    latent = s2 * (1.0 - np.sum(Kt * np.linalg.solve(C, Kt), axis=0))
+    return s2, noise, latent + noise
+
+
+def test_exact_std_is_the_dense_gaussian_process_formula():
+    X, y = _data()
+    Xt = np.vstack([X[:5], [[5.0, 5.0], [0.1, -0.3]]])
+    model = KernelGDRegressor(kernel="rbf", sigma=1.3, alpha=1e-3, tol=1e-12, max_iter=10_000).fit(X, y)
+    w = np.full(len(y), 1.0 / len(y))
+    s2, noise, var = _exact_reference(X, y, Xt, 1.3, 1e-3, w, model.intercept_, len(y))
+    mean, std = model.predict(Xt, return_std=True)
+    assert_allclose(model.signal_variance_, s2, rtol=1e-8)
+    assert_allclose(model.noise_variance_, noise, rtol=1e-8)
+    assert_allclose(std, np.sqrt(var), rtol=1e-6)
+    assert_allclose(mean, model.predict(Xt))
+    # far from the data the band is the prior's: s^2 k(x, x) plus the noise
+    assert_allclose(std[5], np.sqrt(s2 + noise), rtol=1e-6)
+    assert np.all(std[:5] < std[5])
+
+
+def test_sample_weights_are_counts_of_observations():
+    X, y = _data(n=80)
+    counts = np.random.RandomState(1).randint(0, 4, size=len(y)).astype(float)
+    model = KernelGDRegressor(kernel="rbf", sigma=1.0, alpha=1e-2, tol=1e-12, max_iter=10_000)
+    model.fit(X, y, sample_weight=counts)
+    w = counts / counts.sum()
+    Xt = X[:6] + 0.05
+    keep = w > 0  # a zero-weight row has infinite noise: it drops out of the GP
+    s2, noise, var = _exact_reference(X[keep], y[keep], Xt, 1.0, 1e-2, w[keep], model.intercept_, counts.sum())
+    assert_allclose(model.signal_variance_, s2, rtol=1e-7)
+    assert_allclose(model.noise_variance_, noise, rtol=1e-7)
+    assert_allclose(model.predict(Xt, return_std=True)[1], np.sqrt(var), rtol=1e-6)
+
+
+def test_matches_gaussian_process_regressor_with_the_same_kernel():
+    X, y = _data(n=120, seed=3)
+    y = y - y.mean()
+    model = KernelGDRegressor(kernel="rbf", sigma=0.9, alpha=5e-3, fit_intercept=False, tol=1e-12,
+                              max_iter=10_000).fit(X, y)
+    s2, noise = model.signal_variance_, model.noise_variance_
+    kernel = ConstantKernel(s2, "fixed") * RBF(0.9 / np.sqrt(2), "fixed") + WhiteKernel(noise, "fixed")
+    gpr = GaussianProcessRegressor(kernel, optimizer=None, alpha=1e-12).fit(X, y)
+    Xt = np.random.RandomState(4).uniform(-3, 3, size=(20, 2))
+    mean, std = model.predict(Xt, return_std=True)
+    gmean, gstd = gpr.predict(Xt, return_std=True)
+    assert_allclose(mean, gmean, atol=1e-8 * np.abs(gmean).max())
+    # the fitted noise is part of GPR's training covariance and of its predictive std, as ours
+    assert_allclose(std, gstd, rtol=1e-6)
+    _, cov = model.predict(Xt, return_cov=True)
+    _, gcov = gpr.predict(Xt, return_cov=True)
+    assert_allclose(cov, gcov, rtol=1e-6, atol=1e-9 * gcov.max())
+
+
+def test_centers_std_is_the_dtc_formula():
+    X, y = _data(n=300, seed=5)
+    model = KernelGDRegressor(kernel="rbf", sigma=1.0, alpha=1e-3, n_centers=40, tol=1e-12,
+                              max_iter=10_000, random_state=0).fit(X, y)
+    C = model.X_fit_
+    n, alpha = len(y), 1e-3
+    Knm, Kmm = rbf(X, C, 1.0), rbf(C, C, 1.0)
+    H = Knm.T @ Knm / n + alpha * Kmm
+    residual = y - model.intercept_ - Knm @ model.dual_coef_
+    s2 = (y - model.intercept_) @ residual / n / (alpha * n)
+    Xt = np.array([[0.0, 0.0], [1.0, -1.0], [6.0, 6.0]])
+    Ktm = rbf(Xt, C, 1.0)
+    jitter = len(C) * np.finfo(float).eps
+    q = np.sum(Ktm * np.linalg.solve(Kmm + jitter * np.eye(len(C)), Ktm.T).T, axis=1)
+    v = 1.0 - q + alpha * np.sum(Ktm * np.linalg.solve(H, Ktm.T).T, axis=1)
+    assert_allclose(model.signal_variance_, s2, rtol=1e-6)
+    assert_allclose(model.predict(Xt, return_std=True)[1], np.sqrt(s2 * (v + alpha * n)), rtol=1e-5)
+
+
+def test_multi_output_shapes_and_per_target_scales():
+    X, Y = _data(n=100, t=3)
+    model = KernelGDRegressor(kernel="rbf", sigma=1.0, alpha=1e-3).fit(X, Y)
+    Xt = X[:7]
+    mean, std = model.predict(Xt, return_std=True)
+    assert mean.shape == std.shape == (7, 3)
+    assert model.signal_variance_.shape == model.noise_variance_.shape == (3,)
+    # target j is (j + 1) times the first's signal: its scale grows with it
+    assert model.signal_variance_[0] < model.signal_variance_[1] < model.signal_variance_[2]
+    _, cov = model.predict(Xt, return_cov=True)
+    assert cov.shape == (7, 7, 3)
+    assert_allclose(np.sqrt(np.einsum("iit->it", cov)), std, rtol=1e-6)
+    for j in range(3):  # each column is the single-target fit of that column
+        single = KernelGDRegressor(kernel="rbf", sigma=1.0, alpha=1e-3).fit(X, Y[:, j])
+        assert_allclose(single.predict(Xt, return_std=True)[1], std[:, j], rtol=1e-5)
+
+
+def test_covariance_and_samples():
+    X, y = _data(n=60)
+    model = KernelGDRegressor(kernel="rbf", sigma=1.0, alpha=1e-2).fit(X, y)
+    Xt = np.random.RandomState(2).uniform(-2, 2, size=(5, 2))
+    mean, cov = model.predict(Xt, return_cov=True)
+    assert_allclose(cov, cov.T)
+    assert np.linalg.eigvalsh(cov).min() > 0
+    assert_allclose(np.sqrt(np.diag(cov)), model.predict(Xt, return_std=True)[1], rtol=1e-8)
+    draws = model.sample_y(Xt, n_samples=20_000, random_state=0)
+    assert draws.shape == (5, 20_000)
+    assert_allclose(draws.mean(axis=1), mean, atol=5 * np.sqrt(np.diag(cov).max() / 20_000))
+    assert_allclose(np.cov(draws), cov, atol=0.05 * np.diag(cov).max())
+    assert_allclose(model.sample_y(Xt, 3, random_state=7), model.sample_y(Xt, 3, random_state=7))
+    Y = np.column_stack([y, 2 * y])
+    assert KernelGDRegressor(kernel="rbf", alpha=1e-2).fit(X, Y).sample_y(Xt, 4).shape == (5, 2, 4)
+
+
+def test_std_scales_with_the_targets():
+    X, y = _data(n=90)
+    Xt = X[:10] + 0.1
+    base = KernelGDRegressor(kernel="rbf", sigma=1.0, alpha=1e-3).fit(X, y).predict(Xt, return_std=True)[1]
+    for scale in (1e-170, 1e-6, 1e6, 1e160):  # s^2 leaves float64's range before y does; std does not
+        scaled = KernelGDRegressor(kernel="rbf", sigma=1.0, alpha=1e-3).fit(X, scale * y)
+        assert_allclose(scaled.predict(Xt, return_std=True)[1] / scale, base, rtol=1e-6)
+
+
+def test_default_fit_covers_held_out_targets():
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-3, 3, size=(1500, 3))
+    y = np.sin(X[:, 0]) * np.cos(X[:, 1]) + 0.2 * rng.randn(1500)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = KernelGDRegressor().fit(X[:1000], y[:1000])
+        mean, std = model.predict(X[1000:], return_std=True)
+    inside = np.mean(np.abs(y[1000:] - mean) <= 1.96 * std)
+    assert 0.9 <= inside <= 0.99
+    assert_allclose(np.sqrt(model.noise_variance_), 0.2, rtol=0.2)
+
+
+def test_cv_estimator_delegates_to_its_refit():
+    X, y = _data(n=120)
+    model = KernelGDRegressorCV().fit(X, y)
+    mean, std = model.predict(X[:4], return_std=True)
+    ref_mean, ref_std = model.best_estimator_.predict(X[:4], return_std=True)
+    assert_allclose(mean, ref_mean)
+    assert_allclose(std, ref_std)
+    assert model.noise_variance_ == model.best_estimator_.noise_variance_
+    assert model.sample_y(X[:3], 2).shape == (3, 2)
+
+
+def test_errors():
+    X, y = _data(n=40)
+    model = KernelGDRegressor(kernel="rbf", alpha=1e-2).fit(X, y)
+    with pytest.raises(ValueError, match="At most one"):
+        model.predict(X, return_std=True, return_cov=True)
+    with pytest.raises(ValueError, match="n_samples"):
+        model.sample_y(X, n_samples=0)
+    K = rbf(X, X, 1.0)
+    pre = KernelGDRegressor(kernel="precomputed", alpha=1e-2).fit(K, y)
+    assert pre.noise_variance_ > 0
+    with pytest.raises(ValueError, match="precomputed"):
+        pre.predict(K, return_std=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the sigmoid kernel's non-PSD warning
+        sigmoid = KernelGDRegressor(kernel="sigmoid", alpha=1e-2, max_iter=20).fit(X, y)
+    assert sigmoid.noise_variance_ is None
+    with pytest.raises(ValueError, match="positive semi-definite"):
+        sigmoid.predict(X, return_std=True)
+
+
+def test_dask_std_is_lazy_and_matches_memory():
+    da = pytest.importorskip("dask.array")
+    X, y = _data(n=600, seed=6)
+    memory = KernelGDRegressor(kernel="rbf", alpha=1e-3, n_centers=50, random_state=0).fit(X, y)
+    lazy = KernelGDRegressor(kernel="rbf", alpha=1e-3, n_centers=50, random_state=0)
+    lazy.fit(da.from_array(X, chunks=200), da.from_array(y, chunks=200))
+    assert_allclose(lazy.signal_variance_, memory.signal_variance_, rtol=1e-3)  # two solvers, to tol
+    Xt = da.from_array(X[:30] + 0.1, chunks=10)
+    mean, std = lazy.predict(Xt, return_std=True)
+    assert isinstance(std, da.Array)
+    assert_allclose(std.compute(), memory.predict(X[:30] + 0.1, return_std=True)[1], rtol=1e-3)
+    with pytest.raises(ValueError, match="return_cov"):
+        lazy.predict(Xt, return_cov=True)
