@@ -347,6 +347,78 @@ The chart has one point per peer and set.
     return section("Regression: choosing the kernel, width and ridge (UCI)", text)
 
 
+UNCERTAINTY_SETS = {"yacht": "yacht", "energy": "energy", "concrete": "concrete", "wine-quality-red": "wine",
+                    "kin8nm": "kin8nm", "power-plant": "power", "naval-propulsion-plant": "naval",
+                    "protein-tertiary-structure": "protein"}
+
+
+def uncertainty():
+    if not (RESULTS / "uncertainty.json").exists():
+        return None
+    run = load("uncertainty")
+    rows = {(r["set"], r["system"]): r for r in run["rows"]}
+
+    def ll(row, splits):
+        if not row or row.get("status") != "ok":
+            return "-"
+        other = "" if row["splits"] == splits else f", {row['splits'].split('/')[0]} splits"
+        return f"{row['ll_mean']:.3f} ({row['coverage']:.1%}{other})"
+
+    table, losses = [], []
+    for name, short in UNCERTAINTY_SETS.items():
+        cv, base, gpr = (rows.get((name, system)) for system in ("kernelgd-cv", "kernelgd", "gpr-ard"))
+        if cv is None or cv.get("status") != "ok":
+            continue
+        table.append([short, f"{cv['n_train']:,}", cv["splits"], ll(cv, cv["splits"]), ll(base, cv["splits"]),
+                      ll(gpr, cv["splits"]), f"{cv['dropout_ll']:.2f}",
+                      f"{cv['fit_time']:.1f}", f"{cv['std_time']:.2f}"])
+        if cv["ll_mean"] < cv["dropout_ll"]:
+            losses.append((short, "the dropout network", f"has the higher log-likelihood ({cv['dropout_ll']:.2f})"))
+        if gpr and gpr.get("status") == "ok":
+            k = int(gpr["splits"].split("/")[0])
+            mine = float(np.mean(cv["ll_splits"][:k]))  # on the splits the GP ran
+            if gpr["ll_mean"] > mine:
+                losses.append((short, "the ARD Gaussian process", f"has the higher log-likelihood ({gpr['ll_mean']:.3f} "
+                               f"against {mine:.3f} on its {k} splits)"))
+        if not 0.93 <= cv["coverage"] <= 0.97:
+            losses.append((short, "the 95% intervals", f"cover {cv['coverage']:.1%} of the test targets"))
+    header = ["set", "training rows", "splits", "KernelGDRegressorCV()", "KernelGDRegressor()",
+              "ARD GP", "dropout", "CV fit (s)", "CV std (s)"]
+    large = run.get("large")
+    large_text = ""
+    if large and large.get("status") == "ok":
+        large_text = f"""
+At scale, on {large['n_train']:,} rows of a synthetic problem (``datasets.make_synthetic``),
+``KernelGDRegressor()`` takes the centers model ({large['n_centers']:,} centers): its fit, the
+posterior's factors included, takes {large['fit_time']:.1f} s, and the standard deviation of
+10,000 test points {large['std_time']:.2f} s; {large['coverage']:.1%} of the test targets fall in
+the 95% intervals.
+"""
+    text = f"""
+``predict(X, return_std=True)`` on the eight UCI regression sets, their
+standard splits, features and target standardized on each training part.
+Each cell is the mean test log-likelihood of the predictive distribution
+``N(mean, std^2)`` in the target's units (higher is better), with the share
+of test targets inside the 95% intervals ``mean +- 1.96 std`` in
+parentheses (95% is calibrated). Beside kernelgd's defaults:
+``GaussianProcessRegressor`` with one length scale per feature, a constant
+and a ``WhiteKernel`` (``normalize_y=True``, 2 optimizer restarts), where
+the training part has at most 1,500 rows, and the dropout network's
+published log-likelihood (Gal and Ghahramani, updated table). The CV
+estimator's fit time includes its search; "std" is the time of the
+standard deviations of the test part.
+
+{rst_table(header, table)}
+{large_text}
+{where_it_loses(losses)}
+
+{command(f"python benchmarks/bench_uncertainty.py {DATA}", f"python benchmarks/bench_uncertainty.py {DATA} --sets --large-n 200000 --merge")}
+
+(``--max-splits`` runs the first splits only; the table says how many ran.)
+"""
+    return section("Regression: predictive uncertainty (UCI)", text)
+
+
 def classification_defaults():
     rows, losses, c4_ratios = [], [], []
     for name in ("default_alpha_c_grid_small", "default_alpha_c_grid_large"):
@@ -979,7 +1051,7 @@ UCI regression sets with the standard train/test splits of the
 ``index_features.txt``, ``index_target.txt``, ``splits/``).
 ``benchmarks/datasets.py`` says how each is read and split.
 """
-    parts = [intro.strip() + "\n", *filter(None, [defaults()]), regression_one_fit(), regression_model_selection(), classification_defaults(),
+    parts = [intro.strip() + "\n", *filter(None, [defaults()]), regression_one_fit(), regression_model_selection(), *filter(None, [uncertainty()]), classification_defaults(),
              poly_scale(), softmax_steps(), subsample_start(), classification_probabilities(), classification_model_selection(), scale(), dask_section()]
     return "\n".join(parts)
 

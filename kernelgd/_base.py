@@ -804,7 +804,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
 
         if self._predictive:  # the Gaussian-process view: predict(X, return_std=True)
             self._posterior = self._fit_posterior(operator, Y_tr, coef, intercept, w_tr, alpha, n_observations,
-                                                  centers is not None, y_scale, psd)
+                                                  centers is not None, y_scale, psd, seed)
         for name, value in model_attributes(coef, intercept).items():
             setattr(self, name, value)
         self.n_iter_ = n_iter
@@ -818,14 +818,15 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
     _predictive = False
 
     @staticmethod
-    def _fit_posterior(operator, Y, coef, intercept, w, alpha, n_observations, centers, y_scale, psd):
+    def _fit_posterior(operator, Y, coef, intercept, w, alpha, n_observations, centers, y_scale, psd, seed):
         """The posterior's scale and factors (``_posterior``), in the units of y; None for a kernel that is not PSD."""
         if not psd:
             return None
         if centers:
-            posterior = _posterior.fit_centers(operator, Y, coef, intercept, w, alpha, n_observations)
+            posterior = _posterior.fit_centers(operator, Y, coef, intercept, w, alpha, n_observations,
+                                               np.random.RandomState(seed))
         else:
-            posterior = _posterior.fit_exact(Y, coef, intercept, w, alpha, n_observations)
+            posterior = _posterior.fit_exact(operator, Y, coef, intercept, w, alpha, n_observations)
         return replace(posterior, signal_std=posterior.signal_std * y_scale)
 
     def _decision(self, X, method):

@@ -165,6 +165,7 @@ def fit(estimator, X, y, sample_weight, classifier):
                                        np.random.RandomState(seed), sample[3], loss=loss)[0]
     est.alpha_ = alpha
     stored = _kernel_fits(n * m * 8 + X.nbytes + Y.nbytes)
+    X_rows = X  # the inputs, where X becomes the kernel blocks
     if stored:
         X = X.map_blocks(_kernel_block, kernel, centers, chunks=(X.chunks[0], (m,)), dtype=np.float64).persist()
     problem = DaskBlocks(kernel, centers, X, Y, wn, center_weights, loss, wY, stored=stored)
@@ -178,11 +179,15 @@ def fit(estimator, X, y, sample_weight, classifier):
     )
     result = blockwise.solve(problem, settings)
     if est._predictive:  # the Gaussian-process view (predict(X, return_std=True)): one more pass
-        terms = problem.posterior_terms(result.dual_coef, result.intercept)
+        gram = problem.posterior_gram()
         Kmm = problem.center_matrix()
+        rows = _center_rows(np.random.RandomState(seed), wn if w is not None else None, n_positive,
+                            min(n_positive, _posterior.LOO_SAMPLE))
+        Xs, Ys, ws = dask.compute(X_rows[rows], Y[rows], wn[rows])
+        K_rows = np.asarray(kernel(Xs, centers), dtype=np.float64)
         posterior = _posterior.centers_posterior(
-            Kmm, terms["gram"], terms["fit"], float(terms["rows"]), alpha, W,
-            m * np.finfo(np.float64).eps * float(np.mean(np.diagonal(Kmm))),
+            Kmm, gram, alpha, W, m * np.finfo(np.float64).eps * float(np.mean(np.diagonal(Kmm))),
+            (K_rows, Ys - result.intercept - K_rows @ result.dual_coef, ws, kernel.diag(np.asarray(Xs, np.float64))),
         )
         est._posterior = replace(posterior, signal_std=posterior.signal_std * y_scale)
     coef, intercept = result.dual_coef * y_scale, result.intercept * y_scale
@@ -411,8 +416,8 @@ class DaskBlocks:
     def hessp(self, beta, b, D):
         return self._map_reduce(blockwise.block_hessp, beta, b, D)
 
-    def posterior_terms(self, beta, b):
-        return self._map_reduce(blockwise.block_posterior, beta, b)
+    def posterior_gram(self):
+        return self._map_reduce(blockwise.block_gram)["gram"]
 
 
 def _sum_terms(*parts):

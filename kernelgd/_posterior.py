@@ -3,25 +3,31 @@
 The minimiser of ``sum_i w_i (f(x_i) - y_i)^2 + alpha |f|^2`` (weights summing to one) is the
 posterior mean of a Gaussian process with prior covariance ``s^2 k`` and independent noise of
 variance ``s^2 alpha / w_i`` on row i: the ridge is the noise-to-signal ratio, and a new
-observation (weight ``1 / N`` of N observations) has noise ``s^2 alpha N``. Given the ratio, the
-signal variance that maximises the marginal likelihood of the centred targets is
+observation (weight ``1 / N`` of N observations) has noise ``s^2 alpha N``. With
+``C = K + alpha W^-1``, the dual coefficients are ``a = C^-1 (y - b)``.
 
-    s^2 = (y - b)' C^-1 (y - b) / n,    C = K + alpha W^-1   (n: rows with positive weight),
+The scale s^2 maximises the leave-one-out predictive likelihood (Sundararajan and Keerthi,
+2001): row i held out has the residual ``a_i / c_ii`` and the variance ``s^2 / c_ii``
+(``c = diag(C^-1)``), so ``s^2 = mean_i a_i^2 / c_ii``. Unlike the marginal likelihood's
+``(y - b)'a / n``, it is fitted to held-out errors: on a nearly interpolating model (UCI energy,
+alpha ~ 1e-8) the marginal likelihood's intervals covered 88% of test targets, these 96%.
+The exact model gets c from a dense factorization up to ``LOO_DENSE_MAX`` rows and keeps the
+marginal likelihood's s^2 above (on kin8nm's 7,373 rows the two gave the same test
+log-likelihood to 1e-3). The centers model ``f = K_xm beta`` is the subset-of-regressors process
+(prior ``Q = K_nm K_mm^-1 K_mn``), for which Woodbury gives ``a_i = w_i r_i / alpha`` and
+``c_ii = w_i (1 - h_i) / alpha`` with the residual r and the leverage
+``h_i = w_i k_i' H^-1 k_i``, ``H = K_mn W K_nm + alpha K_mm``: s^2 is their mean over at most
+``LOO_SAMPLE`` rows. Its predictive variance is the DTC one (Quinonero-Candela and Rasmussen,
+2005), which adds back the prior variance the centers do not carry, so that the band widens
+away from them:
 
-and ``C^-1 (y - b)`` is the dual coefficient vector: the exact model's s^2 costs nothing. The
-centers model ``f = K_xm beta`` is the subset-of-regressors process (prior covariance
-``Q = K_nm K_mm^-1 K_mn``), for which Woodbury gives ``C^-1 (y - b) = W r / alpha`` with the
-residual ``r = y - b - K_nm beta``. Its predictive variance is the DTC one (Quinonero-Candela and
-Rasmussen, 2005), which adds back the prior variance the centers do not carry, so that the band
-widens away from them:
+    v(x) = k(x, x) - k_xm K_mm^-1 k_mx + alpha k_xm H^-1 k_mx,
 
-    v(x) = k(x, x) - k_xm K_mm^-1 k_mx + alpha k_xm H^-1 k_mx,   H = K_mn W K_nm + alpha K_mm,
-
-from two m x m Cholesky factors formed at fit time (``n m^2`` flops, one pass over K_nm).
-The exact model's ``v(x) = k(x, x) - k_x' C^-1 k_x`` needs a solve per test point: block
-preconditioned CG on ``S K S + alpha I`` (``S = W^1/2``, a zero-weight row drops out), with the
-fit's Nystroem preconditioner, at O(n^2) per test point and CG iteration.
-The intercept is taken as known (as ``GaussianProcessRegressor(normalize_y=True)`` takes the mean).
+from two m x m Cholesky factors formed at fit time (``n m^2`` flops, one pass over K_nm). The
+exact model's ``v(x) = k(x, x) - k_x' C^-1 k_x`` needs a solve per test point: block
+preconditioned CG on ``S K S + alpha I`` (``S = W^1/2``, a zero-weight row drops out) with a
+Nystroem preconditioner, O(n^2) per test point and CG iteration. The intercept is taken as
+known (as ``GaussianProcessRegressor(normalize_y=True)`` takes the mean).
 """
 
 from dataclasses import dataclass
@@ -47,6 +53,14 @@ from ._solvers._preconditioners import (
 VARIANCE_TOL = 1e-6
 # CG iterations per block of test points before the variance is reported unresolved.
 VARIANCE_MAX_ITER = 2000
+# Rows up to which the exact model's s^2 is the leave-one-out one, from a dense factorization of
+# C (about 0.15 s at 2,000 rows); the centers model's comes from at most LOO_SAMPLE rows' leverages.
+LOO_DENSE_MAX = 2000
+LOO_SAMPLE = 4096
+# Below this ridge (times the trace of S K S) the dense factorization is not to be trusted.
+LOO_MIN_RIDGE = 1e3 * np.finfo(np.float64).eps
+# 1 - h_i at least this: a row the centers interpolate (h_i = 1 in rounding) stays finite.
+LOO_MIN_FREEDOM = 1e-12
 # Arrays of n x (block of test points) the exact model's CG holds at once (X, R, Z, P, A P, rhs).
 CG_ARRAYS = 6
 
@@ -84,10 +98,46 @@ def per_target(v):
     return float(v[0]) if v.shape[0] == 1 else v
 
 
-def fit_exact(Y, coef, intercept, w, alpha, n_observations):
-    """The exact model's posterior from its dual coefficients (``C^-1 (y - b)``)."""
+def _loo_scale(xp, q, w):
+    """``s^2 = sum_i w_i q_i / sum_i w_i`` per target, ``q_i = a_i^2 / c_ii`` of the rows given; never negative."""
+    s2 = xp.sum(w[:, None] * q, axis=0) / xp.sum(w)
+    return xp.sqrt(xp.where(s2 > 0, s2, 0.0))
+
+
+def _inverse_diagonal(A):
+    """``diag(A^-1)`` of a positive definite A from its Cholesky factor, or None where A is singular."""
+    xp = xp_of(A)
+    try:
+        U = cholesky(A, "leave-one-out system")
+    except ValueError:
+        return None
+    eye = xp.eye(A.shape[0], dtype=xp.float64) if xp is np else xp.eye(A.shape[0], dtype=xp.float64,
+                                                                        device=A.device)
+    U_inv = xp_solve_triangular(xp, U, eye, upper=True)  # A^-1 = U^-1 U^-T
+    return xp.sum(U_inv * U_inv, axis=1)
+
+
+def fit_exact(operator, Y, coef, intercept, w, alpha, n_observations):
+    """The exact model's posterior from its dual coefficients ``a = C^-1 (y - b)``.
+
+    Up to ``LOO_DENSE_MAX`` rows, s^2 maximises the leave-one-out predictive likelihood, from
+    ``c = diag(C^-1)`` of a dense factorization; above, the marginal likelihood's ``(y - b)'a / n``.
+    """
     xp = xp_of(Y)
-    n_rows = float(xp.sum(xp.astype(w > 0, xp.float64)))
+    positive = w > 0
+    if operator is not None and operator.n <= LOO_DENSE_MAX:
+        s = xp.sqrt(w)
+        K = xp.astype(operator.rows(slice(None)), xp.float64)
+        # C^-1 = S (S K S + alpha I)^-1 S; below LOO_MIN_RIDGE times its trace, S K S + alpha I is singular
+        if alpha >= LOO_MIN_RIDGE * float(xp.sum(w * diagonal(K))):
+            A = s[:, None] * K * s[None, :]
+            d = _inverse_diagonal(A + float(alpha) * (xp.eye(A.shape[0], dtype=xp.float64) if xp is np
+                                                      else xp.eye(A.shape[0], dtype=xp.float64, device=A.device)))
+            if d is not None:
+                c = xp.where(positive, w * d, 1.0)[:, None]
+                scale = _loo_scale(xp, xp.where(positive[:, None], coef * coef / c, 0.0), w)
+                return Posterior(scale, float(alpha), float(n_observations), weights=w)
+    n_rows = float(xp.sum(xp.astype(positive, xp.float64)))
     s2 = xp.sum((Y - intercept) * coef, axis=0) / n_rows
     return Posterior(xp.sqrt(xp.where(s2 > 0, s2, 0.0)), float(alpha), float(n_observations), weights=w)
 
@@ -110,28 +160,51 @@ def weighted_gram(operator, w):
     return G
 
 
-def fit_centers(operator, Y, coef, intercept, w, alpha, n_observations):
-    """The centers model's posterior: its scale from the residuals and its two m x m factors."""
+def loo_rows(w, rng):
+    """The rows whose leave-one-out terms estimate the centers model's s^2: all rows with positive
+    weight, or ``LOO_SAMPLE`` of them drawn at random (the estimate of a mean: about 2% of s^2)."""
+    positive = np.flatnonzero(np.asarray(w) > 0)
+    if len(positive) <= LOO_SAMPLE:
+        return positive
+    return np.sort(rng.choice(positive, LOO_SAMPLE, replace=False))
+
+
+def fit_centers(operator, Y, coef, intercept, w, alpha, n_observations, rng):
+    """The centers model's posterior: its two m x m factors, and s^2 from sampled rows' leave-one-out terms."""
+    from ._array_api import take_rows, to_numpy
+
     xp = xp_of(Y)
-    centred = Y - intercept
-    residual = centred - operator.matvec(coef)
-    n_rows = float(xp.sum(xp.astype(w > 0, xp.float64)))
+    rows = loo_rows(to_numpy(w), rng)
+    K_rows = xp.astype(operator.rows(rows), xp.float64)
+    Y_rows, w_rows = take_rows(xp, Y, rows), take_rows(xp, w, rows)
     Kmm = operator.center_matrix()
-    return centers_posterior(Kmm, weighted_gram(operator, w), xp.sum(centred * (w[:, None] * residual), axis=0),
-                             n_rows, alpha, n_observations, center_jitter(operator, Kmm))
+    prior = operator.kernel.diag(take_rows(xp, operator.X, rows)) if operator.kernel is not None else None
+    return centers_posterior(Kmm, weighted_gram(operator, w), alpha, n_observations, center_jitter(operator, Kmm),
+                             (K_rows, Y_rows - intercept - K_rows @ coef, w_rows, xp.astype(prior, xp.float64)))
 
 
-def centers_posterior(Kmm, gram, fit, n_rows, alpha, n_observations, jitter):
-    """The centers model's posterior from ``K_mm``, ``gram = K_nm' W K_nm`` and ``fit = (y - b)' W r``.
+def centers_posterior(Kmm, gram, alpha, n_observations, jitter, sample):
+    """The centers model's posterior from ``K_mm``, ``gram = K_nm' W K_nm`` and rows' residuals.
 
-    Also for a fit on Dask, whose passes over the rows return those sums.
+    ``sample``: ``(K_Sm, r_S, w_S)`` for rows S (``loo_rows``). Their leverages
+    ``h_i = w_i k_i' H^-1 k_i`` give ``c_ii = w_i (1 - h_i) / alpha`` and the dual
+    ``a_i = w_i r_i / alpha`` (Woodbury), so the leave-one-out estimate is
+    ``s^2 = sum_S w_i a_i^2 / c_ii / sum_S w_i``. Also for a fit on Dask, whose
+    passes over the rows return the gram.
     """
     xp = xp_of(Kmm)
     alpha = max(float(alpha), CENTERS_MIN_RIDGE * float(xp.mean(diagonal(Kmm))))
     center_factor = cholesky(Kmm, "center kernel matrix", jitter=jitter)
     posterior_factor = cholesky(gram + alpha * Kmm, "posterior precision matrix")
-    s2 = fit / (alpha * n_rows)
-    return Posterior(xp.sqrt(xp.where(s2 > 0, s2, 0.0)), alpha, float(n_observations), center_factor=center_factor,
+    K_rows, residual, w_rows, prior = sample
+    V = xp_solve_triangular(xp, posterior_factor, K_rows.T, upper=True, trans=True)
+    U = xp_solve_triangular(xp, center_factor, K_rows.T, upper=True, trans=True)
+    free = 1.0 - w_rows * xp.sum(V * V, axis=0)  # 1 - h_i, in (0, 1] but for rounding
+    free = xp.where(free > LOO_MIN_FREEDOM, free, LOO_MIN_FREEDOM)
+    missing = prior - xp.sum(U * U, axis=0)  # k(x, x) - q(x, x): what DTC adds at a new point
+    held_out = alpha / (w_rows * free) + xp.where(missing > 0, missing, 0.0)
+    q = (residual / free[:, None]) ** 2 / held_out[:, None]
+    return Posterior(_loo_scale(xp, q, w_rows), alpha, float(n_observations), center_factor=center_factor,
                      posterior_factor=posterior_factor)
 
 

@@ -61,6 +61,15 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
     validation_loss_curve_ : list of float or None
         With ``early_stopping=True``, the loss on the validation rows after
         each iteration; None otherwise.
+    signal_variance_ : float, ndarray of shape (n_targets,) or None
+        The Gaussian process's scale ``s^2``: the prior covariance is
+        ``s^2 k``. Chosen by the leave-one-out predictive likelihood (see
+        :meth:`predict`); None for a kernel that is not positive
+        semi-definite.
+    noise_variance_ : float, ndarray of shape (n_targets,) or None
+        The noise variance of a new observation, ``s^2 * alpha_ * N`` (N the
+        number of observations: the training rows, or their total sample
+        weight). Both overflow to inf only for targets beyond about 1e154.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -84,6 +93,9 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
     >>> y = np.sin(X).ravel()
     >>> model = KernelGDRegressor(sigma=1.0, max_iter=500).fit(X, y)
     >>> model.score(X, y) > 0.99
+    True
+    >>> mean, std = model.predict([[0.0], [10.0]], return_std=True)
+    >>> bool(std[0] < std[1])  # less sure far from the data
     True
     """
 
@@ -133,7 +145,8 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
     def predict(self, X, return_std=False, return_cov=False):
         """Predict with the fitted model, and how sure it is.
 
-        The model is the posterior mean of a Gaussian process (see
+        The model is the posterior mean of a Gaussian process whose scale
+        maximises the leave-one-out predictive likelihood (see
         ``signal_variance_`` and ``noise_variance_``); ``return_std`` and
         ``return_cov`` give the predictive distribution of a new observation
         at X, noise included, as ``GaussianProcessRegressor`` with a
@@ -295,10 +308,16 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         mean, cov = self.predict(X, return_cov=True)
         mean, cov = np.asarray(to_numpy(mean)), np.asarray(to_numpy(cov))
         if mean.ndim == 1:
-            return rng.multivariate_normal(mean, cov, n_samples).T
-        draws = [rng.multivariate_normal(mean[:, t], cov[:, :, t], n_samples).T
-                 for t in range(mean.shape[1])]
-        return np.stack(draws, axis=1)
+            return _draw(rng, mean, cov, n_samples)
+        return np.stack([_draw(rng, mean[:, t], cov[:, :, t], n_samples) for t in range(mean.shape[1])], axis=1)
+
+
+def _draw(rng, mean, cov, n_samples):
+    """``n_samples`` draws of N(mean, cov) as columns; cov's rounding below zero (a nearly
+    interpolating model's latent covariance) is clipped, not warned about."""
+    lam, V = np.linalg.eigh(cov)
+    root = V * np.sqrt(np.clip(lam, 0.0, None))
+    return mean[:, None] + root @ rng.standard_normal((len(mean), n_samples))
 
 
 KernelGDRegressor.__doc__ = KernelGDRegressor.__doc__ % {

@@ -283,7 +283,11 @@ def test_regressor_cv_matches_numpy(module, name, regression, monkeypatch):
     determined = alphas >= 1e-6
     assert_allclose(est.cv_results_["mean_test_score"][determined], ref.cv_results_["mean_test_score"][determined],
                     rtol=1e-6, atol=1e-12)
-    assert_allclose(to_numpy(pred), ref.predict(X), rtol=1e-5, atol=1e-8)
+    # the refits reach the same objective; at a ridge of 1e-9 (the defaults' choice here) models within
+    # 1e-6 of it differ by up to 1e-4 in their predictions, which the kernels' rounding moves
+    assert_allclose(est.loss_curve_[-1], ref.loss_curve_[-1], rtol=1e-5)
+    tight = ref.alpha_ >= 1e-6
+    assert_allclose(to_numpy(pred), ref.predict(X), rtol=1e-5 if tight else 0.0, atol=1e-8 if tight else 5e-4)  # y: std 1
 
 
 @pytest.mark.parametrize("module", NAMESPACES)
@@ -452,3 +456,18 @@ def test_logistic_functions_of_extreme_predictions(module):
         log_out = to_numpy(_array_api.log_expit(module.asarray(F)))
     assert_allclose(out, expit(F), rtol=1e-12, atol=1e-300)  # (subnormal where scipy gives 0)
     assert_allclose(log_out, log_expit(F), rtol=1e-12)
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+@pytest.mark.parametrize("n_centers", [None, 40])
+def test_predictive_std_matches_numpy(module, n_centers, regression):
+    X, y = regression
+    estimator = KernelGDRegressor(kernel="rbf", alpha=1e-3, n_centers=n_centers, random_state=0, tol=1e-10)
+    ref, est = _fit_both(estimator, module, X, y)
+    with config_context(array_api_dispatch=True):
+        mean, std = est.predict(module.asarray(X[:20]), return_std=True)
+        _, cov = est.predict(module.asarray(X[:5]), return_cov=True)
+    _assert_in_namespace(std, module)
+    assert_allclose(est.noise_variance_, ref.noise_variance_, rtol=1e-6)
+    assert_allclose(to_numpy(std), ref.predict(X[:20], return_std=True)[1], rtol=1e-5)
+    assert_allclose(to_numpy(cov), ref.predict(X[:5], return_cov=True)[1], rtol=1e-5, atol=1e-10)

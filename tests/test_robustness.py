@@ -250,7 +250,10 @@ def test_auto_dtype_redoes_a_float32_rounding_stop_in_float64(monkeypatch):
     # RMSE 0.0149 against 1.8e-5 in float64).
     import kernelgd._operator
 
+    import kernelgd._solvers.cg
+
     monkeypatch.setattr(kernelgd._operator, "AUTO_FLOAT64_MAX_ENTRIES", 100)  # auto -> float32 here
+    monkeypatch.setattr(kernelgd._solvers.cg, "DENSE_LEAST_SQUARES_MAX", 0)  # CG's way, as above 2,000 rows
     r = np.random.RandomState(0)
     X = r.uniform(size=(800, 3))
     y = np.sin(3 * X[:, 0]) + X[:, 1] * X[:, 2]

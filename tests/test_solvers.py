@@ -331,3 +331,29 @@ def test_early_stopping_precomputed_and_classifier():
 def test_early_stopping_needs_data():
     with pytest.raises(ValueError, match="validation"):
         KernelGDRegressor(early_stopping=True, validation_fraction=0.5).fit(X[:3], y[:3])
+
+
+def test_least_squares_regime_on_few_rows_reaches_the_dense_optimum():
+    # Regression: below cg's least-squares ridge, CG on the normal equations stopped silently after
+    # 385 iterations at 77 times the optimum (700 rows, laplacian kernel, alpha=3e-10); on UCI energy
+    # KernelGDRegressorCV's refit at such a ridge warned and had 16 times the test RMSE. Up to 2,000 rows
+    # that regime is now one dense eigendecomposition.
+    from kernelgd.kernels import laplacian
+
+    rng = np.random.RandomState(0)
+    n, alpha = 700, 3e-10
+    X = rng.randint(0, 4, size=(n, 8)).astype(float) + 0.01 * rng.randn(n, 8)
+    X = (X - X.mean(0)) / X.std(0)
+    y = np.sin(X[:, 0]) + X[:, 1] * X[:, 2] + 0.5 * np.abs(X[:, 3]) + 0.01 * rng.randn(n)
+    K = laplacian(X, X, 16.0)
+    bordered = np.block([[K + n * alpha * np.eye(n), np.ones((n, 1))], [np.ones((1, n)), np.zeros((1, 1))]])
+    dense = np.linalg.lstsq(bordered, np.r_[y, 0.0], rcond=None)[0]
+
+    def objective(coef, b):
+        return np.mean((K @ coef + b - y) ** 2) + alpha * coef @ K @ coef
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = KernelGDRegressor(kernel="laplacian", sigma=16.0, alpha=alpha).fit(X, y)
+    assert model.solver_ == "cg"
+    assert objective(model.dual_coef_, model.intercept_) <= objective(dense[:n], dense[n]) * (1 + 1e-6)

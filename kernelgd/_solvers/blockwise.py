@@ -84,14 +84,11 @@ def block_hessp(kernel, C, X, Y, w, loss, beta, b, D):
     return out
 
 
-def block_posterior(kernel, C, X, Y, w, loss, beta, b):
-    """A block's share of the centers posterior's sums: ``K'W K``, ``(y - b)' W r`` and the weighted rows."""
+def block_gram(kernel, C, X, Y, w, loss):
+    """A block's share of ``K'W K`` (the centers posterior's precision, less the ridge)."""
     out = {}
     for rows, K in _kernel_chunks(kernel, C, X):
-        centred, wr = Y[rows] - b, w[rows]
-        part = {"gram": K.T @ (wr[:, None] * K), "fit": (centred * (wr[:, None] * (centred - K @ beta))).sum(axis=0),
-                "rows": np.array(float(np.count_nonzero(wr > 0)))}
-        out = add_terms(out, part)
+        out = add_terms(out, {"gram": K.T @ (w[rows][:, None] * K)})
     return out
 
 
