@@ -414,6 +414,7 @@ estimator's fit time includes its search; "std" is the time of the
 standard deviations of the test part.
 
 {rst_table(header, table)}
+
 {"Not in the table: " + "; ".join(missing) + "." if missing else ""}
 {large_text}
 {where_it_loses(losses)}
