@@ -33,12 +33,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from _harness import format_table, machine, run_worker, write_json  # noqa: E402
+from bench_uci import SETS  # noqa: E402  (the eight UCI sets, in the same order)
 from datasets import load_uci, make_synthetic  # noqa: E402
 
-SETS = [
-    "yacht", "energy", "concrete", "wine-quality-red", "kin8nm", "power-plant",
-    "naval-propulsion-plant", "protein-tertiary-structure",
-]
 SYSTEMS = {
     "kernelgd-cv": "KernelGDRegressorCV()",
     "kernelgd": "KernelGDRegressor()",
