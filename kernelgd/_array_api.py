@@ -115,11 +115,15 @@ def _cupy(xp):
 def solve_triangular(xp, T, B, *, upper=True, trans=False):
     """``T^-1 B`` (``T^-T B`` with trans) for a triangular T, in T's namespace.
 
-    torch and CuPy have their own triangular solvers. Elsewhere the fallback
-    is the standard's general ``linalg.solve``: O(m^3) rather than O(m^2 k),
-    exact for a triangular T, and only reached by namespaces (such as
-    array-api-strict) that have nothing better.
+    numpy (scipy's LAPACK trtrs), torch and CuPy have their own triangular
+    solvers. Elsewhere the fallback is the standard's general ``linalg.solve``:
+    O(m^3) rather than O(m^2 k), exact for a triangular T, and only reached
+    by namespaces (such as array-api-strict) that have nothing better.
     """
+    if xp is np:
+        from scipy.linalg import solve_triangular as scipy_solve_triangular
+
+        return scipy_solve_triangular(T, B, trans=1 if trans else 0, lower=not upper, check_finite=False)
     if trans:
         T, upper = T.T, not upper
     torch = _torch(xp)

@@ -228,7 +228,7 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
             if posterior.weights is not None:
                 operator = _operator(self.X_fit_, kernel, memory_budget=budget, dtype=self._compute_dtype,
                                      threads=options["n_threads"])
-                system = _posterior.exact_system(operator, posterior, self._seed())
+                system = _posterior.exact_system(operator, posterior, self._seed(), X.shape[0], budget)
             rows = X.shape[0] if full else _posterior.block_rows(self.X_fit_.shape[0], budget)
             parts, unresolved = [], False
             for batch in gen_batches(X.shape[0], rows):

@@ -769,3 +769,31 @@ def test_a_saturated_warm_start_on_a_rank_two_linear_kernel_reaches_the_cold_fit
     if any(issubclass(c.category, ConvergenceWarning) for c in caught):
         return  # a stop that says so is right too
     assert model.loss_curve_[-1] <= cold.loss_curve_[-1] * (1 + 1e-3)
+
+
+@pytest.mark.parametrize("seed, n, d, spread, shift", [(232, 40, 2, 10.0, 1e3), (234, 36, 3, 100.0, 0.0)])
+def test_a_stop_without_descent_is_checked_before_it_counts_as_convergence(seed, n, d, spread, shift):
+    # Found by test_properties' warm-start property (3 classes, a linear kernel, near-duplicate rows,
+    # no intercept, alpha=0.1, from the cold fit's coefficients times 100), two silent stops where
+    # no direction descended after steps whose decrement was near tol's:
+    # - seed 232: the running K A had drifted by rounding (huge coefficients that cancel): a running
+    #   objective of 1.08600 whose exact value was 1.09200, the cold fit's 1.08595. The exact K A is
+    #   now recomputed first (the fit goes on from it, or stops with a warning).
+    # - seed 234: the softmax's diagonal model stopped at 1.05582 against the optimum's 1.04892; the
+    #   stop is now confirmed by exact steps, as a stop by the decrement is, and reaches the optimum.
+    r = np.random.RandomState(seed)
+    X = r.randn(n, d) * spread + shift
+    y = r.randint(0, 3, n)
+    y[:3] = np.arange(3)
+    X[-(n // 4):] = X[: n // 4] * (1 + 1e-9 * r.randn(n // 4, d))
+    params = dict(loss="logistic", kernel="linear", alpha=0.1, fit_intercept=False, solver="newton",
+                  max_iter=500, options={"dtype": "float64"}, random_state=0)
+    cold = KernelGDClassifier(**params).fit(X, y)
+    model = KernelGDClassifier(warm_start=True, **params).fit(X, y)
+    model.dual_coef_ = model.dual_coef_ * 100.0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X, y)
+    if any(issubclass(c.category, ConvergenceWarning) for c in caught):
+        return  # a stop that says so is right too
+    assert model.loss_curve_[-1] <= cold.loss_curve_[-1] * (1 + 1e-6)

@@ -41,7 +41,16 @@ def _exact_reference(X, y, Xt, sigma, alpha, w, intercept, counts):
     return s2, noise, latent + noise
 
 
-def test_exact_std_is_the_dense_gaussian_process_formula():
+@pytest.fixture(params=["dense", "cg"])
+def variance_path(request, monkeypatch):
+    """The exact model's variance from one dense factor or by block CG (whatever the test size)."""
+    from kernelgd import _posterior
+
+    monkeypatch.setattr(_posterior, "DENSE_BREAK_EVEN", 10**9 if request.param == "dense" else 0)
+    return request.param
+
+
+def test_exact_std_is_the_dense_gaussian_process_formula(variance_path):
     X, y = _data()
     Xt = np.vstack([X[:5], [[5.0, 5.0], [0.1, -0.3]]])
     model = KernelGDRegressor(kernel="rbf", sigma=1.3, alpha=1e-3, tol=1e-12, max_iter=10_000).fit(X, y)
@@ -71,7 +80,7 @@ def test_sample_weights_are_counts_of_observations():
     assert_allclose(model.predict(Xt, return_std=True)[1], np.sqrt(var), rtol=1e-6)
 
 
-def test_matches_gaussian_process_regressor_with_the_same_kernel():
+def test_matches_gaussian_process_regressor_with_the_same_kernel(variance_path):
     X, y = _data(n=120, seed=3)
     y = y - y.mean()
     model = KernelGDRegressor(kernel="rbf", sigma=0.9, alpha=5e-3, fit_intercept=False, tol=1e-12,
@@ -147,7 +156,7 @@ def test_covariance_and_samples():
     assert KernelGDRegressor(kernel="rbf", alpha=1e-2).fit(X, Y).sample_y(Xt, 4).shape == (5, 2, 4)
 
 
-def test_std_scales_with_the_targets():
+def test_std_scales_with_the_targets(variance_path):
     X, y = _data(n=90)
     Xt = X[:10] + 0.1
     base = KernelGDRegressor(kernel="rbf", sigma=1.0, alpha=1e-3).fit(X, y).predict(Xt, return_std=True)[1]

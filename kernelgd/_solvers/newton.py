@@ -51,7 +51,7 @@ On few centers where CG's residual is not to be trusted (a tiny system, alpha
 below the centers' ridge floor, or a rank-deficient K_mm) the steps are
 formed and factored densely instead (``_dense_newton``), and so are the exact
 steps that confirm a tiny full model's diagonal-model stop. Before it reports
-convergence the solver recomputes K A exactly (the product ``finish`` then
+convergence, or stops where no direction descends, the solver recomputes K A exactly (the product ``finish`` then
 reuses); from a running K A that drifted from it by rounding (huge cancelling
 coefficients) the fit goes on, ``DRIFT_RESUMES`` times at most, then stops
 with a warning. A start given to the solver (a warm start, a subsample's fit)
@@ -890,6 +890,38 @@ def solve(operator, Y, w, settings):
         reason = None if converged else "drift"
         return True
 
+    def confirm_exactly():
+        """Where the softmax's diagonal model stops: whether the fit goes on with exact steps instead.
+
+        That model converges linearly and its decrement understates what is left (5 classes at alpha
+        1e-9: 5e-4 of the objective); exact steps converge quadratically from there (they take a
+        ridge, no damping), on a tiny system formed densely (CG's residual on a rank-two linear
+        kernel of entries ~1e6 passed a point 0.36% above the optimum, silently).
+        """
+        nonlocal coupled_full, exact_model, exact
+        if exact_model or K_mm is not None or not alpha > 0 or steps.damping:
+            return False
+        steps.dense = _dense_newton.features(operator, None, k, alpha, True, 0.0, confirm=True)
+        coupled_full = exact_model = exact = True
+        return True
+
+    def stop_without_descent():
+        """Where no direction descends: whether the fit stops (``reason`` "no_descent", or "drift" once
+        ``DRIFT_RESUMES`` are spent). The softmax's diagonal model goes on with exact steps
+        (``confirm_exactly``); otherwise the exact K A decides: from running products that had
+        drifted, their objective an understatement, the fit goes on."""
+        nonlocal reason, resumed
+        if confirm_exactly():
+            return False
+        if exact_state():
+            reason = "no_descent"
+            return True
+        if resumed < DRIFT_RESUMES:
+            resumed += 1
+            return False
+        reason = "drift"
+        return True
+
     restartable = settings.coef_init is not None or start is not None
     resumed = 0  # convergences found drifted, from which the fit went on
     while it < settings.max_iter:
@@ -968,8 +1000,9 @@ def solve(operator, Y, w, settings):
                 continue
             if restart():
                 continue
-            reason = "no_descent"
-            break
+            if stop_without_descent():
+                break
+            continue
         if not exact_model:
             D, db, KD, slope = _subspace_step(loss, F, Y, w, G, alpha, pair, A, KA, (D, db, KD, slope), previous)
         step, accepted = 1.0, False
@@ -996,8 +1029,9 @@ def solve(operator, Y, w, settings):
                 continue
             if restart():
                 continue
-            reason = "no_descent"
-            break
+            if stop_without_descent():
+                break
+            continue
         # a damped step's decrement (what its full step predicted) is no evidence of convergence: the
         # second-order model failed along it. An exact step's CG run, held to a tolerance relative to a
         # right-hand side that holds the predictions, can point badly (a degree-3 polynomial softmax
@@ -1039,14 +1073,7 @@ def solve(operator, Y, w, settings):
                 # confirm (or go on) with steps at 2 alpha itself, the floor only preconditioning
                 steps.unfloored = True
                 continue
-            if not exact_model and K_mm is None and alpha > 0 and not steps.damping:
-                # the softmax's diagonal model converges linearly, and its decrement understates what
-                # is left (5 classes at alpha 1e-9: 5e-4 of the objective): confirm (or go on) with
-                # exact steps, which converge quadratically from here (they take a ridge, no damping); on a
-                # tiny system formed densely: CG's residual on a rank-two linear kernel of entries ~1e6 passed
-                # a point 0.36% above the optimum, silently
-                steps.dense = _dense_newton.features(operator, None, k, alpha, True, 0.0, confirm=True)
-                coupled_full = exact_model = exact = True
+            if confirm_exactly():
                 continue
             if solved or full:
                 if settle():
