@@ -151,9 +151,12 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         ``return_cov`` give the predictive distribution of a new observation
         at X, noise included, as ``GaussianProcessRegressor`` with a
         ``WhiteKernel`` does. The exact model solves a linear system per test
-        point (preconditioned conjugate gradient, O(n^2) per point and
-        iteration); the centers model (``n_centers``) uses the DTC posterior
-        from two m x m factors formed at fit time, O(m^2) per point.
+        point: for at least n/100 test points whose n x n factor fits the
+        memory budget, one dense Cholesky factorization (n^3/3 flops, then
+        O(n^2) per point), otherwise preconditioned conjugate gradient (O(n^2)
+        per point and iteration); the centers model (``n_centers``) uses the
+        DTC posterior from two m x m factors formed at fit time, O(m^2) per
+        point.
 
         Parameters
         ----------
