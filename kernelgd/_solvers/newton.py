@@ -905,13 +905,20 @@ def solve(operator, Y, w, settings):
         coupled_full = exact_model = exact = True
         return True
 
+    # A stop without descent converges only if the last step taken predicted almost no further decrease
+    # (none taken: failure); float32's rounding of the objective blurs decrements below about 1e3 eps of
+    # it, float64's far less
+    near = NO_DESCENT_NEAR[np.dtype(operator.dtype).name]
+
     def stop_without_descent():
         """Where no direction descends: whether the fit stops (``reason`` "no_descent", or "drift" once
         ``DRIFT_RESUMES`` are spent). The softmax's diagonal model goes on with exact steps
         (``confirm_exactly``); otherwise the exact K A decides: from running products that had
         drifted, their objective an understatement, the fit goes on."""
         nonlocal reason, resumed
-        if confirm_exactly():
+        # (only where the stop would count as convergence: a stop that warns stays one, rather than
+        # exact steps that cannot resolve what rounding hides, as near-duplicate rows at a tiny ridge)
+        if settings.tol > 0 and accepted_decrement <= near * settings.tol**2 * value0 and confirm_exactly():
             return False
         if exact_state():
             reason = "no_descent"
@@ -1092,9 +1099,6 @@ def solve(operator, Y, w, settings):
             reason = "callback"
             break
 
-    # converged only if the last step taken predicted almost no further decrease (none taken: failure);
-    # float32's rounding of the objective blurs decrements below about 1e3 eps of it, float64's far less
-    near = NO_DESCENT_NEAR[np.dtype(operator.dtype).name]
     if reason == "no_descent" and damped:
         if alpha > 0:  # a ridge the kernel's scale makes negligible (see _damping)
             what = (f"alpha={alpha:g} is negligible against the kernel's values (up to "
