@@ -747,32 +747,12 @@ def test_tiny_full_model_below_the_ridge_floor_ignores_a_saturating_warm_start()
     assert cold.loss_curve_[-1] <= np.log(2) / 2 + 1e-5  # rows 0 and 3 at p = 1/2, the others fitted
 
 
-def test_a_saturated_warm_start_on_a_rank_two_linear_kernel_reaches_the_cold_fits_objective():
-    # Found by test_properties' warm-start property (1 example in about 4,500): a linear kernel on
-    # 2 features near 1e3 (K of rank 2, ~1e6 per entry) with near-duplicate rows, 3 classes, no
-    # intercept, alpha=0.1. The cold fit reaches 1.06343; from its coefficients times 100 the fit
-    # "converged" at 1.06726 without a warning: the exact steps that confirm the diagonal model's
-    # stop ran CG on the coupled system, whose residual there did not bound the gap of 4e-3.
-    r = np.random.RandomState(232)
-    X = r.randn(39, 2) * 100.0 + 1e3
-    y = r.randint(0, 3, 39)
-    y[:3] = np.arange(3)
-    X[-9:] = X[:9] * (1 + 1e-9 * r.randn(9, 2))
-    params = dict(loss="logistic", kernel="linear", alpha=0.1, fit_intercept=False, solver="newton",
-                  max_iter=500, options={"dtype": "float64"}, random_state=0)
-    cold = KernelGDClassifier(**params).fit(X, y)
-    model = KernelGDClassifier(warm_start=True, **params).fit(X, y)
-    model.dual_coef_ = model.dual_coef_ * 100.0
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model.fit(X, y)
-    if any(issubclass(c.category, ConvergenceWarning) for c in caught):
-        return  # a stop that says so is right too
-    assert model.loss_curve_[-1] <= cold.loss_curve_[-1] * (1 + 1e-3)
-
-
-@pytest.mark.parametrize("seed, n, d, spread, shift", [(232, 40, 2, 10.0, 1e3), (234, 36, 3, 100.0, 0.0)])
-def test_a_stop_without_descent_is_checked_before_it_counts_as_convergence(seed, n, d, spread, shift):
+@pytest.mark.parametrize("seed, n, d, spread, shift, rtol", [
+    (232, 39, 2, 100.0, 1e3, 1e-3), (232, 40, 2, 10.0, 1e3, 1e-6), (234, 36, 3, 100.0, 0.0, 1e-6)])
+def test_a_saturated_warm_start_ends_at_the_cold_fits_objective_or_says_so(seed, n, d, spread, shift, rtol):
+    # seed 232, 39 rows (K of rank two, entries ~1e6): the exact steps that confirm the diagonal model's
+    # stop ran CG on the coupled system, whose residual passed a point 0.36% above the optimum, silently;
+    # they are now formed densely.
     # Found by test_properties' warm-start property (3 classes, a linear kernel, near-duplicate rows,
     # no intercept, alpha=0.1, from the cold fit's coefficients times 100), two silent stops where
     # no direction descended after steps whose decrement was near tol's:
@@ -796,7 +776,7 @@ def test_a_stop_without_descent_is_checked_before_it_counts_as_convergence(seed,
         model.fit(X, y)
     if any(issubclass(c.category, ConvergenceWarning) for c in caught):
         return  # a stop that says so is right too
-    assert model.loss_curve_[-1] <= cold.loss_curve_[-1] * (1 + 1e-6)
+    assert model.loss_curve_[-1] <= cold.loss_curve_[-1] * (1 + rtol)
 
 
 @pytest.mark.xfail(strict=True, reason="known: newton's first damped step on a kernel whose discriminative "
