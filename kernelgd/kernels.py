@@ -60,6 +60,10 @@ ESTIMATOR_PARAMS = ("sigma", "degree", "coef0")
 # Rows of a distance GEMM per chunk, by the chunk's bytes: the clip and the kernel's exp then
 # find it in cache (adult's triangle on one thread: 3.9 s against 6.1 s for whole blocks).
 DISTANCE_CHUNK_BYTES = 16 << 20
+# Rows of an L1 distance block per chunk, by the chunk's bytes: each feature's pass over the chunk
+# (and its scratch) then stays in cache. 4,000 x 16,000 blocks of 8 features, exp included: 0.44 s in
+# float32 and 0.89 s in float64, against 1.9 s by scikit-learn's manhattan_distances (float64 only).
+L1_CHUNK_BYTES = 1 << 19
 
 
 def _as_dtype(X, dtype):
@@ -387,7 +391,7 @@ def exponential(X, Y, sigma=1.0):
     return np.exp(D, out=D).astype(X.dtype, copy=False)
 
 
-def laplacian(X, Y, sigma=1.0):
+def laplacian(X, Y, sigma=1.0, out=None):
     """Laplacian kernel ``k(x, z) = exp(-||x - z||_1 / sigma)``.
 
     Parameters
@@ -396,6 +400,8 @@ def laplacian(X, Y, sigma=1.0):
     Y : ndarray of shape (n_Y, n_features)
     sigma : float or ndarray of shape (n_features,), default=1.0
         The bandwidth, > 0; an array gives each feature its own.
+    out : ndarray of shape (n_X, n_Y), default=None
+        Where to write K (its dtype must be that of X and Y).
 
     Returns
     -------
@@ -411,9 +417,39 @@ def laplacian(X, Y, sigma=1.0):
     X, Y = _as_float(X, Y)
     scale = _inverse_scale(sigma, 1, "laplacian")
     Xs, Ys = _centred_scaled(X, Y, scale)  # |x - z| directly: the shift only keeps |x/sigma| finite
+    if not (sp.issparse(Xs) or sp.issparse(Ys)):
+        return _neg_l1_distances(Xs, Ys, out=out, then=lambda chunk: np.exp(chunk, out=chunk))
     D = np.asarray(manhattan_distances(Xs, Ys)).astype(X.dtype, copy=False)
     D *= -1
-    return np.exp(D, out=D)
+    if out is None:
+        return np.exp(D, out=D)
+    return np.exp(D, out=out)
+
+
+def _neg_l1_distances(X, Y, out=None, then=None):
+    """``-||x - z||_1`` of dense inputs, feature by feature, in their precision.
+
+    Rows go by chunks of ``L1_CHUNK_BYTES``, each followed by ``then(chunk)``
+    (the kernel's elementwise step, in place) while it is in cache. Every
+    term is exact up to one rounding, so the sum's relative error is at most
+    about ``n_features`` units of the precision (no cancellation, unlike the
+    squared distances' expansion).
+    """
+    D = np.empty((X.shape[0], Y.shape[0]), dtype=np.result_type(X, Y)) if out is None else out
+    Yt = np.ascontiguousarray(Y.T, dtype=D.dtype)
+    rows = max(1, L1_CHUNK_BYTES // max(1, D.shape[1] * D.itemsize))
+    scratch = np.empty((min(rows, D.shape[0]), D.shape[1]), dtype=D.dtype)
+    for start in range(0, D.shape[0], rows):
+        chunk, x = D[start : start + rows], X[start : start + rows]
+        chunk[...] = 0.0
+        for j in range(X.shape[1]):
+            term = scratch[: len(chunk)]
+            np.subtract(x[:, j : j + 1], Yt[j], out=term)
+            np.abs(term, out=term)
+            chunk -= term
+        if then is not None:
+            then(chunk)
+    return D
 
 
 def sigmoid(X, Y, coef0=1.0, a=None):

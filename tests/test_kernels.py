@@ -260,6 +260,26 @@ def test_rbf_by_chunks_of_rows_equals_scikit_learn(monkeypatch, dtype):
     assert np.isnan(big[:, :2]).all()
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("sigma", [1.5, np.array([0.5, 1.0, 2.0, 4.0])])
+def test_laplacian_by_chunks_of_rows_equals_scikit_learn(monkeypatch, dtype, sigma):
+    # The L1 distances run feature by feature over chunks of 3 rows (the last partial), written into a
+    # strided block of a larger matrix as the operator does; features far from 0 (the common shift).
+    from kernelgd import kernels
+
+    rs = np.random.RandomState(0)
+    X, Y = (rs.randn(11, 4) * 3 + 1e3).astype(dtype), (rs.randn(7, 4) * 3 + 1e3).astype(dtype)
+    monkeypatch.setattr(kernels, "L1_CHUNK_BYTES", 3 * 7 * np.dtype(dtype).itemsize)
+    expected = pairwise.laplacian_kernel(X.astype(np.float64) / sigma, Y.astype(np.float64) / sigma, gamma=1.0)
+    rtol = 1e-12 if dtype == np.float64 else 1e-5  # float32: centred first, so the shift costs no digits
+    assert_allclose(kernels.laplacian(X, Y, sigma=sigma), expected, rtol=rtol)
+    big = np.full((11, 9), np.nan, dtype=dtype)
+    out = kernels.laplacian(X, Y, sigma=sigma, out=big[:, 2:])
+    assert np.shares_memory(out, big)
+    assert_allclose(big[:, 2:], expected, rtol=rtol)
+    assert np.isnan(big[:, :2]).all()
+
+
 @pytest.mark.parametrize("swap", [False, True])
 def test_float32_rbf_recomputes_near_zero_distances_of_outliers_only_where_needed(swap):
     # A point far out (|x|^2 = 1e6 in units of sigma) and its near-duplicate among ordinary
