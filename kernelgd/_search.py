@@ -589,9 +589,12 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         self._refine(X, Y, sw, scorer, loo_scores, start)
         model = self._base(kernel=self.kernel_, sigma=self.sigma_ if self.sigma_ is not None else "scale",
                            alpha=self.alpha_, **self._refit_params(Y, sw))
+        model = self._check_against_rule(X, y, sw, scorer, model, loo_scores is not None)
 
         def refit():
             self.best_estimator_ = model.fit(X_in, y, sample_weight=self._sample_weight)
+            if model.alpha == "auto":  # the width rule won: its sigma and alpha are the model's
+                self.sigma_, self.alpha_ = self.best_estimator_.sigma_, self.best_estimator_.alpha_
 
         if progress is None:
             refit()
@@ -654,6 +657,10 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             return scores(_low_rank_system(F, Ys, ws, self.fit_intercept), Ys, ws, alphas, idx)
 
         return loo
+
+    def _check_against_rule(self, X, y, sw, scorer, model, by_loo):
+        """The model to refit: the search's (``model``) by default."""
+        return model
 
     def _refine(self, X, Y, sw, scorer, loo_scores, start):
         """Improve on the grid's best (sigma_, alpha_, best_score_) in place; the grid search alone by default."""

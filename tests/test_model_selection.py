@@ -652,3 +652,49 @@ def test_a_scorer_without_sample_weight_scores_unweighted_with_weighted_fits(cv,
     assert plain.best_score_ == pytest.approx(ignoring.best_score_, rel=1e-9)
     assert_array_equal(plain.sigma_, ignoring.sigma_)
     assert plain.alpha_ == ignoring.alpha_
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_subsampled_search_is_checked_against_the_width_rule_on_held_out_rows(monkeypatch, seed):
+    # Past LOO_MAX_SAMPLES (default grids) the search's model and the base estimator's defaults at the
+    # chosen kernel are each fitted on a random four fifths of the rows and scored on the other fifth
+    # (an independent refit of both on that split gives the same scores); the better is refitted.
+    import kernelgd._search as ms
+
+    monkeypatch.setattr(ms, "LOO_MAX_SAMPLES", 50)
+    r = np.random.RandomState(seed)
+    Xs = r.uniform(-3, 3, size=(300, 2))
+    ys = np.sin(2 * Xs[:, 0]) + 0.1 * r.randn(300)
+    model = KernelGDRegressorCV(ard=False, max_search_samples=100, random_state=seed).fit(Xs, ys)
+    rows = np.random.RandomState(seed).permutation(300)
+    held, fitted = np.sort(rows[:60]), np.sort(rows[60:])
+
+    def held_out_score(**params):
+        fit = KernelGDRegressor(kernel=model.kernel_, random_state=seed, **params).fit(Xs[fitted], ys[fitted])
+        return -np.mean((fit.predict(Xs[held]) - ys[held]) ** 2)
+
+    best = model.cv_results_["params"][model.best_index_]
+    search = dict(sigma=best["sigma"], alpha=best["alpha"], tol=model.best_estimator_.tol)
+    assert_allclose(model.holdout_scores_["rule"], held_out_score(), rtol=1e-6)
+    rule_won = model.holdout_scores_["rule"] > model.holdout_scores_["search"]
+    if rule_won:  # the rule's width and ridge, as the refitted model resolved them
+        assert model.best_estimator_.alpha == "auto"
+        assert model.sigma_ == model.best_estimator_.sigma_ and model.alpha_ == model.best_estimator_.alpha_
+    else:
+        assert_allclose(model.holdout_scores_["search"], held_out_score(**search), rtol=1e-6)
+        assert (model.sigma_, model.alpha_) == (best["sigma"], best["alpha"]) == (
+            model.best_estimator_.sigma, model.best_estimator_.alpha)
+
+
+def test_the_width_rule_is_not_checked_where_the_search_is_exact_or_its_grids_are_given(monkeypatch):
+    import kernelgd._search as ms
+
+    monkeypatch.setattr(ms, "LOO_MAX_SAMPLES", 50)
+    r = np.random.RandomState(0)
+    Xs = r.uniform(-3, 3, size=(120, 1))
+    ys = np.sin(2 * Xs[:, 0]) + 0.1 * r.randn(120)
+    assert KernelGDRegressorCV(ard=False, sigmas=[1.0, 2.0]).fit(Xs, ys).holdout_scores_ is None
+    assert KernelGDRegressorCV(ard=False, alphas=[1e-4, 1e-2]).fit(Xs, ys).holdout_scores_ is None
+    assert KernelGDRegressorCV(ard=False, cv=3).fit(Xs, ys).holdout_scores_ is None
+    monkeypatch.setattr(ms, "LOO_MAX_SAMPLES", 3000)
+    assert KernelGDRegressorCV(ard=False).fit(Xs, ys).holdout_scores_ is None
