@@ -18,6 +18,7 @@ so far. The chosen parameters are then refitted on all the data.
 """
 
 import time
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -177,7 +178,8 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
     holdout_scores_ : dict or None
         Where the search's choice was checked against the base estimator's
         rules (see above): the held-out ``scoring`` of each, as
-        ``{"search": ..., "rule": ...}``; where the rules scored higher,
+        ``{"search": ..., "rule": ...}``; where the rules scored higher (and
+        neither held-out fit warned: the search's choice then stands),
         ``best_estimator_`` has ``sigma="scale"`` and ``alpha="auto"``, and
         ``sigma_`` and ``alpha_`` are the values they resolved to (then not
         in ``cv_results_``). None where no check ran.
@@ -357,13 +359,18 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         xp = xp_of(X)
         X_fit, X_held = take_rows(xp, X, fitted), take_rows(xp, X, held)
         y_host = np.asarray(to_numpy(y))
-        scores = {}
+        scores, warned = {}, False
         for name, candidate in (("search", model), ("rule", rule)):
-            fit = clone(candidate).fit(X_fit, take_rows(xp, y, fitted), sample_weight=take_rows(xp, sw, fitted))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                fit = clone(candidate).fit(X_fit, take_rows(xp, y, fitted), sample_weight=take_rows(xp, sw, fitted))
+            warned |= bool(caught)
             scored = fit if xp is np else _OnHost(fit)
             scores[name] = float(scorer(scored, X_held, y_host[held], sample_weight=weights[held]))
         self.holdout_scores_ = scores
-        return rule if scores["rule"] > scores["search"] else model
+        # a fit that warned (naval at alpha=1e-10: CG's iteration cap) scores what it reached, not
+        # its model: the check is then inconclusive, and the search's choice stands
+        return rule if scores["rule"] > scores["search"] and not warned else model
 
     def _refit_params(self, Y, sw):
         """A refit solved to a tenth of the chosen model's own error (the default scoring only).

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold
 
 from kernelgd import (
@@ -698,3 +699,28 @@ def test_the_width_rule_is_not_checked_where_the_search_is_exact_or_its_grids_ar
     assert KernelGDRegressorCV(ard=False, cv=3).fit(Xs, ys).holdout_scores_ is None
     monkeypatch.setattr(ms, "LOO_MAX_SAMPLES", 3000)
     assert KernelGDRegressorCV(ard=False).fit(Xs, ys).holdout_scores_ is None
+
+
+def test_a_width_rule_check_whose_fits_warn_keeps_the_searchs_choice(monkeypatch):
+    # seed 2 of the test above, where the rule wins; a held-out fit (240 rows) that warns scores an
+    # unfinished fit, so the check is inconclusive and the search's choice stands
+    import warnings
+
+    import kernelgd._search as ms
+
+    monkeypatch.setattr(ms, "LOO_MAX_SAMPLES", 50)
+    fit = KernelGDRegressor.fit
+
+    def warning_fit(self, X, y, sample_weight=None):
+        if len(y) == 240:
+            warnings.warn("stopped at max_iter", ConvergenceWarning)
+        return fit(self, X, y, sample_weight=sample_weight)
+
+    monkeypatch.setattr(KernelGDRegressor, "fit", warning_fit)
+    r = np.random.RandomState(2)
+    Xs = r.uniform(-3, 3, size=(300, 2))
+    ys = np.sin(2 * Xs[:, 0]) + 0.1 * r.randn(300)
+    model = KernelGDRegressorCV(ard=False, max_search_samples=100, random_state=2).fit(Xs, ys)
+    assert model.holdout_scores_["rule"] > model.holdout_scores_["search"]
+    best = model.cv_results_["params"][model.best_index_]
+    assert model.best_estimator_.alpha == best["alpha"] != "auto"
