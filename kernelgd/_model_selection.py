@@ -24,10 +24,10 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import (
     ClassifierMixin,
-    clone,
     MultiOutputMixin,
     RegressorMixin,
     _fit_context,
+    clone,
 )
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils import check_random_state
@@ -40,14 +40,13 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from . import _ard
+from . import _ard, _search
 from ._ard import fit_scales
 from ._array_api import follow, from_numpy, take_rows, to_numpy, xp_of
 from ._base import _check_same_namespace
 from ._classifier import KernelGDClassifier, _class_weights
 from ._loo import _Predictions
 from ._regressor import KernelGDRegressor
-from . import _search
 from ._search import MIN_REFIT_TOL, _Decisions, _is_rbf, _KernelCV, _OnHost, _scorer
 
 # The width rule's check (KernelGDRegressorCV._check_against_rule) holds out one row in this many.
