@@ -3,7 +3,6 @@
 import numpy as np
 from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.utils._param_validation import StrOptions
-from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
@@ -17,17 +16,7 @@ from ._dask import is_dask_collection
 from ._array_api import follow, from_numpy, to_numpy, xp_of
 from ._base import BaseKernelGD
 from ._losses import BinaryLogisticLoss, MultinomialLoss, SquaredLoss
-
-
-def _class_weights(class_weight, classes, y, sample_weight):
-    """Each sample's class weight; "balanced" counts the classes by sample weight."""
-    try:  # scikit-learn >= 1.7 counts by sample weight, as a repeated row would count
-        per_class = compute_class_weight(class_weight, classes=classes, y=y, sample_weight=sample_weight)
-    except TypeError:  # pragma: no cover - older scikit-learn
-        per_class = compute_class_weight(class_weight, classes=classes, y=y)
-    # a class without sample weight gets an infinite "balanced" weight: its samples weigh 0 anyway
-    per_class = np.where(np.isfinite(per_class), per_class, 0.0)
-    return per_class[np.searchsorted(classes, y)]
+from ._targets import class_weights, encode_labels
 
 
 def _has_probabilities(estimator):
@@ -207,18 +196,13 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
             y = np.asarray(to_numpy(y))
             sample_weight = None if sample_weight is None else np.asarray(to_numpy(sample_weight))
         check_classification_targets(y)
-        # LabelBinarizer's encoding (+-1, one column for two classes), without its validation per fit
         classes, codes = np.unique(y, return_inverse=True)
         if len(classes) < 2:
             raise ValueError(
                 "KernelGDClassifier needs samples of at least 2 classes, but the "
                 f"data contains only one class: {classes[0]!r}."
             )
-        if len(classes) == 2:
-            Y = np.where(codes == 1, 1.0, -1.0)[:, None]
-        else:  # one-hot rows for the softmax, +-1 for the squared loss
-            Y = np.full((len(codes), len(classes)), 0.0 if self.loss == "logistic" else -1.0)
-            Y[np.arange(len(codes)), codes] = 1.0
+        Y = encode_labels(codes, len(classes), one_hot=self.loss == "logistic")
         if (
             self.warm_start
             and hasattr(self, "classes_")
@@ -229,7 +213,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         counts = sample_weight  # the observations' weights (alpha="auto"'s N), before class weights
         if self.class_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X if xp is np else y[:, None], dtype=np.float64)
-            factors = _class_weights(self.class_weight, self.classes_, y, sample_weight)
+            factors = class_weights(self.class_weight, self.classes_, y, sample_weight)
             # class weights far apart leave fewer effective observations: Kish's share of the rows
             share = np.sum(factors) ** 2 / max(len(factors) * np.sum(factors**2), np.finfo(float).tiny)
             counts = sample_weight * share

@@ -24,6 +24,7 @@ from ._losses import SquaredLoss
 from ._operator import check_budget
 from ._solvers import SMOOTH_LOSS_SOLVERS, SolverSettings
 from ._solvers import blockwise
+from ._targets import class_weights, encode_labels
 from .kernels import get_spec
 
 # Blocks summed per task of the reduction tree.
@@ -79,15 +80,8 @@ def _aligned(v, X, name):
 
 
 def _encode_labels(y, classes, one_hot):
-    """LabelBinarizer(-1, 1)'s columns for y (one-hot 0/1 rows for the softmax), per block."""
-    idx = np.searchsorted(classes, y)
-    if one_hot:
-        return np.eye(len(classes))[idx]
-    if len(classes) == 2:
-        return np.where(idx == 1, 1.0, -1.0)[:, None]
-    Y = -np.ones((len(y), len(classes)))
-    Y[np.arange(len(y)), idx] = 1.0
-    return Y
+    """The solver's targets for a block of labels (``encode_labels``)."""
+    return encode_labels(np.searchsorted(classes, y), len(classes), one_hot)
 
 
 def _class_of_rows(y, classes, per_class):
@@ -271,12 +265,10 @@ def _targets(est, X, y, w, found, classifier):
     k = len(classes) if len(classes) > 2 else 1
     Y = y.map_blocks(_encode_labels, classes, one_hot, dtype=np.float64, new_axis=1, chunks=(y.chunks[0], (k,)))
     if est.class_weight is not None:
-        from ._classifier import _class_weights
-
         ones = w if w is not None else da.ones(X.shape[0], chunks=X.chunks[0])
         counts = y.map_blocks(_weighted_counts, ones, classes, dtype=np.float64, new_axis=1,
                               chunks=((1,) * y.numblocks[0], (len(classes),))).sum(axis=0).compute()
-        per_class = _class_weights(est.class_weight, classes, classes, counts)
+        per_class = class_weights(est.class_weight, classes, classes, counts)
         w = ones * y.map_blocks(_class_of_rows, classes, per_class, dtype=np.float64)
     return Y, w, 1.0
 

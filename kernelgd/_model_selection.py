@@ -44,10 +44,11 @@ from . import _ard, _search
 from ._ard import fit_scales
 from ._array_api import follow, from_numpy, take_rows, to_numpy, xp_of
 from ._base import _check_same_namespace
-from ._classifier import KernelGDClassifier, _class_weights
+from ._classifier import KernelGDClassifier
 from ._loo import _Predictions
 from ._regressor import KernelGDRegressor
 from ._search import MIN_REFIT_TOL, _Decisions, _is_rbf, _KernelCV, _OnHost, _scorer
+from ._targets import class_weights
 
 # The width rule's check (KernelGDRegressorCV._check_against_rule) holds out one row in this many.
 HOLDOUT_SHARE = 5
@@ -646,7 +647,7 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
             Y = LabelBinarizer(neg_label=-1, pos_label=1).fit(self.classes_).transform(y_host).astype(np.float64)
             Y = from_numpy(Y, xp, device)
             fit_weight = sw if self.class_weight is None else sw * from_numpy(
-                _class_weights(self.class_weight, self.classes_, y_host, sw_host), xp, device)
+                class_weights(self.class_weight, self.classes_, y_host, sw_host), xp, device)
 
             def rescore(predictions, rows):
                 return np.array([

@@ -1,0 +1,48 @@
+"""The package's shape: its modules import one way down (no cycle)."""
+
+import ast
+from pathlib import Path
+
+import kernelgd
+
+PACKAGE = Path(kernelgd.__file__).parent
+
+
+def _imports():
+    """Each module's package-internal imports (relative ones, at any depth of the file)."""
+    graph = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        package = parts[:-1]
+        name = ".".join(parts[:-1] if path.name == "__init__.py" else parts)
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package[: len(package) - node.level + 1]
+                if node.module:  # "from .mod import name": mod (and name, where it is a module)
+                    module = base + node.module.split(".")
+                    found.add(".".join(module))
+                else:  # "from . import mod": mod only, not the package's __init__
+                    module = base
+                found.update(".".join(module + [alias.name]) for alias in node.names)
+        graph[name] = found
+    return {name: {d for d in deps if d in graph and d != name} for name, deps in graph.items()}
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    graph = _imports()
+    assert "kernelgd._dask" in graph and "kernelgd._base" in graph["kernelgd._regressor"]
+    cycles, done = [], set()
+
+    def visit(name, path):
+        for dep in graph[name]:
+            if dep in path:
+                cycles.append(path[path.index(dep):] + [dep])
+            elif dep not in done:
+                visit(dep, path + [dep])
+        done.add(name)
+
+    for name in graph:
+        if name not in done and name != "kernelgd":  # the package's __init__ imports every module
+            visit(name, [name])
+    assert not cycles, f"import cycles: {[' -> '.join(c) for c in cycles]}"
