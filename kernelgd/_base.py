@@ -1,8 +1,5 @@
-"""Shared estimator machinery: parameters, validation and the fit flow.
-
-fit: validate -> weights -> (validation split) -> bound kernel -> centers ->
-KernelOperator -> solver -> store.
-"""
+"""Shared estimator machinery: parameters, validation, and the rules that resolve them
+(kernel and width, ridge, centers); the fit itself runs in ``_fit``."""
 
 from dataclasses import replace
 from numbers import Integral, Real
@@ -21,7 +18,6 @@ except ImportError:  # older scikit-learn: fits run without them
     def with_callbacks(method):
         return method
 
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
     _check_sample_weight,
@@ -29,11 +25,9 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._array_api import (
-    add_at_rows, block_of, copy, memory_budget, namespace, rows_of, take_rows, to_numpy, xp_of, zeros,
-)
-from . import _posterior
-from ._auto_alpha import auto_alpha, choose_kernel
+from . import _fit, _posterior
+from ._array_api import memory_budget, namespace, take_rows, to_numpy, xp_of
+from ._auto_alpha import choose_kernel
 from ._losses import SquaredLoss
 
 try:  # scikit-learn >= 1.9: the standard error for predicting on another namespace than fit's
@@ -46,23 +40,15 @@ except ImportError:  # pragma: no cover - older scikit-learn
                 f"Inputs passed to {type(estimator).__name__}.{method}() must use the same namespace "
                 "and the same device as those passed to fit()."
             )
-from ._operator_xp import ArrayKernelOperator, array_cross_kernel_dot
+from ._operator_xp import array_cross_kernel_dot
 from ._operator import (
-    KernelOperator,
     cross_kernel_dot,
     resolve_dtype,
     resolve_memory_budget,
     single_threaded_blas,
 )
 from ._psd import probe_psd
-from ._solvers import (
-    CENTER_SOLVERS,
-    SMOOTH_LOSS_SOLVERS,
-    SOLVERS,
-    SolverSettings,
-    choose_solver,
-    run_solver,
-)
+from ._solvers import CENTER_SOLVERS, SOLVERS
 from ._solvers._common import NonPSDKernelWarning
 from .kernels import (
     _CarriesRegisteredKernels,
@@ -117,34 +103,6 @@ def resolve_options(options):
     return resolved
 
 
-def _power_of_two_scale(Y):
-    """A power of two near max|Y| (1 for zero targets): dividing by it is exact."""
-    xp = xp_of(Y)
-    top = float(xp.max(xp.abs(Y))) if Y.shape[0] * Y.shape[1] else 0.0
-    if not (top > 0 and np.isfinite(top)):
-        return 1.0
-    return float(np.ldexp(1.0, np.frexp(top)[1] - 1))
-
-
-def _unscale_curve(curve, y_scale):
-    """Objective values back in the units of y**2, capped at the largest float."""
-    with np.errstate(over="ignore"):
-        values = np.asarray(curve, dtype=np.float64) * y_scale * y_scale
-    return [float(v) for v in np.minimum(values, np.finfo(np.float64).max)]
-
-
-def chain_callbacks(*callbacks):
-    """One solver callback that calls each given one (None skipped); True if any asks to stop."""
-    callbacks = [c for c in callbacks if c is not None]
-    if len(callbacks) <= 1:
-        return callbacks[0] if callbacks else None
-
-    def chained(A, b):
-        return any([c(A, b) for c in callbacks])  # a list: every callback sees every iterate
-
-    return chained
-
-
 def _distinct_rows(X, chosen, candidates, rng):
     """``chosen``, or where it repeats a row of X, as many distinct rows drawn in a random order.
 
@@ -196,41 +154,6 @@ class _CallbackBridge:
 
     def end(self, estimator):
         self.context.call_on_fit_task_end(estimator=estimator, reconstruction_attributes={}, **self.data)
-
-
-class _ValidationMonitor:
-    """Early stopping: the validation loss after every iteration; keeps the best."""
-
-    def __init__(self, kernel, X_val, Y_val, w_val, centers, n_iter_no_change, tol, options, precomputed, loss):
-        self.K_val = X_val if precomputed else None
-        self.op = None if precomputed else _operator(
-            X_val, kernel, centers=centers, memory_budget=options["memory_budget"] // 4,
-            dtype=options["dtype"], threads=options["n_threads"],
-        )
-        self.Y, self.w, self.loss = Y_val, w_val / xp_of(w_val).sum(w_val), loss
-        self.patience, self.tol = n_iter_no_change, tol
-        self.curve, self.best, self.best_loss, self.waited = [], None, np.inf, 0
-        self.best_iter = 0
-
-    def __call__(self, A, b):
-        xp = xp_of(A)
-        K_val = None if self.K_val is None else xp.astype(self.K_val, xp.float64)
-        F = (K_val @ A if self.op is None else self.op.matvec(A)) + b
-        loss = self.loss.value(F, self.Y, self.w)
-        self.curve.append(loss)
-        if loss < self.best_loss * (1 - self.tol):
-            self.best, self.best_loss, self.waited = (copy(A), copy(b)), loss, 0
-            self.best_iter = len(self.curve)
-        else:
-            self.waited += 1
-        return self.waited >= self.patience
-
-
-def _operator(X, kernel, *, threads="auto", **kwargs):
-    """The kernel operator for X's array namespace: numpy's tuned one, or the array API one."""
-    if isinstance(X, np.ndarray) or sp.issparse(X):
-        return KernelOperator(X, kernel, threads=threads, **kwargs)
-    return ArrayKernelOperator(X, kernel, **kwargs)
 
 
 def _asymmetry(X, block=256):
@@ -649,170 +572,11 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         # One BLAS thread throughout: the operator's pool supplies the
         # parallelism, and idle OpenBLAS threads spin (module doc of _operator).
         with single_threaded_blas():
-            self._fit_single_threaded(X, Y, sample_weight, stratify, options, progress, ravel,
-                                      sample_weight if counts is None else counts)
+            _fit.fit(self, X, Y, sample_weight, stratify, options, progress, ravel,
+                     sample_weight if counts is None else counts)
         if progress is not None:
             progress.end(self)
         return self
-
-    def _fit_single_threaded(self, X, Y, sample_weight, stratify, options, progress, ravel, counts):
-        X = self._validate_precomputed(X)
-        w, raw_weights = self._sample_weights(X, sample_weight)
-        xp = xp_of(w)
-        w_host = w if xp is np else np.asarray(to_numpy(w))  # index logic (splits, centers) runs on the host
-        rng = check_random_state(self.random_state)
-        seed = rng.randint(np.iinfo(np.int32).max)
-
-        tr, val = self._split(X.shape[0], w_host, stratify, rng)
-        if val is None:  # every row trains: no copy (a precomputed fold's K is most of a small fit's time)
-            X_tr, w_tr, raw_tr = X, w, raw_weights
-        else:
-            X_tr = block_of(X, tr, tr) if self._precomputed else rows_of(X, tr)
-            w_tr, raw_tr = rows_of(w, tr), rows_of(raw_weights, tr)
-        w_tr = w_tr / xp.sum(w_tr)
-        loss = self._loss(Y.shape[1])
-        # Targets of any representable size: solve for Y / s, s a power of two
-        # (the squared loss only: a logistic loss takes its labels as they are).
-        y_scale = _power_of_two_scale(Y if val is None else rows_of(Y, tr)) if loss is SquaredLoss else 1.0
-        Y = Y / y_scale
-        Y_tr = Y if val is None else rows_of(Y, tr)
-        # alpha="auto" scales with the raw total, summed relative to the largest weight: weights of 1e308
-        # sum past float64's range (then inf, alpha="auto" 0) without numpy's overflow warning
-        top = float(xp.max(raw_tr))
-        weight_total = float(xp.sum(raw_tr / top)) * top if 0 < top < np.inf else float(xp.sum(raw_tr))
-        alpha = self._alpha(weight_total)
-        n_observations = self._observations(counts, X.shape[0], tr if val is not None else None)
-
-        landmarks = None
-        if self._auto_kernel:
-            alpha, landmarks = self._choose_kernel(X_tr, Y_tr, w_tr, alpha, loss, n_observations, seed)
-        else:
-            self.kernel_ = self.kernel
-        self.sigma_ = self._resolve_sigma(X_tr, w_tr)
-        kernel = self._bound_kernel()
-        psd = True if kernel is None else kernel.psd
-        self._warn_if_not_psd(kernel, X_tr)
-        # the budget's exact model for the squared loss only: a smooth loss's Newton steps take many
-        # products with K, each n^2 per class (50,000 rows, 7 classes: past 300 s against 12 s on centers)
-        budget = options["memory_budget"] if xp is np and loss is SquaredLoss else None
-        center_rows = self._choose_centers(X_tr, w_tr if xp is np else np.asarray(to_numpy(w_tr)), rng, psd, budget)
-        self._center_rows = center_rows
-        centers = None if center_rows is None else take_rows(xp, X_tr, center_rows)
-        if alpha == "auto" and not psd:  # the rule reads a PSD kernel's spectrum; gd as without ridge
-            alpha = 0.0
-        solver = self.solver
-        if solver == "auto":
-            solver = choose_solver(alpha=alpha, psd=psd, centers=centers is not None, loss=loss)
-        if loss is not SquaredLoss and solver not in SMOOTH_LOSS_SOLVERS:
-            raise ValueError(
-                f"solver={solver!r} minimises the squared loss only; with loss={loss.name!r} use "
-                f"solver='auto' or one of {sorted(SMOOTH_LOSS_SOLVERS)}."
-            )
-        if centers is not None and solver not in CENTER_SOLVERS:
-            if self.solver == "auto":  # auto chose gd: the kernel is not PSD
-                raise ValueError(
-                    f"n_centers needs solver='cg' or 'newton', which need a positive semi-definite "
-                    f"kernel; the {kernel.name} kernel is not, so solver='auto' chose 'gd'. "
-                    "Use n_centers=None, or a PSD kernel."
-                )
-            raise ValueError(
-                f"n_centers is supported by the solvers {sorted(CENTER_SOLVERS)} (and "
-                f"solver='auto', which picks one), not solver={solver!r}. Use "
-                "solver='auto' or n_centers=None."
-            )
-
-        dtype = options["dtype"]
-        if dtype == "auto" and centers is not None:
-            # FALKON's change of variables amplifies float32 rounding in K_nm
-            # products far beyond the signal when alpha is small.
-            dtype = "float64"
-        if xp is not np:
-            options = dict(options, memory_budget=self._device_budget(xp, namespace(X_tr)[1], options))
-        operator = _operator(
-            X_tr, kernel, centers=centers, memory_budget=options["memory_budget"], dtype=dtype,
-            threads=options["n_threads"], center_rows=center_rows,
-        )
-        if centers is not None:
-            landmarks = None  # a factor of the rows, not of the centers' system
-        if alpha == "auto":
-            alpha, landmarks = auto_alpha(
-                X_tr, kernel, Y_tr, w_tr, self.fit_intercept, np.random.RandomState(seed), n_observations,
-                operator=operator if centers is None else None, precomputed=self._precomputed, loss=loss,
-            )
-        self.alpha_ = alpha
-
-        def model_attributes(coef, intercept):
-            """What predict needs, from solver coefficients (also for callbacks mid-fit)."""
-            X_fit = X_tr if centers is None else centers
-            if self._precomputed and val is not None:
-                # predict takes kernels against all training samples: zero
-                # weight for the validation part.
-                full = zeros(coef, (X.shape[0], coef.shape[1]))
-                coef, X_fit = add_at_rows(xp, full, tr, coef), X
-            coef, intercept = coef * y_scale, intercept * y_scale
-            if ravel:
-                coef, intercept = xp.reshape(coef, (-1,)), float(intercept[0])
-            return {"X_fit_": X_fit, "dual_coef_": coef, "intercept_": intercept, "_compute_dtype": operator.dtype}
-
-        monitor = None
-        if val is not None:
-            X_val = block_of(X, val, tr) if self._precomputed else rows_of(X, val)
-            Y_val, w_val = rows_of(Y, val), rows_of(w, val)
-            monitor = _ValidationMonitor(
-                kernel, X_val, Y_val, w_val, X_tr if centers is None else centers,
-                self.n_iter_no_change, self.tol, options, self._precomputed, loss,
-            )
-        coef_init, intercept_init = self._warm_start_init(operator.m, Y.shape[1])
-        settings = SolverSettings(
-            alpha=alpha,
-            step_size=self.step_size,
-            max_iter=self.max_iter,
-            tol=float(self.tol),
-            fit_intercept=self.fit_intercept,
-            coef_init=None if coef_init is None else coef_init / y_scale,
-            intercept_init=None if intercept_init is None else intercept_init / y_scale,
-            verbose=self.verbose,
-            psd=psd,
-            kernel_name="precomputed" if kernel is None else kernel.name,
-            random_state=seed,
-            callback=chain_callbacks(monitor, None if progress is None else progress.iteration(self, model_attributes)),
-            memory_budget=int(options["memory_budget"]),
-            loss=loss,
-            reuse=getattr(self, "_path_state", None),
-            landmarks=landmarks,
-        )
-        retry = options["dtype"] == "auto" and operator.dtype == np.float32
-        settings.rounding_stops = [] if retry else None
-        result = run_solver(solver, operator, Y_tr, w_tr, settings)
-        n_iter, curve = result.n_iter, list(result.loss_curve)
-        if settings.rounding_stops:
-            # float32 rounding stopped the fit short: dtype="auto" redoes it in
-            # float64, from where float32 got to
-            operator = _operator(
-                X_tr, kernel, centers=centers, memory_budget=options["memory_budget"], dtype="float64",
-                threads=options["n_threads"], center_rows=center_rows,
-            )
-            settings = replace(
-                settings, coef_init=result.dual_coef, intercept_init=result.intercept, rounding_stops=None,
-            )
-            result = run_solver(solver, operator, Y_tr, w_tr, settings)
-            n_iter, curve = n_iter + result.n_iter, curve + list(result.loss_curve)
-        coef, intercept = result.dual_coef, result.intercept
-        if monitor is not None and monitor.best is not None:
-            coef, intercept = monitor.best
-            curve = curve[: monitor.best_iter]  # loss_curve_ ends at the returned model
-
-        if self._predictive:  # the Gaussian-process view: predict(X, return_std=True)
-            self._posterior = self._fit_posterior(operator, Y_tr, coef, intercept, w_tr, alpha, n_observations,
-                                                  centers is not None, y_scale, psd, seed)
-        for name, value in model_attributes(coef, intercept).items():
-            setattr(self, name, value)
-        self.n_iter_ = n_iter
-        self.loss_curve_ = _unscale_curve(curve, y_scale)
-        self.validation_loss_curve_ = None if monitor is None else _unscale_curve(monitor.curve, y_scale)
-        self.step_size_ = result.step_size
-        self.solver_ = solver
-        self.n_centers_ = operator.m
 
     # Whether fits keep what predict(X, return_std=True) needs (the regressors).
     _predictive = False

@@ -19,10 +19,10 @@ import scipy.sparse as sp
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_feature_names
 
-from . import _auto_alpha, _base, _posterior
+from . import _auto_alpha, _base, _fit, _posterior
 from ._losses import SquaredLoss
 from ._operator import check_budget
-from ._solvers import SMOOTH_LOSS_SOLVERS, SolverSettings
+from ._solvers import SMOOTH_LOSS_SOLVERS
 from ._solvers import blockwise
 from ._targets import class_weights, encode_labels
 from .kernels import get_spec
@@ -162,40 +162,38 @@ def fit(estimator, X, y, sample_weight, classifier):
     X_rows = X  # the inputs, where X becomes the kernel blocks
     if stored:
         X = X.map_blocks(_kernel_block, kernel, centers, chunks=(X.chunks[0], (m,)), dtype=np.float64).persist()
-    problem = DaskBlocks(kernel, centers, X, Y, wn, center_weights, loss, wY, stored=stored)
-    coef_init, intercept_init = est._warm_start_init(m, Y.shape[1])
-    settings = SolverSettings(
-        alpha=alpha, max_iter=est.max_iter, tol=float(est.tol), fit_intercept=est.fit_intercept,
-        coef_init=None if coef_init is None else coef_init / y_scale,
-        intercept_init=None if intercept_init is None else intercept_init / y_scale,
-        verbose=est.verbose, psd=True, kernel_name=kernel.name, random_state=seed,
-        memory_budget=int(options["memory_budget"]), loss=loss,
+    training = _fit.TrainingRows(X=X_rows, Y=Y, w=wn, y_scale=y_scale, n_observations=W, weight_total=W,
+                                 train=None, validation=None, X_given=X_rows)
+    problem = _fit.FitProblem(
+        rows=training, loss=loss, kernel=kernel, alpha=alpha, solver=solver, centers=centers, landmarks=None,
+        seed=seed, options=options,
+        operator=DaskBlocks(kernel, centers, X, Y, wn, center_weights, loss, wY, stored=stored),
     )
-    result = blockwise.solve(problem, settings)
+    result = blockwise.solve(problem.operator, _fit.solver_settings(est, problem))
     if est._predictive:  # the Gaussian-process view (predict(X, return_std=True)): one more pass
-        gram = problem.posterior_gram()
-        Kmm = problem.center_matrix()
-        rows = _center_rows(np.random.RandomState(seed), wn if w is not None else None, n_positive,
-                            min(n_positive, _posterior.LOO_SAMPLE))
-        Xs, Ys, ws = dask.compute(X_rows[rows], Y[rows], wn[rows])
-        K_rows = np.asarray(kernel(Xs, centers), dtype=np.float64)
-        posterior = _posterior.centers_posterior(
-            Kmm, gram, alpha, W, m * np.finfo(np.float64).eps * float(np.mean(np.diagonal(Kmm))),
-            (K_rows, Ys - result.intercept - K_rows @ result.dual_coef, ws, kernel.diag(np.asarray(Xs, np.float64))),
-        )
-        est._posterior = replace(posterior, signal_std=posterior.signal_std * y_scale)
-    coef, intercept = result.dual_coef * y_scale, result.intercept * y_scale
-    if not classifier and y.ndim == 1:
-        coef, intercept = coef.ravel(), float(intercept[0])
-    est.X_fit_, est.dual_coef_, est.intercept_ = centers, coef, intercept
-    est._compute_dtype = np.float64
-    est.n_iter_ = result.n_iter
-    est.loss_curve_ = [v * y_scale**2 for v in result.loss_curve] if loss is SquaredLoss else list(result.loss_curve)
-    est.validation_loss_curve_ = None
-    est.step_size_ = None
-    est.solver_ = solver
-    est.n_centers_ = m
+        est._posterior = _posterior_of(problem, result, n_positive, w is not None)
+    _fit.export(est, problem, result.dual_coef, result.intercept, result.n_iter, list(result.loss_curve), result,
+                ravel=not classifier and y.ndim == 1)
     return est
+
+
+def _posterior_of(problem, result, n_positive, weighted):
+    """The centers posterior's factors from one more pass over the blocks (``_posterior``)."""
+    import dask
+
+    rows, kernel, centers = problem.rows, problem.kernel, problem.centers
+    gram = problem.operator.posterior_gram()
+    Kmm = problem.operator.center_matrix()
+    sample = _center_rows(np.random.RandomState(problem.seed), rows.w if weighted else None, n_positive,
+                          min(n_positive, _posterior.LOO_SAMPLE))
+    Xs, Ys, ws = dask.compute(rows.X[sample], rows.Y[sample], rows.w[sample])
+    K_rows = np.asarray(kernel(Xs, centers), dtype=np.float64)
+    m = centers.shape[0]
+    posterior = _posterior.centers_posterior(
+        Kmm, gram, problem.alpha, rows.n_observations, m * np.finfo(np.float64).eps * float(np.mean(np.diagonal(Kmm))),
+        (K_rows, Ys - result.intercept - K_rows @ result.dual_coef, ws, kernel.diag(np.asarray(Xs, np.float64))),
+    )
+    return replace(posterior, signal_std=posterior.signal_std * rows.y_scale)
 
 
 def _validated(est, X, y, sample_weight, classifier):

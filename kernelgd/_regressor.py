@@ -12,7 +12,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import _dask, _docs, _posterior
 from ._dask import is_dask_collection
 from ._array_api import follow, to_numpy, xp_of
-from ._base import BaseKernelGD, _check_same_namespace, _operator, resolve_options
+from ._base import BaseKernelGD, _check_same_namespace, resolve_options
+from ._fit import make_operator
 from ._operator import single_threaded_blas
 from ._warnings import warn
 
@@ -229,7 +230,7 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         with single_threaded_blas():
             system = None
             if posterior.weights is not None:
-                operator = _operator(self.X_fit_, kernel, memory_budget=budget, dtype=self._compute_dtype,
+                operator = make_operator(self.X_fit_, kernel, memory_budget=budget, dtype=self._compute_dtype,
                                      threads=options["n_threads"])
                 system = _posterior.exact_system(operator, posterior, self._seed(), X.shape[0], budget)
             rows = X.shape[0] if full else _posterior.block_rows(self.X_fit_.shape[0], budget)

@@ -155,7 +155,7 @@ def test_centers_preconditioner_is_weighted_by_the_centers_weights(monkeypatch, 
     # Weights varying smoothly over four orders of magnitude (as Newton's Hessian weights do:
     # tiny where the model is confident): the FALKON preconditioner weighted at the centers
     # needs fewer iterations than the unweighted one, and both reach the dense solution.
-    from kernelgd import _base
+    from kernelgd import _fit
     from kernelgd._solvers import _dense_newton
 
     monkeypatch.setattr(_dense_newton, "MAX_FLOPS", 0)  # CG's runs: 80 centers would be solved densely
@@ -166,8 +166,8 @@ def test_centers_preconditioner_is_weighted_by_the_centers_weights(monkeypatch, 
     params = dict(sigma=SIGMA, alpha=1e-4, n_centers=80, fit_intercept=intercept, tol=1e-10,
                   max_iter=2000, random_state=0)
     weighted = KernelGDRegressor(**params).fit(Xw, yw, sample_weight=sw)
-    operator = _base.KernelOperator
-    monkeypatch.setattr(_base, "KernelOperator", lambda *a, center_rows=None, **k: operator(*a, **k))
+    operator = _fit.KernelOperator
+    monkeypatch.setattr(_fit, "KernelOperator", lambda *a, center_rows=None, **k: operator(*a, **k))
     unweighted = KernelGDRegressor(**params).fit(Xw, yw, sample_weight=sw)
     beta, b = centers_reference(Xw, yw, weighted.X_fit_, sw / sw.sum(), 1e-4, intercept)
     for model in (weighted, unweighted):

@@ -1,0 +1,326 @@
+"""One in-memory fit: the estimator's parameters and its data resolved into a ``FitProblem``, solved, exported.
+
+``prepare_fit``: weights -> (validation split) -> target scale -> kernel and width ->
+centers -> solver -> operator -> ridge. ``solve``: ``run_solver`` (again in float64
+where float32's rounding stopped it), early stopping's best iterate. ``export``: the
+fitted attributes, in the units of y.
+"""
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils import check_random_state
+
+from ._array_api import add_at_rows, block_of, copy, namespace, rows_of, take_rows, to_numpy, xp_of, zeros
+from ._auto_alpha import auto_alpha
+from ._losses import SquaredLoss
+from ._operator import KernelOperator
+from ._operator_xp import ArrayKernelOperator
+from ._solvers import CENTER_SOLVERS, SMOOTH_LOSS_SOLVERS, SolverSettings, choose_solver, run_solver
+
+
+def make_operator(X, kernel, *, threads="auto", **kwargs):
+    """The kernel operator for X's array namespace: numpy's tuned one, or the array API one."""
+    if isinstance(X, np.ndarray) or sp.issparse(X):
+        return KernelOperator(X, kernel, threads=threads, **kwargs)
+    return ArrayKernelOperator(X, kernel, **kwargs)
+
+
+def power_of_two_scale(Y):
+    """A power of two near max|Y| (1 for zero targets): dividing by it is exact."""
+    xp = xp_of(Y)
+    top = float(xp.max(xp.abs(Y))) if Y.shape[0] * Y.shape[1] else 0.0
+    if not (top > 0 and np.isfinite(top)):
+        return 1.0
+    return float(np.ldexp(1.0, np.frexp(top)[1] - 1))
+
+
+def unscale_curve(curve, y_scale):
+    """Objective values back in the units of y**2, capped at the largest float."""
+    with np.errstate(over="ignore"):
+        values = np.asarray(curve, dtype=np.float64) * y_scale * y_scale
+    return [float(v) for v in np.minimum(values, np.finfo(np.float64).max)]
+
+
+def chain_callbacks(*callbacks):
+    """One solver callback that calls each given one (None skipped); True if any asks to stop."""
+    callbacks = [c for c in callbacks if c is not None]
+    if len(callbacks) <= 1:
+        return callbacks[0] if callbacks else None
+
+    def chained(A, b):
+        return any([c(A, b) for c in callbacks])  # a list: every callback sees every iterate
+
+    return chained
+
+
+class ValidationMonitor:
+    """Early stopping: the validation loss after every iteration; keeps the best."""
+
+    def __init__(self, kernel, X_val, Y_val, w_val, centers, n_iter_no_change, tol, options, precomputed, loss):
+        self.K_val = X_val if precomputed else None
+        self.op = None if precomputed else make_operator(
+            X_val, kernel, centers=centers, memory_budget=options["memory_budget"] // 4,
+            dtype=options["dtype"], threads=options["n_threads"],
+        )
+        self.Y, self.w, self.loss = Y_val, w_val / xp_of(w_val).sum(w_val), loss
+        self.patience, self.tol = n_iter_no_change, tol
+        self.curve, self.best, self.best_loss, self.waited = [], None, np.inf, 0
+        self.best_iter = 0
+
+    def __call__(self, A, b):
+        xp = xp_of(A)
+        K_val = None if self.K_val is None else xp.astype(self.K_val, xp.float64)
+        F = (K_val @ A if self.op is None else self.op.matvec(A)) + b
+        loss = self.loss.value(F, self.Y, self.w)
+        self.curve.append(loss)
+        if loss < self.best_loss * (1 - self.tol):
+            self.best, self.best_loss, self.waited = (copy(A), copy(b)), loss, 0
+            self.best_iter = len(self.curve)
+        else:
+            self.waited += 1
+        return self.waited >= self.patience
+
+
+@dataclass(frozen=True)
+class TrainingRows:
+    """The rows a fit trains on, and the validation rows early stopping holds out."""
+
+    X: object  # the training rows (kernel="precomputed": their block of K)
+    Y: object  # their targets, divided by y_scale
+    w: object  # their weights, summing to one
+    y_scale: float  # a power of two (1 for a logistic loss, which takes its labels as they are)
+    n_observations: float  # alpha="auto"'s N: the observations the rows hold
+    weight_total: float  # the training rows' raw total sample weight
+    train: object  # the training rows' indices, None where every row trains
+    validation: object  # (X_val, Y_val, w_val) for early stopping, or None
+    X_given: object  # every row given, validation included (kernel="precomputed": symmetrised)
+
+
+@dataclass(frozen=True)
+class FitProblem:
+    """What the solver runs on, resolved from an estimator's parameters and its data."""
+
+    rows: TrainingRows
+    loss: type
+    kernel: object  # bound; None for kernel="precomputed"
+    alpha: float
+    solver: str
+    operator: object
+    centers: object  # the rows of X the model is restricted to; None: all of them
+    landmarks: object  # a factor of K to precondition the full model with, or None
+    seed: int
+    options: dict  # resolved; memory_budget that of the arrays' device
+
+
+def training_rows(est, X, Y, sample_weight, stratify, counts, rng):
+    """``TrainingRows``: weights normalised, early stopping's split, targets scaled."""
+    w, raw = est._sample_weights(X, sample_weight)
+    xp = xp_of(w)
+    w_host = w if xp is np else np.asarray(to_numpy(w))  # index logic (splits, centers) runs on the host
+    tr, val = est._split(X.shape[0], w_host, stratify, rng)
+    if val is None:  # every row trains: no copy (a precomputed fold's K is most of a small fit's time)
+        X_tr, w_tr, raw_tr, Y_tr = X, w, raw, Y
+    else:
+        X_tr = block_of(X, tr, tr) if est._precomputed else rows_of(X, tr)
+        w_tr, raw_tr, Y_tr = rows_of(w, tr), rows_of(raw, tr), rows_of(Y, tr)
+    # targets of any representable size: solved for Y / s, s a power of two (the squared loss only)
+    y_scale = power_of_two_scale(Y_tr) if est._loss(Y.shape[1]) is SquaredLoss else 1.0
+    validation = None
+    if val is not None:
+        X_val = block_of(X, val, tr) if est._precomputed else rows_of(X, val)
+        validation = (X_val, rows_of(Y, val) / y_scale, rows_of(w, val))
+    # alpha="auto" scales with the raw total, summed relative to the largest weight: weights of 1e308
+    # sum past float64's range (then inf, alpha="auto" 0) without numpy's overflow warning
+    top = float(xp.max(raw_tr))
+    weight_total = float(xp.sum(raw_tr / top)) * top if 0 < top < np.inf else float(xp.sum(raw_tr))
+    return TrainingRows(
+        X=X_tr, Y=Y_tr / y_scale, w=w_tr / xp.sum(w_tr), y_scale=y_scale,
+        n_observations=est._observations(counts, X.shape[0], tr if val is not None else None),
+        weight_total=weight_total, train=None if val is None else tr, validation=validation, X_given=X,
+    )
+
+
+def _check_solver(est, solver, loss, kernel, centers):
+    if loss is not SquaredLoss and solver not in SMOOTH_LOSS_SOLVERS:
+        raise ValueError(
+            f"solver={solver!r} minimises the squared loss only; with loss={loss.name!r} use "
+            f"solver='auto' or one of {sorted(SMOOTH_LOSS_SOLVERS)}."
+        )
+    if centers is not None and solver not in CENTER_SOLVERS:
+        if est.solver == "auto":  # auto chose gd: the kernel is not PSD
+            raise ValueError(
+                f"n_centers needs solver='cg' or 'newton', which need a positive semi-definite "
+                f"kernel; the {kernel.name} kernel is not, so solver='auto' chose 'gd'. "
+                "Use n_centers=None, or a PSD kernel."
+            )
+        raise ValueError(
+            f"n_centers is supported by the solvers {sorted(CENTER_SOLVERS)} (and "
+            f"solver='auto', which picks one), not solver={solver!r}. Use "
+            "solver='auto' or n_centers=None."
+        )
+
+
+def prepare_fit(est, X, Y, sample_weight, stratify, options, counts):
+    """The ``FitProblem`` of ``est`` on validated X and 2-D float Y; sets ``kernel_`` and ``sigma_``.
+
+    ``counts``: the sample weights before class weights, which count the observations.
+    """
+    X = est._validate_precomputed(X)
+    rng = check_random_state(est.random_state)
+    seed = rng.randint(np.iinfo(np.int32).max)
+    rows = training_rows(est, X, Y, sample_weight, stratify, counts, rng)
+    xp = xp_of(rows.w)
+    loss = est._loss(Y.shape[1])
+    alpha = est._alpha(rows.weight_total)
+    landmarks = None
+    if est._auto_kernel:
+        alpha, landmarks = est._choose_kernel(rows.X, rows.Y, rows.w, alpha, loss, rows.n_observations, seed)
+    else:
+        est.kernel_ = est.kernel
+    est.sigma_ = est._resolve_sigma(rows.X, rows.w)
+    kernel = est._bound_kernel()
+    psd = True if kernel is None else kernel.psd
+    est._warn_if_not_psd(kernel, rows.X)
+    # the budget's exact model for the squared loss only: a smooth loss's Newton steps take many
+    # products with K, each n^2 per class (50,000 rows, 7 classes: past 300 s against 12 s on centers)
+    budget = options["memory_budget"] if xp is np and loss is SquaredLoss else None
+    w_host = rows.w if xp is np else np.asarray(to_numpy(rows.w))
+    center_rows = est._choose_centers(rows.X, w_host, rng, psd, budget)
+    est._center_rows = center_rows
+    centers = None if center_rows is None else take_rows(xp, rows.X, center_rows)
+    if alpha == "auto" and not psd:  # the rule reads a PSD kernel's spectrum; gd as without ridge
+        alpha = 0.0
+    solver = est.solver
+    if solver == "auto":
+        solver = choose_solver(alpha=alpha, psd=psd, centers=centers is not None, loss=loss)
+    _check_solver(est, solver, loss, kernel, centers)
+    # FALKON's change of variables amplifies float32 rounding in K_nm products far beyond the signal
+    # when alpha is small: centers run in float64 under dtype="auto"
+    dtype = "float64" if options["dtype"] == "auto" and centers is not None else options["dtype"]
+    if xp is not np:
+        options = dict(options, memory_budget=est._device_budget(xp, namespace(rows.X)[1], options))
+    operator = make_operator(
+        rows.X, kernel, centers=centers, memory_budget=options["memory_budget"], dtype=dtype,
+        threads=options["n_threads"], center_rows=center_rows,
+    )
+    if centers is not None:
+        landmarks = None  # a factor of the rows, not of the centers' system
+    if alpha == "auto":
+        alpha, landmarks = auto_alpha(
+            rows.X, kernel, rows.Y, rows.w, est.fit_intercept, np.random.RandomState(seed), rows.n_observations,
+            operator=operator if centers is None else None, precomputed=est._precomputed, loss=loss,
+        )
+    return FitProblem(rows=rows, loss=loss, kernel=kernel, alpha=alpha, solver=solver, operator=operator,
+                      centers=centers, landmarks=landmarks, seed=seed, options=options)
+
+
+def model_attributes(est, problem, coef, intercept, ravel):
+    """What predict needs, from solver coefficients (also for callbacks mid-fit)."""
+    rows, xp = problem.rows, xp_of(coef)
+    X_fit = rows.X if problem.centers is None else problem.centers
+    if est._precomputed and rows.train is not None:
+        # predict takes kernels against all training samples: zero weight for the validation part
+        full = zeros(coef, (rows.X_given.shape[0], coef.shape[1]))
+        coef, X_fit = add_at_rows(xp, full, rows.train, coef), rows.X_given
+    coef, intercept = coef * rows.y_scale, intercept * rows.y_scale
+    if ravel:
+        coef, intercept = xp.reshape(coef, (-1,)), float(intercept[0])
+    return {"X_fit_": X_fit, "dual_coef_": coef, "intercept_": intercept, "_compute_dtype": problem.operator.dtype}
+
+
+def solver_settings(est, problem, callback=None):
+    """The solver's settings from the estimator's parameters and the resolved problem."""
+    rows = problem.rows
+    coef_init, intercept_init = est._warm_start_init(problem.operator.m, rows.Y.shape[1])
+    return SolverSettings(
+        alpha=problem.alpha,
+        step_size=est.step_size,
+        max_iter=est.max_iter,
+        tol=float(est.tol),
+        fit_intercept=est.fit_intercept,
+        coef_init=None if coef_init is None else coef_init / rows.y_scale,
+        intercept_init=None if intercept_init is None else intercept_init / rows.y_scale,
+        verbose=est.verbose,
+        psd=True if problem.kernel is None else problem.kernel.psd,
+        kernel_name="precomputed" if problem.kernel is None else problem.kernel.name,
+        random_state=problem.seed,
+        callback=callback,
+        memory_budget=int(problem.options["memory_budget"]),
+        loss=problem.loss,
+        reuse=getattr(est, "_path_state", None),
+        landmarks=problem.landmarks,
+    )
+
+
+def solve(est, problem, callback, monitor):
+    """Run the solver; returns ``(problem, coef, intercept, n_iter, curve, result)``, the problem
+    with the operator that ran last, the rest in the solver's units.
+
+    Where ``options["dtype"]`` is "auto" and float32's rounding stopped the fit short, it goes on in
+    float64 from where float32 got to. ``callback(problem)``: the solver's callback (None: none).
+    With early stopping (``monitor``), the best iterate it saw.
+    """
+    rows, operator, options = problem.rows, problem.operator, problem.options
+    settings = solver_settings(est, problem, callback(problem))
+    retry = options["dtype"] == "auto" and operator.dtype == np.float32
+    settings.rounding_stops = [] if retry else None
+    result = run_solver(problem.solver, operator, rows.Y, rows.w, settings)
+    n_iter, curve = result.n_iter, list(result.loss_curve)
+    if settings.rounding_stops:
+        operator = make_operator(
+            rows.X, problem.kernel, centers=problem.centers, memory_budget=options["memory_budget"],
+            dtype="float64", threads=options["n_threads"], center_rows=est._center_rows,
+        )
+        problem = replace(problem, operator=operator)
+        settings = replace(settings, coef_init=result.dual_coef, intercept_init=result.intercept,
+                           rounding_stops=None, callback=callback(problem))
+        result = run_solver(problem.solver, operator, rows.Y, rows.w, settings)
+        n_iter, curve = n_iter + result.n_iter, curve + list(result.loss_curve)
+    coef, intercept = result.dual_coef, result.intercept
+    if monitor is not None and monitor.best is not None:
+        coef, intercept = monitor.best
+        curve = curve[: monitor.best_iter]  # loss_curve_ ends at the returned model
+    return problem, coef, intercept, n_iter, curve, result
+
+
+def fit(est, X, Y, sample_weight, stratify, options, progress, ravel, counts):
+    """Fit ``est`` in memory (its BLAS single-threaded by the caller) and set its fitted attributes.
+
+    ``progress``: the callback bridge (None: no callbacks); the rest as ``prepare_fit``.
+    ``ravel``: a single-output regressor's 1-D ``dual_coef_`` and float ``intercept_``.
+    """
+    problem = prepare_fit(est, X, Y, sample_weight, stratify, options, counts)
+    est.alpha_ = problem.alpha
+    rows = problem.rows
+    monitor = None
+    if rows.validation is not None:
+        monitor = ValidationMonitor(
+            problem.kernel, *rows.validation, rows.X if problem.centers is None else problem.centers,
+            est.n_iter_no_change, est.tol, problem.options, est._precomputed, problem.loss,
+        )
+
+    def callback(running):  # the progress bridge reconstructs models with the operator that runs
+        return chain_callbacks(monitor, None if progress is None else progress.iteration(
+            est, lambda coef, intercept: model_attributes(est, running, coef, intercept, ravel)))
+
+    problem, coef, intercept, n_iter, curve, result = solve(est, problem, callback, monitor)
+    if est._predictive:  # the Gaussian-process view: predict(X, return_std=True)
+        est._posterior = est._fit_posterior(
+            problem.operator, rows.Y, coef, intercept, rows.w, problem.alpha, rows.n_observations,
+            problem.centers is not None, rows.y_scale, problem.kernel is None or problem.kernel.psd, problem.seed)
+    export(est, problem, coef, intercept, n_iter, curve, result, ravel, monitor)
+
+
+def export(est, problem, coef, intercept, n_iter, curve, result, ravel, monitor=None):
+    """Set the fitted attributes from the solver's coefficients and objective curve (its units)."""
+    for name, value in model_attributes(est, problem, coef, intercept, ravel).items():
+        setattr(est, name, value)
+    est.alpha_ = problem.alpha
+    est.n_iter_ = n_iter
+    est.loss_curve_ = unscale_curve(curve, problem.rows.y_scale)
+    est.validation_loss_curve_ = None if monitor is None else unscale_curve(monitor.curve, problem.rows.y_scale)
+    est.step_size_ = result.step_size
+    est.solver_ = problem.solver
+    est.n_centers_ = problem.operator.m
