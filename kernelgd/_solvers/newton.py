@@ -83,6 +83,7 @@ refits in float64).
 """
 
 from dataclasses import dataclass, replace
+from enum import Enum
 
 import numpy as np
 from scipy.linalg.blas import dsyrk as syrk
@@ -316,6 +317,29 @@ def _intercept_pinv(WP, P):
     return xp.linalg.pinv(S + c * J) - J / c
 
 
+def _intercept_coupling(operator, WP, P):
+    """``K'H 1``, shape (m, k, k): ``[:, :, d] = K'H(1 e_d')``, the gradient's change of the centers'
+    coefficients when intercept d moves by one, where ``H(1 e_d') = w p_d (e_d - P)``. From ``K'(w P)``
+    and the k (k + 1) / 2 distinct ``K'(w p_c p_d)``, in one pass over K_nm."""
+    xp = xp_of(P)
+    m, k = operator.m, P.shape[1]
+    pairs = np.triu_indices(k)
+    if xp is np:
+        KWP = operator.rmatvec(np.hstack([WP, WP[:, pairs[0]] * P[:, pairs[1]]]))
+        KPP = np.empty((m, k, k))
+        KPP[:, pairs[0], pairs[1]] = KPP[:, pairs[1], pairs[0]] = KWP[:, k:]
+        KH1 = -KPP
+        KH1[:, np.arange(k), np.arange(k)] += KWP[:, :k]
+        return KH1
+    # no scatter into 3-d arrays: gather the pair columns into a (m, k, k) block
+    KWP = operator.rmatvec(xp.concat([WP, take_columns(xp, WP, pairs[0]) * take_columns(xp, P, pairs[1])], axis=1))
+    index = np.zeros((k, k), dtype=np.int64)
+    index[pairs[0], pairs[1]] = index[pairs[1], pairs[0]] = np.arange(len(pairs[0]))
+    KPP = xp.reshape(take_columns(xp, KWP[:, k:], index.ravel()), (m, k, k))
+    eye = xp.eye(k, dtype=KWP.dtype, device=KWP.device)
+    return -KPP + eye[None, :, :] * KWP[:, None, :k]
+
+
 def _direction_centers_coupled(operator, F, G, A, KA, b, settings, steps, loss, w):
     """The exact Newton step of the softmax on centers, every class in one CG run.
 
@@ -379,24 +403,8 @@ def _direction_centers_coupled(operator, F, G, A, KA, b, settings, steps, loss, 
         rhs = -(operator.rmatvec(G) + 2.0 * settings.alpha * blas_dot(Kmm, A))
     if center and not project:
         WP = w[:, None] * P
-        pairs = np.triu_indices(k)
         S_pinv = _intercept_pinv(WP, P)
-        # K'H 1 e = sum_d e_d K'H(1 e_d'), where H(1 e_d') = w p_d (e_d - P): from K'(w P) and the
-        # k (k + 1) / 2 distinct K'(w p_c p_d), in one pass
-        if xp is np:
-            KWP = operator.rmatvec(np.hstack([WP, WP[:, pairs[0]] * P[:, pairs[1]]]))
-            KPP = np.empty((m, k, k))
-            KPP[:, pairs[0], pairs[1]] = KPP[:, pairs[1], pairs[0]] = KWP[:, k:]
-            KH1 = -KPP  # [:, :, d] = K'H(1 e_d')
-            KH1[:, np.arange(k), np.arange(k)] += KWP[:, :k]
-        else:  # no scatter into 3-d arrays: gather the pair columns into a (m, k, k) block
-            KWP = operator.rmatvec(xp.concat(
-                [WP, take_columns(xp, WP, pairs[0]) * take_columns(xp, P, pairs[1])], axis=1))
-            index = np.zeros((k, k), dtype=np.int64)
-            index[pairs[0], pairs[1]] = index[pairs[1], pairs[0]] = np.arange(len(pairs[0]))
-            KPP = xp.reshape(take_columns(xp, KWP[:, k:], index.ravel()), (m, k, k))
-            eye = xp.eye(k, dtype=KWP.dtype, device=KWP.device)
-            KH1 = -KPP + eye[None, :, :] * KWP[:, None, :k]
+        KH1 = _intercept_coupling(operator, WP, P)
         e0 = -(S_pinv @ xp.sum(G, axis=0))
         rhs = rhs - KH1 @ e0
 
@@ -749,6 +757,16 @@ def _direction(operator, F, G, H, A, KA, b, settings, steps, loss, w, coupled, c
     return direction(operator, F, G, H, A, KA, settings, steps)
 
 
+class Stop(Enum):
+    """Why a fit stopped before its stopping test passed; each maps to its warning (``_NewtonRun.report``)."""
+
+    NO_DESCENT = "no direction decreases the objective"
+    ROUNDING = "the predicted decrease is at the objective's rounding"
+    DRIFT = "the running predictions drifted from the exact ones"
+    NOISE = "the predictions are dominated by the kernel's rounding"
+    CALLBACK = "a callback asked to stop"
+
+
 def solve(operator, Y, w, settings):
     """Minimise the objective by damped Newton steps; see the module docstring.
 
@@ -765,132 +783,158 @@ def solve(operator, Y, w, settings):
     -------
     SolverResult
     """
-    loss = settings.loss
-    xp = xp_of(Y)
-    n, k = Y.shape
-    m = operator.m
-    alpha = settings.alpha
-    steps = _Steps(inner_cap=settings.max_iter)
-    K_mm = None if operator.symmetric else operator.center_matrix()
-    coupled = K_mm is not None and not loss.diagonal_hessian  # the softmax on centers: see below
-    if K_mm is not None:  # small and where CG's steps are not to be trusted: dense steps (see there)
-        steps.dense = _dense_newton.features(operator, K_mm, k, alpha, coupled, center_jitter(operator, K_mm))
-        # CG's factors only for CG's steps; dense steps read the penalty as |B|^2, exactly (|T A|^2
-        # rounds by 3% in B's smallest directions)
-        steps.centers = center_factors(operator, K_mm) if steps.dense is None else (K_mm, None, None)
-    else:  # a tiny full model below the ridge floor: exact dense steps cost what CG's would, and their
-        # stop does not move with the BLAS (CG's moved ninefold between OpenBLAS's kernels)
-        steps.dense = _dense_newton.features(operator, None, k, alpha, not loss.diagonal_hessian, 0.0)
-    # a warm-started fit on the same matrix keeps the last one's preconditioner: any preconditioner
-    # leaves CG's solution unchanged (a stale factor is applied with the weights it was made for)
-    state = settings.reuse if operator.symmetric else None
-    if state is not None and state.get("shape") == (n, k):
-        steps.L, steps.factors, steps.weights, steps.shifts, steps.inverses = state["preconditioner"]
-    penalty_factor = None if K_mm is None else steps.centers[1] if steps.dense is None else steps.dense[2]
-    objective = Objective(loss, Y, w, alpha, T=penalty_factor)
+    return _NewtonRun(operator, Y, w, settings).run()
 
-    def inner(U, KV):
+
+class _NewtonRun:
+    """One fit: its model and start, the state between steps, the stopping tests and the failure policy.
+
+    Invariants: ``A, b, KA, value`` are an accepted iterate (``KA`` = K A up to the running products'
+    rounding, ``value`` its objective, never above the start's); every accepted iterate is logged and
+    passed to the callback; ``it`` counts the steps taken.
+    """
+
+    def __init__(self, operator, Y, w, settings):
+        self.operator, self.Y, self.w, self.settings = operator, Y, w, settings
+        self.loss = loss = settings.loss
+        self.xp = xp_of(Y)
+        n, k = self.n, self.k = Y.shape
+        self.alpha = alpha = settings.alpha
+        self.steps = steps = _Steps(inner_cap=settings.max_iter)
+        self.K_mm = K_mm = None if operator.symmetric else operator.center_matrix()
+        self.coupled = K_mm is not None and not loss.diagonal_hessian  # the softmax on centers: see below
+        if K_mm is not None:  # small and where CG's steps are not to be trusted: dense steps (see there)
+            steps.dense = _dense_newton.features(operator, K_mm, k, alpha, self.coupled,
+                                                 center_jitter(operator, K_mm))
+            # CG's factors only for CG's steps; dense steps read the penalty as |B|^2, exactly (|T A|^2
+            # rounds by 3% in B's smallest directions)
+            steps.centers = center_factors(operator, K_mm) if steps.dense is None else (K_mm, None, None)
+        else:  # a tiny full model below the ridge floor: exact dense steps cost what CG's would, and their
+            # stop does not move with the BLAS (CG's moved ninefold between OpenBLAS's kernels)
+            steps.dense = _dense_newton.features(operator, None, k, alpha, not loss.diagonal_hessian, 0.0)
+        # a warm-started fit on the same matrix keeps the last one's preconditioner: any preconditioner
+        # leaves CG's solution unchanged (a stale factor is applied with the weights it was made for)
+        self.state = settings.reuse if operator.symmetric else None
+        if self.state is not None and self.state.get("shape") == (n, k):
+            steps.L, steps.factors, steps.weights, steps.shifts, steps.inverses = self.state["preconditioner"]
+        penalty_factor = None if K_mm is None else steps.centers[1] if steps.dense is None else steps.dense[2]
+        self.objective = Objective(loss, Y, w, alpha, T=penalty_factor)
+        # the softmax takes exact Newton steps (the Hessian is coupled, not diagonal) on centers (coupled,
+        # above), and for the full model where its preconditioner can follow (see COUPLED_MAX_CONDITION)
+        full_coupled = K_mm is None and not loss.diagonal_hessian and steps.dense is None
+        ratio = _coupling_ratio(operator, w, k, settings, steps) if full_coupled else np.inf
+        started = _subsample_applies(operator, Y, w, settings)  # exact steps from near the optimum pay longer
+        self.coupled_full = ratio <= (STARTED_MAX_CONDITION if started else COUPLED_MAX_CONDITION)
+        if self.coupled_full and ratio <= HALF_RANK_MAX_CONDITION:  # a large ridge hides K's smaller eigenvalues
+            steps.rank = max(steps.L.shape[1] // 2, min(steps.L.shape[1], MIN_LANDMARKS))  # half the landmarks do
+        # the second-order model is the true one
+        self.exact_model = loss.diagonal_hessian or self.coupled or self.coupled_full or steps.dense is not None
+        self.b0, self.value0 = self.objective.baseline(settings.fit_intercept)
+        self.rounding = RoundingCheck(operator, w, loss, self.value0)
+        # a start near the optimum pays where the steps converge quadratically: the diagonal model's
+        # steps converge linearly, and from there take exact CG runs from the first step (letter at C=4
+        # with diagonal-model steps: 75 s against 63 s)
+        start = _subsample_start(operator, Y, w, settings) if started and self.exact_model else None
+        self._start(start)
+        self.restartable = settings.coef_init is not None or start is not None
+        self.log = IterateLog()
+        self.previous = []  # the last steps taken: (D, db, K D), newest first
+        self.converged, self.reason, self.it = False, None, 0
+        self.decrement = self.accepted_decrement = np.inf
+        self.damped = False
+        self.noisy_run = 0  # accepted iterates in a row whose predictions are rounding
+        self.inner_tol = steps.exact_tol = min(settings.tol, 1e-3)  # the full model's exact steps: relative to B
+        # Inexact steps until a stopping test passes, which an exact step then retakes; the full
+        # model's diagonal-model softmax steps are inexact only until the first full step (letter,
+        # 16,000 rows: 74 s against 121 s with every step exact, 127 s with later steps at a forcing term of 0.01).
+        self.exact = not self.value0 > 0 or steps.dense is not None
+        self.tighten = 1.0  # SOLVED_RETIGHTEN while a step is retaken (see _iterate)
+        self.moved_decrement = np.inf  # the decrement of the last accepted step whose CG run iterated
+        self.exact_KA = None  # K A computed exactly at a convergence (exact_state)
+        self.resumed = 0  # convergences found drifted, from which the fit went on
+        # A stop without descent converges only if the last step taken predicted almost no further decrease
+        # (none taken: failure); float32's rounding of the objective blurs decrements below about 1e3 eps of
+        # it, float64's far less
+        self.near = NO_DESCENT_NEAR[np.dtype(operator.dtype).name]
+
+    def _start(self, start):
+        """The first iterate: a warm start, a subsample's fit, or the intercept-only optimum."""
+        settings, steps, Y, k = self.settings, self.steps, self.Y, self.k
+        # the tiny full model's dense steps ignore a warm start: from saturated predictions (coefficients
+        # scaled by 1e6, features of 1e6) a dense step landed where its decrement passed 0.7% above the
+        # optimum, silently; a cold start costs a few exact steps of a few milliseconds
+        if settings.coef_init is not None and not (self.operator.symmetric and steps.dense is not None):
+            A = copy(settings.coef_init)
+            b = copy(settings.intercept_init) if settings.fit_intercept else zeros(Y, k)
+            if steps.dense is not None:  # dense steps move A in K_mm's resolved span only: start there
+                Z, _, penalty_map = steps.dense
+                A = Z @ (penalty_map @ A)
+            self.A, self.b, self.KA = A, b, self.operator.matvec(A)
+        elif start is not None:  # a subsample's fit, where it beats the intercept-only model
+            self.A, self.b, self.KA = start
+        else:  # the intercept-only optimum: the model every step must improve on
+            self._intercept_only()
+            return
+        self.value = self.objective.value(self.A, self.KA, self.b)
+        if start is not None and not self.value < self.value0:
+            self._intercept_only()
+
+    def _intercept_only(self):
+        self.A, self.b, self.KA = zeros(self.Y, (self.operator.m, self.k)), copy(self.b0), zeros(self.Y, (self.n, self.k))
+        self.value = self.objective.value(self.A, self.KA, self.b)
+
+    def inner(self, U, KV):
         """<U, V>_H summed over columns, given K V (or V itself with centers: as the objective's
         penalty, through T'T = K_mm + jitter, which huge coefficients on a rank-deficient K_mm feel)."""
-        if K_mm is None:
+        if self.K_mm is None:
             return total_of(U, KV)
-        return total_of(blas_dot(objective.T, U), blas_dot(objective.T, KV))
+        T = self.objective.T
+        return total_of(blas_dot(T, U), blas_dot(T, KV))
 
-    def pair(U, V, KV):
+    def pair(self, U, V, KV):
         """<U, V>_H given V and K V (whichever the model's norm needs)."""
-        return inner(U, KV if K_mm is None else V)
+        return self.inner(U, KV if self.K_mm is None else V)
 
-    # the softmax takes exact Newton steps (the Hessian is coupled, not diagonal) on centers (coupled,
-    # above), and for the full model where its preconditioner can follow (see COUPLED_MAX_CONDITION)
-    full_coupled = K_mm is None and not loss.diagonal_hessian and steps.dense is None
-    ratio = _coupling_ratio(operator, w, k, settings, steps) if full_coupled else np.inf
-    started = _subsample_applies(operator, Y, w, settings)  # exact steps from near the optimum pay longer
-    coupled_full = ratio <= (STARTED_MAX_CONDITION if started else COUPLED_MAX_CONDITION)
-    if coupled_full and ratio <= HALF_RANK_MAX_CONDITION:  # a large ridge hides K's smaller eigenvalues: half the landmarks do
-        steps.rank = max(steps.L.shape[1] // 2, min(steps.L.shape[1], MIN_LANDMARKS))
-    # the second-order model is the true one
-    exact_model = loss.diagonal_hessian or coupled or coupled_full or steps.dense is not None
-    b0, value0 = objective.baseline(settings.fit_intercept)
-    rounding = RoundingCheck(operator, w, loss, value0)
-    # a start near the optimum pays where the steps converge quadratically: the diagonal model's
-    # steps converge linearly, and from there take exact CG runs from the first step (letter at C=4
-    # with diagonal-model steps: 75 s against 63 s)
-    start = _subsample_start(operator, Y, w, settings) if started and exact_model else None
-    # the tiny full model's dense steps ignore a warm start: from saturated predictions (coefficients
-    # scaled by 1e6, features of 1e6) a dense step landed where its decrement passed 0.7% above the
-    # optimum, silently; a cold start costs a few exact steps of a few milliseconds
-    if settings.coef_init is not None and not (operator.symmetric and steps.dense is not None):
-        A = copy(settings.coef_init)
-        b = copy(settings.intercept_init) if settings.fit_intercept else zeros(Y, k)
-        if steps.dense is not None:  # dense steps move A in K_mm's resolved span only: start there
-            Z, _, penalty_map = steps.dense
-            A = Z @ (penalty_map @ A)
-        KA = operator.matvec(A)
-    elif start is not None:  # a subsample's fit, where it beats the intercept-only model
-        A, b, KA = start
-    else:  # the intercept-only optimum: the model every step must improve on
-        A, b, KA = zeros(Y, (m, k)), copy(b0), zeros(Y, (n, k))
-    value = objective.value(A, KA, b)
-    if start is not None and not value < value0:
-        A, b, KA = zeros(Y, (m, k)), copy(b0), zeros(Y, (n, k))
-        value = objective.value(A, KA, b)
-    log = IterateLog()
-    previous = []  # the last steps taken: (D, db, K D), newest first
-    converged, reason, it = False, None, 0
-    decrement = accepted_decrement = np.inf
-    damped = False
-    noisy_run = 0  # accepted iterates in a row whose predictions are rounding
-    inner_tol = steps.exact_tol = min(settings.tol, 1e-3)  # the full model's exact steps: relative to B
-    # Inexact steps until a stopping test passes, which an exact step then retakes; the full
-    # model's diagonal-model softmax steps are inexact only until the first full step (letter,
-    # 16,000 rows: 74 s against 121 s with every step exact, 127 s with later steps at a forcing term of 0.01).
-    exact = not value0 > 0 or steps.dense is not None
-    tighten = 1.0  # SOLVED_RETIGHTEN while a step is retaken (see below)
-    moved_decrement = np.inf  # the decrement of the last accepted step whose CG run iterated
-    exact_KA = None  # K A computed exactly at a convergence (exact_state)
+    # ------------------------------------------------------------------ stopping tests
 
-    def exact_state():
+    def exact_state(self):
         """At a convergence, K A recomputed exactly: whether the running K A agrees with it to what the
         convergence test resolves. It can drift by the rounding of huge, cancelling coefficients (a
         linear kernel on features of 1e4 without ridge "converged" at 7.7e-7, its exact objective 0.51):
         the fit then stops with a warning, its best iterate judged by exact objectives."""
-        nonlocal KA, value, exact_KA
-        KA_exact = operator.matvec(A)
-        value_exact = objective.value(A, KA_exact, b)
-        rounding = DRIFT_EPS * np.finfo(operator.dtype).eps * (abs(value) + value0)
-        resolution = max(settings.tol**2 * value0, rounding)
-        agrees = abs(value_exact - value) <= resolution
-        KA, value, exact_KA = KA_exact, value_exact, KA_exact
+        KA_exact = self.operator.matvec(self.A)
+        value_exact = self.objective.value(self.A, KA_exact, self.b)
+        rounding = DRIFT_EPS * np.finfo(self.operator.dtype).eps * (abs(self.value) + self.value0)
+        resolution = max(self.settings.tol**2 * self.value0, rounding)
+        agrees = abs(value_exact - self.value) <= resolution
+        self.KA, self.value, self.exact_KA = KA_exact, value_exact, KA_exact
         return agrees
 
-    def restart():
+    def restart(self):
         """A start given to the solver (a warm start, a subsample's fit) where no direction descends,
         or the steps converge, before any iterate beats the intercept-only model (saturated
         predictions: a warm start's coefficients scaled up) is left for that model, once: whether it was."""
-        nonlocal A, b, KA, value, restartable, tighten, previous
-        if not restartable or log.best_value < value0:
+        if not self.restartable or self.log.best_value < self.value0:
             return False
-        restartable, tighten, previous = False, 1.0, []
-        A, b, KA = zeros(Y, (m, k)), copy(b0), zeros(Y, (n, k))
-        value = objective.value(A, KA, b)
-        steps.inner_cap = settings.max_iter
+        self.restartable, self.tighten, self.previous = False, 1.0, []
+        self._intercept_only()
+        self.steps.inner_cap = self.settings.max_iter
         return True
 
-    def settle():
+    def settle(self):
         """Where a stopping test passes: whether the fit stops there, converged or drifted. It goes on
         from the intercept-only model (``restart``), or from the exact K A after a drift, up to
         ``DRIFT_RESUMES`` times."""
-        nonlocal converged, reason, resumed
-        if restart():
+        if self.restart():
             return False
-        converged = exact_state()
-        if not converged and resumed < DRIFT_RESUMES:
-            resumed += 1
+        self.converged = self.exact_state()
+        if not self.converged and self.resumed < DRIFT_RESUMES:
+            self.resumed += 1
             return False
-        reason = None if converged else "drift"
+        self.reason = None if self.converged else Stop.DRIFT
         return True
 
-    def confirm_exactly():
+    def confirm_exactly(self):
         """Where the softmax's diagonal model stops: whether the fit goes on with exact steps instead.
 
         That model converges linearly and its decrement understates what is left (5 classes at alpha
@@ -898,264 +942,287 @@ def solve(operator, Y, w, settings):
         ridge, no damping), on a tiny system formed densely (CG's residual on a rank-two linear
         kernel of entries ~1e6 passed a point 0.36% above the optimum, silently).
         """
-        nonlocal coupled_full, exact_model, exact
-        if exact_model or K_mm is not None or not alpha > 0 or steps.damping:
+        if self.exact_model or self.K_mm is not None or not self.alpha > 0 or self.steps.damping:
             return False
-        steps.dense = _dense_newton.features(operator, None, k, alpha, True, 0.0, confirm=True)
-        coupled_full = exact_model = exact = True
+        self.steps.dense = _dense_newton.features(self.operator, None, self.k, self.alpha, True, 0.0, confirm=True)
+        self.coupled_full = self.exact_model = self.exact = True
         return True
 
-    # A stop without descent converges only if the last step taken predicted almost no further decrease
-    # (none taken: failure); float32's rounding of the objective blurs decrements below about 1e3 eps of
-    # it, float64's far less
-    near = NO_DESCENT_NEAR[np.dtype(operator.dtype).name]
-
-    def stop_without_descent():
-        """Where no direction descends: whether the fit stops (``reason`` "no_descent", or "drift" once
+    def stop_without_descent(self):
+        """Where no direction descends: whether the fit stops (``Stop.NO_DESCENT``, or ``Stop.DRIFT`` once
         ``DRIFT_RESUMES`` are spent). The softmax's diagonal model goes on with exact steps
         (``confirm_exactly``); otherwise the exact K A decides: from running products that had
         drifted, their objective an understatement, the fit goes on."""
-        nonlocal reason, resumed
         # (only where the stop would count as convergence: a stop that warns stays one, rather than
         # exact steps that cannot resolve what rounding hides, as near-duplicate rows at a tiny ridge)
-        if settings.tol > 0 and accepted_decrement <= near * settings.tol**2 * value0 and confirm_exactly():
+        if self._nearly_converged() and self.confirm_exactly():
             return False
-        if exact_state():
-            reason = "no_descent"
+        if self.exact_state():
+            self.reason = Stop.NO_DESCENT
             return True
-        if resumed < DRIFT_RESUMES:
-            resumed += 1
+        if self.resumed < DRIFT_RESUMES:
+            self.resumed += 1
             return False
-        reason = "drift"
+        self.reason = Stop.DRIFT
         return True
 
-    restartable = settings.coef_init is not None or start is not None
-    resumed = 0  # convergences found drifted, from which the fit went on
-    while it < settings.max_iter:
-        it += 1
-        steps.exact_tol = inner_tol * tighten
+    def _nearly_converged(self):
+        """Whether the last full step predicted almost no further decrease (see ``near``)."""
+        return self.settings.tol > 0 and self.accepted_decrement <= self.near * self.settings.tol**2 * self.value0
+
+    def failed(self, exact_solved, n_inner, loose):
+        """After a direction that does not descend, or along which no step decreases the objective:
+        whether the fit stops. In order: a dense step's small decrement is convergence; a damped or
+        truncated direction is retried with more damping or a shorter CG run; a loose step is
+        retaken exactly, an exact one once more tightly; a given start gives way to the
+        intercept-only model; else the fit stops without descent."""
+        steps = self.steps
+        if exact_solved:
+            return self.settle()
+        if _shorten(steps, n_inner):
+            return False
+        if loose:
+            self.exact = True
+            return False
+        if self.exact_model and self.tighten == 1.0 and not steps.damping and steps.dense is None:  # retaken tighter
+            self.tighten = SOLVED_RETIGHTEN
+            return False
+        if self.restart():
+            return False
+        return self.stop_without_descent()
+
+    # ------------------------------------------------------------------ the steps
+
+    def run(self):
+        while self.it < self.settings.max_iter:
+            self.it += 1
+            if self._iterate():
+                break
+        self.report()
+        if self.state is not None:
+            steps = self.steps
+            self.state["shape"] = (self.n, self.k)
+            self.state["preconditioner"] = (steps.L, steps.factors, steps.weights, steps.shifts, steps.inverses)
+        return finish("newton", self.operator, self.Y, self.w, self.settings, self.A, self.b, self.log, self.it,
+                      self.converged, None, self.objective, KA=self.exact_KA if self.exact_KA is self.KA else None)
+
+    def _hessian(self, F):
+        """The loss's Hessian diagonal at F, floored at ``HESSIAN_FLOOR`` of each column's largest."""
+        H = self.loss.hessian_diagonal(F, self.w)
+        xp = self.xp
+        if xp is np:
+            return np.maximum(H, HESSIAN_FLOOR * np.maximum(H.max(axis=0), np.finfo(float).tiny))
+        floor_h = HESSIAN_FLOOR * xp.clip(xp.max(H, axis=0), min=float(np.finfo(float).tiny))
+        return xp.maximum(H, xp.broadcast_to(floor_h, H.shape))
+
+    def _iterate(self):
+        """One step: its direction, line search and stopping tests; whether the fit stops."""
+        steps, settings = self.steps, self.settings
+        steps.exact_tol = self.inner_tol * self.tighten
         # Inexact Newton: far from the optimum a loose solve points as well as an exact one; the
         # softmax's steps, from a diagonal model, converge linearly however exactly they are solved.
-        if exact:
-            steps.inner_tol = inner_tol * tighten
+        if self.exact:
+            steps.inner_tol = self.inner_tol * self.tighten
         else:
-            forcing = min(FORCING_MAX, np.sqrt(decrement / value0)) if exact_model else FORCING_MAX
-            steps.inner_tol = max(inner_tol, forcing)
-        loose = steps.loose = steps.inner_tol > inner_tol
-        F = KA + b
-        G = loss.gradient(F, Y, w)
-        H = loss.hessian_diagonal(F, w)
-        if xp is np:
-            H = np.maximum(H, HESSIAN_FLOOR * np.maximum(H.max(axis=0), np.finfo(float).tiny))
-        else:
-            floor_h = HESSIAN_FLOOR * xp.clip(xp.max(H, axis=0), min=float(np.finfo(float).tiny))
-            H = xp.maximum(H, xp.broadcast_to(floor_h, H.shape))
-        if K_mm is None and steps.dense is None:  # damping where the model is (nearly) singular: see _damping
-            steps.damping = _damping(steps, operator, H, alpha)
+            forcing = min(FORCING_MAX, np.sqrt(self.decrement / self.value0)) if self.exact_model else FORCING_MAX
+            steps.inner_tol = max(self.inner_tol, forcing)
+        loose = steps.loose = steps.inner_tol > self.inner_tol
+        F = self.KA + self.b
+        G = self.loss.gradient(F, self.Y, self.w)
+        H = self._hessian(F)
+        if self.K_mm is None and steps.dense is None:  # damping where the model is (nearly) singular: see _damping
+            steps.damping = _damping(steps, self.operator, H, self.alpha)
         # saturated predictions (every row fitted with certainty) leave H at underflow: the diagonal
         # model's sums overflow there, a direction that fails below as no descent, without warnings
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-            A_new, b_new, KA_new, n_inner = _direction(operator, F, G, H, A, KA, b, settings, steps, loss, w,
-                                                       coupled, coupled_full, K_mm)
+            A_new, b_new, KA_new, n_inner = _direction(
+                self.operator, F, G, H, self.A, self.KA, self.b, settings, steps, self.loss, self.w, self.coupled,
+                self.coupled_full, self.K_mm)
         if steps.unfloored and steps.status != "converged":  # alpha's own system is beyond CG: the floor's
-            it -= 1                                               # converged fit stands, with its warning
-            steps.floored = converged = True
-            break
+            self.it -= 1                                          # converged fit stands, with its warning
+            steps.floored = self.converged = True
+            return True
         if n_inner == 0:  # the iterate already solves the system: rounding noise is no step (only b may move)
-            A_new, KA_new = A, KA
+            A_new, KA_new = self.A, self.KA
         # an exact step's CG run that stops before its first iteration: the coefficients' Newton step
         # is below CG's tolerance (after a quadratically convergent step, with a decrement above tol's)
-        solved = n_inner == 0 and exact_model and not loose and not steps.damping
-        if n_inner == 0 and tighten == 1.0 and settings.tol > 0 and moved_decrement > settings.tol * value0:
+        solved = n_inner == 0 and self.exact_model and not loose and not steps.damping
+        if n_inner == 0 and self.tighten == 1.0 and settings.tol > 0 and self.moved_decrement > settings.tol * self.value0:
             # right after a decrement that large, Newton's quadratic convergence cannot have finished:
             # CG's tolerance, relative to a right-hand side that holds the predictions, passed an
             # iterate that is not the optimum (its decrement, the intercepts' alone, would pass as
             # convergence). Retake the step with CG held to a tighter tolerance.
-            it -= 1
-            tighten = SOLVED_RETIGHTEN
-            continue
-        D, KD = A_new - A, KA_new - KA
-        db = (b_new - b) if settings.fit_intercept else zeros(Y, k)
-        with np.errstate(over="ignore", invalid="ignore"):
-            slope = total_of(G, KD + db)  # directional derivative of the loss part
-            if alpha:
-                slope += 2.0 * alpha * inner(D, KA if K_mm is None else A)
-        if not np.isfinite(slope):  # a direction that overflowed: no descent
-            slope = np.inf
-        decrement = max(-slope, 0.0)
+            self.it -= 1
+            self.tighten = SOLVED_RETIGHTEN
+            return False
+        D, KD = A_new - self.A, KA_new - self.KA
+        db = (b_new - self.b) if settings.fit_intercept else zeros(self.Y, self.k)
+        slope = self._slope(G, D, KD, db)
+        self.decrement = max(-slope, 0.0)
         if slope >= 0 and solved:  # nor may the intercepts move: the iterate is the optimum
-            it -= 1
-            if settle():
-                break
-            continue
+            self.it -= 1
+            return self.settle()
         # a dense step is the exact Newton step: its decrement within tol is convergence, whatever the
         # line search makes of a decrease at the objective's rounding
-        exact_solved = steps.dense is not None and settings.tol > 0 and decrement <= settings.tol**2 * value0
+        exact_solved = steps.dense is not None and settings.tol > 0 and self.decrement <= settings.tol**2 * self.value0
         if slope >= 0:  # not a descent direction: never convergence
-            it -= 1
-            if exact_solved:
-                if settle():
-                    break
-                continue
-            if _shorten(steps, n_inner):
-                continue
-            if loose:
-                exact = True
-                continue
-            if exact_model and tighten == 1.0 and not steps.damping and steps.dense is None:  # retaken tighter
-                tighten = SOLVED_RETIGHTEN
-                continue
-            if restart():
-                continue
-            if stop_without_descent():
-                break
-            continue
-        if not exact_model:
-            D, db, KD, slope = _subspace_step(loss, F, Y, w, G, alpha, pair, A, KA, (D, db, KD, slope), previous)
-        step, accepted = 1.0, False
+            self.it -= 1
+            return self.failed(exact_solved, n_inner, loose)
+        if not self.exact_model:
+            D, db, KD, slope = _subspace_step(self.loss, F, self.Y, self.w, G, self.alpha, self.pair, self.A,
+                                              self.KA, (D, db, KD, slope), self.previous)
+        step, trial = self._line_search(D, db, KD, slope)
+        if trial is None:
+            self.it -= 1
+            return self.failed(exact_solved, n_inner, loose)
+        self._take(step, trial, (D, db, KD), n_inner, loose)
+        return self._stops(solved, step, loose)
+
+    def _slope(self, G, D, KD, db):
+        """The objective's directional derivative along the step (inf where it overflowed: no descent)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            slope = total_of(G, KD + db)  # directional derivative of the loss part
+            if self.alpha:
+                slope += 2.0 * self.alpha * self.inner(D, self.KA if self.K_mm is None else self.A)
+        return slope if np.isfinite(slope) else np.inf
+
+    def _line_search(self, D, db, KD, slope):
+        """Backtracking to Armijo's decrease: ``(step, (A, b, KA, value))``, the trial None where none decreases."""
+        step = 1.0
         for _ in range(MAX_HALVINGS):
-            A_t, b_t, KA_t = A + step * D, b + step * db, KA + step * KD
-            value_t = objective.value(A_t, KA_t, b_t)
-            if np.isfinite(value_t) and value_t <= value + ARMIJO * step * slope:
-                accepted = True
-                break
+            A_t, b_t, KA_t = self.A + step * D, self.b + step * db, self.KA + step * KD
+            value_t = self.objective.value(A_t, KA_t, b_t)
+            if np.isfinite(value_t) and value_t <= self.value + ARMIJO * step * slope:
+                return step, (A_t, b_t, KA_t, value_t)
             step /= 2
-        if not accepted:
-            it -= 1
-            if exact_solved:
-                if settle():
-                    break
-                continue
-            if _shorten(steps, n_inner):
-                continue
-            if loose:
-                exact = True
-                continue
-            if exact_model and tighten == 1.0 and not steps.damping and steps.dense is None:  # retaken tighter
-                tighten = SOLVED_RETIGHTEN
-                continue
-            if restart():
-                continue
-            if stop_without_descent():
-                break
-            continue
+        return step, None
+
+    def _take(self, step, trial, direction, n_inner, loose):
+        """Accept the line search's iterate: the step's bookkeeping, the log and the callback."""
+        steps, settings = self.steps, self.settings
         # a damped step's decrement (what its full step predicted) is no evidence of convergence: the
         # second-order model failed along it. An exact step's CG run, held to a tolerance relative to a
         # right-hand side that holds the predictions, can point badly (a degree-3 polynomial softmax
         # stuck 0.04 above its optimum at steps of 1e-7): the steps after a damped one, and a failed
         # exact direction before the fit gives up, are solved SOLVED_RETIGHTEN times tighter.
         # (a decrement at the objective's rounding is damped by that rounding, not by the model)
-        full = step == 1.0 or decrement <= ROUNDING * (abs(value) + value0)
-        accepted_decrement = decrement if full else np.inf
+        self.full = step == 1.0 or self.decrement <= ROUNDING * (abs(self.value) + self.value0)
+        self.accepted_decrement = self.decrement if self.full else np.inf
         if n_inner:
-            moved_decrement = decrement
-        tighten = 1.0 if full or loose or not exact_model or steps.damping else SOLVED_RETIGHTEN
+            self.moved_decrement = self.decrement
+        self.tighten = 1.0 if self.full or loose or not self.exact_model or steps.damping else SOLVED_RETIGHTEN
         if steps.damping:  # a full step quarters the damping, a damped one raises it
             steps.lm = max(LM_MIN, steps.lm / 4) if step == 1.0 else min(LM_MAX, steps.lm * 2 / step)
         steps.inner_cap = min(settings.max_iter, 2 * steps.inner_cap)  # a shortened cap grows back
-        previous = [(step * D, step * db, step * KD)] + previous[: SUBSPACE_MEMORY - 1]
-        A, b, KA, value = A_t, b_t, KA_t, value_t
-        exact |= K_mm is None and step == 1.0 and not exact_model  # the softmax: damped phase over
-        noisy = rounding.dominated(A)
-        noisy_run = noisy_run + 1 if noisy else 0
-        log.record(value, A, b, valid=not noisy)
+        D, db, KD = direction
+        self.previous = [(step * D, step * db, step * KD)] + self.previous[: SUBSPACE_MEMORY - 1]
+        self.A, self.b, self.KA, self.value = trial
+        self.exact |= self.K_mm is None and step == 1.0 and not self.exact_model  # the softmax: damped phase over
+        noisy = self.rounding.dominated(self.A)
+        self.noisy_run = self.noisy_run + 1 if noisy else 0
+        self.log.record(self.value, self.A, self.b, valid=not noisy)
         if settings.verbose:
-            print(f"[newton] iter {it:4d}  objective {value:.6e}  step {step:.3g}  decrement {decrement:.3e}  "
-                  f"cg iterations {n_inner}")
+            print(f"[newton] iter {self.it:4d}  objective {self.value:.6e}  step {step:.3g}  "
+                  f"decrement {self.decrement:.3e}  cg iterations {n_inner}")
         # Every accepted iterate reaches the callback, the last one included.
-        stop_requested = settings.callback is not None and settings.callback(A, b)
+        self.stop_requested = settings.callback is not None and settings.callback(self.A, self.b)
+
+    def _stops(self, solved, step, loose):
+        """After an accepted step: whether the fit stops (converged, or for a ``Stop`` reason)."""
+        steps, settings, decrement = self.steps, self.settings, self.decrement
+        threshold = settings.tol**2 * self.value0
+        below_rounding = decrement <= ROUNDING * (abs(self.value) + self.value0)
         # A loose step's decrement is only an estimate: confirm it with an exact step, unless the model is
         # the true second-order one and the estimate has a margin (its CG residual, at most FORCING_MAX
         # relative, errs by far less than CONFIRM_MARGIN; the confirming step cost 30-50% of a fit)
-        confirmed = exact_model and full and decrement <= CONFIRM_MARGIN * settings.tol**2 * value0
-        if loose and not confirmed and (
-            decrement <= settings.tol**2 * value0 or decrement <= ROUNDING * (abs(value) + value0)
-        ):
-            exact = True
-            continue
-        damped = bool(steps.damping) and steps.lm > LM_MIN  # its decrement understates Newton's
-        if solved or settings.tol > 0 and decrement <= settings.tol**2 * value0 and not damped:
-            if steps.floored and alpha > 0 and not steps.unfloored:
+        confirmed = self.exact_model and self.full and decrement <= CONFIRM_MARGIN * threshold
+        if loose and not confirmed and (decrement <= threshold or below_rounding):
+            self.exact = True
+            return False
+        self.damped = bool(steps.damping) and steps.lm > LM_MIN  # its decrement understates Newton's
+        if solved or settings.tol > 0 and decrement <= threshold and not self.damped:
+            if steps.floored and self.alpha > 0 and not steps.unfloored:
                 # the floor's steps are shorter than Newton's, their decrement an understatement:
                 # confirm (or go on) with steps at 2 alpha itself, the floor only preconditioning
                 steps.unfloored = True
-                continue
-            if confirm_exactly():
-                continue
-            if solved or full:
-                if settle():
-                    break
-                if stop_requested:  # the fit went on (settle), but the callback asked it to stop
-                    reason = "callback"
-                    break
-                continue
-        if decrement <= ROUNDING * (abs(value) + value0):  # below what float64 can resolve
-            reason = "rounding"
-            break
-        if noisy_run >= NOISY_PATIENCE:
-            reason = "noise"
-            break
-        if stop_requested:
-            reason = "callback"
-            break
+                return False
+            if self.confirm_exactly():
+                return False
+            if solved or self.full:
+                if self.settle():
+                    return True
+                if self.stop_requested:  # the fit went on (settle), but the callback asked it to stop
+                    self.reason = Stop.CALLBACK
+                    return True
+                return False
+        if below_rounding:  # below what float64 can resolve
+            self.reason = Stop.ROUNDING
+        elif self.noisy_run >= NOISY_PATIENCE:
+            self.reason = Stop.NOISE
+        elif self.stop_requested:
+            self.reason = Stop.CALLBACK
+        return self.reason is not None
 
-    if reason == "no_descent" and damped:
-        if alpha > 0:  # a ridge the kernel's scale makes negligible (see _damping)
-            what = (f"alpha={alpha:g} is negligible against the kernel's values (up to "
-                    f"{float(xp.max(operator.diag())):.3g}): its steps, damped as without a ridge, no longer "
-                    "decrease the objective (rounding)")
-            fix = "Scale the features (for example with StandardScaler), or increase alpha."
-        else:
-            what = ("without ridge (alpha=0) the loss has no minimiser it can reach, and its Newton steps no "
-                    "longer decrease it (rounding)")
-            fix = "Set alpha > 0 (for example alpha='auto')."
-        warn_not_converged("newton", f"stopped at iteration {it}: {what}", "The model is the best iterate seen. " + fix)
-    elif reason == "no_descent" and not (settings.tol > 0 and accepted_decrement <= near * settings.tol**2 * value0):
-        warn_rounding(
-            settings, "newton", f"stopped at iteration {it}: the Newton direction no longer decreases the "
-            "objective (rounding)", "The model is the best iterate seen. Increase alpha"
-            + (" or use options={'dtype': 'float64'}." if operator.dtype == np.float32 else "."),
-        )
-    elif reason == "no_descent":
-        converged = True
-    elif reason == "rounding":
-        warn_rounding(
-            settings, "newton", f"stopped at iteration {it} for lack of progress: the predicted decrease is at "
-            f"the level of rounding, above tol={settings.tol:g}", "The model is the best iterate seen; a larger tol suffices.",
-        )
-    elif reason == "drift":
-        warn_rounding(
-            settings, "newton", f"stopped at iteration {it}: its running predictions K A had drifted from the "
-            "exact ones by rounding (huge coefficients that cancel)", "The best iterate seen, by its exact "
-            "objective, is returned. Scale the features, or increase alpha.",
-        )
-    elif reason == "noise":
-        precision = np.dtype(operator.dtype).name
-        warn_rounding(
-            settings, "newton", f"stopped at iteration {it}: the predictions of its last {NOISY_PATIENCE} "
-            f"iterates are dominated by the rounding of {precision} kernel values (the coefficients are too "
-            "large for this precision)", "The best iterate whose predictions are not is returned (the "
-            "intercept-only model if none is). Increase alpha"
-            + (" or use options={'dtype': 'float64'}." if precision == "float32" else "."),
-        )
-    elif not converged and reason is None and settings.tol > 0:
-        warn_not_converged(
-            "newton", f"did not converge in max_iter={settings.max_iter} iterations",
-            "Increase max_iter or alpha.",
-        )
-    if state is not None:
-        state["shape"], state["preconditioner"] = (n, k), (steps.L, steps.factors, steps.weights, steps.shifts,
-                                                           steps.inverses)
-    if steps.floored and alpha > 0:  # the decrement then understates what is left: say so, as solver "cg" does
-        warn(
-            f"alpha={alpha:.3g} is below the smallest ridge solver 'newton' resolves on these centers "
-            f"({CENTERS_MIN_RIDGE:g} times the mean of k(c, c), in the Hessian's scale); its steps were "
-            "shortened to that ridge (CG did not resolve steps at alpha itself), and the fit may stop short of "
-            "the minimiser. Scale the features (a linear kernel, or a polynomial one at a fixed sigma, grows "
-            "with their scale), or increase alpha.",
-        )
-    return finish("newton", operator, Y, w, settings, A, b, log, it, converged, None, objective,
-                  KA=exact_KA if exact_KA is KA else None)
+    # ------------------------------------------------------------------ the outcome
+
+    def report(self):
+        """The warning of the stop: each ``Stop`` reason's, or max_iter's; ``converged`` where no descent
+        was left after a step that predicted almost none."""
+        settings, operator, it, alpha, reason = self.settings, self.operator, self.it, self.alpha, self.reason
+        if reason is Stop.NO_DESCENT and self.damped:
+            if alpha > 0:  # a ridge the kernel's scale makes negligible (see _damping)
+                what = (f"alpha={alpha:g} is negligible against the kernel's values (up to "
+                        f"{float(self.xp.max(operator.diag())):.3g}): its steps, damped as without a ridge, no "
+                        "longer decrease the objective (rounding)")
+                fix = "Scale the features (for example with StandardScaler), or increase alpha."
+            else:
+                what = ("without ridge (alpha=0) the loss has no minimiser it can reach, and its Newton steps no "
+                        "longer decrease it (rounding)")
+                fix = "Set alpha > 0 (for example alpha='auto')."
+            warn_not_converged("newton", f"stopped at iteration {it}: {what}",
+                               "The model is the best iterate seen. " + fix)
+        elif reason is Stop.NO_DESCENT and not self._nearly_converged():
+            warn_rounding(
+                settings, "newton", f"stopped at iteration {it}: the Newton direction no longer decreases the "
+                "objective (rounding)", "The model is the best iterate seen. Increase alpha"
+                + (" or use options={'dtype': 'float64'}." if operator.dtype == np.float32 else "."),
+            )
+        elif reason is Stop.NO_DESCENT:
+            self.converged = True
+        elif reason is Stop.ROUNDING:
+            warn_rounding(
+                settings, "newton", f"stopped at iteration {it} for lack of progress: the predicted decrease is "
+                f"at the level of rounding, above tol={settings.tol:g}",
+                "The model is the best iterate seen; a larger tol suffices.",
+            )
+        elif reason is Stop.DRIFT:
+            warn_rounding(
+                settings, "newton", f"stopped at iteration {it}: its running predictions K A had drifted from "
+                "the exact ones by rounding (huge coefficients that cancel)", "The best iterate seen, by its "
+                "exact objective, is returned. Scale the features, or increase alpha.",
+            )
+        elif reason is Stop.NOISE:
+            precision = np.dtype(operator.dtype).name
+            warn_rounding(
+                settings, "newton", f"stopped at iteration {it}: the predictions of its last {NOISY_PATIENCE} "
+                f"iterates are dominated by the rounding of {precision} kernel values (the coefficients are "
+                "too large for this precision)", "The best iterate whose predictions are not is returned (the "
+                "intercept-only model if none is). Increase alpha"
+                + (" or use options={'dtype': 'float64'}." if precision == "float32" else "."),
+            )
+        elif not self.converged and reason is None and settings.tol > 0:
+            warn_not_converged(
+                "newton", f"did not converge in max_iter={settings.max_iter} iterations",
+                "Increase max_iter or alpha.",
+            )
+        if self.steps.floored and alpha > 0:  # the decrement then understates what is left, as "cg" says
+            warn(
+                f"alpha={alpha:.3g} is below the smallest ridge solver 'newton' resolves on these centers "
+                f"({CENTERS_MIN_RIDGE:g} times the mean of k(c, c), in the Hessian's scale); its steps were "
+                "shortened to that ridge (CG did not resolve steps at alpha itself), and the fit may stop short "
+                "of the minimiser. Scale the features (a linear kernel, or a polynomial one at a fixed sigma, "
+                "grows with their scale), or increase alpha.",
+            )
 
 
 def _damping(steps, operator, H, alpha):
