@@ -28,6 +28,8 @@ is one epoch, about one pass over K.
 """
 
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.linalg
 from sklearn.utils import gen_batches
@@ -195,7 +197,6 @@ def solve(operator, Y, w, settings):
         the iterate after each epoch, up to the one returned.
     """
     rng = np.random.RandomState(settings.random_state)
-    xp = xp_of(Y)
     n, t = Y.shape
     alpha = settings.alpha
     operator.mirror_lower()  # mini-batches read whole rows of K
@@ -210,14 +211,7 @@ def solve(operator, Y, w, settings):
         A0 = zeros(Y, (n, t))
         return finish("eigenpro", operator, Y, w, settings, A0, baseline(Y, w, settings.fit_intercept)[0], log, 0, False)
 
-    if exact:  # exact eigen-directions: the top of P (K + alpha) is tau + alpha
-        bs, eta = n, 0.9 / (tau + alpha)
-    else:
-        bs = n if alpha > 0 else int(np.clip(beta / tau, MIN_BATCH, n))
-        bs = n if bs >= n // 2 else bs
-        # a streamed batch of rows must fit in the budget
-        bs = int(max(1, min(bs, settings.memory_budget // (operator.itemsize * n))))
-        eta = bs / (2.0 * (beta + (bs - 1) * tau + bs * alpha))
+    bs, eta = _batch_and_step(operator, n, alpha, tau, beta, exact, settings.memory_budget)
 
     # The intercept is eliminated as the sum of the dual coefficients: iterate
     # on the right-hand sides [Y, 1] and combine (the iteration is linear in them).
@@ -243,81 +237,13 @@ def solve(operator, Y, w, settings):
     best_raw, best_raw_value, previous_raw, first_raw = None, np.inf, np.inf, None
     converged, reason, halvings = False, None, 0
     epoch = 0
-    def snapshot_terms(rows, F_snap):
-        """Objective pieces of the snapshot on ``rows``: raw value, exact value, gradient, its sum."""
-        wB = rows_of(w, rows)
-        # the objective of the iteration on [Y, 1] (monotone for a stable step)
-        Gs = F_snap - rows_of(R, rows)
-        raw = total(Gs, Gs, wB)
-        if alpha:
-            raw += alpha * total(rows_of(snap[0], rows), F_snap)
-        # the exact objective and gradient of the snapshot's combined model
-        Fc = F_snap[:, :t] - outer(F_snap[:, t], b_snap) + b_snap if intercept else F_snap
-        Rc = Fc - rows_of(Y, rows)
-        value = total(Rc, Rc, wB)
-        Gc = 2.0 * wB[:, None] * Rc
-        Gsum = xp.sum(Gc, axis=0)
-        if alpha:
-            value += alpha * total(rows_of(Ac_snap, rows), Fc - b_snap)
-            Gc = Gc + 2.0 * alpha * rows_of(Ac_snap, rows)
-        return raw, value, Gc, Gsum
-
-    # A stored K evaluates each epoch's snapshot with one product over K; a
-    # streamed K evaluates it in the same products as the batches' steps.
-    stored = operator.stored
     while epoch < settings.max_iter:
         epoch += 1
-        snap = (copy(A), copy(u), copy(b))  # the iterate this epoch evaluates
-        Ac_snap, b_snap = combined(snap[0], snap[2])
-        order = rng.permutation(n) if bs < n else np.arange(n)
-        grad_norm = _GradientNorm(n)
-        if stored:
-            F_all = operator.matvec(snap[0])
-            raw, value, Gc, gsum = snapshot_terms(slice(None), F_all)
-            pos = _sample(rng, n)
-            K_pp = take_columns(xp, operator.rows(pos), pos)
-            K_pp = np.asarray(K_pp, dtype=np.float64) if xp is np else xp.astype(K_pp, xp.float64)
-            grad_norm.add(K_pp, rows_of(Gc, pos))
-        else:
-            value, raw, gsum = 0.0, 0.0, 0.0
-        for batch in gen_batches(n, bs):
-            idx = order[batch]
-            KB = operator.rows(batch if bs == n else idx)  # a slice: no copy of a stored K
-            if bs == n and stored:
-                F = F_all
-            elif stored:
-                F = operator.dot(KB, A)
-            else:  # A moves within the epoch: evaluate the snapshot too, in one product
-                both = operator.dot(KB, concat([A, snap[0]], axis=1)) if bs < n else None
-                F, F_snap = (both[:, :k], both[:, k:]) if bs < n else (operator.dot(KB, A),) * 2
-                raw_B, value_B, Gc_B, gsum_B = snapshot_terms(idx, F_snap)
-                raw, value, gsum = raw + raw_B, value + value_B, gsum + gsum_B
-                pos = _sample(rng, len(idx))
-                K_RR = take_columns(xp, rows_of(KB, pos), idx[pos])
-                K_RR = np.asarray(K_RR, dtype=np.float64) if xp is np else xp.astype(K_RR, xp.float64)
-                grad_norm.add(K_RR, rows_of(Gc_B, pos))
-            wB = rows_of(w, idx)
-            # the EigenPro step on the current iterate
-            G = F - rows_of(R, idx)
-            grad = (n / len(idx)) * 2.0 * wB[:, None] * G
-            if xp is np:
-                K_SB = np.take(KB, S, axis=1).astype(np.float64).T  # take: 2x faster than KB[:, S]
-            else:
-                K_SB = xp.astype(take_columns(xp, KB, S), xp.float64).T
-            KSg = blas_dot(K_SB, grad)
-            Kg = KSg + 2.0 * alpha * u if alpha else KSg  # the ridge part of the gradient is 2 alpha A
-            if alpha:
-                A *= 1.0 - 2.0 * eta * alpha
-                u *= 1.0 - 2.0 * eta * alpha
-            corr = blas_dot(V, D[:, None] * blas_dot(V.T, Kg))
-            if xp is np:
-                A[idx] -= eta * grad
-            elif bs == n:  # idx is every row in order: no scatter
-                A = A - eta * grad
-            else:
-                A = add_at_rows(xp, A, idx, -eta * grad)
-            A = add_at_rows(xp, A, S, eta * corr)
-            u += blas_dot(K_SS, eta * corr) - eta * KSg
+        raw_iterate = (copy(A), copy(u), copy(b))  # what this epoch evaluates: copies, as A moves in place
+        Ac_snap, b_snap = combined(raw_iterate[0], raw_iterate[2])
+        snapshot = _Snapshot(*raw_iterate, Ac_snap, b_snap, t, intercept)
+        A, u, raw, value, gsum, grad_norm = _epoch(operator, (Y, R, w, alpha), A, u, snapshot, bs, eta, rng,
+                                                   (S, K_SS, V, D))
         if intercept:  # the intercept of this epoch's solutions (see dual_sum_intercept)
             b = dual_sum_intercept(w, Y, A[:, :t], A[:, t])[1]
 
@@ -326,7 +252,7 @@ def solve(operator, Y, w, settings):
             if not np.isfinite(raw) or (raw > 4 * min(best_raw_value, previous_raw) and raw > 1e-8 * first_raw):
                 halvings += 1
                 if best_raw is not None:
-                    A, u, b = (copy(x) for x in best_raw)
+                    A, u, b = (copy(x) for x in best_raw.raw)
                 if exact or halvings > MAX_HALVINGS:
                     # a stable step diverges only along negative eigenvalues
                     warn(
@@ -342,7 +268,7 @@ def solve(operator, Y, w, settings):
                 continue
             log.record(value, Ac_snap, b_snap)
             if log.best_index == len(log.curve):
-                best_raw = snap
+                best_raw = snapshot
             best_raw_value = min(best_raw_value, raw)
         previous_raw = raw
         if settings.verbose and (settings.verbose > 1 or epoch % 10 == 0 or epoch == 1):
@@ -360,6 +286,51 @@ def solve(operator, Y, w, settings):
             reason = "stalled"
             break
 
+    _report(reason, converged, epoch, settings, grad2, ref2)
+    coef, b = combined(A, b)
+    return finish("eigenpro", operator, Y, w, settings, coef, b, log, epoch, converged, eta)
+
+
+def _batch_and_step(operator, n, alpha, tau, beta, exact, memory_budget):
+    """The batch size and step of the preconditioned iteration (``_preconditioner``'s tau and beta)."""
+    if exact:  # exact eigen-directions: the top of P (K + alpha) is tau + alpha
+        return n, 0.9 / (tau + alpha)
+    bs = n if alpha > 0 else int(np.clip(beta / tau, MIN_BATCH, n))
+    bs = n if bs >= n // 2 else bs
+    # a streamed batch of rows must fit in the budget
+    bs = int(max(1, min(bs, memory_budget // (operator.itemsize * n))))
+    return bs, bs / (2.0 * (beta + (bs - 1) * tau + bs * alpha))
+
+
+def _step(A, u, KB, G, wB, idx, n, eta, alpha, preconditioner):
+    """The EigenPro step on a batch's rows ``idx`` (kernel rows KB, residuals G): ``(A, u)`` after it,
+    ``u = K[S] @ A`` kept up to date (numpy's in place)."""
+    S, K_SS, V, D = preconditioner
+    xp = xp_of(A)
+    grad = (n / len(idx)) * 2.0 * wB[:, None] * G
+    if xp is np:
+        K_SB = np.take(KB, S, axis=1).astype(np.float64).T  # take: 2x faster than KB[:, S]
+    else:
+        K_SB = xp.astype(take_columns(xp, KB, S), xp.float64).T
+    KSg = blas_dot(K_SB, grad)
+    Kg = KSg + 2.0 * alpha * u if alpha else KSg  # the ridge part of the gradient is 2 alpha A
+    if alpha:
+        A *= 1.0 - 2.0 * eta * alpha
+        u *= 1.0 - 2.0 * eta * alpha
+    corr = blas_dot(V, D[:, None] * blas_dot(V.T, Kg))
+    if xp is np:
+        A[idx] -= eta * grad
+    elif len(idx) == n:  # idx is every row in order: no scatter
+        A = A - eta * grad
+    else:
+        A = add_at_rows(xp, A, idx, -eta * grad)
+    A = add_at_rows(xp, A, S, eta * corr)
+    u += blas_dot(K_SS, eta * corr) - eta * KSg
+    return A, u
+
+
+def _report(reason, converged, epoch, settings, grad2, ref2):
+    """The warning of a fit that stalled or reached max_iter."""
     if reason == "stalled":
         warn_not_converged(
             "eigenpro", f"stopped at epoch {epoch} for lack of progress: the objective has not "
@@ -369,8 +340,87 @@ def solve(operator, Y, w, settings):
     elif not converged and reason is None and settings.tol > 0:
         warn_not_converged(
             "eigenpro", f"did not converge in max_iter={settings.max_iter} epochs (the gradient "
-            f"norm is {np.sqrt(grad2 / max(ref2, 1e-300)):.2e} of its value at the intercept-only model, above tol={settings.tol:g})",
+            f"norm is {np.sqrt(grad2 / max(ref2, 1e-300)):.2e} of its value at the intercept-only model, "
+            f"above tol={settings.tol:g})",
             "Increase max_iter or alpha, or use early_stopping=True.",
         )
-    coef, b = combined(A, b)
-    return finish("eigenpro", operator, Y, w, settings, coef, b, log, epoch, converged, eta)
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """The iterate an epoch evaluates: coefficients on [Y, 1], ``u = K[S] A``, the intercept, and the
+    combined model's coefficients and intercept (``Ac, bc``)."""
+
+    A: object
+    u: object
+    b: object
+    Ac: object
+    bc: object
+    t: int  # the targets' columns (A has one more with an intercept)
+    intercept: bool
+
+    @property
+    def raw(self):
+        return self.A, self.u, self.b
+
+    def terms(self, rows, F, problem):
+        """Objective pieces on ``rows`` from its predictions there (F = K[rows] A): the iteration's
+        value on [Y, 1] (monotone for a stable step), the combined model's exact value, gradient and
+        its column sums."""
+        Y, R, w, alpha = problem
+        wB = rows_of(w, rows)
+        Gs = F - rows_of(R, rows)
+        raw = total(Gs, Gs, wB)
+        if alpha:
+            raw += alpha * total(rows_of(self.A, rows), F)
+        t = self.t
+        Fc = F[:, :t] - outer(F[:, t], self.bc) + self.bc if self.intercept else F
+        Rc = Fc - rows_of(Y, rows)
+        value = total(Rc, Rc, wB)
+        Gc = 2.0 * wB[:, None] * Rc
+        Gsum = xp_of(Gc).sum(Gc, axis=0)
+        if alpha:
+            value += alpha * total(rows_of(self.Ac, rows), Fc - self.bc)
+            Gc = Gc + 2.0 * alpha * rows_of(self.Ac, rows)
+        return raw, value, Gc, Gsum
+
+
+def _epoch(operator, problem, A, u, snapshot, bs, eta, rng, preconditioner):
+    """One pass over the rows in batches of ``bs``: ``(A, u)`` after it, and the snapshot's raw and exact
+    objective, gradient sum and gradient norm estimate.
+
+    A stored K evaluates the snapshot with one product over K; a streamed K in the same products as the
+    batches' steps."""
+    Y, R, w, alpha = problem
+    xp = xp_of(A)
+    n, k = A.shape
+    stored = operator.stored
+    order = rng.permutation(n) if bs < n else np.arange(n)
+    grad_norm = _GradientNorm(n)
+    if stored:
+        F_all = operator.matvec(snapshot.A)
+        raw, value, Gc, gsum = snapshot.terms(slice(None), F_all, problem)
+        pos = _sample(rng, n)
+        K_pp = take_columns(xp, operator.rows(pos), pos)
+        K_pp = np.asarray(K_pp, dtype=np.float64) if xp is np else xp.astype(K_pp, xp.float64)
+        grad_norm.add(K_pp, rows_of(Gc, pos))
+    else:
+        value, raw, gsum = 0.0, 0.0, 0.0
+    for batch in gen_batches(n, bs):
+        idx = order[batch]
+        KB = operator.rows(batch if bs == n else idx)  # a slice: no copy of a stored K
+        if bs == n and stored:
+            F = F_all
+        elif stored:
+            F = operator.dot(KB, A)
+        else:  # A moves within the epoch: evaluate the snapshot too, in one product
+            both = operator.dot(KB, concat([A, snapshot.A], axis=1)) if bs < n else None
+            F, F_snap = (both[:, :k], both[:, k:]) if bs < n else (operator.dot(KB, A),) * 2
+            raw_B, value_B, Gc_B, gsum_B = snapshot.terms(idx, F_snap, problem)
+            raw, value, gsum = raw + raw_B, value + value_B, gsum + gsum_B
+            pos = _sample(rng, len(idx))
+            K_RR = take_columns(xp, rows_of(KB, pos), idx[pos])
+            K_RR = np.asarray(K_RR, dtype=np.float64) if xp is np else xp.astype(K_RR, xp.float64)
+            grad_norm.add(K_RR, rows_of(Gc_B, pos))
+        A, u = _step(A, u, KB, F - rows_of(R, idx), rows_of(w, idx), idx, n, eta, alpha, preconditioner)
+    return A, u, raw, value, gsum, grad_norm
