@@ -12,6 +12,8 @@ scatter-add; each gets one small fallback here, documented where it is.
 """
 
 import numpy as np
+import scipy.linalg
+import scipy.special
 import scipy.sparse as sp
 from sklearn.utils._array_api import _is_numpy_namespace, get_namespace_and_device
 
@@ -180,8 +182,9 @@ def take_rows(xp, A, idx):
 
 
 def take_columns(xp, A, idx):
+    """``A[:, idx]`` for a numpy index array."""
     if is_numpy(xp):
-        return A[:, idx]
+        return np.take(A, idx, axis=1)  # 2x faster than A[:, idx] on the rows of a stored K
     return xp.take(A, xp.asarray(np.asarray(idx, dtype=np.int64), device=A.device), axis=1)
 
 
@@ -298,17 +301,37 @@ def copy(A):
 
 # The logistic functions for arrays of another namespace (numpy's use scipy.special).
 def expit(F):
+    """The logistic function (numpy: scipy's)."""
+    if isinstance(F, np.ndarray):
+        return scipy.special.expit(F)
     xp = xp_of(F)
     E = xp.exp(-xp.abs(F))  # at most 1: no overflow (numpy-backed namespaces would warn of one)
     return xp.where(F >= 0, 1.0 / (1.0 + E), E / (1.0 + E))
 
 
 def log_expit(F):
+    """``log(expit(F))`` without overflow (numpy: scipy's)."""
+    if isinstance(F, np.ndarray):
+        return scipy.special.log_expit(F)
     xp = xp_of(F)
     return -xp.logaddexp(xp.zeros_like(F), -F)
 
 
+def _shifted(F, axis):
+    """numpy's ``F`` less its largest entry along ``axis`` (where finite: scipy's convention), and that entry."""
+    top = F.max(axis=axis, keepdims=True)
+    top[~np.isfinite(top)] = 0.0
+    return F - top, top
+
+
+# numpy's own logsumexp and softmax: scipy's array-API wrappers cost three times the arithmetic
+# on a Newton step's arrays
 def logsumexp(F, axis, keepdims=False):
+    if isinstance(F, np.ndarray):
+        shifted, top = _shifted(F, axis)
+        with np.errstate(divide="ignore"):  # a row of -inf: log(0) = -inf, as scipy gives
+            out = np.log(np.exp(shifted).sum(axis=axis, keepdims=True)) + top
+        return out if keepdims else np.squeeze(out, axis=axis)
     xp = xp_of(F)
     top = xp.max(F, axis=axis, keepdims=True)
     out = top + xp.log(xp.sum(xp.exp(F - top), axis=axis, keepdims=True))
@@ -316,6 +339,9 @@ def logsumexp(F, axis, keepdims=False):
 
 
 def softmax(F, axis):
+    if isinstance(F, np.ndarray):
+        E = np.exp(_shifted(F, axis)[0])
+        return E / E.sum(axis=axis, keepdims=True)
     xp = xp_of(F)
     E = xp.exp(F - xp.max(F, axis=axis, keepdims=True))
     return E / xp.sum(E, axis=axis, keepdims=True)
@@ -340,3 +366,74 @@ def clip_min(A, low):
     if isinstance(A, np.ndarray):
         return np.maximum(A, low)
     return xp_of(A).clip(A, min=float(low))
+
+
+def as_float64(A):
+    """A in float64 in its namespace (numpy: without a copy where it already is)."""
+    if isinstance(A, np.ndarray):
+        return np.asarray(A, dtype=np.float64)
+    xp = xp_of(A)
+    return xp.astype(A, xp.float64)
+
+
+def full(like, shape, value, dtype=None):
+    """An array of ``value`` in ``like``'s namespace, on its device (float64 by default)."""
+    if isinstance(like, np.ndarray):
+        return np.full(shape, value, dtype=np.float64 if dtype is None else dtype)
+    xp = xp_of(like)
+    return xp.full(shape, value, dtype=xp.float64 if dtype is None else dtype, device=like.device)
+
+
+def eye(like, k, dtype=None):
+    """The k x k identity in ``like``'s namespace, on its device (``like``'s dtype by default)."""
+    if isinstance(like, np.ndarray):
+        return np.eye(k, dtype=like.dtype if dtype is None else dtype)
+    xp = xp_of(like)
+    return xp.eye(k, dtype=like.dtype if dtype is None else dtype, device=like.device)
+
+
+def contiguous(A):
+    """A in C order where the namespace has memory orders (numpy: BLAS then reads it without a copy)."""
+    return np.ascontiguousarray(A) if isinstance(A, np.ndarray) else A
+
+
+def eigh(M):
+    """All eigenpairs of the symmetric M, ascending (numpy: scipy's LAPACK driver)."""
+    if isinstance(M, np.ndarray):
+        return scipy.linalg.eigh(M)
+    return xp_of(M).linalg.eigh(M)
+
+
+def top_eigenpairs(M, q):
+    """The q + 1 largest eigenpairs of the symmetric M, largest first.
+
+    numpy: LAPACK's MRRR driver can fail on clustered spectra (a kernel near the identity), where
+    bisection (evx) and then the full decomposition still succeed. Other namespaces: the standard's eigh.
+    """
+    size = M.shape[0]
+    if not isinstance(M, np.ndarray):
+        xp = xp_of(M)
+        lam, U = xp.linalg.eigh(M)
+        lam, U = lam[size - q - 1 :], U[:, size - q - 1 :]
+        return xp.flip(lam), xp.flip(U, axis=1)
+    subset = [size - q - 1, size - 1]
+    attempts = [("evr", subset), ("evx", subset), ("evd", None), ("ev", None)]
+    for driver, wanted in attempts:
+        try:
+            lam, U = scipy.linalg.eigh(M, subset_by_index=wanted, driver=driver)
+        except (np.linalg.LinAlgError, ValueError):
+            if driver == attempts[-1][0]:
+                raise
+            continue
+        if wanted is None:  # a full decomposition: keep the top q + 1
+            lam, U = lam[size - q - 1 :], U[:, size - q - 1 :]
+        return lam[::-1], U[:, ::-1]
+
+
+def add_to_diagonal(M, d):
+    """``M + diag(d)`` (numpy: in place)."""
+    if isinstance(M, np.ndarray):
+        M[np.diag_indices_from(M)] += d
+        return M
+    xp = xp_of(M)
+    return M + xp.eye(M.shape[0], dtype=M.dtype, device=M.device) * d[None, :]

@@ -17,45 +17,7 @@ multinomial        logsumexp(f) - sum_c y_c f_c         one-hot rows (0 / 1)
 
 import numpy as np
 
-from ._array_api import clip_min, total, weighted_sum, xp_of, zeros
-from ._array_api import expit as _xp_expit
-from ._array_api import log_expit as _xp_log_expit
-from ._array_api import logsumexp as _xp_logsumexp
-from ._array_api import softmax as _xp_softmax
-
-
-def expit(F):
-    return _xp_expit(F) if not isinstance(F, np.ndarray) else _sp_expit(F)
-
-
-def log_expit(F):
-    return _xp_log_expit(F) if not isinstance(F, np.ndarray) else _sp_log_expit(F)
-
-
-def _shifted(F, axis):
-    """``F`` less its largest entry along ``axis`` (where finite: scipy's convention), and that entry."""
-    top = F.max(axis=axis, keepdims=True)
-    top[~np.isfinite(top)] = 0.0
-    return F - top, top
-
-
-# numpy's own: scipy's array-API wrappers cost three times the arithmetic on a Newton step's arrays
-def logsumexp(F, axis, keepdims=False):
-    if not isinstance(F, np.ndarray):
-        return _xp_logsumexp(F, axis, keepdims)
-    shifted, top = _shifted(F, axis)
-    with np.errstate(divide="ignore"):  # a row of -inf: log(0) = -inf, as scipy gives
-        out = np.log(np.exp(shifted).sum(axis=axis, keepdims=True)) + top
-    return out if keepdims else np.squeeze(out, axis=axis)
-
-
-def softmax(F, axis):
-    if not isinstance(F, np.ndarray):
-        return _xp_softmax(F, axis)
-    E = np.exp(_shifted(F, axis)[0])
-    return E / E.sum(axis=axis, keepdims=True)
-from scipy.special import expit as _sp_expit
-from scipy.special import log_expit as _sp_log_expit
+from ._array_api import clip_min, expit, log_expit, logsumexp, softmax, total, weighted_sum, xp_of, zeros
 
 # Probabilities of the baseline are kept this far from 0 and 1, so that a
 # class without weight gives a large finite intercept instead of inf.
@@ -152,14 +114,10 @@ class BinaryLogisticLoss:
     def probabilities(F):
         """Rows of class probabilities ``[1 - p, p]`` from one column of scores."""
         p = expit(F[:, 0])
-        if isinstance(F, np.ndarray):
-            return np.column_stack([1.0 - p, p])
         return xp_of(F).stack([1.0 - p, p], axis=1)
 
     @staticmethod
     def log_probabilities(F):
-        if isinstance(F, np.ndarray):
-            return np.column_stack([log_expit(-F[:, 0]), log_expit(F[:, 0])])
         return xp_of(F).stack([log_expit(-F[:, 0]), log_expit(F[:, 0])], axis=1)
 
     @staticmethod

@@ -40,7 +40,7 @@ from scipy.linalg import cholesky as scipy_cholesky
 from scipy.linalg.blas import dsyrk
 from sklearn.utils import gen_batches
 
-from ._array_api import diagonal, xp_of
+from ._array_api import diagonal, eye, xp_of
 from ._operator import single_threaded_blas
 from ._array_api import solve_triangular as xp_solve_triangular
 from ._solvers._common import cholesky
@@ -123,9 +123,7 @@ def _inverse_diagonal(A):
         U = cholesky(A, "leave-one-out system")
     except ValueError:
         return None
-    eye = xp.eye(A.shape[0], dtype=xp.float64) if xp is np else xp.eye(A.shape[0], dtype=xp.float64,
-                                                                        device=A.device)
-    U_inv = xp_solve_triangular(xp, U, eye, upper=True)  # A^-1 = U^-1 U^-T
+    U_inv = xp_solve_triangular(xp, U, eye(A, A.shape[0], xp.float64), upper=True)  # A^-1 = U^-1 U^-T
     return xp.sum(U_inv * U_inv, axis=1)
 
 
@@ -143,8 +141,7 @@ def fit_exact(operator, Y, coef, intercept, w, alpha, n_observations):
         # C^-1 = S (S K S + alpha I)^-1 S; below LOO_MIN_RIDGE times its trace, S K S + alpha I is singular
         if alpha >= LOO_MIN_RIDGE * float(xp.sum(w * diagonal(K))):
             A = s[:, None] * K * s[None, :]
-            d = _inverse_diagonal(A + float(alpha) * (xp.eye(A.shape[0], dtype=xp.float64) if xp is np
-                                                      else xp.eye(A.shape[0], dtype=xp.float64, device=A.device)))
+            d = _inverse_diagonal(A + float(alpha) * eye(A, A.shape[0], xp.float64))
             if d is not None:
                 c = xp.where(positive, w * d, 1.0)[:, None]
                 scale = _loo_scale(xp, xp.where(positive[:, None], coef * coef / c, 0.0), w)

@@ -46,3 +46,13 @@ def test_no_module_imports_one_that_imports_it_back():
         if name not in done and name != "kernelgd":  # the package's __init__ imports every module
             visit(name, [name])
     assert not cycles, f"import cycles: {[' -> '.join(c) for c in cycles]}"
+
+
+def test_no_function_is_longer_than_120_lines():
+    # one job per function: past this length a function holds several (STYLE.md)
+    long = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 120:
+                long.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert not long, long

@@ -31,9 +31,9 @@ it picks the step without one.
 """
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_factor, cho_solve, eigh, lstsq
+from scipy.linalg import LinAlgError, cho_factor, cho_solve, lstsq
 
-from .._array_api import concat, diagonal, take_columns, take_rows, to_numpy, xp_of, zeros
+from .._array_api import add_to_diagonal, concat, diagonal, eigh, take_columns, take_rows, to_numpy, xp_of, zeros
 from ._preconditioners import CENTERS_MIN_RIDGE, _cho_solve_upper
 
 # Forming and factoring the system, per Newton step: at most this many flops (about 0.1 s on
@@ -89,7 +89,7 @@ def features(operator, K_mm, k, alpha, coupled, jitter, confirm=False):
     K_nm = operator.columns(np.arange(operator.m))
     K_mm = K_nm if K_mm is None else K_mm
     xp = xp_of(K_mm)
-    lam, V = eigh((K_mm + K_mm.T) / 2) if xp is np else xp.linalg.eigh((K_mm + K_mm.T) / 2)
+    lam, V = eigh((K_mm + K_mm.T) / 2)
     floor = CENTERS_MIN_RIDGE * float(xp.mean(diagonal(K_mm)))
     trusted = float(lam[0]) >= RESOLVED_JITTERS * jitter and 2.0 * alpha >= floor
     if trusted and flops > TINY_FLOPS:
@@ -116,15 +116,6 @@ def features(operator, K_mm, k, alpha, coupled, jitter, confirm=False):
     return V / root, KV / root, root[:, None] * V.T
 
 
-def _with_diagonal(M, d):
-    """``M + diag(d)``."""
-    if isinstance(M, np.ndarray):
-        M[np.diag_indices_from(M)] += d
-        return M
-    xp = xp_of(M)
-    return M + xp.eye(M.shape[0], dtype=M.dtype, device=M.device) * d[None, :]
-
-
 def direction(dense, F, G, A, b, alpha, fit_intercept, loss, w):
     """The exact Newton step ``(D, e, K_nm D)`` of the objective at ``(A, b)``.
 
@@ -147,7 +138,7 @@ def direction(dense, F, G, A, b, alpha, fit_intercept, loss, w):
     if loss.diagonal_hessian:
         H = loss.hessian_diagonal(F, w)
         shared = bool(xp.all(H == H[:, :1]))  # the squared loss: one system for every column
-        steps = [_solve(_with_diagonal(Psi.T @ (H[:, c:c + 1] * Psi), ridge), -(g if shared else g[:, c:c + 1]))
+        steps = [_solve(add_to_diagonal(Psi.T @ (H[:, c:c + 1] * Psi), ridge), -(g if shared else g[:, c:c + 1]))
                  for c in range(1 if shared else k)]
         step = steps[0] if shared else concat(steps, axis=1)
     else:
@@ -169,7 +160,7 @@ def _coupled_step(Psi, P, w, ridge, g, fit_intercept):
             block = Psi.T @ (h[:, None] * Psi)
             M[c * q:(c + 1) * q, d * q:(d + 1) * q] = block
             M[d * q:(d + 1) * q, c * q:(c + 1) * q] = block.T
-    M = _with_diagonal(M, concat([ridge] * k))
+    M = add_to_diagonal(M, concat([ridge] * k))
     if fit_intercept:  # the invariance: every intercept moved alike changes nothing
         u = zeros(g, (q * k,))
         u[q - 1::q] = 1.0 / float(np.sqrt(k))

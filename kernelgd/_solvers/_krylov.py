@@ -11,7 +11,7 @@ from scipy.linalg.blas import dgemm as gemm
 from scipy.linalg.blas import dtrsm as trsm
 from scipy.linalg.lapack import dpstrf as pstrf
 
-from .._array_api import coldot, colnorm, copy, pivoted_cholesky, xp_of
+from .._array_api import clip_min, coldot, colnorm, copy, pivoted_cholesky, xp_of
 from .._array_api import solve_triangular as xp_solve_triangular
 
 # Pivots drawn per round of randomly pivoted Cholesky.
@@ -102,7 +102,7 @@ def block_pcg(
     if tol_from_start:  # the looser of tol * |R0| and tol_b * |B|, as a tolerance relative to |R0|
         r0_norm = colnorm(R)
         r0_norm = xp.where(r0_norm == 0, 1.0, r0_norm)
-        tol = np.maximum(tol, tol_b * b_norm / r0_norm) if xp is np else xp.clip(tol_b * b_norm / r0_norm, min=tol)
+        tol = clip_min(tol_b * b_norm / r0_norm, tol)
         b_norm = r0_norm
     b_norm = xp.where(b_norm == 0, 1.0, b_norm)
     active = colnorm(R) / b_norm > tol

@@ -39,7 +39,9 @@ residual of every column; the best iterate by the objective is returned.
 
 import numpy as np
 
-from .._array_api import diagonal, outer, take_columns, take_rows, to_numpy, total, weighted_sum, xp_of, zeros
+from .._array_api import (
+    diagonal, full, outer, take_columns, take_rows, to_numpy, total, weighted_sum, xp_of, zeros,
+)
 from .._operator import blas_dot, check_budget
 from .._warnings import warn
 from . import _dense_newton
@@ -169,11 +171,8 @@ def _solve_full_cg(operator, Y, w, settings, rng, s, center, diag_mean):
     tracker = ProductTracker(zeros(Y, (n, t)))
     X0 = None
     if settings.coef_init is not None:  # warm start: c = a / s on the weighted rows
-        if xp is np:
-            X0 = project(np.divide(settings.coef_init, s[:, None], out=np.zeros((n, t)), where=s[:, None] > 0))
-        else:
-            positive = s[:, None] > 0
-            X0 = project(xp.where(positive, settings.coef_init / xp.where(positive, s[:, None], 1.0), 0.0))
+        positive = s[:, None] > 0
+        X0 = project(xp.where(positive, settings.coef_init / xp.where(positive, s[:, None], 1.0), 0.0))
     B = project(s[:, None] * (Y - y_bar))
     # In least-squares mode the fit has converged once the gradient's relative norm is at
     # most tol and the best objective fell by at most tol^2 times the intercept-only one
@@ -244,10 +243,8 @@ def _solve_centers(operator, Y, w, settings, rng):
     floored = 0 < settings.alpha < alpha
     ridge = [alpha]  # the system's; the preconditioner keeps the floor
     if operator.center_rows is None:
-        d = xp.ones(m, dtype=xp.float64) if xp is np else xp.ones(m, dtype=xp.float64, device=Y.device)
+        d = full(Y, m, 1.0)
     else:
-        from .._array_api import take_rows
-
         d = n * take_rows(xp, w, operator.center_rows)
     falkon = FalkonPreconditioner(T, TTt, d, alpha, center)
     apply_B, apply_Bt = falkon.apply, falkon.apply_t

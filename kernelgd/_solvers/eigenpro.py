@@ -31,11 +31,11 @@ is one epoch, about one pass over K.
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 from sklearn.utils import gen_batches
 
 from .._array_api import (
-    add_at_rows, clip_min, concat, copy, diagonal, outer, rows_of, take_columns, to_numpy, total, xp_of, zeros,
+    add_at_rows, as_float64, clip_min, concat, copy, diagonal, full, outer, rows_of, take_columns, to_numpy,
+    top_eigenpairs, total, xp_of, zeros,
 )
 from .._operator import blas_dot, single_threaded_blas
 from ._common import (
@@ -85,16 +85,16 @@ def _preconditioner(operator, w, rng):
     else:
         p = w_host[candidates] / w_host[candidates].sum()
         S = np.sort(rng.choice(candidates, SUBSAMPLE, replace=False, p=p))
-        omega = np.full(len(S), 1.0 / len(S)) if xp is np else xp.full(len(S), 1.0 / len(S), dtype=xp.float64, device=w.device)
-    K_SS = take_columns(xp, operator.rows(S), S)
-    K_SS = np.asarray(K_SS, dtype=np.float64) if xp is np else xp.astype(K_SS, xp.float64)
+        omega = full(w, len(S), 1.0 / len(S))
+    K_SS = as_float64(take_columns(xp, operator.rows(S), S))
     K_SS = (K_SS + K_SS.T) / 2
     root = xp.sqrt(omega)
     size = len(S)
     q = min(TOP_Q, size - 1)
     if q < 1:  # a single point: nothing to flatten
         return S, K_SS, zeros(K_SS, (size, 0)), zeros(K_SS, 0), float(K_SS[0, 0] * omega[0]), 0.0, exact
-    lam, U = _top_eigenpairs(root[:, None] * K_SS * root[None, :], q)
+    with single_threaded_blas():  # multithreaded eigh ran 50x slower on a loaded 2-core machine
+        lam, U = top_eigenpairs(root[:, None] * K_SS * root[None, :], q)
     lam_host = np.asarray(to_numpy(lam))
     if not lam_host[0] > 0:  # no positive direction: the caller returns the baseline
         return S, K_SS, zeros(K_SS, (size, 0)), zeros(K_SS, 0), 0.0, 0.0, exact
@@ -111,33 +111,9 @@ def _preconditioner(operator, w, rng):
     return S, K_SS, Vt, D, tau, beta, exact
 
 
-def _top_eigenpairs(M, q):
-    """The q + 1 largest eigenpairs of the symmetric M, largest first.
-
-    One BLAS thread (multithreaded eigh ran 50x slower on a loaded 2-core
-    machine); LAPACK's MRRR driver can fail on clustered spectra (a kernel
-    near the identity), where bisection (evx) and then the full
-    decomposition still succeed.
-    """
-    size = M.shape[0]
-    xp = xp_of(M)
-    if xp is not np:  # the standard's eigh: all pairs, ascending
-        lam, U = xp.linalg.eigh(M)
-        lam, U = lam[size - q - 1 :], U[:, size - q - 1 :]
-        return xp.flip(lam), xp.flip(U, axis=1)
-    subset = [size - q - 1, size - 1]
-    attempts = [("evr", subset), ("evx", subset), ("evd", None), ("ev", None)]
-    with single_threaded_blas():
-        for driver, wanted in attempts:
-            try:
-                lam, U = scipy.linalg.eigh(M, subset_by_index=wanted, driver=driver)
-            except (np.linalg.LinAlgError, ValueError):
-                if driver == attempts[-1][0]:
-                    raise
-                continue
-            if wanted is None:  # a full decomposition: keep the top q + 1
-                lam, U = lam[size - q - 1 :], U[:, size - q - 1 :]
-            return lam[::-1], U[:, ::-1]
+def _sample(rng, size):
+    """Positions of at most GRAD_SAMPLE rows out of ``size``, sorted."""
+    return np.arange(size) if size <= GRAD_SAMPLE else np.sort(rng.choice(size, GRAD_SAMPLE, replace=False))
 
 
 class _GradientNorm:
@@ -171,11 +147,6 @@ class _GradientNorm:
         if gsum is not None:
             est += total(gsum**2) if not isinstance(gsum, float) else gsum**2
         return max(est, 0.0)
-
-
-def _sample(rng, size):
-    """Positions of at most GRAD_SAMPLE rows out of ``size``, sorted."""
-    return np.arange(size) if size <= GRAD_SAMPLE else np.sort(rng.choice(size, GRAD_SAMPLE, replace=False))
 
 
 def solve(operator, Y, w, settings):
@@ -308,19 +279,14 @@ def _step(A, u, KB, G, wB, idx, n, eta, alpha, preconditioner):
     S, K_SS, V, D = preconditioner
     xp = xp_of(A)
     grad = (n / len(idx)) * 2.0 * wB[:, None] * G
-    if xp is np:
-        K_SB = np.take(KB, S, axis=1).astype(np.float64).T  # take: 2x faster than KB[:, S]
-    else:
-        K_SB = xp.astype(take_columns(xp, KB, S), xp.float64).T
+    K_SB = as_float64(take_columns(xp, KB, S)).T
     KSg = blas_dot(K_SB, grad)
     Kg = KSg + 2.0 * alpha * u if alpha else KSg  # the ridge part of the gradient is 2 alpha A
     if alpha:
         A *= 1.0 - 2.0 * eta * alpha
         u *= 1.0 - 2.0 * eta * alpha
     corr = blas_dot(V, D[:, None] * blas_dot(V.T, Kg))
-    if xp is np:
-        A[idx] -= eta * grad
-    elif len(idx) == n:  # idx is every row in order: no scatter
+    if len(idx) == n:  # idx is every row in order: no scatter
         A = A - eta * grad
     else:
         A = add_at_rows(xp, A, idx, -eta * grad)
@@ -401,9 +367,7 @@ def _epoch(operator, problem, A, u, snapshot, bs, eta, rng, preconditioner):
         F_all = operator.matvec(snapshot.A)
         raw, value, Gc, gsum = snapshot.terms(slice(None), F_all, problem)
         pos = _sample(rng, n)
-        K_pp = take_columns(xp, operator.rows(pos), pos)
-        K_pp = np.asarray(K_pp, dtype=np.float64) if xp is np else xp.astype(K_pp, xp.float64)
-        grad_norm.add(K_pp, rows_of(Gc, pos))
+        grad_norm.add(as_float64(take_columns(xp, operator.rows(pos), pos)), rows_of(Gc, pos))
     else:
         value, raw, gsum = 0.0, 0.0, 0.0
     for batch in gen_batches(n, bs):
@@ -419,8 +383,6 @@ def _epoch(operator, problem, A, u, snapshot, bs, eta, rng, preconditioner):
             raw_B, value_B, Gc_B, gsum_B = snapshot.terms(idx, F_snap, problem)
             raw, value, gsum = raw + raw_B, value + value_B, gsum + gsum_B
             pos = _sample(rng, len(idx))
-            K_RR = take_columns(xp, rows_of(KB, pos), idx[pos])
-            K_RR = np.asarray(K_RR, dtype=np.float64) if xp is np else xp.astype(K_RR, xp.float64)
-            grad_norm.add(K_RR, rows_of(Gc_B, pos))
+            grad_norm.add(as_float64(take_columns(xp, rows_of(KB, pos), idx[pos])), rows_of(Gc_B, pos))
         A, u = _step(A, u, KB, F - rows_of(R, idx), rows_of(w, idx), idx, n, eta, alpha, preconditioner)
     return A, u, raw, value, gsum, grad_norm

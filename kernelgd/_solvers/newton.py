@@ -89,7 +89,9 @@ import numpy as np
 from scipy.linalg.blas import dsyrk as syrk
 from scipy.linalg.lapack import dtrtri as trtri
 
-from .._array_api import clip_min, coldot, concat, copy, diagonal, rows_of, take_columns, to_numpy, xp_of, zeros
+from .._array_api import (
+    clip_min, coldot, concat, contiguous, copy, diagonal, eye, rows_of, take_columns, to_numpy, xp_of, zeros,
+)
 from .._array_api import total as total_of
 from .._operator import KernelOperator, blas_dot, single_threaded_blas
 from .._warnings import warn
@@ -254,7 +256,7 @@ def _direction_centers(operator, F, G, H, A, KA, settings, steps):
     z_bar = coldot(H, Z) / total if center else zeros(F, k)
     floor = CENTERS_MIN_RIDGE * float(xp.mean(diagonal(Kmm)))
     # solver "cg"'s floor, in H's scale
-    ridge = np.maximum(2.0 * settings.alpha, floor * total) if xp is np else xp.clip(floor * total, min=2.0 * settings.alpha)
+    ridge = clip_min(floor * total, 2.0 * settings.alpha)
     mean_ridge = float(xp.exp(xp.mean(xp.log(ridge / total))))  # the preconditioner's, floored in any case
     if steps.unfloored:  # the floor then only preconditions
         ridge = 2.0 * settings.alpha
@@ -307,9 +309,9 @@ def _intercept_pinv(WP, P):
     """
     xp = xp_of(P)
     k = P.shape[1]
-    eye = np.eye(k) if xp is np else xp.eye(k, dtype=P.dtype, device=P.device)
-    J = xp.ones_like(eye) / k
-    S = eye * xp.sum(WP, axis=0)[None, :] - WP.T @ P
+    I = eye(P, k)
+    J = xp.ones_like(I) / k
+    S = I * xp.sum(WP, axis=0)[None, :] - WP.T @ P
     S = (S + S.T) / 2
     c = float(xp.sum(diagonal(S))) / max(k - 1, 1)
     if not c > 0:  # no row weighs: the intercepts' Hessian is 0
@@ -484,8 +486,7 @@ def _full_preconditioner(operator, H, ridge, settings, steps):
     _nystroem_factor(operator, k, settings, steps)
     # randomly pivoted Cholesky's leading columns are the factor of a smaller rank
     L = steps.L if steps.rank is None or steps.rank >= steps.L.shape[1] else steps.L[:, : steps.rank]
-    if xp is np:
-        L = np.ascontiguousarray(L)
+    L = contiguous(L)
     if steps.factors is not None and any(f is not None and f[0].shape[0] != L.shape[1] for f in steps.factors):
         steps.factors = None  # made at another rank (a search path's earlier fit)
     diag = operator.diag()
@@ -493,7 +494,7 @@ def _full_preconditioner(operator, H, ridge, settings, steps):
     # L's span (K's null space) up by 1 / ridge, coefficients K cannot see but the penalty's rounding can
     shift_floor = float(max(ridge, np.finfo(float).tiny))
     mu = PRECONDITIONER_MIN_SHIFT * (diag @ H) / n
-    mu = np.maximum(mu, shift_floor) if xp is np else xp.clip(mu, min=shift_floor)
+    mu = clip_min(mu, shift_floor)
     # G_c = L' diag(h_c) L + mu_c I, refactored only where h_c has moved by a
     # REFACTOR_CHANGE share since its factor was made, or where some row's weighted
     # diagonal h_i K_ii + mu has moved by a factor of REFACTOR_RATIO: a stale factor still
