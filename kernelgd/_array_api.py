@@ -11,11 +11,15 @@ The array API standard has no triangular solve, no pivoted Cholesky and no
 scatter-add; each gets one small fallback here, documented where it is.
 """
 
+import functools
+from contextlib import contextmanager, nullcontext
+
 import numpy as np
 import scipy.linalg
 import scipy.special
 import scipy.sparse as sp
 from sklearn.utils._array_api import _is_numpy_namespace, get_namespace_and_device
+from threadpoolctl import ThreadpoolController
 
 try:  # scikit-learn >= 1.8, which also vendors array-api-compat and array-api-extra
     from sklearn.utils._array_api import move_to
@@ -138,27 +142,74 @@ def solve_triangular(xp, T, B, *, upper=True, trans=False):
     return xp.linalg.solve(T, B)
 
 
-def cholesky_upper(xp, M, jitter=0.0, what="matrix"):
-    """Upper Cholesky factor of ``(M + M') / 2 + jitter I`` in M's namespace, retried with more jitter.
+# Jitter (times the mean diagonal) a factorization that fails is retried with, in turn.
+JITTER_LADDER = (0.0, 1e-12, 1e-10, 1e-8, 1e-6)
+# numpy factorizations above this size run with single-threaded BLAS: scipy's OpenBLAS
+# segfaults in multithreaded potrf from about 16,000 rows, and idle threads spin
+THREADED_LAPACK_MAX = 4096
 
-    A failed factorization raises in most namespaces and returns NaN in
-    others (CuPy): both count as failure.
+
+@functools.cache
+def _controller():
+    """One ThreadpoolController, made on first use (after numpy and scipy loaded
+    their BLAS): finding the libraries costs milliseconds per call."""
+    return ThreadpoolController()
+
+
+@contextmanager
+def single_threaded_blas():
+    """Single-threaded BLAS, for work spread over threads or large factorizations."""
+    with _controller().limit(limits=1, user_api="blas"):
+        yield
+
+
+def cholesky(M, what="matrix", jitter=0.0):
+    """Upper Cholesky factor of ``M + jitter I`` (M PSD), retried with ``JITTER_LADDER``'s extra jitter.
+
+    numpy reads only M's upper triangle (LAPACK potrf "U", on a copy; single-threaded BLAS above
+    ``THREADED_LAPACK_MAX``); other namespaces factor ``(M + M') / 2``, where a failed factorization
+    raises in most and returns NaN in others (CuPy): both count as failure.
     """
-    m, jitter = M.shape[0], float(jitter)
-    M = (M + M.T) / 2
-    eye = xp.eye(m, dtype=M.dtype, device=M.device)
-    scale = max(float(xp.sum(xp.linalg.diagonal(M))) / max(m, 1), float(np.finfo(np.float64).tiny))
-    for extra in (0.0, 1e-12, 1e-10, 1e-8, 1e-6):
-        try:
-            L = xp.linalg.cholesky(M + (jitter + extra * scale) * eye)
-        except Exception:  # noqa: BLE001 - LinAlgError, torch's RuntimeError subclass, ...
-            continue
-        if bool(xp.all(xp.isfinite(L))):
-            return L.T
+    m, jitter = M.shape[0], float(jitter)  # a 0-d array of another namespace would not add to M's
+    if isinstance(M, np.ndarray):
+        scale = max(np.trace(M) / max(m, 1), np.finfo(float).tiny)
+        attempt = _numpy_upper_factor
+    else:
+        xp = xp_of(M)
+        M = (M + M.T) / 2
+        scale = max(float(xp.sum(xp.linalg.diagonal(M))) / max(m, 1), float(np.finfo(np.float64).tiny))
+        attempt = _array_api_upper_factor
+    guard = single_threaded_blas() if isinstance(M, np.ndarray) and m > THREADED_LAPACK_MAX else nullcontext()
+    with guard:
+        for extra in JITTER_LADDER:
+            U = attempt(M, jitter + extra * scale)
+            if U is not None:
+                return U
     raise ValueError(
         f"The {what} is numerically singular even with jitter; the kernel may be "
         "degenerate on this data (duplicate points?). Increase alpha."
     )
+
+
+def _numpy_upper_factor(M, shift):
+    A = np.array(M, dtype=np.float64, order="K")  # potrf works in place on this copy
+    A.flat[:: A.shape[0] + 1] += shift  # the diagonal, without an m x m identity
+    try:
+        if A.flags.f_contiguous:
+            return scipy.linalg.cholesky(A, lower=False, overwrite_a=True, check_finite=False)
+        # C order: A.T is Fortran-ordered, and its lower triangle is A's upper
+        return scipy.linalg.cholesky(A.T, lower=True, overwrite_a=True, check_finite=False).T
+    except scipy.linalg.LinAlgError:
+        return None
+
+
+def _array_api_upper_factor(M, shift):
+    xp = xp_of(M)
+    try:
+        L = xp.linalg.cholesky(M + shift * xp.eye(M.shape[0], dtype=M.dtype, device=M.device))
+    except Exception:  # noqa: BLE001 - LinAlgError, torch's RuntimeError subclass, ...
+        return None
+    return L.T if bool(xp.all(xp.isfinite(L))) else None
 
 
 def pivoted_cholesky(G):

@@ -25,13 +25,13 @@ import mmap
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import get_blas_funcs
 from sklearn.utils import gen_batches
-from threadpoolctl import ThreadpoolController
+
+from ._array_api import single_threaded_blas  # noqa: F401 (the operator's callers import it from here)
 
 GiB = 1 << 30
 DEFAULT_MEMORY_BUDGET = 2 * GiB  # where the available memory cannot be read
@@ -274,13 +274,6 @@ def format_bytes(n_bytes):
     return f"{int(n_bytes)} bytes"
 
 
-@functools.cache
-def _controller():
-    """One ThreadpoolController, made on first use (after numpy and scipy loaded
-    their BLAS): finding the libraries costs milliseconds per call."""
-    return ThreadpoolController()
-
-
 _POOLS = {}
 _POOLS_LOCK = threading.Lock()
 _POOL_PREFIX = "kernelgd-blocks"
@@ -294,13 +287,6 @@ def _pool(n_threads):
         if key not in _POOLS:
             _POOLS[key] = ThreadPoolExecutor(n_threads, thread_name_prefix=_POOL_PREFIX)
         return _POOLS[key]
-
-
-@contextmanager
-def single_threaded_blas():
-    """Single-threaded BLAS, for work spread over threads or large factorizations."""
-    with _controller().limit(limits=1, user_api="blas"):
-        yield
 
 
 class KernelOperator:

@@ -40,10 +40,9 @@ from scipy.linalg import cholesky as scipy_cholesky
 from scipy.linalg.blas import dsyrk
 from sklearn.utils import gen_batches
 
-from ._array_api import diagonal, eye, xp_of
+from ._array_api import cholesky, diagonal, eye, xp_of
 from ._operator import single_threaded_blas
 from ._array_api import solve_triangular as xp_solve_triangular
-from ._solvers._common import cholesky
 from ._solvers._krylov import block_pcg
 from ._solvers._preconditioners import (
     CENTERS_MIN_RIDGE,

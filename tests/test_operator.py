@@ -9,7 +9,7 @@ from numpy.testing import assert_allclose
 import kernelgd._operator as operator_module
 from kernelgd import KernelGDRegressor, kernel_matrix
 from kernelgd._operator import KernelOperator, MemoryBudgetError, blas_dot, cross_kernel_dot
-from kernelgd._solvers._common import cholesky
+from kernelgd._array_api import cholesky
 from kernelgd.kernels import bind_kernel
 
 rng = np.random.RandomState(0)
@@ -109,14 +109,16 @@ def test_too_many_centers_for_the_budget_is_a_clear_error():
 
 
 def test_large_factorizations_run_single_threaded(monkeypatch):
+    import kernelgd._array_api as backend
+
     entered = []
-    original = operator_module.single_threaded_blas
+    original = backend.single_threaded_blas
 
     def spy():
         entered.append(True)
         return original()
 
-    monkeypatch.setattr(operator_module, "single_threaded_blas", spy)
+    monkeypatch.setattr(backend, "single_threaded_blas", spy)
     n = 4100  # just above the threaded limit
     A = np.random.RandomState(0).normal(size=(n, 50))
     M = A @ A.T + n * np.eye(n)

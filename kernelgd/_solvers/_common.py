@@ -241,48 +241,6 @@ def warn_rounding(settings, name, reason, advice):
         warn(f"Solver {name!r} {reason}. {advice}", ConvergenceWarning)
 
 
-# Dense factorizations above this size run on one BLAS thread: multithreaded
-# OpenBLAS has crashed on dense Cholesky/solve from about 16,000 rows on the
-# target machines; 4096 keeps a factor of four from that.
-_THREADED_LAPACK_MAX = 4096
-
-
-def cholesky(M, what="matrix", jitter=0.0):
-    """Upper Cholesky factor of ``M + jitter * I`` (M PSD), with a small extra jitter if needed.
-
-    Only the upper triangle of M is read (LAPACK potrf with "U"). Large
-    factorizations run with single-threaded BLAS (see above).
-    """
-    from contextlib import nullcontext
-
-    from scipy.linalg import LinAlgError
-    from scipy.linalg import cholesky as _chol
-
-    from .._operator import single_threaded_blas
-
-    if not isinstance(M, np.ndarray):
-        from .._array_api import cholesky_upper, namespace
-
-        return cholesky_upper(namespace(M)[0], M, jitter, what)
-    m = len(M)
-    guard = single_threaded_blas() if m > _THREADED_LAPACK_MAX else nullcontext()
-    scale = max(np.trace(M) / max(m, 1), np.finfo(float).tiny)
-    with guard:
-        for extra in (0.0, 1e-12, 1e-10, 1e-8, 1e-6):
-            A = np.array(M, dtype=np.float64, order="K")  # potrf works in place on this copy
-            A.flat[:: m + 1] += jitter + extra * scale  # the diagonal, without an m x m identity
-            try:
-                if A.flags.f_contiguous:
-                    return _chol(A, lower=False, overwrite_a=True, check_finite=False)
-                # C order: A.T is Fortran-ordered, and its lower triangle is A's upper
-                return _chol(A.T, lower=True, overwrite_a=True, check_finite=False).T
-            except LinAlgError:
-                continue
-    raise ValueError(
-        f"The {what} is numerically singular even with jitter; the kernel may be "
-        "degenerate on this data (duplicate points?). Increase alpha."
-    )
-
 
 def dual_sum_intercept(w, Y, X_y, X_1):
     """Combine the solutions for [Y, 1] of the full model into coefficients and intercept.

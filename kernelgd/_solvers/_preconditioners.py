@@ -13,10 +13,9 @@ from scipy.linalg.blas import dsyr as syr
 from scipy.linalg.blas import dsyrk as syrk
 from scipy.linalg.lapack import dlauum as lauum
 
-from .._array_api import diagonal, outer, xp_of
+from .._array_api import cholesky, diagonal, outer, xp_of
 from .._array_api import solve_triangular as xp_solve_triangular
 from .._operator import POOLED_MIN_BYTES, blas_dot, single_threaded_blas
-from ._common import cholesky
 from ._krylov import RPC_BLOCK, rp_cholesky
 
 # Landmarks of the Nystroem preconditioner for the full system.

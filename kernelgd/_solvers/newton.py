@@ -90,7 +90,8 @@ from scipy.linalg.blas import dsyrk as syrk
 from scipy.linalg.lapack import dtrtri as trtri
 
 from .._array_api import (
-    clip_min, coldot, concat, contiguous, copy, diagonal, eye, rows_of, take_columns, to_numpy, xp_of, zeros,
+    cholesky, clip_min, coldot, concat, contiguous, copy, diagonal, eye, rows_of, take_columns, to_numpy, xp_of,
+    zeros,
 )
 from .._array_api import total as total_of
 from .._operator import KernelOperator, blas_dot, single_threaded_blas
@@ -110,7 +111,6 @@ from ._preconditioners import N_LANDMARKS as _N_LANDMARKS
 from ._common import (
     IterateLog,
     RoundingCheck,
-    cholesky,
     finish,
     warn_not_converged,
     warn_rounding,
