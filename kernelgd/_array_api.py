@@ -16,6 +16,8 @@ from contextlib import contextmanager, nullcontext
 
 import numpy as np
 import scipy.linalg
+import scipy.linalg.blas
+import scipy.linalg.lapack
 import scipy.special
 import scipy.sparse as sp
 from sklearn.utils._array_api import _is_numpy_namespace, get_namespace_and_device
@@ -482,9 +484,33 @@ def top_eigenpairs(M, q):
 
 
 def add_to_diagonal(M, d):
-    """``M + diag(d)`` (numpy: in place)."""
+    """``M + diag(d)``, d a vector or a scalar (numpy: in place)."""
     if isinstance(M, np.ndarray):
         M[np.diag_indices_from(M)] += d
         return M
     xp = xp_of(M)
-    return M + xp.eye(M.shape[0], dtype=M.dtype, device=M.device) * d[None, :]
+    identity = xp.eye(M.shape[0], dtype=M.dtype, device=M.device)
+    return M + (identity * d[None, :] if getattr(d, "ndim", 0) else float(d) * identity)
+
+
+def gram(A, alpha=1.0, trans=False):
+    """``alpha A A'`` (``alpha A'A`` with trans) for a factorization that reads the upper triangle
+    (numpy: the upper triangle only, by BLAS syrk at half a product's flops)."""
+    if isinstance(A, np.ndarray):
+        return scipy.linalg.blas.dsyrk(alpha, A, trans=int(trans), lower=0)
+    product = A.T @ A if trans else A @ A.T
+    return product if alpha == 1.0 else alpha * product
+
+
+def triangle_gram(T):
+    """``T T'`` of an upper triangular T (numpy: its upper triangle only, by LAPACK lauum, m^3/3 flops)."""
+    if isinstance(T, np.ndarray):
+        return scipy.linalg.lapack.dlauum(T, lower=0)[0]
+    return T @ T.T
+
+
+def minus_outer(M, v):
+    """``M - v v'`` on the upper triangle the factorizations read (numpy: BLAS syr on a copy)."""
+    if isinstance(M, np.ndarray):
+        return scipy.linalg.blas.dsyr(-1.0, v, lower=0, a=M.copy(order="F"), overwrite_a=1)
+    return M - v[:, None] * v[None, :]

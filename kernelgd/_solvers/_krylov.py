@@ -9,9 +9,10 @@ from typing import NamedTuple
 import numpy as np
 from scipy.linalg.blas import dgemm as gemm
 from scipy.linalg.blas import dtrsm as trsm
-from scipy.linalg.lapack import dpstrf as pstrf
 
-from .._array_api import clip_min, coldot, colnorm, copy, pivoted_cholesky, xp_of
+from .._array_api import (
+    clip_min, coldot, colnorm, copy, pivoted_cholesky, take_columns, take_rows, to_numpy, xp_of,
+)
 from .._array_api import solve_triangular as xp_solve_triangular
 
 # Pivots drawn per round of randomly pivoted Cholesky.
@@ -142,12 +143,13 @@ def rp_cholesky(columns, diag, rank, rng, block=RPC_BLOCK):
     (Chen, Epperly, Tropp & Webber, 2022). ``F F'`` equals the Nystroem
     approximation on the pivots; on Cal-16k such pivots halve the CG
     iterations of uniformly drawn landmarks (benchmarks/bench_preconditioner.py).
+    The pivots are drawn on the host; F stays in diag's namespace.
 
     Parameters
     ----------
     columns : callable
-        ``idx -> A[:, idx]`` as a Fortran-ordered float64 array.
-    diag : ndarray of shape (n,)
+        ``idx -> A[:, idx]`` (numpy: a Fortran-ordered float64 array).
+    diag : array of shape (n,)
         ``diag(A)``; pivots are never drawn where it is zero.
     rank : int
         Number of pivots (columns of F); fewer when A is numerically of lower rank.
@@ -157,70 +159,75 @@ def rp_cholesky(columns, diag, rank, rng, block=RPC_BLOCK):
 
     Returns
     -------
-    F : ndarray of shape (n, r), r <= rank
+    F : array of shape (n, r), r <= rank
     pivots : ndarray of shape (r_pivots,)
     """
-    if not isinstance(diag, np.ndarray):
-        return _rp_cholesky_array_api(columns, diag, rank, rng, block)
-    n = len(diag)
-    d = np.maximum(diag, 0.0)  # a non-PSD kernel can have negative diagonal entries
+    d = np.maximum(np.asarray(to_numpy(diag)), 0.0)  # a non-PSD kernel can have negative diagonal entries
+    n = len(d)
     rank = min(rank, np.count_nonzero(d > 0))
-    F = np.empty((n, rank), order="F")
-    pivots, k = [], 0
+    factor = _Factor(diag, n, rank)
+    pivots = []
     floor = np.finfo(np.float64).eps * d.sum()
-    while k < rank and d.sum() > floor:
-        S = np.unique(rng.choice(n, min(block, rank - k), p=d / d.sum()))
-        G = columns(S)
-        if k:  # residual columns: G -= F[:, :k] F[S, :k]'
-            G = gemm(-1.0, F[:, :k], F[S, :k], beta=1.0, c=G, trans_b=1, overwrite_c=1)
+    while factor.k < rank and d.sum() > floor:
+        S = np.unique(rng.choice(n, min(block, rank - factor.k), p=d / d.sum()))
+        G = factor.residual(columns(S), S)
         # Pivoted Cholesky of the pivot block keeps only the pivots that add
         # rank (a round can draw near-duplicates or exhaust a low-rank A).
-        R, perm, r, _ = pstrf(G[S], lower=0)
-        if r == 0:
-            break
-        keep = perm[:r] - 1
-        Fk = F[:, k : k + r]  # a Fortran-ordered view: trsm works in place
-        Fk[...] = G.T[keep].T  # gather rows of the C-ordered transpose: fast
-        trsm(1.0, R[:r, :r], Fk, side=1, lower=0, overwrite_b=1)
-        S = S[keep]
-        d -= np.einsum("ij,ij->i", Fk, Fk)
-        np.maximum(d, 0.0, out=d)
-        d[S] = 0.0
-        pivots.extend(S)
-        k += r
-    return F[:, :k], np.asarray(pivots, dtype=np.intp)
-
-
-def _rp_cholesky_array_api(columns, diag, rank, rng, block):
-    """:func:`rp_cholesky` for arrays of another namespace: the same pivots (drawn on the host
-    from the same residual diagonal), F on the device."""
-    from .._array_api import take_columns, take_rows, to_numpy
-
-    xp = xp_of(diag)
-    n = diag.shape[0]
-    d = np.maximum(to_numpy(diag), 0.0)
-    rank = min(rank, np.count_nonzero(d > 0))
-    parts, pivots, k = [], [], 0
-    floor = np.finfo(np.float64).eps * d.sum()
-    while k < rank and d.sum() > floor:
-        S = np.unique(rng.choice(n, min(block, rank - k), p=d / d.sum()))
-        G = columns(S)
-        if k:
-            F = xp.concat(parts, axis=1)
-            G = G - F @ take_rows(xp, F, S).T
-        R, perm, r = pivoted_cholesky(take_rows(xp, G, S))
+        R, perm, r = pivoted_cholesky(take_rows(xp_of(G), G, S))
         if r == 0:
             break
         keep = perm[:r]
-        R = xp.asarray(R[:r, :r], device=G.device)
+        d -= factor.append(G, keep, R[:r, :r])
+        np.maximum(d, 0.0, out=d)
+        S = S[keep]
+        d[S] = 0.0
+        pivots.extend(S)
+    return factor.F, np.asarray(pivots, dtype=np.intp)
+
+
+class _Factor:
+    """The columns of randomly pivoted Cholesky's F as they are found: numpy's in one preallocated
+    Fortran-ordered array that BLAS updates in place, another namespace's as a list of blocks."""
+
+    def __init__(self, diag, n, rank):
+        self.xp, self.k = xp_of(diag), 0
+        self.numpy = isinstance(diag, np.ndarray)
+        self.store = np.empty((n, rank), order="F") if self.numpy else []
+        self.device = getattr(diag, "device", None)
+        self.n = n
+
+    @property
+    def F(self):
+        if self.numpy:
+            return self.store[:, : self.k]
+        xp = self.xp
+        return xp.concat(self.store, axis=1) if self.store else xp.zeros((self.n, 0), dtype=xp.float64,
+                                                                           device=self.device)
+
+    def residual(self, G, S):
+        """The columns G = A[:, S] less their part in F: ``G - F F[S]'``."""
+        if not self.k:
+            return G
+        if self.numpy:
+            F = self.store[:, : self.k]
+            return gemm(-1.0, F, F[S], beta=1.0, c=G, trans_b=1, overwrite_c=1)
+        F = self.F
+        return G - F @ take_rows(self.xp, F, S).T
+
+    def append(self, G, keep, R):
+        """Add the columns Fk solving ``Fk R = G[:, keep]`` (R upper triangular); returns their rows'
+        squared norms on the host (the residual diagonal's decrease)."""
+        r = len(keep)
+        if self.numpy:
+            Fk = self.store[:, self.k : self.k + r]  # a Fortran-ordered view: trsm works in place
+            Fk[...] = G.T[keep].T  # gather rows of the C-ordered transpose: fast
+            trsm(1.0, R, Fk, side=1, lower=0, overwrite_b=1)
+            self.k += r
+            return np.einsum("ij,ij->i", Fk, Fk)
+        xp = self.xp
+        R = xp.asarray(R, device=G.device)
         # Fk R = G[:, keep]: Fk' = R^-T G[:, keep]'
         Fk = xp_solve_triangular(xp, R, take_columns(xp, G, keep).T, upper=True, trans=True).T
-        S = S[keep]
-        d -= to_numpy(xp.sum(Fk * Fk, axis=1))
-        np.maximum(d, 0.0, out=d)
-        d[S] = 0.0
-        parts.append(Fk)
-        pivots.extend(S)
-        k += r
-    F = xp.concat(parts, axis=1) if parts else xp.zeros((n, 0), dtype=xp.float64, device=diag.device)
-    return F, np.asarray(pivots, dtype=np.intp)
+        self.store.append(Fk)
+        self.k += r
+        return np.asarray(to_numpy(xp.sum(Fk * Fk, axis=1)))

@@ -8,12 +8,9 @@ weights of the system it preconditions.
 """
 
 import numpy as np
-from scipy.linalg import cho_solve, solve_triangular
-from scipy.linalg.blas import dsyr as syr
-from scipy.linalg.blas import dsyrk as syrk
-from scipy.linalg.lapack import dlauum as lauum
+from scipy.linalg import cho_solve
 
-from .._array_api import cholesky, diagonal, outer, xp_of
+from .._array_api import add_to_diagonal, cholesky, diagonal, gram, minus_outer, outer, triangle_gram, xp_of
 from .._array_api import solve_triangular as xp_solve_triangular
 from .._operator import POOLED_MIN_BYTES, blas_dot, single_threaded_blas
 from ._krylov import RPC_BLOCK, rp_cholesky
@@ -56,14 +53,7 @@ class NystroemPreconditioner:
         if F.shape[1] == 0:  # nothing to approximate: P = mu I
             self.G_factor = None
             return
-        if xp is not np:
-            G = F.T @ F + mu * xp.eye(F.shape[1], dtype=F.dtype, device=F.device)
-            self.G_factor = (cholesky(G, "preconditioner matrix"), False)
-            return
-        G = syrk(1.0, F, trans=1)  # F'F, upper triangle, through scipy's BLAS
-        G = np.triu(G) + np.triu(G, 1).T
-        G[np.diag_indices_from(G)] += mu
-        self.G_factor = (cholesky(G, "preconditioner matrix"), False)
+        self.G_factor = (cholesky(add_to_diagonal(gram(F, trans=True), mu), "preconditioner matrix"), False)
 
     def __call__(self, V):
         return self.apply(V)
@@ -143,12 +133,11 @@ def center_factors(operator, Kmm=None):
     """
     Kmm = operator.center_matrix() if Kmm is None else Kmm
     m = Kmm.shape[0]
-    xp = xp_of(Kmm)
     # FALKON's jitter m * eps(dtype) on K_mm: K_mm is nearly singular for
     # smooth kernels, and beta = B z is an exact change of variables, so
     # the jitter only shapes the preconditioner, never the solution.
     T = cholesky(Kmm, "center kernel matrix", jitter=center_jitter(operator, Kmm))
-    TTt = lauum(T, lower=0)[0] / m if xp is np else T @ T.T / m  # m^3/3 flops
+    TTt = triangle_gram(T) / m
     return Kmm, T, TTt
 
 
@@ -162,50 +151,29 @@ def falkon_factor(T, TTt, d, alpha, center):
     """
     m = T.shape[0]
     xp = xp_of(T)
-    if xp is not np:
-        if bool(xp.all(xp.abs(d - 1.0) <= 1e-3 * xp.abs(d) + 1e-8)):  # np.allclose's test
-            d = xp.ones_like(d)
-        else:
-            Td = T * xp.sqrt(d)
-            TTt = Td @ Td.T / m
-        if center:
-            v = T @ d / float(xp.sqrt(m * xp.sum(d)))
-            TTt = TTt - outer(v, v)
-        return cholesky(TTt, "FALKON preconditioner", jitter=alpha)
-    if np.allclose(d, 1.0, rtol=1e-3):
-        d = np.ones(m)
+    if bool(xp.all(xp.abs(d - 1.0) <= 1e-3 + 1e-8)):  # np.allclose(d, 1, rtol=1e-3)
+        d = xp.ones_like(d)
     else:
-        TTt = syrk(1.0 / m, T * np.sqrt(d), lower=0)  # the upper triangle of T D T' / m
+        TTt = gram(T * xp.sqrt(d), 1.0 / m)  # T D T' / m
     if center:
         # The centred system K_c'W K_c is approximated by K_mm (D - d d'/sum(d)) K_mm / m
         # (positive semi-definite, a weighted covariance): without the rank-one downdate the
         # preconditioner keeps the constant direction the centring removed, and CG needs many
         # more iterations.
-        v = T @ d / np.sqrt(m * d.sum())
-        TTt = syr(-1.0, v, lower=0, a=TTt.copy(order="F"), overwrite_a=1)  # the cached one stays
-    return cholesky(TTt, "FALKON preconditioner", jitter=alpha)  # reads the upper triangle only
+        v = T @ d / float(np.sqrt(m * float(xp.sum(d))))
+        TTt = minus_outer(TTt, v)  # a copy: the cached TTt stays
+    return cholesky(TTt, "FALKON preconditioner", jitter=alpha)
 
 
 def falkon_maps(T, A_fac):
     """FALKON's change of variables ``B = T^-1 A^-1`` and its transpose, as two functions."""
     xp = xp_of(T)
-    if xp is not np:
-        def apply_B(V):
-            return xp_solve_triangular(xp, T, xp_solve_triangular(xp, A_fac, V))
 
-        def apply_Bt(V):
-            return xp_solve_triangular(xp, A_fac, xp_solve_triangular(xp, T, V, trans=True), trans=True)
-
-        return apply_B, apply_Bt
-
-    # The factors are finite (checked by cholesky): skip scipy's O(m^2)
-    # finiteness scan on every one of the loop's solves.
     def apply_B(V):  # B = T^-1 A^-1
-        return solve_triangular(T, solve_triangular(A_fac, V, check_finite=False), check_finite=False)
+        return xp_solve_triangular(xp, T, xp_solve_triangular(xp, A_fac, V))
 
     def apply_Bt(V):  # B' = A^-T T^-T
-        inner = solve_triangular(T, V, trans="T", check_finite=False)
-        return solve_triangular(A_fac, inner, trans="T", check_finite=False)
+        return xp_solve_triangular(xp, A_fac, xp_solve_triangular(xp, T, V, trans=True), trans=True)
 
     return apply_B, apply_Bt
 

@@ -86,12 +86,11 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 import numpy as np
-from scipy.linalg.blas import dsyrk as syrk
 from scipy.linalg.lapack import dtrtri as trtri
 
 from .._array_api import (
-    cholesky, clip_min, coldot, concat, contiguous, copy, diagonal, eye, rows_of, take_columns, to_numpy, xp_of,
-    zeros,
+    add_to_diagonal, cholesky, clip_min, coldot, concat, contiguous, copy, diagonal, eye, gram, rows_of, take_columns,
+    to_numpy, xp_of, zeros,
 )
 from .._array_api import total as total_of
 from .._operator import KernelOperator, blas_dot, single_threaded_blas
@@ -507,12 +506,7 @@ def _full_preconditioner(operator, H, ridge, settings, steps):
         moved = old is None or (float(xp.sum(xp.abs(H[:, c] - old))) > REFACTOR_CHANGE * float(xp.sum(old))
                                 or _diagonal_ratio(H[:, c], old, diag, float(mu[c]), float(shifts[c])) > REFACTOR_RATIO)
         if L.shape[1] and (moved or not 0.5 <= float(mu[c]) / shifts[c] <= 2.0):  # or a damping that moved
-            if xp is np:
-                Gc = syrk(1.0, np.asfortranarray(S[:, c, None] * L), trans=1)
-                Gc[np.diag_indices_from(Gc)] += mu[c]
-            else:
-                SL = S[:, c : c + 1] * L
-                Gc = SL.T @ SL + float(mu[c]) * xp.eye(L.shape[1], dtype=L.dtype, device=L.device)
+            Gc = add_to_diagonal(gram(S[:, c : c + 1] * L, trans=True), float(mu[c]))
             factors[c], weights[c] = (cholesky(Gc, "preconditioner matrix"), False), copy(H[:, c])
             shifts[c] = float(mu[c])
             if xp is np:  # G_c^-1 u = R^-1 R^-T u: every class's solve in two batched products
