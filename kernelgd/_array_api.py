@@ -493,6 +493,25 @@ def add_to_diagonal(M, d):
     return M + (identity * d[None, :] if getattr(d, "ndim", 0) else float(d) * identity)
 
 
+def solve_psd(M, v):
+    """``M^-1 v`` for a symmetric PSD M by Cholesky (numpy: M's upper triangle); a least-squares
+    solution where M is singular (the softmax's intercepts: a class no row gives a probability)."""
+    if isinstance(M, np.ndarray):
+        try:
+            factor = scipy.linalg.cho_factor(M, lower=False, check_finite=False)
+            return scipy.linalg.cho_solve(factor, v, check_finite=False)
+        except scipy.linalg.LinAlgError:
+            return scipy.linalg.lstsq(M, v, cond=np.finfo(float).eps * M.shape[0], check_finite=False)[0]
+    xp = xp_of(M)
+    try:  # a failed factorization raises in most namespaces and returns NaN in others (CuPy)
+        U = xp.linalg.cholesky(M).T
+        if bool(xp.all(xp.isfinite(U))):
+            return solve_triangular(xp, U, solve_triangular(xp, U, v, upper=True, trans=True), upper=True)
+    except Exception:  # noqa: BLE001 - LinAlgError, torch's RuntimeError subclass, ...
+        pass
+    return xp.linalg.pinv(M, rtol=float(np.finfo(float).eps) * M.shape[0]) @ v
+
+
 def gram(A, alpha=1.0, trans=False):
     """``alpha A A'`` (``alpha A'A`` with trans) for a factorization that reads the upper triangle
     (numpy: the upper triangle only, by BLAS syrk at half a product's flops)."""

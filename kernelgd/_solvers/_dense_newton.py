@@ -31,10 +31,11 @@ it picks the step without one.
 """
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_factor, cho_solve, lstsq
 
-from .._array_api import add_to_diagonal, concat, diagonal, eigh, take_columns, take_rows, to_numpy, xp_of, zeros
-from ._preconditioners import CENTERS_MIN_RIDGE, _cho_solve_upper
+from .._array_api import (
+    add_to_diagonal, concat, diagonal, eigh, solve_psd, take_columns, take_rows, to_numpy, xp_of, zeros,
+)
+from ._preconditioners import CENTERS_MIN_RIDGE
 
 # Forming and factoring the system, per Newton step: at most this many flops (about 0.1 s on
 # two cores) and unknowns; beyond, CG's products are the cheaper way to the step.
@@ -138,7 +139,7 @@ def direction(dense, F, G, A, b, alpha, fit_intercept, loss, w):
     if loss.diagonal_hessian:
         H = loss.hessian_diagonal(F, w)
         shared = bool(xp.all(H == H[:, :1]))  # the squared loss: one system for every column
-        steps = [_solve(add_to_diagonal(Psi.T @ (H[:, c:c + 1] * Psi), ridge), -(g if shared else g[:, c:c + 1]))
+        steps = [solve_psd(add_to_diagonal(Psi.T @ (H[:, c:c + 1] * Psi), ridge), -(g if shared else g[:, c:c + 1]))
                  for c in range(1 if shared else k)]
         step = steps[0] if shared else concat(steps, axis=1)
     else:
@@ -166,22 +167,6 @@ def _coupled_step(Psi, P, w, ridge, g, fit_intercept):
         u[q - 1::q] = 1.0 / float(np.sqrt(k))
         scale = float(xp.mean(diagonal(M)[q - 1::q]))
         M = M + max(scale, float(np.finfo(float).tiny)) * (u[:, None] * u[None, :])
-    return xp.reshape(_solve(M, -xp.reshape(g.T, (-1, 1))), (k, q)).T  # g class by class, as M's blocks
+    return xp.reshape(solve_psd(M, -xp.reshape(g.T, (-1, 1))), (k, q)).T  # g class by class, as M's blocks
 
 
-def _solve(M, v):
-    """``M^-1 v`` by Cholesky; a least-squares solution where M is singular beyond the invariance
-    (a class no row gives a probability has no intercept curvature)."""
-    if isinstance(M, np.ndarray):
-        try:
-            return cho_solve(cho_factor(M, lower=False, check_finite=False), v, check_finite=False)
-        except LinAlgError:
-            return lstsq(M, v, cond=np.finfo(float).eps * M.shape[0], check_finite=False)[0]
-    xp = xp_of(M)
-    try:  # a failed factorization raises in most namespaces and returns NaN in others (CuPy)
-        U = xp.linalg.cholesky(M).T
-        if bool(xp.all(xp.isfinite(U))):
-            return _cho_solve_upper(U, v)
-    except Exception:  # noqa: BLE001 - LinAlgError, torch's RuntimeError subclass, ...
-        pass
-    return xp.linalg.pinv(M, rtol=float(np.finfo(float).eps) * M.shape[0]) @ v

@@ -89,7 +89,7 @@ import numpy as np
 from scipy.linalg.lapack import dtrtri as trtri
 
 from .._array_api import (
-    add_to_diagonal, cholesky, clip_min, coldot, concat, contiguous, copy, diagonal, eye, gram, rows_of, take_columns,
+    add_to_diagonal, cholesky, clip_min, from_numpy, coldot, concat, contiguous, copy, diagonal, eye, gram, rows_of, take_columns,
     to_numpy, xp_of, zeros,
 )
 from .._array_api import total as total_of
@@ -518,7 +518,7 @@ def _full_preconditioner(operator, H, ridge, settings, steps):
         return lambda V: V / mu
     # each factor is applied with the weights and shift it was made for (Woodbury needs them to match)
     S_factor = xp.sqrt(xp.stack(weights, axis=1))
-    shifts_now = shifts if xp is np else xp.asarray(shifts, dtype=xp.float64, device=H.device)
+    shifts_now = from_numpy(np.asarray(shifts, dtype=np.float64), xp, H.device)
 
     def apply(V):
         U = blas_dot(L.T, S_factor * V)
@@ -1005,10 +1005,8 @@ class _NewtonRun:
         """The loss's Hessian diagonal at F, floored at ``HESSIAN_FLOOR`` of each column's largest."""
         H = self.loss.hessian_diagonal(F, self.w)
         xp = self.xp
-        if xp is np:
-            return np.maximum(H, HESSIAN_FLOOR * np.maximum(H.max(axis=0), np.finfo(float).tiny))
-        floor_h = HESSIAN_FLOOR * xp.clip(xp.max(H, axis=0), min=float(np.finfo(float).tiny))
-        return xp.maximum(H, xp.broadcast_to(floor_h, H.shape))
+        floor = HESSIAN_FLOOR * clip_min(xp.max(H, axis=0), float(np.finfo(float).tiny))
+        return xp.maximum(H, xp.broadcast_to(floor, H.shape))
 
     def _iterate(self):
         """One step: its direction, line search and stopping tests; whether the fit stops."""
