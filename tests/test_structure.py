@@ -1,4 +1,4 @@
-"""The package's shape: its modules import one way down (no cycle)."""
+"""The package's shape: its modules import one way down (no cycle), and no function holds several jobs."""
 
 import ast
 from pathlib import Path
