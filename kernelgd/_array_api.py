@@ -421,12 +421,36 @@ def clip_min(A, low):
     return xp_of(A).clip(A, min=float(low))
 
 
-def as_float64(A):
-    """A in float64 in its namespace (numpy: without a copy where it already is)."""
+def as_float64(A, copy=False):
+    """A in float64 in its namespace: a copy where asked, else without one where it already is."""
+    if sp.issparse(A):
+        return A.astype(np.float64, copy=copy)
     if isinstance(A, np.ndarray):
-        return np.asarray(A, dtype=np.float64)
+        return A.astype(np.float64) if copy else np.asarray(A, dtype=np.float64)
     xp = xp_of(A)
-    return xp.astype(A, xp.float64)
+    return xp.astype(A, xp.float64, copy=copy)
+
+
+def column_means(A):
+    """The float64 mean of each column of A (numpy: without a float64 copy of A)."""
+    if isinstance(A, np.ndarray):
+        return np.mean(A, axis=0, dtype=np.float64)
+    return xp_of(A).mean(as_float64(A), axis=0)
+
+
+def cast(A, dtype):
+    """A in the numpy ``dtype`` (float32 or float64), or its namespace's equivalent."""
+    if isinstance(A, np.ndarray):
+        return np.asarray(A, dtype=dtype)
+    xp = xp_of(A)
+    return xp.astype(A, float_dtype(xp, dtype))
+
+
+def sum_blocks(parts):
+    """The sum of partial products (one per row block), added in order."""
+    if isinstance(parts[0], np.ndarray):
+        return np.sum(parts, axis=0)
+    return functools.reduce(lambda a, b: a + b, parts)
 
 
 def full(like, shape, value, dtype=None):
@@ -445,9 +469,54 @@ def eye(like, k, dtype=None):
     return xp.eye(k, dtype=like.dtype if dtype is None else dtype, device=like.device)
 
 
-def contiguous(A):
-    """A in C order where the namespace has memory orders (numpy: BLAS then reads it without a copy)."""
-    return np.ascontiguousarray(A) if isinstance(A, np.ndarray) else A
+def contiguous(A, dtype=None):
+    """A in C order where the namespace has memory orders (numpy: BLAS then reads it without a copy),
+    cast to the numpy ``dtype`` (its namespace's equivalent) where given."""
+    if isinstance(A, np.ndarray):
+        return np.ascontiguousarray(A, dtype=dtype)
+    xp = xp_of(A)
+    return A if dtype is None else xp.astype(A, float_dtype(xp, dtype))
+
+
+def all_finite(A):
+    """Whether no entry of A is inf or NaN."""
+    xp = xp_of(A)
+    return bool(xp.all(xp.isfinite(A)))
+
+
+def blas_dot(A, V):
+    """``A @ V`` in A's dtype (numpy: through scipy's BLAS, without copying A).
+
+    numpy and scipy ship separate OpenBLAS builds whose idle threads spin for
+    a while after each call; alternating the two in a loop halves the speed
+    of both (benchmarks/bench_operator.py). Every product in the solvers'
+    loops therefore goes through scipy's BLAS, as symv must.
+    """
+    if not isinstance(A, np.ndarray):  # another array namespace: its own matmul
+        return A @ xp_of(A).astype(V, A.dtype)
+    V = np.asarray(V, dtype=A.dtype)
+    transposed = not A.flags.f_contiguous
+    At = A.T if transposed else A  # Fortran order either way: no copy
+    if not At.flags.f_contiguous:
+        At, transposed = np.asfortranarray(A), False
+    if V.ndim == 1:
+        return scipy.linalg.get_blas_funcs("gemv", (At,))(1.0, At, V, trans=int(transposed))
+    return scipy.linalg.get_blas_funcs("gemm", (At,))(1.0, At, V, trans_a=int(transposed))
+
+
+def dot64(block, V, dtype, gemv_max_columns=0):
+    """``block @ V`` computed in the numpy ``dtype`` (V is cast to it), returned in float64.
+
+    numpy: up to ``gemv_max_columns`` columns of V run one GEMV each, as
+    OpenBLAS's GEMM is slower on thin right-hand sides (bench_operator.py).
+    """
+    if isinstance(block, np.ndarray):
+        Vc = V.astype(dtype, copy=False)
+        if Vc.ndim == 2 and Vc.shape[1] <= gemv_max_columns:
+            return np.column_stack([blas_dot(block, Vc[:, j]) for j in range(Vc.shape[1])]).astype(np.float64)
+        return np.asarray(blas_dot(block, Vc), dtype=np.float64)
+    xp = xp_of(block)
+    return xp.astype(block @ xp.astype(V, float_dtype(xp, dtype)), xp.float64)
 
 
 def eigh(M):

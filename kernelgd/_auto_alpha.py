@@ -26,7 +26,6 @@ import numpy as np
 from ._array_api import take_rows, to_numpy, xp_of
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
-from ._operator_xp import ArrayKernelOperator
 from ._solvers._preconditioners import N_LANDMARKS, landmark_factor
 
 # The factor's rank: the full model's preconditioner landmarks, so that its factor serves both.
@@ -94,13 +93,11 @@ def _subsample(xp, X, Y, w, rng, precomputed):
     return Xs, Ys, ws / share, share, len(rows) == X.shape[0]
 
 
-def _operator(xp, X, kernel, precomputed):
+def _operator(X, kernel, precomputed):
     """An operator that evaluates the kernel's columns as the factor asks for them."""
     if precomputed:
         return KernelOperator(X, None, dtype="float64")
-    if xp is np:
-        return KernelOperator(X, kernel, dtype="float64", store=False)
-    return ArrayKernelOperator(X, kernel, dtype="float64", store=False, memory_budget=1 << 28)
+    return KernelOperator(X, kernel, dtype="float64", store=False, memory_budget=1 << 28)
 
 
 def choose_kernel(candidates, X, Y, w, fit_intercept, rng, n_effective, alpha="auto"):
@@ -117,7 +114,7 @@ def choose_kernel(candidates, X, Y, w, fit_intercept, rng, n_effective, alpha="a
     seed = rng.randint(np.iinfo(np.int32).max)
     best = None
     for index, kernel in enumerate(candidates):
-        factor = _unstored_factor(_operator(xp, Xs, kernel, False), ws, fit_intercept, np.random.RandomState(seed))
+        factor = _unstored_factor(_operator(Xs, kernel, False), ws, fit_intercept, np.random.RandomState(seed))
         chosen, errors, alphas = choose(factor, Ys, ws, fit_intercept, n_effective * share,
                                         None if alpha == "auto" else [alpha])
         error = np.inf if errors is None else float(np.min(errors))
@@ -186,5 +183,5 @@ def auto_alpha(X, kernel, Y, w, fit_intercept, rng, n_effective, operator=None, 
         factor = _factor(operator, w, fit_intercept, rng)
         return choose(factor, Y, w, fit_intercept, n_effective)[0] * scale, factor
     Xs, Ys, ws, share, _ = _subsample(xp, X, Y, w, rng, precomputed)
-    factor = _unstored_factor(_operator(xp, Xs, kernel, precomputed), ws, fit_intercept, rng)
+    factor = _unstored_factor(_operator(Xs, kernel, precomputed), ws, fit_intercept, rng)
     return choose(factor, Ys, ws, fit_intercept, n_effective * share)[0] * scale, None

@@ -40,7 +40,6 @@ except ImportError:  # pragma: no cover - older scikit-learn
                 f"Inputs passed to {type(estimator).__name__}.{method}() must use the same namespace "
                 "and the same device as those passed to fit()."
             )
-from ._operator_xp import array_cross_kernel_dot
 from ._operator import (
     cross_kernel_dot,
     resolve_dtype,
@@ -601,33 +600,18 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         X = validate_data(self, X, reset=False, accept_sparse="csr", dtype=xp.float64)
         if self._precomputed and sp.issparse(X):
             X = X.toarray()
-        if xp is not np:
-            return self._decision_array_api(xp, device, X)
-        coef = self.dual_coef_.reshape(len(self.dual_coef_), -1)
-        intercept = np.atleast_1d(self.intercept_)
+        coef = xp.reshape(self.dual_coef_, (self.dual_coef_.shape[0], -1))
         options = resolve_options(self.options)
         dtype = getattr(self, "_compute_dtype", resolve_dtype(options["dtype"], X.shape[0], self.X_fit_.shape[0]))
         with single_threaded_blas():
             F = cross_kernel_dot(
-                self._bound_kernel(), X, self.X_fit_, coef, memory_budget=options["memory_budget"],
+                self._bound_kernel(), X, self.X_fit_, coef, memory_budget=self._device_budget(xp, device, options),
                 dtype=dtype, threads=options["n_threads"],
             )
-        return F + intercept
+        return F + self.intercept_  # a float, or one per output
 
     def _device_budget(self, xp, device, options):
         """The memory budget on the arrays' device: ``memory_budget="auto"`` reads a GPU's free memory."""
         if (self.options or {}).get("memory_budget", "auto") != "auto":
             return options["memory_budget"]
         return memory_budget(xp, device, options["memory_budget"])
-
-    def _decision_array_api(self, xp, device, X):
-        """``_decision`` for arrays of another namespace: on their device, in blocks under its budget."""
-        coef = xp.reshape(self.dual_coef_, (self.dual_coef_.shape[0], -1))
-        intercept = xp.reshape(xp.asarray(self.intercept_, dtype=xp.float64, device=device), (-1,))
-        options = resolve_options(self.options)
-        dtype = getattr(self, "_compute_dtype", resolve_dtype(options["dtype"], X.shape[0], self.X_fit_.shape[0]))
-        F = array_cross_kernel_dot(
-            self._bound_kernel(), X, self.X_fit_, coef,
-            memory_budget=self._device_budget(xp, device, options), dtype=dtype,
-        )
-        return F + intercept

@@ -9,22 +9,13 @@ fitted attributes, in the units of y.
 from dataclasses import dataclass, replace
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
 from ._array_api import add_at_rows, block_of, copy, namespace, rows_of, take_rows, to_numpy, xp_of, zeros
 from ._auto_alpha import auto_alpha
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
-from ._operator_xp import ArrayKernelOperator
 from ._solvers import CENTER_SOLVERS, SMOOTH_LOSS_SOLVERS, SolverSettings, choose_solver, run_solver
-
-
-def make_operator(X, kernel, *, threads="auto", **kwargs):
-    """The kernel operator for X's array namespace: numpy's tuned one, or the array API one."""
-    if isinstance(X, np.ndarray) or sp.issparse(X):
-        return KernelOperator(X, kernel, threads=threads, **kwargs)
-    return ArrayKernelOperator(X, kernel, **kwargs)
 
 
 def power_of_two_scale(Y):
@@ -60,7 +51,7 @@ class ValidationMonitor:
 
     def __init__(self, kernel, X_val, Y_val, w_val, centers, n_iter_no_change, tol, options, precomputed, loss):
         self.K_val = X_val if precomputed else None
-        self.op = None if precomputed else make_operator(
+        self.op = None if precomputed else KernelOperator(
             X_val, kernel, centers=centers, memory_budget=options["memory_budget"] // 4,
             dtype=options["dtype"], threads=options["n_threads"],
         )
@@ -201,7 +192,7 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options, counts):
     dtype = "float64" if options["dtype"] == "auto" and centers is not None else options["dtype"]
     if xp is not np:
         options = dict(options, memory_budget=est._device_budget(xp, namespace(rows.X)[1], options))
-    operator = make_operator(
+    operator = KernelOperator(
         rows.X, kernel, centers=centers, memory_budget=options["memory_budget"], dtype=dtype,
         threads=options["n_threads"], center_rows=center_rows,
     )
@@ -269,7 +260,7 @@ def solve(est, problem, callback, monitor):
     result = run_solver(problem.solver, operator, rows.Y, rows.w, settings)
     n_iter, curve = result.n_iter, list(result.loss_curve)
     if settings.rounding_stops:
-        operator = make_operator(
+        operator = KernelOperator(
             rows.X, problem.kernel, centers=problem.centers, memory_budget=options["memory_budget"],
             dtype="float64", threads=options["n_threads"], center_rows=est._center_rows,
         )

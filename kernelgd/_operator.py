@@ -31,6 +31,10 @@ import scipy.sparse as sp
 from scipy.linalg import get_blas_funcs
 from sklearn.utils import gen_batches
 
+from ._array_api import (
+    all_finite, as_float64, cast, column_means, contiguous, diagonal, dot64, float_dtype, is_numpy, namespace, rows_of, sum_blocks,
+    take_columns,
+)
 from ._array_api import single_threaded_blas  # noqa: F401 (the operator's callers import it from here)
 
 GiB = 1 << 30
@@ -39,6 +43,8 @@ DEFAULT_MEMORY_BUDGET = 2 * GiB  # where the available memory cannot be read
 AUTO_BUDGET_FRACTION = 0.5
 # Largest evaluated block: bigger blocks are no faster and raise the peak.
 MAX_BLOCK_BYTES = 32 << 20
+# ... on a device (arrays of other namespaces), where each block is one parallel launch.
+DEVICE_BLOCK_BYTES = 256 << 20
 # Blocks written straight into a stored K need no buffer: larger ones prepare the
 # centers fewer times (adult, 32,560 rows: 4.4 s against 6.7-8.6 s at 32 MiB).
 STORE_BLOCK_BYTES = 256 << 20
@@ -172,28 +178,6 @@ def _libc_madvise():
     return madvise
 
 
-def blas_dot(A, V):
-    """``A @ V`` through scipy's BLAS, without copying A.
-
-    numpy and scipy ship separate OpenBLAS builds whose idle threads spin for
-    a while after each call; alternating the two in a loop halves the speed
-    of both (benchmarks/bench_operator.py). Every product in the solvers'
-    loops therefore goes through scipy's BLAS, as symv must.
-    """
-    if not isinstance(A, np.ndarray):  # another array namespace: its own matmul
-        from ._array_api import namespace
-
-        return A @ namespace(A)[0].astype(V, A.dtype)
-    V = np.asarray(V, dtype=A.dtype)
-    transposed = not A.flags.f_contiguous
-    At = A.T if transposed else A  # Fortran order either way: no copy
-    if not At.flags.f_contiguous:
-        At, transposed = np.asfortranarray(A), False
-    if V.ndim == 1:
-        return get_blas_funcs("gemv", (At,))(1.0, At, V, trans=int(transposed))
-    return get_blas_funcs("gemm", (At,))(1.0, At, V, trans_a=int(transposed))
-
-
 def _column_density(X):
     """Each column's share of nonzero rows (1 for a dense array)."""
     if not sp.issparse(X):
@@ -226,8 +210,9 @@ def densify_if_faster(X, centers, memory_budget):
 def _compute_array(X, dtype):
     """X as a C-contiguous array (or CSR matrix) of the compute dtype; a clear error where float32 overflows."""
     with np.errstate(over="ignore"):
-        out = sp.csr_matrix(X, dtype=dtype) if sp.issparse(X) else np.ascontiguousarray(X, dtype=dtype)
-    if dtype == np.float32 and not np.isfinite(out.data if sp.issparse(out) else out).all():
+        out = sp.csr_matrix(X, dtype=dtype) if sp.issparse(X) else contiguous(X, dtype)
+    values = out.data if sp.issparse(out) else out
+    if dtype == np.float32 and not all_finite(values):
         raise ValueError(
             "Some features exceed the float32 range (about 3.4e38) in which this fit "
             "computes the kernel. Scale the features (for example with "
@@ -292,9 +277,15 @@ def _pool(n_threads):
 class KernelOperator:
     """The n x m training kernel matrix ``K = k(X, C)``, as products and rows.
 
+    One body for every array namespace: K and its products live in X's
+    namespace and on its device. numpy arrays (the host) get the tuned paths:
+    blocks evaluated on a thread pool, a symmetric K stored as its upper
+    triangle, products through scipy's BLAS. Other namespaces evaluate and
+    multiply in larger blocks, and a device runs each block in parallel itself.
+
     Parameters
     ----------
-    X : ndarray or sparse matrix of shape (n, n_features)
+    X : array of shape (n, n_features), or a scipy.sparse matrix
         Training inputs; for ``kernel=None`` the precomputed (n, n) matrix.
         Sparse X (CSR) is copied dense only where dense products are the
         faster and the copy is small (``densify_if_faster``); otherwise
@@ -310,7 +301,8 @@ class KernelOperator:
     store : bool, default=None
         Whether to store K; None stores it when it fits in the budget.
     threads : int or "auto", default="auto"
-        Size of the thread pool that evaluates kernel blocks; "auto" uses every core this process may use.
+        Size of the thread pool that evaluates kernel blocks on the host; "auto" uses every core this
+        process may use. Arrays of other namespaces use none.
     center_rows : ndarray of shape (m,), default=None
         Where the centers are rows of X, their indices (``C = X[center_rows]``):
         solver "cg" then weighs its FALKON preconditioner by the centers' weights.
@@ -321,6 +313,8 @@ class KernelOperator:
         threads="auto", center_rows=None,
     ):
         self.kernel = kernel
+        self.xp, self.device = (np, None) if sp.issparse(X) else namespace(X)
+        self.host = is_numpy(self.xp)  # the thread pool, the stored triangle and scipy's BLAS
         self.center_rows = None if centers is None or center_rows is None else np.asarray(center_rows)
         self.symmetric = centers is None
         self.n = X.shape[0]
@@ -328,25 +322,28 @@ class KernelOperator:
         self.dtype = resolve_dtype(dtype, self.n, self.m)
         self.itemsize = np.dtype(self.dtype).itemsize
         self.memory_budget = int(memory_budget)
-        self.n_threads = n_threads(threads)
+        self.n_threads = n_threads(threads) if self.host else 1
         row_bytes = self.m * self.itemsize
-        block_bytes = min(MAX_BLOCK_BYTES, self.memory_budget // (2 * self.n_threads))
+        block_bytes = (
+            min(MAX_BLOCK_BYTES, self.memory_budget // (2 * self.n_threads)) if self.host
+            else min(DEVICE_BLOCK_BYTES, self.memory_budget // 2)
+        )
         self.block_rows = int(max(1, min(self.n, block_bytes // row_bytes)))
-        # A stored symmetric K holds only its upper triangle until a solver
-        # needs whole rows (mirror_lower): half the kernel evaluations, and
-        # symv reads half the memory of gemv per product.
+        # A stored symmetric K on the host holds only its upper triangle until a
+        # solver needs whole rows (mirror_lower): half the kernel evaluations,
+        # and symv reads half the memory of gemv per product.
         self.upper_only = False
         if kernel is None:  # precomputed: K is given
             self.X = self.C = None
-            self.K = np.asarray(X, dtype=self.dtype)
+            self.K = cast(X, self.dtype)
             return
         X, centers = densify_if_faster(X, centers, self.memory_budget)
         if kernel.spec.stationary and not (sp.issparse(X) or sp.issparse(centers)):
             # A common shift leaves the kernel unchanged and, taken before the
             # cast, keeps float32 distances accurate far from zero.
-            shift = np.mean(X if centers is None else centers, axis=0, dtype=np.float64)
-            X = X - shift
-            centers = None if centers is None else centers - shift
+            shift = column_means(X if centers is None else centers)
+            X = as_float64(X) - shift
+            centers = None if centers is None else as_float64(centers) - shift
         self.X = _compute_array(X, self.dtype)
         self.C = self.X if centers is None else _compute_array(centers, self.dtype)
         if store is None:
@@ -372,6 +369,14 @@ class KernelOperator:
             return list(_pool(self.n_threads).map(func, batches))
 
     def _evaluate_all(self):
+        if not self.host:
+            K = self.xp.empty((self.n, self.m), dtype=float_dtype(self.xp, self.dtype), device=self.device)
+
+            def fill(batch):
+                K[batch, ...] = self.kernel(self.X[batch, ...], self.C)
+
+            self._run(fill, list(gen_batches(self.n, self.block_rows)))
+            return K
         K = (_triangle_buffer if self.symmetric else np.empty)((self.n, self.m), dtype=self.dtype)
         if self.symmetric:
 
@@ -415,44 +420,44 @@ class KernelOperator:
     def rows(self, idx):
         """``K[idx, :]`` for a slice or an index array."""
         if self.K is not None and not self.upper_only:
-            return self.K[idx]
-        return self.kernel(self.X[idx], self.C)
+            return rows_of(self.K, idx)
+        return self.kernel(rows_of(self.X, idx), self.C)
 
     def columns(self, idx):
         """``K[:, idx]`` as float64, for an index array of centers."""
         if self.symmetric:  # contiguous rows: gather and convert, then transpose
-            return self.rows(idx).astype(np.float64).T
+            return as_float64(self.rows(idx), copy=True).T
         if self.K is not None:
-            return np.asarray(self.K[:, idx], dtype=np.float64)
-        return np.asarray(self.kernel(self.X, self.C[idx]), dtype=np.float64)
+            return as_float64(take_columns(self.xp, self.K, idx))
+        return as_float64(self.kernel(self.X, rows_of(self.C, idx)))
 
     def center_matrix(self):
         """``k(C, C)`` (m x m) in float64."""
         if self.kernel is None:
-            return np.asarray(self.K, dtype=np.float64)
-        C = self.C.astype(np.float64)
-        return np.asarray(self.kernel(C, C), dtype=np.float64)
+            return as_float64(self.K)
+        C = as_float64(self.C, copy=True)
+        return as_float64(self.kernel(C, C))
 
     def diag(self):
         """``diag(K)`` for a square K, without forming K."""
         if self.K is not None and self.symmetric:  # the diagonal is in both triangles
-            return np.diagonal(self.K).astype(np.float64)
-        return self.kernel.diag(self.X.astype(np.float64))
+            return as_float64(diagonal(self.K), copy=True)
+        return self.kernel.diag(as_float64(self.X, copy=True))
 
     def center_diag(self):
         """``k(c, c)`` for every center (``diag`` for a square K)."""
         if self.symmetric:
             return self.diag()
-        return self.kernel.diag(self.C.astype(np.float64))
+        return self.kernel.diag(as_float64(self.C, copy=True))
 
     # ---------------------------------------------------------- products
 
     def dot(self, block, V):
         """``block @ V`` in the compute dtype, returned as float64."""
-        Vc = V.astype(self.dtype, copy=False)
-        if Vc.ndim == 2 and Vc.shape[1] <= GEMV_MAX_COLUMNS:
-            return np.column_stack([blas_dot(block, Vc[:, j]) for j in range(Vc.shape[1])]).astype(np.float64)
-        return np.asarray(blas_dot(block, Vc), dtype=np.float64)
+        return dot64(block, V, self.dtype, GEMV_MAX_COLUMNS)
+
+    def _empty(self, shape):
+        return self.xp.empty(shape, dtype=self.xp.float64, device=self.device)
 
     def _symv(self, V):
         """``K @ V`` from the upper triangle of a stored symmetric K (symv per column, or one symm)."""
@@ -475,7 +480,7 @@ class KernelOperator:
         threads beat a gemv per column on one at any width (bench_operator.py, 100,000 x 1,000,
         one column: 39 ms against 55 ms).
         """
-        if self.K is None or self.n_threads == 1 or self.K.nbytes < POOLED_MIN_BYTES:
+        if self.K is None or self.n_threads == 1 or self.K.nbytes < POOLED_MIN_BYTES:  # (1 off the host)
             return False
         return not self.symmetric or (V.ndim == 2 and V.shape[1] >= POOLED_MIN_COLUMNS)
 
@@ -494,14 +499,14 @@ class KernelOperator:
 
             self._run(product, self._row_batches())
             return out
-        if self.K is not None and self.symmetric and self.kernel is not None:  # symv reads half of K
+        if self.K is not None and self.symmetric and self.kernel is not None and self.host:  # symv reads half of K
             return self._symv(V)
         if self.K is not None:
             return self.dot(self.K, V)
-        out = np.empty((self.n,) + V.shape[1:])
+        out = self._empty((self.n,) + tuple(V.shape[1:]))
 
         def product(batch):
-            out[batch] = self.dot(self.rows(batch), V)
+            out[batch, ...] = self.dot(self.rows(batch), V)
 
         self._map_blocks(product, self.n)
         return out
@@ -514,11 +519,10 @@ class KernelOperator:
             Uc = U.astype(self.dtype, copy=False)
             # U'K rather than K'U, as in _fused_gram: 2x as fast in float64 at 7 to 26 columns (16,000 x 1,000)
             parts = self._run(lambda batch: (Uc[batch].T @ self.K[batch]).T.astype(np.float64), self._row_batches())
-            return np.sum(parts, axis=0)
+            return sum_blocks(parts)
         if self.K is not None:
             return self.dot(self.K.T, U)
-        parts = self._map_blocks(lambda batch: self.dot(self.rows(batch).T, U[batch]), self.n)
-        return np.sum(parts, axis=0)
+        return sum_blocks(self._map_blocks(lambda batch: self.dot(self.rows(batch).T, U[batch, ...]), self.n))
 
     def gram_matvec(self, V, w):
         """``(K.T W(K @ V), K @ V)`` in one pass over K; V of shape (m, k).
@@ -530,20 +534,20 @@ class KernelOperator:
         """
         if not callable(w):
             weights = w[:, None] if w.ndim == 1 else w
-            w = lambda rows, KV: weights[rows] * KV  # noqa: E731
-        if self.K is not None and self.symmetric:
+            w = lambda rows, KV: weights[rows, ...] * KV  # noqa: E731
+        if self.K is not None and (self.symmetric or not self.host):
             KV = self.matvec(V)
             return self.rmatvec(w(slice(None), KV)), KV
         if self.K is not None:
             return self._fused_gram(V, w)
-        KV = np.empty((self.n, V.shape[1]))
+        KV = self._empty((self.n, V.shape[1]))
 
         def product(batch):
             block = self.rows(batch)
-            KV[batch] = self.dot(block, V)
-            return self.dot(block.T, w(batch, KV[batch]))
+            KV[batch, ...] = self.dot(block, V)
+            return self.dot(block.T, w(batch, KV[batch, ...]))
 
-        return np.sum(self._map_blocks(product, self.n), axis=0), KV
+        return sum_blocks(self._map_blocks(product, self.n)), KV
 
     def _fused_gram(self, V, w):
         """``gram_matvec`` of a stored K_nm: each thread reads its rows once, in cache-sized chunks.
@@ -579,7 +583,7 @@ def cross_kernel_dot(
     With ``kernel=None``, Z is a precomputed (n_Z, n_C) kernel matrix.
     """
     if kernel is None:
-        return Z @ coef
+        return as_float64(Z) @ coef
     op = KernelOperator(
         Z, kernel, centers=C, memory_budget=memory_budget, dtype=dtype, store=False, threads=threads
     )

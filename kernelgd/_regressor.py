@@ -13,8 +13,7 @@ from . import _dask, _docs, _posterior
 from ._dask import is_dask_collection
 from ._array_api import follow, to_numpy, xp_of
 from ._base import BaseKernelGD, _check_same_namespace, resolve_options
-from ._fit import make_operator
-from ._operator import single_threaded_blas
+from ._operator import KernelOperator, single_threaded_blas
 from ._warnings import warn
 
 
@@ -225,13 +224,12 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         X = validate_data(self, X, reset=False, accept_sparse="csr", dtype=xp.float64)
         kernel = self._bound_kernel()
         options = resolve_options(self.options)
-        budget = self._device_budget(xp, getattr(self.dual_coef_, "device", None), options) if xp is not np \
-            else options["memory_budget"]
+        budget = self._device_budget(xp, getattr(self.dual_coef_, "device", None), options)
         with single_threaded_blas():
             system = None
             if posterior.weights is not None:
-                operator = make_operator(self.X_fit_, kernel, memory_budget=budget, dtype=self._compute_dtype,
-                                     threads=options["n_threads"])
+                operator = KernelOperator(self.X_fit_, kernel, memory_budget=budget, dtype=self._compute_dtype,
+                                          threads=options["n_threads"])
                 system = _posterior.exact_system(operator, posterior, self._seed(), X.shape[0], budget)
             rows = X.shape[0] if full else _posterior.block_rows(self.X_fit_.shape[0], budget)
             parts, unresolved = [], False

@@ -29,7 +29,6 @@ from sklearn.utils.validation import (
 from ._array_api import block_of, from_numpy, rows_of, take_rows, to_numpy, xp_of
 from ._base import CallbackSupportMixin, _check_same_namespace, resolve_options, with_callbacks
 from ._operator import KernelOperator, n_threads, single_threaded_blas
-from ._operator_xp import ArrayKernelOperator
 from ._progress import SearchProgress
 from ._regressor import KernelGDRegressor
 from ._solvers._krylov import rp_cholesky
@@ -642,10 +641,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             if sigma is not None:
                 params["sigma"] = sigma
             bound = bind_kernel(kernel, degree=self.degree, coef0=self.coef0, kernel_params=params)
-            if xp is not np:
-                operator = ArrayKernelOperator(Xs, bound, dtype="float64", store=False, memory_budget=1 << 28)
-            else:
-                operator = KernelOperator(Xs, bound, dtype="float64", store=False)
+            operator = KernelOperator(Xs, bound, dtype="float64", store=False, memory_budget=1 << 28)
 
             def columns(cols, operator=operator):
                 if xp is not np:

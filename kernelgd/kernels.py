@@ -37,9 +37,14 @@ from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances
 from sklearn.utils import check_array
 from sklearn.utils.extmath import row_norms, safe_sparse_dot
+
+from ._array_api import all_finite, as_float64, cast, column_means, concat, diagonal, full, namespace
+from ._distances import (
+    euclidean, exp_in_place, neg_l1_distances, neg_sq_distances, raise_not_representable, subset_products,
+    subset_products_diag,
+)
 
 __all__ = [
     "KernelSpec",
@@ -57,76 +62,34 @@ __all__ = [
 
 # Estimator parameters that a kernel may ask for through ``params``.
 ESTIMATOR_PARAMS = ("sigma", "degree", "coef0")
-# Rows of a distance GEMM per chunk, by the chunk's bytes: the clip and the kernel's exp then
-# find it in cache (adult's triangle on one thread: 3.9 s against 6.1 s for whole blocks).
-DISTANCE_CHUNK_BYTES = 16 << 20
-# Rows of an L1 distance block per chunk, by the chunk's bytes: each feature's pass over the chunk
-# (and its scratch) then stays in cache. 4,000 x 16,000 blocks of 8 features, exp included: 0.44 s in
-# float32 and 0.89 s in float64, against 1.9 s by scikit-learn's manhattan_distances (float64 only).
-L1_CHUNK_BYTES = 1 << 19
+def _namespace(*arrays):
+    """The arrays' namespace: numpy for numpy arrays, scipy.sparse matrices and array-likes."""
+    dense = [A for A in arrays if not sp.issparse(A)]
+    if all(isinstance(A, np.ndarray) for A in dense) or not all(hasattr(A, "shape") for A in dense):
+        return np
+    return namespace(*dense)[0]
 
 
-def _as_dtype(X, dtype):
-    """X in ``dtype``; scipy.sparse inputs stay sparse (CSR)."""
-    if sp.issparse(X):
-        return sp.csr_matrix(X, dtype=dtype)
-    return np.asarray(X, dtype=dtype)
+def _as_float(X, Y, dtype=None):
+    """X and Y in one float dtype: ``dtype``, or float32 if both are float32, else float64; sparse stays CSR."""
+    if _namespace(X, Y) is np:
+        X, Y = (A if sp.issparse(A) else np.asarray(A) for A in (X, Y))
+        common = np.result_type(X.dtype, Y.dtype, np.float32)  # float16 and small integers compute in float32
+        dtype = dtype or (np.float32 if common == np.float32 else np.float64)
+    dtype = dtype or (np.float32 if _is_float32(X) and _is_float32(Y) else np.float64)
+    return tuple(sp.csr_matrix(A, dtype=dtype) if sp.issparse(A) else cast(A, dtype) for A in (X, Y))
 
 
-def _as_float64(X):
-    return _as_dtype(X, np.float64)
+def _is_float32(A):
+    return str(A.dtype).endswith("float32")  # numpy's, torch's and the standard's dtypes alike
 
 
-def _dtype_of(X):
-    return X.dtype if sp.issparse(X) else np.asarray(X).dtype
-
-
-def _as_float(X, Y):
-    """X and Y as one float dtype: float32 if both are float32, else float64."""
-    dtype = np.result_type(_dtype_of(X), _dtype_of(Y), np.float32)
-    dtype = np.float32 if dtype == np.float32 else np.float64
-    return _as_dtype(X, dtype), _as_dtype(Y, dtype)
-
-
-def _raise_not_representable(name, what):
-    raise ValueError(
-        f"The {name} kernel is not representable in float64 for this data: "
-        f"{what}. Standardize or scale down the features (for example with "
-        "sklearn.preprocessing.StandardScaler), or choose a smaller degree."
-    )
-
-
-def _safe_product(factor, n_factors, shape, name):
-    """Product of ``factor(k)`` for k < n_factors without spurious overflow.
-
-    The running product is kept as mantissa * 2**exponent (``np.frexp``), so
-    partial products may leave float64's range as long as the result fits.
-    """
-    mantissa = np.ones(shape)
-    exponent = np.zeros(shape, dtype=np.int64)
-    for k in range(n_factors):
-        mantissa *= factor(k)
-        mantissa, e = np.frexp(mantissa)
-        exponent += e
-    return _from_frexp(mantissa, exponent, name)
-
-
-def _from_frexp(mantissa, exponent, name):
-    """``mantissa * 2**exponent``, or a clear error where it is not finite."""
-    if not np.all(np.isfinite(mantissa)):
-        _raise_not_representable(name, "a factor (1 + x_k z_k) overflows")
-    # ldexp takes int32 exponents; clip far beyond float64's range first.
-    np.clip(exponent, -2000, 2000, out=exponent)
-    with np.errstate(over="ignore", under="ignore"):
-        out = np.ldexp(mantissa, exponent.astype(np.int32))
-    if not np.all(np.isfinite(out)):
-        _raise_not_representable(
-            name, "some values exceed the largest float64 (about 1.8e308)"
-        )
-    return out
-
-
-# ---------------------------------------------------------------- built-ins
+def _scales(value, X):
+    """A per-feature scale array in X's namespace and on its device (a float stays a float)."""
+    if not np.ndim(value) or isinstance(X, np.ndarray) or sp.issparse(X):
+        return value
+    xp = _namespace(X)
+    return xp.asarray(value, dtype=xp.float64, device=X.device)
 
 
 def linear(X, Y):
@@ -192,16 +155,17 @@ def polynomial(X, Y, degree=3, coef0=1.0, sigma=1.0):
         K *= 1.0 / sigma**2
     K += coef0
     with np.errstate(over="ignore", invalid="ignore"):
-        np.power(K, degree, out=K)
-    if not np.all(np.isfinite(K)):
-        if np.any(np.isnan(K)):
+        K **= degree
+    if not all_finite(K):
+        xp = _namespace(K)
+        if bool(xp.any(xp.isnan(K))):
             raise ValueError(
                 f"The polynomial kernel with non-integer degree={degree} is "
                 "undefined where coef0 + x'z / sigma**2 < 0. Use an integer degree or a "
                 "larger coef0."
             )
-        limit = "3.4e38 in float32; options={'dtype': 'float64'} goes to 1.8e308" if K.dtype == np.float32 else "1.8e308"
-        _raise_not_representable("polynomial", f"(coef0 + x'z / sigma**2) ** degree exceeds about {limit}")
+        limit = "3.4e38 in float32; options={'dtype': 'float64'} goes to 1.8e308" if _is_float32(K) else "1.8e308"
+        raise_not_representable("polynomial", f"(coef0 + x'z / sigma**2) ** degree exceeds about {limit}")
     return K
 
 
@@ -221,80 +185,11 @@ def _centred_scaled(X, Y, scale):
             D = sp.diags(scale)
             return (X @ D).tocsr() if sp.issparse(X) else X * scale, (Y @ D).tocsr() if sp.issparse(Y) else Y * scale
         return X * scale, Y * scale
-    dtype = X.dtype
-    c = np.mean(Y, axis=0, dtype=np.float64)
+    dtype = np.float32 if _is_float32(X) else np.float64
+    c = column_means(Y) if Y.shape[0] else 0.0
+    scale = _scales(scale, X)
     with np.errstate(over="ignore"):
-        Xs = ((X - c) * scale).astype(dtype, copy=False)
-        Ys = ((Y - c) * scale).astype(dtype, copy=False)
-    return Xs, Ys
-
-
-def _neg_sq_distances(X, Y, out=None, then=None):
-    """``-||x - z||^2`` by one GEMM on augmented inputs, clipped at 0.
-
-    ``[x, |x|^2, 1] . [2 z, -1, -|z|^2] = -(|x|^2 - 2 x'z + |z|^2)``: a GEMM
-    plus an in-place clip, in the inputs' precision. Both run by chunks of
-    rows, each followed by ``then(chunk)`` (the kernel's own elementwise
-    step, in place) while the chunk is still in cache.
-    """
-    xx = np.einsum("ij,ij->i", X, X)[:, None]
-    yy = np.einsum("ij,ij->i", Y, Y)[:, None]
-    A = np.hstack([X, xx, np.ones_like(xx)])
-    Bt = np.hstack([2 * Y, -np.ones_like(yy), -yy]).T
-    D = np.empty((A.shape[0], Bt.shape[1]), dtype=np.result_type(A, Bt)) if out is None else out
-    rows = max(1, DISTANCE_CHUNK_BYTES // max(1, D.shape[1] * D.itemsize))
-    # The expansion's rounding is about eps (|x|^2 + |z|^2): where that is large (features far
-    # from 0 in units of sigma), entries within it of 0 (a row against itself) are recomputed.
-    for start in range(0, D.shape[0], rows):
-        chunk = D[start : start + rows]
-        with np.errstate(invalid="ignore", over="ignore"):
-            np.matmul(A[start : start + rows], Bt, out=chunk)
-        np.minimum(chunk, 0, out=chunk)
-        if chunk.size:
-            _exact_near_zero(chunk, X[start : start + rows], Y, xx[start : start + rows, 0], yy[:, 0])
-        if then is not None:
-            then(chunk)
-    return D
-
-
-def _exact_near_zero(chunk, X, Y, xx, yy):
-    """Recompute ``-||x - z||^2`` directly (in float64) where the expansion cannot resolve it from 0.
-
-    Entry (i, j) is rounded by about ``eps (|x_i|^2 + |z_j|^2)``; it is
-    recomputed where it lies within 8 times that of 0 and that bound exceeds
-    ``sqrt(eps)`` (a kernel value moved by more). Only rows and columns of
-    large norm can reach that bound, so only they are scanned: a scan of the
-    whole block costs as much as its GEMM for few features, and one outlier
-    row (California housing's) would otherwise make every block pay it.
-    """
-    eps = np.finfo(chunk.dtype).eps
-    big = np.sqrt(eps) / (8 * eps)  # |x_i|^2 + |z_j|^2 above this can move a kernel value by sqrt(eps)
-    rows = np.flatnonzero(xx > big / 2)
-    cols = np.flatnonzero(yy > big / 2)
-    other = np.setdiff1d(np.arange(len(xx)), rows, assume_unique=True)  # the columns' scan skips rows scanned whole
-    for r, c in ((rows, np.arange(chunk.shape[1])), (other, cols)):
-        if not (len(r) and len(c)):
-            continue
-        bound = 8 * eps * (xx[r, None] + yy[None, c])
-        i, j = np.nonzero((chunk[np.ix_(r, c)] >= -bound) & (bound > np.sqrt(eps)))
-        if len(i):
-            i, j = r[i], c[j]
-            diff = X[i].astype(np.float64) - Y[j]
-            chunk[i, j] = -np.einsum("ij,ij->i", diff, diff)
-
-
-def _sparse_neg_sq_distances(X, Y, out=None):
-    """``-||x - z||^2`` for sparse X or Y, in float64 (sparse data is not centred)."""
-    X, Y = _as_float64(X), _as_float64(Y)
-    D = safe_sparse_dot(X, Y.T, dense_output=True)
-    D *= 2.0
-    D -= row_norms(X, squared=True)[:, None]
-    D -= row_norms(Y, squared=True)[None, :]
-    np.minimum(D, 0, out=D)
-    if out is None:
-        return D
-    out[...] = D
-    return out
+        return cast((X - c) * scale, dtype), cast((Y - c) * scale, dtype)
 
 
 def _inverse_scale(sigma, power, name):
@@ -348,12 +243,7 @@ def rbf(X, Y, sigma=1.0, out=None):
     """
     X, Y = _as_float(X, Y)
     Xs, Ys = _centred_scaled(X, Y, _inverse_scale(sigma, 1, "rbf"))
-    if not (sp.issparse(Xs) or sp.issparse(Ys)):
-        return _neg_sq_distances(Xs, Ys, out=out, then=lambda chunk: np.exp(chunk, out=chunk))
-    D = _sparse_neg_sq_distances(Xs, Ys, out=out)
-    if out is None:
-        D = D.astype(X.dtype, copy=False)
-    return np.exp(D, out=D)
+    return neg_sq_distances(Xs, Ys, out=out, then=exp_in_place)
 
 
 def exponential(X, Y, sigma=1.0):
@@ -383,12 +273,10 @@ def exponential(X, Y, sigma=1.0):
     per_feature = np.ndim(sigma) > 0
     # ||x - z|| / (2 sigma^2) = ||x/sigma - z/sigma|| / (2 sigma); per feature, x_j / sigma_j^2 and sigma = 1
     scale = _inverse_scale(sigma, 2 if per_feature else 1, "exponential")
-    Xs, Ys = _centred_scaled(_as_float64(X), _as_float64(Y), scale)
-    D = euclidean_distances(Xs, None if Y is X else Ys)  # None: an exact zero diagonal
-    if sp.issparse(Xs) or sp.issparse(Ys):
-        D = np.asarray(D)
+    Xs, Ys = _centred_scaled(*_as_float(X, Y, np.float64), scale)
+    D = euclidean(Xs, Ys, same=Y is X)
     D *= -0.5 if per_feature else -1.0 / (2.0 * sigma)
-    return np.exp(D, out=D).astype(X.dtype, copy=False)
+    return cast(exp_in_place(D), np.float32 if _is_float32(X) else np.float64)
 
 
 def laplacian(X, Y, sigma=1.0, out=None):
@@ -417,39 +305,7 @@ def laplacian(X, Y, sigma=1.0, out=None):
     X, Y = _as_float(X, Y)
     scale = _inverse_scale(sigma, 1, "laplacian")
     Xs, Ys = _centred_scaled(X, Y, scale)  # |x - z| directly: the shift only keeps |x/sigma| finite
-    if not (sp.issparse(Xs) or sp.issparse(Ys)):
-        return _neg_l1_distances(Xs, Ys, out=out, then=lambda chunk: np.exp(chunk, out=chunk))
-    D = np.asarray(manhattan_distances(Xs, Ys)).astype(X.dtype, copy=False)
-    D *= -1
-    if out is None:
-        return np.exp(D, out=D)
-    return np.exp(D, out=out)
-
-
-def _neg_l1_distances(X, Y, out=None, then=None):
-    """``-||x - z||_1`` of dense inputs, feature by feature, in their precision.
-
-    Rows go by chunks of ``L1_CHUNK_BYTES``, each followed by ``then(chunk)``
-    (the kernel's elementwise step, in place) while it is in cache. Every
-    term is exact up to one rounding, so the sum's relative error is at most
-    about ``n_features`` units of the precision (no cancellation, unlike the
-    squared distances' expansion).
-    """
-    D = np.empty((X.shape[0], Y.shape[0]), dtype=np.result_type(X, Y)) if out is None else out
-    Yt = np.ascontiguousarray(Y.T, dtype=D.dtype)
-    rows = max(1, L1_CHUNK_BYTES // max(1, D.shape[1] * D.itemsize))
-    scratch = np.empty((min(rows, D.shape[0]), D.shape[1]), dtype=D.dtype)
-    for start in range(0, D.shape[0], rows):
-        chunk, x = D[start : start + rows], X[start : start + rows]
-        chunk[...] = 0.0
-        for j in range(X.shape[1]):
-            term = scratch[: len(chunk)]
-            np.subtract(x[:, j : j + 1], Yt[j], out=term)
-            np.abs(term, out=term)
-            chunk -= term
-        if then is not None:
-            then(chunk)
-    return D
+    return neg_l1_distances(Xs, Ys, out=out, then=exp_in_place)
 
 
 def sigmoid(X, Y, coef0=1.0, a=None):
@@ -480,7 +336,7 @@ def sigmoid(X, Y, coef0=1.0, a=None):
     K = linear(X, Y)
     K *= a
     K += coef0
-    return np.tanh(K, out=K)
+    return _namespace(K).tanh(K)
 
 
 def all_subsets(X, Y):
@@ -507,43 +363,21 @@ def all_subsets(X, Y):
     >>> all_subsets(np.array([[1.0, 2.0]]), np.array([[3.0, 4.0]]))
     array([[36.]])
     """
-    X, Y = _as_float64(X), _as_float64(Y)
-    if sp.issparse(X) or sp.issparse(Y):
-        return _sparse_all_subsets(sp.csc_matrix(X), sp.csc_matrix(Y))
-
-    def factor(k):
-        f = np.multiply.outer(X[:, k], Y[:, k])
-        f += 1.0
-        return f
-
-    return _safe_product(factor, X.shape[1], (X.shape[0], Y.shape[0]), "all_subsets")
-
-
-def _sparse_all_subsets(X, Y):
-    """all_subsets for CSC X and Y: factor k differs from 1 only where x_k z_k != 0."""
-    mantissa = np.ones((X.shape[0], Y.shape[0]))
-    exponent = np.zeros(mantissa.shape, dtype=np.int64)
-    for k in range(X.shape[1]):
-        rx, vx = X.indices[X.indptr[k] : X.indptr[k + 1]], X.data[X.indptr[k] : X.indptr[k + 1]]
-        rz, vz = Y.indices[Y.indptr[k] : Y.indptr[k + 1]], Y.data[Y.indptr[k] : Y.indptr[k + 1]]
-        if len(rx) == 0 or len(rz) == 0:
-            continue
-        block = np.ix_(rx, rz)
-        m, e = np.frexp(mantissa[block] * (1.0 + np.outer(vx, vz)))
-        mantissa[block] = m
-        exponent[block] += e
-    return _from_frexp(mantissa, exponent, "all_subsets")
+    return subset_products(*_as_float(X, Y, np.float64))
 
 
 # ------------------------------------------------------------- diagonals
 
 
 def _sq_norms(X):
-    return row_norms(_as_float64(X), squared=True)
+    X = _as_float(X, X, np.float64)[0]
+    if isinstance(X, np.ndarray) or sp.issparse(X):
+        return row_norms(X, squared=True)
+    return _namespace(X).sum(X * X, axis=1)
 
 
 def _ones_diag(X, **params):
-    return np.ones(X.shape[0])
+    return full(X, (X.shape[0],), 1.0) if not sp.issparse(X) else np.ones(X.shape[0])
 
 
 def _linear_diag(X):
@@ -553,26 +387,19 @@ def _linear_diag(X):
 def _polynomial_diag(X, degree=3, coef0=1.0, sigma=1.0):
     with np.errstate(over="ignore", invalid="ignore"):
         d = (_sq_norms(X) / sigma**2 + coef0) ** degree
-    if not np.all(np.isfinite(d)):
+    if not all_finite(d):
         polynomial(X, X, degree=degree, coef0=coef0, sigma=sigma)  # raises the clear error
     return d
 
 
 def _sigmoid_diag(X, coef0=1.0, a=None):
     a = 1.0 / X.shape[1] if a is None else a
-    return np.tanh(a * _sq_norms(X) + coef0)
+    d = _sq_norms(X)
+    return _namespace(d).tanh(a * d + coef0)
 
 
 def _all_subsets_diag(X):
-    X = _as_float64(X)
-    if sp.issparse(X):  # a product over the nonzero features, as a sum of logs
-        logs = X.multiply(X).tocsr()
-        logs.data = np.log1p(logs.data)
-        total = np.asarray(logs.sum(axis=1)).ravel()
-        if np.any(total > np.log(np.finfo(np.float64).max)):
-            _raise_not_representable("all_subsets", "some values exceed the largest float64 (about 1.8e308)")
-        return np.exp(total)
-    return _safe_product(lambda k: 1.0 + X[:, k] ** 2, X.shape[1], len(X), "all_subsets")
+    return subset_products_diag(_as_float(X, X, np.float64)[0])
 
 
 # ---------------------------------------------------------------- registry
@@ -839,7 +666,7 @@ class BoundKernel:
             ) from None
 
     def fill(self, out, X, Y):
-        """Write ``K(X, Y)`` into ``out`` (in place when the kernel supports it)."""
+        """Write ``K(X, Y)`` into the numpy block ``out`` (in place when the kernel supports it)."""
         if self.writes_out and out.dtype == X.dtype == Y.dtype:
             self.spec.function(X, Y, out=out, **self.params)
             self._check(out)
@@ -847,12 +674,12 @@ class BoundKernel:
             out[...] = self(X, Y)
 
     def __call__(self, X, Y):
-        """The block ``K(X, Y)``, in float32 if X and Y are float32."""
-        if not isinstance(X, np.ndarray) and not sp.issparse(X):
-            return self._call_array_api(X, Y)
-        dtype = np.float32 if X.dtype == Y.dtype == np.float32 else np.float64
+        """The block ``K(X, Y)`` in X's namespace and on its device, in float32 if X and Y are float32.
+
+        A user's kernel gets the arrays as they are: it must support their namespace.
+        """
         try:
-            K = np.asarray(self.spec.function(X, Y, **self.params), dtype=dtype)
+            K = self.spec.function(X, Y, **self.params)
         except TypeError as exc:  # numpy's ufunc type errors too: a kernel_params value of the wrong type
             if not self.params:
                 raise
@@ -860,48 +687,26 @@ class BoundKernel:
                 f"The {self.name} kernel failed with the parameters {self.params}: {exc}. "
                 "Check the types of kernel_params."
             ) from exc
-        expected = (X.shape[0], Y.shape[0])
-        if K.shape != expected:
-            raise ValueError(
-                f"The {self.name} kernel returned shape {K.shape}; expected "
-                f"{expected}, one row per X sample and one column per Y sample."
-            )
-        self._check(K)
-        return K
-
-    def _call_array_api(self, X, Y):
-        """The block in X's array namespace and device (see kernelgd._array_api)."""
-        from ._array_api import namespace
-        from ._kernels_xp import KERNELS
-
-        xp, _ = namespace(X, Y)
-        if is_builtin(self.spec) and self.spec.name in KERNELS:
-            K = KERNELS[self.spec.name](xp, X, Y, **self.params)
-        else:  # a user's kernel gets the arrays as they are: it must support their namespace
-            K = self.spec.function(X, Y, **self.params)
+        K = _as_float(K, K, np.float32 if _is_float32(X) and _is_float32(Y) else np.float64)[0]
         expected = (X.shape[0], Y.shape[0])
         if tuple(K.shape) != expected:
             raise ValueError(
                 f"The {self.name} kernel returned shape {tuple(K.shape)}; expected "
                 f"{expected}, one row per X sample and one column per Y sample."
             )
-        if not bool(xp.all(xp.isfinite(K))):
-            params = f" with {self.params}" if self.params else ""
-            raise ValueError(
-                f"The {self.name} kernel{params} returned inf or NaN values for this "
-                "data. Scale the features or change the kernel parameters."
-            )
-        return xp.astype(K, X.dtype)
+        self._check(K)
+        return K
 
     def _check(self, K):
         # One reduction finds any inf or NaN; the full test only if it fails
         # (a finite sum can overflow).
+        xp = _namespace(K)
         with np.errstate(over="ignore", invalid="ignore"):
-            total_finite = np.isfinite(K.sum())
-        if not total_finite and not np.all(np.isfinite(K)):
+            total_finite = all_finite(xp.sum(K))
+        if not total_finite and not all_finite(K):
             hint = (
                 " In float32 the range ends at 3.4e38: options={'dtype': 'float64'} "
-                "computes in float64." if K.dtype == np.float32 else ""
+                "computes in float64." if _is_float32(K) else ""
             )
             params = f" with {self.params}" if self.params else ""
             raise ValueError(
@@ -910,25 +715,12 @@ class BoundKernel:
             )
 
     def diag(self, X):
-        """``k(X[i], X[i])`` for every row."""
-        if not isinstance(X, np.ndarray) and not sp.issparse(X):
-            from ._array_api import namespace
-            from ._kernels_xp import DIAGONALS
-
-            xp, _ = namespace(X)
-            if is_builtin(self.spec) and self.spec.name in DIAGONALS:
-                return DIAGONALS[self.spec.name](xp, X, **self.params)
-            return xp.concat([
-                xp.astype(xp.linalg.diagonal(self(X[i : i + 256], X[i : i + 256])), xp.float64)
-                for i in range(0, X.shape[0], 256)
-            ])
+        """``k(X[i], X[i])`` for every row, in float64."""
         if self.spec.diag is not None:
-            return np.asarray(self.spec.diag(X, **self.params), dtype=np.float64)
-        out = np.empty(X.shape[0])
-        for start in range(0, X.shape[0], 256):
-            block = X[start : start + 256]
-            out[start : start + block.shape[0]] = np.diagonal(self(block, block))
-        return out
+            return as_float64(self.spec.diag(X, **self.params))
+        blocks = [X[start : start + 256] for start in range(0, X.shape[0], 256)]
+        return concat([as_float64(diagonal(self(block, block))) for block in blocks]) if blocks \
+            else full(X, (0,), 0.0)
 
 
 def check_sigma(sigma, spec):

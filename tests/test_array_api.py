@@ -38,7 +38,6 @@ from kernelgd._array_api import (  # noqa: E402
     to_numpy,
 )
 from kernelgd._operator import KernelOperator  # noqa: E402
-from kernelgd._operator_xp import ArrayKernelOperator  # noqa: E402
 from kernelgd.kernels import bind_kernel  # noqa: E402
 
 
@@ -352,8 +351,8 @@ def test_operator_products_match_numpy(module, centers, store):
     kernel = bind_kernel("rbf", sigma=2.0)
     ref = KernelOperator(X, kernel, centers=C, dtype="float64", store=store, memory_budget=4096)
     with config_context(array_api_dispatch=True):
-        op = ArrayKernelOperator(module.asarray(X), kernel, centers=None if C is None else module.asarray(C),
-                                 dtype="float64", store=store, memory_budget=4096)
+        op = KernelOperator(module.asarray(X), kernel, centers=None if C is None else module.asarray(C),
+                            dtype="float64", store=store, memory_budget=4096)
         m = op.m
         w = module.asarray(np.abs(U[:, 0]))
         gram, KV = op.gram_matvec(module.asarray(V[:m]), w)

@@ -245,11 +245,11 @@ def test_entry_point_kernels_resolve_by_name(monkeypatch, tmp_path):
 def test_rbf_by_chunks_of_rows_equals_scikit_learn(monkeypatch, dtype):
     # The distance GEMM, its clip and the exp run by chunks of rows: here 3 rows a chunk, the
     # last one partial, written into a strided block of a larger matrix as the operator does.
-    from kernelgd import kernels
+    from kernelgd import _distances, kernels
 
     rs = np.random.RandomState(0)
     X, Y = rs.randn(11, 4).astype(dtype), rs.randn(7, 4).astype(dtype)
-    monkeypatch.setattr(kernels, "DISTANCE_CHUNK_BYTES", 3 * 7 * np.dtype(dtype).itemsize)
+    monkeypatch.setattr(_distances, "DISTANCE_CHUNK_BYTES", 3 * 7 * np.dtype(dtype).itemsize)
     expected = pairwise.rbf_kernel(X.astype(np.float64), Y.astype(np.float64), gamma=1 / 1.5**2)
     rtol = 1e-12 if dtype == np.float64 else 1e-5
     assert_allclose(kernels.rbf(X, Y, sigma=1.5), expected, rtol=rtol)
@@ -265,11 +265,11 @@ def test_rbf_by_chunks_of_rows_equals_scikit_learn(monkeypatch, dtype):
 def test_laplacian_by_chunks_of_rows_equals_scikit_learn(monkeypatch, dtype, sigma):
     # The L1 distances run feature by feature over chunks of 3 rows (the last partial), written into a
     # strided block of a larger matrix as the operator does; features far from 0 (the common shift).
-    from kernelgd import kernels
+    from kernelgd import _distances, kernels
 
     rs = np.random.RandomState(0)
     X, Y = (rs.randn(11, 4) * 3 + 1e3).astype(dtype), (rs.randn(7, 4) * 3 + 1e3).astype(dtype)
-    monkeypatch.setattr(kernels, "L1_CHUNK_BYTES", 3 * 7 * np.dtype(dtype).itemsize)
+    monkeypatch.setattr(_distances, "L1_CHUNK_BYTES", 3 * 7 * np.dtype(dtype).itemsize)
     expected = pairwise.laplacian_kernel(X.astype(np.float64) / sigma, Y.astype(np.float64) / sigma, gamma=1.0)
     rtol = 1e-12 if dtype == np.float64 else 1e-5  # float32: centred first, so the shift costs no digits
     assert_allclose(kernels.laplacian(X, Y, sigma=sigma), expected, rtol=rtol)

@@ -8,7 +8,8 @@ from numpy.testing import assert_allclose
 
 import kernelgd._operator as operator_module
 from kernelgd import KernelGDRegressor, kernel_matrix
-from kernelgd._operator import KernelOperator, MemoryBudgetError, blas_dot, cross_kernel_dot
+from kernelgd._array_api import blas_dot
+from kernelgd._operator import KernelOperator, MemoryBudgetError, cross_kernel_dot
 from kernelgd._array_api import cholesky
 from kernelgd.kernels import bind_kernel
 

@@ -9,7 +9,7 @@ Hessians in F; solvers ask this object, never write the sum out.
 """
 
 from .._array_api import total
-from .._operator import blas_dot
+from .._array_api import blas_dot
 
 
 class Objective:

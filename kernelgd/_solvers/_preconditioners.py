@@ -12,7 +12,8 @@ from scipy.linalg import cho_solve
 
 from .._array_api import add_to_diagonal, cholesky, diagonal, gram, minus_outer, outer, triangle_gram, xp_of
 from .._array_api import solve_triangular as xp_solve_triangular
-from .._operator import POOLED_MIN_BYTES, blas_dot, single_threaded_blas
+from .._array_api import blas_dot
+from .._operator import POOLED_MIN_BYTES, single_threaded_blas
 from ._krylov import RPC_BLOCK, rp_cholesky
 
 # Landmarks of the Nystroem preconditioner for the full system.

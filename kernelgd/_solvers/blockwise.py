@@ -27,7 +27,7 @@ gradient) keeps every iterate a decrease from the intercept-only model.
 import numpy as np
 from sklearn.utils import gen_batches
 
-from .._operator import blas_dot
+from .._array_api import blas_dot
 from ._krylov import ProductTracker, block_pcg
 from ._objective import Objective
 from ._preconditioners import CENTERS_MIN_RIDGE, FalkonPreconditioner, center_factors

@@ -42,7 +42,8 @@ import numpy as np
 from .._array_api import (
     diagonal, full, outer, take_columns, take_rows, to_numpy, total, weighted_sum, xp_of, zeros,
 )
-from .._operator import blas_dot, check_budget
+from .._array_api import blas_dot
+from .._operator import check_budget
 from .._warnings import warn
 from . import _dense_newton
 from ._common import IterateLog, finish, warn_not_converged, warn_rounding

@@ -37,7 +37,8 @@ from .._array_api import (
     add_at_rows, as_float64, clip_min, concat, copy, diagonal, full, outer, rows_of, take_columns, to_numpy,
     top_eigenpairs, total, xp_of, zeros,
 )
-from .._operator import blas_dot, single_threaded_blas
+from .._array_api import blas_dot
+from .._operator import single_threaded_blas
 from ._common import (
     IterateLog,
     NonPSDKernelWarning,

@@ -93,7 +93,8 @@ from .._array_api import (
     to_numpy, xp_of, zeros,
 )
 from .._array_api import total as total_of
-from .._operator import KernelOperator, blas_dot, single_threaded_blas
+from .._array_api import blas_dot
+from .._operator import KernelOperator, single_threaded_blas
 from .._warnings import warn
 from . import _dense_newton
 from ._krylov import ProductTracker, block_pcg, rp_cholesky
