@@ -458,12 +458,15 @@ def test_logistic_functions_of_extreme_predictions(module):
 
 
 @pytest.mark.parametrize("module", NAMESPACES)
-@pytest.mark.parametrize("n_centers, dense", [(None, True), (None, False), (40, False)])
+@pytest.mark.parametrize("n_centers, dense", [(None, True), (None, False), (None, "local"), (40, False)])
 def test_predictive_std_matches_numpy(module, n_centers, dense, regression, monkeypatch):
     from kernelgd import _posterior
 
-    # the exact model's variance from one dense factor, or by block CG
+    # the exact model's variance from one dense factor, by block CG, or from each point's nearest rows
     monkeypatch.setattr(_posterior, "DENSE_BREAK_EVEN", 10**9 if dense else 0)
+    if dense == "local":
+        monkeypatch.setattr(_posterior, "EXACT_COST_RATIO", 0.0)
+        monkeypatch.setattr(_posterior, "LOCAL_ROWS", 30)
     X, y = regression
     estimator = KernelGDRegressor(kernel="rbf", alpha=1e-3, n_centers=n_centers, random_state=0, tol=1e-10)
     ref, est = _fit_both(estimator, module, X, y)

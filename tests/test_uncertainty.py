@@ -41,13 +41,39 @@ def _exact_reference(X, y, Xt, sigma, alpha, w, intercept, counts):
     return s2, noise, latent + noise
 
 
-@pytest.fixture(params=["dense", "cg"])
+@pytest.fixture(params=["dense", "cg", "local"])
 def variance_path(request, monkeypatch):
-    """The exact model's variance from one dense factor or by block CG (whatever the test size)."""
+    """The exact model's variance from one dense factor, by block CG, or conditioned per test point on
+    its nearest rows (here all of them: exact), whatever the test size."""
     from kernelgd import _posterior
 
     monkeypatch.setattr(_posterior, "DENSE_BREAK_EVEN", 10**9 if request.param == "dense" else 0)
+    if request.param == "local":
+        monkeypatch.setattr(_posterior, "EXACT_COST_RATIO", 0.0)
+        monkeypatch.setattr(_posterior, "LOCAL_ROWS", 10**9)
     return request.param
+
+
+@pytest.mark.parametrize("rows", [20, 60, 120])
+def test_local_std_is_never_below_the_exact_one(monkeypatch, rows):
+    # Conditioning on fewer observations explains less: each point's std from its nearest rows is at
+    # least the exact one, and approaches it as the rows grow. A zero-weight row is never among them.
+    from kernelgd import _posterior
+
+    X, y = _data(n=300, seed=3)
+    w = np.ones(len(y))
+    w[7] = 0.0
+    Xt = np.vstack([_data(n=40, seed=4)[0], [[4.0, 4.0]]])
+    model = KernelGDRegressor(sigma=0.8, alpha=1e-4, tol=1e-12, max_iter=10_000).fit(X, y, sample_weight=w)
+    exact = model.predict(Xt, return_std=True)[1]
+    monkeypatch.setattr(_posterior, "EXACT_COST_RATIO", 0.0)
+    monkeypatch.setattr(_posterior, "LOCAL_ROWS", rows)
+    local = model.predict(Xt, return_std=True)[1]
+    assert np.all(local >= exact * (1 - 1e-10))
+    assert_allclose(local[-1], exact[-1], rtol=1e-6)  # far away: the prior's band either way
+    assert np.median(local / exact) < {20: 1.1, 60: 1.02, 120: 1.005}[rows]
+    monkeypatch.setattr(_posterior, "LOCAL_ROWS", 299)  # every row of positive weight
+    assert_allclose(model.predict(Xt, return_std=True)[1], exact, rtol=1e-8)
 
 
 def test_exact_std_is_the_dense_gaussian_process_formula(variance_path):
