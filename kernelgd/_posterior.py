@@ -8,7 +8,8 @@ observation (weight ``1 / N`` of N observations) has noise ``s^2 alpha N``. With
 
 The scale s^2 maximises the leave-one-out predictive likelihood (Sundararajan and Keerthi,
 2001): row i held out has the residual ``a_i / c_ii`` and the variance ``s^2 / c_ii``
-(``c = diag(C^-1)``), so ``s^2 = mean_i a_i^2 / c_ii``. Unlike the marginal likelihood's
+(``c = diag(C^-1)``), so ``s^2 = mean_i a_i^2 / c_ii`` (larger where its 95% intervals hold clearly
+too few held-out rows: ``_loo_scale``). Unlike the marginal likelihood's
 ``(y - b)'a / n``, it is fitted to held-out errors: on a nearly interpolating model (UCI energy,
 alpha ~ 1e-8) the marginal likelihood's intervals covered 88% of test targets, these 96%.
 The exact model gets c from a dense factorization up to ``LOO_DENSE_MAX`` rows and keeps the
@@ -43,7 +44,7 @@ from scipy.linalg import cholesky as scipy_cholesky
 from scipy.linalg.blas import dsyrk
 from sklearn.utils import gen_batches
 
-from ._array_api import add_to_diagonal, as_float64, cholesky, diagonal, eye, take_rows, to_numpy, xp_of
+from ._array_api import add_to_diagonal, as_float64, cholesky, diagonal, eye, from_numpy, take_rows, to_numpy, xp_of
 from ._operator import single_threaded_blas
 from ._array_api import solve_triangular as xp_solve_triangular
 from ._solvers._krylov import block_pcg
@@ -66,6 +67,10 @@ LOO_DENSE_MAX = 2000
 LOO_SAMPLE = 4096
 # Below this ridge (times the trace of S K S) the dense factorization is not to be trusted.
 LOO_MIN_RIDGE = 1e3 * np.finfo(np.float64).eps
+# Where the likelihood's 95% intervals clearly hold too few held-out rows, the scale is the one whose
+# intervals hold 95%: on residuals with heavy tails (UCI wine: kurtosis 5) they held 92% of the test targets.
+COVERAGE = 0.95
+COVERAGE_Z = 1.959963984540054
 # 1 - h_i at least this: a row the centers interpolate (h_i = 1 in rounding) stays finite.
 LOO_MIN_FREEDOM = 1e-12
 # Arrays of n x (block of test points) the exact model's CG holds at once (X, R, Z, P, A P, rhs).
@@ -121,9 +126,22 @@ def per_target(v):
 
 
 def _loo_scale(xp, q, w):
-    """``s^2 = sum_i w_i q_i / sum_i w_i`` per target, ``q_i = a_i^2 / c_ii`` of the rows given; never negative."""
-    s2 = xp.sum(w[:, None] * q, axis=0) / xp.sum(w)
-    return xp.sqrt(xp.where(s2 > 0, s2, 0.0))
+    """s per target from ``q_i = a_i^2 / c_ii`` of the rows given (row i held out has the squared
+    standardized residual ``q_i / s^2``): the likelihood's ``s^2 = sum_i w_i q_i / sum_i w_i``; where
+    its 95% intervals hold less than 95% of the rows' weight by more than two binomial standard
+    errors, the s^2 whose intervals hold 95% (the weighted quantile of q over 1.96^2)."""
+    s2 = to_numpy(xp.sum(w[:, None] * q, axis=0) / xp.sum(w))
+    q_host, w_host = np.asarray(to_numpy(q)), np.asarray(to_numpy(w))
+    n_effective = np.sum(w_host) ** 2 / np.sum(w_host**2)
+    for j in range(q_host.shape[1]):
+        held = np.sum(w_host[q_host[:, j] <= COVERAGE_Z**2 * s2[j]]) / np.sum(w_host)
+        if held >= COVERAGE - 2 * np.sqrt(COVERAGE * (1 - COVERAGE) / n_effective):
+            continue  # within two binomial standard errors of 95%: the likelihood's scale stands
+        order = np.argsort(q_host[:, j])
+        share = np.cumsum(w_host[order]) / np.sum(w_host)
+        k = min(int(np.searchsorted(share, COVERAGE - 1e-9)), len(order) - 1)  # (rounding of the sums)
+        s2[j] = max(s2[j], q_host[order[k], j] / COVERAGE_Z**2)
+    return xp.sqrt(from_numpy(np.where(s2 > 0, s2, 0.0), xp, getattr(q, "device", None)))
 
 
 def _inverse_diagonal(A):

@@ -63,9 +63,10 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         each iteration; None otherwise.
     signal_variance_ : float, ndarray of shape (n_targets,) or None
         The Gaussian process's scale ``s^2``: the prior covariance is
-        ``s^2 k``. Chosen by the leave-one-out predictive likelihood (see
-        :meth:`predict`); None for a kernel that is not positive
-        semi-definite.
+        ``s^2 k``. Chosen by the leave-one-out predictive likelihood, and
+        enlarged where its 95%% intervals hold clearly fewer than 95%% of the
+        held-out training targets (see :meth:`predict`); None for a kernel
+        that is not positive semi-definite.
     noise_variance_ : float, ndarray of shape (n_targets,) or None
         The noise variance of a new observation, ``s^2 * alpha_ * N`` (N the
         number of observations: the training rows, or their total sample

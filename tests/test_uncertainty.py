@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
+from scipy.stats import norm
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
 
@@ -25,17 +26,31 @@ def _data(n=150, d=2, seed=0, t=None):
     return X, np.column_stack([f * (j + 1) + 0.3 * rng.randn(n) for j in range(t)])
 
 
+def _scale_reference(q, w):
+    """The likelihood's s^2 (weighted mean of q); where its 95% intervals hold less than 95% of the
+    held-out rows' weight by more than two binomial standard errors, the s^2 whose intervals hold 95%:
+    the weighted 0.95 quantile of the squared standardized residuals over 1.96^2."""
+    s2 = np.sum(w * q) / np.sum(w)
+    covered = np.sum(w * (np.abs(np.sqrt(q / s2)) <= norm.ppf(0.975))) / np.sum(w)
+    if covered >= 0.95 - 2 * np.sqrt(0.95 * 0.05 * np.sum(w**2)) / np.sum(w):
+        return s2
+    order = np.argsort(q)
+    held = np.cumsum(w[order]) / np.sum(w)
+    quantile = q[order][np.argmax(held >= 0.95 - 1e-9)]
+    return max(s2, quantile / norm.ppf(0.975) ** 2)
+
+
 def _exact_reference(X, y, Xt, sigma, alpha, w, intercept, counts):
     """s^2, noise and the predictive variance from the inverse of C = K + alpha W^-1 (w > 0 summing to one).
 
-    s^2 maximises the leave-one-out predictive likelihood: row i held out has the residual
-    ``e_i = a_i / c_ii`` and the variance ``s^2 / c_ii`` (a = C^-1 (y - b), c = diag(C^-1)).
+    Row i held out has the residual ``e_i = a_i / c_ii`` and the variance ``s^2 / c_ii``
+    (a = C^-1 (y - b), c = diag(C^-1)); s^2 as ``_scale_reference`` of ``e_i^2 c_ii``.
     """
     K, Kt = rbf(X, X, sigma), rbf(X, Xt, sigma)
     C = K + alpha * np.diag(1.0 / w)
     C_inv = np.linalg.inv(C)
     a, c = C_inv @ (y - intercept), np.diag(C_inv)
-    s2 = np.sum(w * (a / c) ** 2 * c) / np.sum(w)
+    s2 = _scale_reference((a / c) ** 2 * c, w)
     noise = s2 * alpha * counts
     latent = s2 * (1.0 - np.sum(Kt * np.linalg.solve(C, Kt), axis=0))
     return s2, noise, latent + noise
@@ -139,7 +154,7 @@ def test_centers_std_is_the_dtc_formula():
     Q = Knm @ np.linalg.solve(Kmm + jitter * np.eye(len(C)), Knm.T)
     C_inv = np.linalg.inv(Q + n * alpha * np.eye(n))
     a, c = C_inv @ (y - model.intercept_), np.diag(C_inv)
-    s2 = np.mean((a / c) ** 2 / (1 / c + 1.0 - np.diag(Q)))
+    s2 = _scale_reference((a / c) ** 2 / (1 / c + 1.0 - np.diag(Q)), np.ones(n))
     Xt = np.array([[0.0, 0.0], [1.0, -1.0], [6.0, 6.0]])
     Ktm = rbf(Xt, C, 1.0)
     q = np.sum(Ktm * np.linalg.solve(Kmm + jitter * np.eye(len(C)), Ktm.T).T, axis=1)
@@ -285,3 +300,22 @@ def test_sparse_inputs_give_the_dense_inputs_std(n_centers):
     assert_allclose(std, csr.predict(Xt, return_std=True)[1], rtol=1e-6)
     if n_centers is None:  # (sparse and dense rows draw different centers)
         assert_allclose(std, KernelGDRegressor(**params).fit(X, y).predict(Xt, return_std=True)[1], rtol=1e-6)
+
+
+def test_heavy_tailed_residuals_widen_the_scale_to_hold_95_percent():
+    # Noise mostly 0, else +-0.5 (as rounding integer targets makes it): a Gaussian of the same variance
+    # puts its 95% interval inside +-0.5, holding about 80% of the held-out rows, so the scale grows
+    # until 95% of them fall inside; both against the dense leave-one-out reference.
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-2, 2, size=(400, 2))
+    noise = 0.5 * rng.choice([-1.0, 0.0, 1.0], p=[0.1, 0.8, 0.1], size=400) + 0.02 * rng.randn(400)
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + noise
+    model = KernelGDRegressor(kernel="rbf", sigma=1.0, alpha=1e-3, tol=1e-12, max_iter=10_000).fit(X, y)
+    w = np.full(len(y), 1.0 / len(y))
+    s2, _, _ = _exact_reference(X, y, X[:3], 1.0, 1e-3, w, model.intercept_, len(y))
+    C_inv = np.linalg.inv(rbf(X, X, 1.0) + 1e-3 * len(y) * np.eye(len(y)))
+    a, c = C_inv @ (y - model.intercept_), np.diag(C_inv)
+    q = (a / c) ** 2 * c
+    assert s2 > 1.05 * np.mean(q)  # the rule widened the likelihood's scale
+    assert_allclose(model.signal_variance_, s2, rtol=1e-6)
+    assert np.mean(q <= norm.ppf(0.975) ** 2 * model.signal_variance_ * (1 + 1e-9)) >= 0.95
