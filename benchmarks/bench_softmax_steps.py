@@ -60,7 +60,7 @@ def largest_eigenvalue(X):
 
 def fit(X, y, C, max_condition):
     from kernelgd import KernelGDClassifier
-    from kernelgd._solvers import newton
+    from kernelgd._solvers.newton import _directions as newton
 
     saved = newton.COUPLED_MAX_CONDITION, newton.STARTED_MAX_CONDITION
     newton.COUPLED_MAX_CONDITION = newton.STARTED_MAX_CONDITION = max_condition
@@ -85,7 +85,8 @@ def main(argv=None):
     parser.add_argument("--sets", nargs="+", default=None)
     parser.add_argument("--out", default=str(HERE / "results" / "softmax_steps.json"))
     args = parser.parse_args(argv)
-    from kernelgd._solvers.newton import COUPLED_MAX_CONDITION, STARTED_MAX_CONDITION, SUBSAMPLE_MIN_ROWS
+    from kernelgd._solvers.newton._directions import COUPLED_MAX_CONDITION, STARTED_MAX_CONDITION
+    from kernelgd._solvers.newton._start import SUBSAMPLE_MIN_ROWS
 
     sets = args.sets or (list(CS) if args.data_dir else ["digits"])
     rows = []

@@ -45,7 +45,7 @@ def load(name, data_dir):
 
 def fit(X, y, C, subsample):
     from kernelgd import KernelGDClassifier
-    from kernelgd._solvers import newton
+    from kernelgd._solvers.newton import _start as newton
 
     saved = newton.SUBSAMPLE_MIN_ROWS
     newton.SUBSAMPLE_MIN_ROWS = saved if subsample else np.inf

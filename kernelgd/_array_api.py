@@ -214,6 +214,27 @@ def _array_api_upper_factor(M, shift):
     return L.T if bool(xp.all(xp.isfinite(L))) else None
 
 
+def factor_in_place(M):
+    """Upper Cholesky factor of the symmetric positive definite M (no jitter), or None where it fails;
+    numpy overwrites M (LAPACK potrf, single-threaded: one n x n array, at any n)."""
+    if not isinstance(M, np.ndarray):
+        return _array_api_upper_factor((M + M.T) / 2, 0.0)
+    with single_threaded_blas():
+        try:  # M' = M in C order is M in Fortran order: potrf's lower factor of M.T is U'
+            return scipy.linalg.cholesky(M.T, lower=True, overwrite_a=True, check_finite=False).T
+        except scipy.linalg.LinAlgError:
+            return None
+
+
+def scale_in_place(M, s):
+    """``diag(s) M diag(s)`` (numpy: in place)."""
+    if isinstance(M, np.ndarray):
+        M *= s[:, None]
+        M *= s[None, :]
+        return M
+    return s[:, None] * M * s[None, :]
+
+
 def pivoted_cholesky(G):
     """LAPACK's pivoted Cholesky (pstrf) of a small PSD block, on the host.
 
@@ -312,6 +333,13 @@ def outer(u, v):
 def xp_of(A):
     """The namespace of A: numpy itself for numpy arrays."""
     return np if isinstance(A, np.ndarray) else namespace(A)[0]
+
+
+def row_dot(A, B):
+    """Each row's inner product ``sum_j A_ij B_ij`` (numpy: einsum, without the product's temporary)."""
+    if isinstance(A, np.ndarray):
+        return np.einsum("ij,ij->i", A, B)
+    return xp_of(A).sum(A * B, axis=1)
 
 
 def weighted_sum(w, Y):
@@ -602,3 +630,123 @@ def minus_outer(M, v):
     if isinstance(M, np.ndarray):
         return scipy.linalg.blas.dsyr(-1.0, v, lower=0, a=M.copy(order="F"), overwrite_a=1)
     return M - v[:, None] * v[None, :]
+
+
+def cho_solve(R, V):
+    """``(R'R)^-1 V`` for an upper Cholesky factor R (numpy: LAPACK's potrs)."""
+    if isinstance(R, np.ndarray):
+        return scipy.linalg.cho_solve((R, False), V, check_finite=False)
+    xp = xp_of(R)
+    return solve_triangular(xp, R, solve_triangular(xp, R, V, upper=True, trans=True), upper=True)
+
+
+def fortran(A):
+    """A in Fortran order where the namespace has memory orders (BLAS updates it in place)."""
+    return np.asfortranarray(A) if isinstance(A, np.ndarray) else A
+
+
+class CholeskyStack:
+    """One upper Cholesky factor per column, ``G_c = R_c' R_c``: ``solve(U)[:, c] = G_c^-1 U[:, c]``.
+
+    numpy keeps each factor's triangular inverse, so that every column's
+    solve is two batched products; other namespaces take two triangular
+    solves per column.
+    """
+
+    def __init__(self, k):
+        self.R, self.inverses = [None] * k, None
+
+    def set(self, c, R):
+        self.R[c] = R
+        if isinstance(R, np.ndarray):
+            shape = (len(self.R),) + R.shape
+            if self.inverses is None or self.inverses.shape != shape:
+                self.inverses = np.empty(shape)
+            self.inverses[c] = scipy.linalg.lapack.dtrtri(R, lower=0)[0]
+
+    def solve(self, U):
+        if self.inverses is not None:
+            R_inv = self.inverses
+            return np.matmul(R_inv, np.matmul(R_inv.transpose(0, 2, 1), U.T[:, :, None]))[:, :, 0].T
+        return xp_of(U).concat([cho_solve(R, U[:, c : c + 1]) for c, R in enumerate(self.R)], axis=1)
+
+
+class GrowingFactor:
+    """The columns of a factor ``F`` (n x up to ``rank``) as a pivoted Cholesky finds them.
+
+    numpy: one preallocated Fortran-ordered array that BLAS updates in
+    place; another namespace: a list of column blocks.
+    """
+
+    def __init__(self, diag, n, rank):
+        self.xp, self.k, self.n = xp_of(diag), 0, n
+        self.numpy = isinstance(diag, np.ndarray)
+        self.store = np.empty((n, rank), order="F") if self.numpy else []
+        self.device = getattr(diag, "device", None)
+
+    @property
+    def F(self):
+        if self.numpy:
+            return self.store[:, : self.k]
+        xp = self.xp
+        return xp.concat(self.store, axis=1) if self.store else xp.zeros((self.n, 0), dtype=xp.float64,
+                                                                           device=self.device)
+
+    def residual(self, G, S):
+        """The columns G = A[:, S] less their part in F: ``G - F F[S]'``."""
+        if not self.k:
+            return G
+        if self.numpy:
+            F = self.store[:, : self.k]
+            return scipy.linalg.blas.dgemm(-1.0, F, F[S], beta=1.0, c=G, trans_b=1, overwrite_c=1)
+        F = self.F
+        return G - F @ take_rows(self.xp, F, S).T
+
+    def append(self, G, keep, R):
+        """Add the columns Fk solving ``Fk R = G[:, keep]`` (R upper triangular); returns their rows'
+        squared norms on the host (the residual diagonal's decrease)."""
+        r = len(keep)
+        if self.numpy:
+            Fk = self.store[:, self.k : self.k + r]  # a Fortran-ordered view: trsm works in place
+            Fk[...] = G.T[keep].T  # gather rows of the C-ordered transpose: fast
+            scipy.linalg.blas.dtrsm(1.0, R, Fk, side=1, lower=0, overwrite_b=1)
+            self.k += r
+            return np.einsum("ij,ij->i", Fk, Fk)
+        xp = self.xp
+        R = xp.asarray(R, device=G.device)
+        # Fk R = G[:, keep]: Fk' = R^-T G[:, keep]'
+        Fk = solve_triangular(xp, R, take_columns(xp, G, keep).T, upper=True, trans=True).T
+        self.store.append(Fk)
+        self.k += r
+        return np.asarray(to_numpy(xp.sum(Fk * Fk, axis=1)))
+
+
+def input_namespace(*arrays):
+    """The arrays' namespace: numpy for numpy arrays, scipy.sparse matrices and array-likes."""
+    dense = [A for A in arrays if not sp.issparse(A)]
+    if all(isinstance(A, np.ndarray) for A in dense) or not all(hasattr(A, "shape") for A in dense):
+        return np
+    return namespace(*dense)[0]
+
+
+def common_float(X, Y, dtype=None):
+    """X and Y in one float dtype: ``dtype``, or float32 if both are float32, else float64; sparse stays CSR."""
+    if input_namespace(X, Y) is np:
+        X, Y = (A if sp.issparse(A) else np.asarray(A) for A in (X, Y))
+        common = np.result_type(X.dtype, Y.dtype, np.float32)  # float16 and small integers compute in float32
+        dtype = dtype or (np.float32 if common == np.float32 else np.float64)
+    dtype = dtype or (np.float32 if is_float32(X) and is_float32(Y) else np.float64)
+    return tuple(sp.csr_matrix(A, dtype=dtype) if sp.issparse(A) else cast(A, dtype) for A in (X, Y))
+
+
+def is_float32(A):
+    """Whether A holds float32."""
+    return str(A.dtype).endswith("float32")  # numpy's, torch's and the standard's dtypes alike
+
+
+def scales_like(value, X):
+    """A per-feature scale array in X's namespace and on its device (a float stays a float)."""
+    if not np.ndim(value) or isinstance(X, np.ndarray) or sp.issparse(X):
+        return value
+    xp = input_namespace(X)
+    return xp.asarray(value, dtype=xp.float64, device=X.device)

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances
 from sklearn.utils.extmath import row_norms, safe_sparse_dot
 
-from ._array_api import as_float64, take_rows, to_numpy, xp_of
+from ._array_api import as_float64, common_float, input_namespace, take_rows, to_numpy, xp_of
 
 # Rows of a distance GEMM per chunk, by the chunk's bytes: the clip and the kernel's exp then
 # find it in cache (adult's triangle on one thread: 3.9 s against 6.1 s for whole blocks).
@@ -322,3 +322,11 @@ def _from_frexp(mantissa, exponent):
     if not np.all(np.isfinite(out)):
         raise_not_representable("all_subsets", "some values exceed the largest float64 (about 1.8e308)")
     return out
+
+
+def sq_norms(X):
+    """Each row's squared norm, in float64."""
+    X = common_float(X, X, np.float64)[0]
+    if isinstance(X, np.ndarray) or sp.issparse(X):
+        return row_norms(X, squared=True)
+    return input_namespace(X).sum(X * X, axis=1)

@@ -9,7 +9,7 @@ leave-one-out predictions and scores of every alpha.
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from ._array_api import outer, take_rows, to_numpy, xp_of, zeros
+from ._array_api import clip_min, concat, outer, row_dot, take_rows, to_numpy, xp_of, zeros
 from ._operator import single_threaded_blas
 
 # Leave-one-out batches the rows of each distinct weight (one shift each) up to this many weights.
@@ -28,17 +28,16 @@ class _Predictions(RegressorMixin, BaseEstimator):
 
 def _eigen_system(K, Y, w, fit_intercept):
     """``s = sqrt(w)``, the eigenpairs of ``Q S K S Q``, the weighted mean of Y and ``V' Q S Y``."""
-    if not isinstance(K, np.ndarray):
-        return _eigen_system_array_api(K, Y, w, fit_intercept)
-    s = np.sqrt(w)
+    xp = xp_of(K)
+    s = xp.sqrt(w)
     Ks = s[:, None] * K * s[None, :]
     if fit_intercept:
         u = Ks @ s
-        Ks = Ks - np.outer(s, u) - np.outer(u, s) + np.outer(s, s) * (s @ u)
+        Ks = Ks - outer(s, u) - outer(u, s) + outer(s, s) * (s @ u)
     with single_threaded_blas():
-        lam, V = np.linalg.eigh(Ks)
-    lam = np.maximum(lam, 0.0)
-    y_bar = w @ Y if fit_intercept else np.zeros(Y.shape[1])
+        lam, V = xp.linalg.eigh(Ks)  # the lower triangle, as LAPACK's syevd reads it
+    lam = clip_min(lam, 0.0)
+    y_bar = w @ Y if fit_intercept else zeros(Y, Y.shape[1])
     # Q S y = S (y - y_bar) since s's = 1
     return s, lam, V, y_bar, V.T @ (s[:, None] * (Y - y_bar))
 
@@ -47,8 +46,9 @@ def _inverse_shift(lam, alpha):
     """``1 / (lam + alpha)``; for alpha = 0 the pseudo-inverse (directions of rounding-level lam dropped)."""
     if alpha > 0:
         return 1.0 / (lam + alpha)
-    keep = lam > lam[-1] * len(lam) * np.finfo(float).eps
-    return np.where(keep, 1.0 / np.where(keep, lam, 1.0), 0.0)
+    xp = xp_of(lam)
+    keep = lam > float(float(lam[-1]) * lam.shape[0] * np.finfo(float).eps)
+    return xp.where(keep, 1.0 / xp.where(keep, lam, 1.0), 0.0)
 
 
 def _low_rank_system(F, Y, w, fit_intercept):
@@ -63,10 +63,7 @@ def _low_rank_system(F, Y, w, fit_intercept):
 def _factor_system(B, s, Y, w, fit_intercept):
     """As :func:`_eigen_system` for ``Q S K S Q ~ B B'``, B weighted and centred already (n x r)."""
     xp = xp_of(B)
-    if xp is np:
-        with single_threaded_blas():
-            lam, W = np.linalg.eigh(B.T @ B)
-    else:
+    with single_threaded_blas():
         lam, W = xp.linalg.eigh(B.T @ B)
     top = max(float(lam[-1]), 0.0) if lam.shape[0] else 0.0
     keep = np.flatnonzero(np.asarray(to_numpy(lam)) > top * lam.shape[0] * np.finfo(float).eps)
@@ -90,98 +87,35 @@ def _loo_scores(system, Y, w, alphas, fit_intercept, scorer):
     fewer columns than rows: the other directions have lam = 0).
     """
     s, lam, V, y_bar, VtY = system
-    if not isinstance(V, np.ndarray):
-        return _loo_scores_array_api(system, Y, w, alphas, fit_intercept, scorer)
-    t = Y.shape[1]
-    # The base estimator's alpha is per unit weight: without row i the weights are w / (1 - w_i),
-    # the same fit as keeping row i at weight 0 with the ridge alpha (1 - w_i), row i's own shift.
-    F_t, leverage = np.empty((len(s), len(alphas), t)), np.empty((len(s), len(alphas)))
-    values, group = np.unique(w, return_inverse=True)
-    if len(values) <= LOO_WEIGHT_GROUPS:  # rows of one weight share a shift: every alpha in two products
-        for g, value in enumerate(values):
-            rows = slice(None) if len(values) == 1 else np.flatnonzero(group == g)  # a slice: V uncopied
-            shrink = np.column_stack([lam * _inverse_shift(lam, alpha * (1.0 - value)) for alpha in alphas])
-            F_t[rows] = (V[rows] @ (shrink[:, :, None] * VtY[:, None, :]).reshape(len(lam), -1)).reshape(
-                -1, len(alphas), t)
-            leverage[rows] = (V[rows] * V[rows]) @ shrink
-    else:  # many weights: a shift per row, one alpha at a time
-        for a, alpha in enumerate(alphas):
-            # w_i < 1 here (several weights): every shift is positive
-            shrink = lam / (lam + alpha * (1.0 - w)[:, None]) if alpha > 0 else \
-                np.broadcast_to(lam * _inverse_shift(lam, 0.0), (len(s), len(lam)))
-            VS = V * shrink
-            F_t[:, a] = VS @ VtY
-            leverage[:, a] = np.einsum("ij,ij->i", VS, V)
-    if fit_intercept:
-        leverage += (s * s)[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        F = np.where(s[:, None, None] > 0, F_t / s[:, None, None], 0.0) + y_bar
-    scores, predictions = [], []
-    for i in range(len(alphas)):
-        loo = Y - (Y - F[:, i]) / np.maximum(1.0 - leverage[:, i], 1e-12)[:, None]
-        predictions.append(loo)
-        if scorer is None:  # the default: minus the weighted mean squared error, directly
-            scores.append(-float(w @ ((Y - loo) ** 2).mean(axis=1)))
-        else:
-            scores.append(scorer(_Predictions(loo if t > 1 else loo[:, 0]), None, Y if t > 1 else Y[:, 0],
-                                 sample_weight=w))
-    return np.array(scores), predictions
-
-
-# The same computations for arrays of another array API namespace (kernelgd._array_api), on their device.
-
-def _eigen_system_array_api(K, Y, w, fit_intercept):
-    xp = xp_of(K)
-    s = xp.sqrt(w)
-    Ks = s[:, None] * K * s[None, :]
-    if fit_intercept:
-        u = Ks @ s
-        Ks = Ks - outer(s, u) - outer(u, s) + outer(s, s) * (s @ u)
-    lam, V = xp.linalg.eigh(Ks)  # the lower triangle, as numpy's LAPACK call reads it
-    lam = xp.clip(lam, min=0.0)
-    y_bar = w @ Y if fit_intercept else zeros(Y, Y.shape[1])
-    return s, lam, V, y_bar, V.T @ (s[:, None] * (Y - y_bar))
-
-
-def _inverse_shift_array_api(lam, alpha):
-    xp = xp_of(lam)
-    if alpha > 0:
-        return 1.0 / (lam + alpha)
-    keep = lam > float(float(lam[-1]) * lam.shape[0] * np.finfo(float).eps)
-    return xp.where(keep, 1.0 / xp.where(keep, lam, 1.0), 0.0)
-
-
-def _loo_scores_array_api(system, Y, w, alphas, fit_intercept, scorer):
-    """:func:`_loo_scores` on the arrays' device; a scorer other than the default reads numpy copies."""
-    s, lam, V, y_bar, VtY = system
     xp = xp_of(V)
     n, r, t = V.shape[0], lam.shape[0], Y.shape[1]
     w_host = np.asarray(to_numpy(w))
+    # The base estimator's alpha is per unit weight: without row i the weights are w / (1 - w_i),
+    # the same fit as keeping row i at weight 0 with the ridge alpha (1 - w_i), row i's own shift.
     values, group = np.unique(w_host, return_inverse=True)
-    if len(values) <= LOO_WEIGHT_GROUPS:  # rows of one weight share a shift
+    if len(values) <= LOO_WEIGHT_GROUPS:  # rows of one weight share a shift: every alpha in two products
         blocks, order = [], []
         for g, value in enumerate(values):
             rows = np.arange(n) if len(values) == 1 else np.flatnonzero(group == g)
             V_g = V if len(values) == 1 else take_rows(xp, V, rows)
-            shrink = xp.stack([lam * _inverse_shift_array_api(lam, float(alpha * (1.0 - value))) for alpha in alphas],
-                              axis=1)
+            shrink = xp.stack([lam * _inverse_shift(lam, float(alpha * (1.0 - value))) for alpha in alphas], axis=1)
             F_g = xp.reshape(V_g @ xp.reshape(shrink[:, :, None] * VtY[:, None, :], (r, -1)), (-1, len(alphas), t))
             blocks.append((F_g, (V_g * V_g) @ shrink))
             order.append(rows)
-        F_t, leverage = (xp.concat([b[i] for b in blocks], axis=0) for i in (0, 1))
+        F_t, leverage = (concat([block[i] for block in blocks], axis=0) for i in (0, 1))
         if len(values) > 1:  # back in row order
             inverse = np.argsort(np.concatenate(order))
             F_t, leverage = take_rows(xp, F_t, inverse), take_rows(xp, leverage, inverse)
-    else:  # many weights: a shift per row, one alpha at a time
+    else:  # many weights: a shift per row, one alpha at a time (w_i < 1: every shift is positive)
         parts_F, parts_h = [], []
         for alpha in alphas:
             if alpha > 0:
                 shrink = lam / (lam + float(alpha) * (1.0 - w)[:, None])
             else:
-                shrink = xp.broadcast_to(lam * _inverse_shift_array_api(lam, 0.0), (n, r))
+                shrink = xp.broadcast_to(lam * _inverse_shift(lam, 0.0), (n, r))
             VS = V * shrink
             parts_F.append(VS @ VtY)
-            parts_h.append(xp.sum(VS * V, axis=1))
+            parts_h.append(row_dot(VS, V))
         F_t, leverage = xp.stack(parts_F, axis=1), xp.stack(parts_h, axis=1)
     if fit_intercept:
         leverage = leverage + (s * s)[:, None]
@@ -189,11 +123,11 @@ def _loo_scores_array_api(system, Y, w, alphas, fit_intercept, scorer):
     F = xp.where(positive, F_t / xp.where(positive, s[:, None, None], 1.0), 0.0) + y_bar
     scores, predictions = [], []
     for i in range(len(alphas)):
-        loo = Y - (Y - F[:, i, :]) / xp.clip(1.0 - leverage[:, i], min=1e-12)[:, None]
+        loo = Y - (Y - F[:, i, :]) / clip_min(1.0 - leverage[:, i], 1e-12)[:, None]
         predictions.append(loo)
-        if scorer is None:
+        if scorer is None:  # the default: minus the weighted mean squared error, directly
             scores.append(-float(w @ xp.mean((Y - loo) ** 2, axis=1)))
-        else:
+        else:  # a scorer reads numpy copies
             P, Y_np = np.asarray(to_numpy(loo)), np.asarray(to_numpy(Y))
             scores.append(scorer(_Predictions(P if t > 1 else P[:, 0]), None, Y_np if t > 1 else Y_np[:, 0],
                                  sample_weight=w_host))

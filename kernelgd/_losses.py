@@ -17,7 +17,7 @@ multinomial        logsumexp(f) - sum_c y_c f_c         one-hot rows (0 / 1)
 
 import numpy as np
 
-from ._array_api import clip_min, expit, log_expit, logsumexp, softmax, total, weighted_sum, xp_of, zeros
+from ._array_api import cast, clip_min, expit, log_expit, logsumexp, row_dot, softmax, total, weighted_sum, xp_of, zeros
 
 # Probabilities of the baseline are kept this far from 0 and 1, so that a
 # class without weight gives a large finite intercept instead of inf.
@@ -103,7 +103,7 @@ class BinaryLogisticLoss:
         """The log-odds of the weighted positive share (or zero) and its value."""
         xp = xp_of(Y)
         if fit_intercept:
-            positive = float(w @ xp.astype(Y[:, 0] > 0, w.dtype)) if xp is not np else np.dot(w, Y[:, 0] > 0)
+            positive = float(w @ cast(Y[:, 0] > 0, np.float64))
             p = float(np.clip(positive / float(xp.sum(w)), _P_MIN, 1 - _P_MIN))
             b = zeros(Y, 1) + float(np.log(p) - np.log1p(-p))
         else:
@@ -142,9 +142,7 @@ class MultinomialLoss:
 
     @staticmethod
     def value(F, Y, w):
-        if not isinstance(F, np.ndarray):
-            return float(w @ (logsumexp(F, axis=1) - xp_of(F).sum(Y * F, axis=1)))
-        return float(np.dot(w, logsumexp(F, axis=1) - np.einsum("ij,ij->i", Y, F)))
+        return float(w @ (logsumexp(F, axis=1) - row_dot(Y, F)))
 
     @staticmethod
     def gradient(F, Y, w):

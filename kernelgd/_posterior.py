@@ -39,14 +39,14 @@ observations explain less, so it is never below the exact variance. The intercep
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import LinAlgError
-from scipy.linalg import cholesky as scipy_cholesky
 from scipy.linalg.blas import dsyrk
 from scipy.special import ndtri
 from sklearn.utils import gen_batches
 
-from ._array_api import add_to_diagonal, as_float64, cholesky, diagonal, eye, from_numpy, take_rows, to_numpy, xp_of
-from ._operator import single_threaded_blas
+from ._array_api import (
+    add_to_diagonal, as_float64, cholesky, diagonal, eye, factor_in_place, from_numpy, scale_in_place, take_rows, to_numpy,
+    xp_of,
+)
 from ._array_api import solve_triangular as xp_solve_triangular
 from ._solvers._krylov import block_pcg
 from ._solvers._preconditioners import (
@@ -184,7 +184,7 @@ def fit_exact(operator, Y, coef, intercept, w, alpha, n_observations):
 def weighted_gram(operator, w):
     """``K_nm' W K_nm`` (m x m, float64) in one pass over the rows of K, on the operator's pool."""
     xp = xp_of(w)
-    if xp is np:
+    if operator.host:  # on the operator's pool
         def part(rows):  # scipy's syrk: half the flops of a product, the upper triangle
             block = np.asarray(operator.rows(rows), dtype=np.float64) * np.sqrt(w[rows])[:, None]
             return dsyrk(1.0, block, trans=1)
@@ -304,23 +304,10 @@ def _dense_factor(operator, posterior):
     xp = xp_of(w)
     s = xp.sqrt(w)
     K = operator.kernel(operator.X, operator.X) if operator.kernel is not None else operator.rows(slice(None))
-    K = xp.astype(K, xp.float64)
+    K = as_float64(K, copy=True)  # scaled in place below where the namespace allows
     if not posterior.alpha >= LOO_MIN_RIDGE * float(xp.sum(w * diagonal(K))):
         return None
-    if xp is not np:
-        eye = xp.eye(K.shape[0], dtype=xp.float64, device=K.device)
-        try:
-            return cholesky(s[:, None] * K * s[None, :] + posterior.alpha * eye, "posterior covariance")
-        except ValueError:
-            return None
-    K *= s[:, None]  # in place: one n x n array (kernel matrices are C-ordered, symmetric)
-    K *= s[None, :]
-    K.flat[:: K.shape[0] + 1] += posterior.alpha
-    with single_threaded_blas():
-        try:  # A' = A in C order is A in Fortran order: potrf's lower factor of A.T is U'
-            return scipy_cholesky(K.T, lower=True, overwrite_a=True, check_finite=False).T
-        except LinAlgError:
-            return None
+    return factor_in_place(add_to_diagonal(scale_in_place(K, s), posterior.alpha))
 
 
 def local_system(posterior, n_fit, n_test, memory_budget, full):

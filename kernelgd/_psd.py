@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from scipy.linalg import eigh_tridiagonal
 from sklearn.utils.validation import check_array
 
+from ._array_api import rows_of, to_numpy
 from ._operator import KernelOperator, single_threaded_blas
 from .kernels import bind_kernel, check_sparse_support
 
@@ -213,13 +214,8 @@ def probe_psd(kernel, X):
     :data:`PROBE_SAMPLES` evenly spaced rows.
     """
     idx = np.unique(np.linspace(0, X.shape[0] - 1, min(X.shape[0], PROBE_SAMPLES)).astype(int))
-    if not isinstance(X, np.ndarray) and not sp.issparse(X):  # another array namespace
-        from ._array_api import namespace, take_rows, to_numpy
-
-        rows = take_rows(namespace(X)[0], X, idx)
-        K = np.asarray(to_numpy(kernel(rows, rows)), dtype=np.float64)
-    else:
-        K = np.asarray(kernel(X[idx], X[idx]), dtype=np.float64)
+    rows = rows_of(X, idx)
+    K = np.asarray(to_numpy(kernel(rows, rows)), dtype=np.float64)
     asymmetry = float(np.max(np.abs(K - K.T))) if len(idx) else 0.0
     eigenvalues = np.linalg.eigvalsh((K + K.T) / 2)
     result = _verdict(eigenvalues, asymmetry, TOL_EPS_PER_SAMPLE * len(idx) * np.finfo(np.float64).eps, "dense", len(idx))

@@ -38,11 +38,14 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_array
-from sklearn.utils.extmath import row_norms, safe_sparse_dot
+from sklearn.utils.extmath import safe_sparse_dot
 
-from ._array_api import all_finite, as_float64, cast, column_means, concat, diagonal, full, namespace
+from ._array_api import (
+    all_finite, as_float64, cast, column_means, common_float, concat, diagonal, full, input_namespace, is_float32,
+    scales_like,
+)
 from ._distances import (
-    euclidean, exp_in_place, neg_l1_distances, neg_sq_distances, raise_not_representable, subset_products,
+    euclidean, exp_in_place, sq_norms, neg_l1_distances, neg_sq_distances, raise_not_representable, subset_products,
     subset_products_diag,
 )
 
@@ -62,36 +65,6 @@ __all__ = [
 
 # Estimator parameters that a kernel may ask for through ``params``.
 ESTIMATOR_PARAMS = ("sigma", "degree", "coef0")
-def _namespace(*arrays):
-    """The arrays' namespace: numpy for numpy arrays, scipy.sparse matrices and array-likes."""
-    dense = [A for A in arrays if not sp.issparse(A)]
-    if all(isinstance(A, np.ndarray) for A in dense) or not all(hasattr(A, "shape") for A in dense):
-        return np
-    return namespace(*dense)[0]
-
-
-def _as_float(X, Y, dtype=None):
-    """X and Y in one float dtype: ``dtype``, or float32 if both are float32, else float64; sparse stays CSR."""
-    if _namespace(X, Y) is np:
-        X, Y = (A if sp.issparse(A) else np.asarray(A) for A in (X, Y))
-        common = np.result_type(X.dtype, Y.dtype, np.float32)  # float16 and small integers compute in float32
-        dtype = dtype or (np.float32 if common == np.float32 else np.float64)
-    dtype = dtype or (np.float32 if _is_float32(X) and _is_float32(Y) else np.float64)
-    return tuple(sp.csr_matrix(A, dtype=dtype) if sp.issparse(A) else cast(A, dtype) for A in (X, Y))
-
-
-def _is_float32(A):
-    return str(A.dtype).endswith("float32")  # numpy's, torch's and the standard's dtypes alike
-
-
-def _scales(value, X):
-    """A per-feature scale array in X's namespace and on its device (a float stays a float)."""
-    if not np.ndim(value) or isinstance(X, np.ndarray) or sp.issparse(X):
-        return value
-    xp = _namespace(X)
-    return xp.asarray(value, dtype=xp.float64, device=X.device)
-
-
 def linear(X, Y):
     """Linear kernel ``k(x, z) = x'z``.
 
@@ -111,7 +84,7 @@ def linear(X, Y):
     >>> linear(np.array([[1.0, 2.0]]), np.array([[3.0, 4.0]]))
     array([[11.]])
     """
-    X, Y = _as_float(X, Y)
+    X, Y = common_float(X, Y)
     return safe_sparse_dot(X, Y.T, dense_output=True)
 
 
@@ -157,14 +130,14 @@ def polynomial(X, Y, degree=3, coef0=1.0, sigma=1.0):
     with np.errstate(over="ignore", invalid="ignore"):
         K **= degree
     if not all_finite(K):
-        xp = _namespace(K)
+        xp = input_namespace(K)
         if bool(xp.any(xp.isnan(K))):
             raise ValueError(
                 f"The polynomial kernel with non-integer degree={degree} is "
                 "undefined where coef0 + x'z / sigma**2 < 0. Use an integer degree or a "
                 "larger coef0."
             )
-        limit = "3.4e38 in float32; options={'dtype': 'float64'} goes to 1.8e308" if _is_float32(K) else "1.8e308"
+        limit = "3.4e38 in float32; options={'dtype': 'float64'} goes to 1.8e308" if is_float32(K) else "1.8e308"
         raise_not_representable("polynomial", f"(coef0 + x'z / sigma**2) ** degree exceeds about {limit}")
     return K
 
@@ -179,15 +152,15 @@ def _centred_scaled(X, Y, scale):
     scale are applied in float64. Sparse inputs are only scaled: a shift
     would make them dense.
     """
-    _check_scales(scale, X)
+    _checkscales_like(scale, X)
     if sp.issparse(X) or sp.issparse(Y):
         if np.ndim(scale):  # a column scaling keeps the sparsity
             D = sp.diags(scale)
             return (X @ D).tocsr() if sp.issparse(X) else X * scale, (Y @ D).tocsr() if sp.issparse(Y) else Y * scale
         return X * scale, Y * scale
-    dtype = np.float32 if _is_float32(X) else np.float64
+    dtype = np.float32 if is_float32(X) else np.float64
     c = column_means(Y) if Y.shape[0] else 0.0
-    scale = _scales(scale, X)
+    scale = scales_like(scale, X)
     with np.errstate(over="ignore"):
         return cast((X - c) * scale, dtype), cast((Y - c) * scale, dtype)
 
@@ -204,7 +177,7 @@ def _inverse_scale(sigma, power, name):
     return float(value) if value.ndim == 0 else value
 
 
-def _check_scales(scale, X):
+def _checkscales_like(scale, X):
     """Per-feature scales must match the features."""
     if np.ndim(scale) and np.shape(scale) != (X.shape[1],):
         raise ValueError(
@@ -241,7 +214,7 @@ def rbf(X, Y, sigma=1.0, out=None):
     >>> rbf(np.array([[0.0, 0.0]]), np.array([[1.0, 1.0]]), sigma=1.0)
     array([[0.13533528]])
     """
-    X, Y = _as_float(X, Y)
+    X, Y = common_float(X, Y)
     Xs, Ys = _centred_scaled(X, Y, _inverse_scale(sigma, 1, "rbf"))
     return neg_sq_distances(Xs, Ys, out=out, then=exp_in_place)
 
@@ -269,14 +242,14 @@ def exponential(X, Y, sigma=1.0):
     """
     # Distances (not squared) need float64: the square root would amplify
     # the rounding of the GEMM expansion to about sqrt(eps).
-    X, Y = _as_float(X, Y)
+    X, Y = common_float(X, Y)
     per_feature = np.ndim(sigma) > 0
     # ||x - z|| / (2 sigma^2) = ||x/sigma - z/sigma|| / (2 sigma); per feature, x_j / sigma_j^2 and sigma = 1
     scale = _inverse_scale(sigma, 2 if per_feature else 1, "exponential")
-    Xs, Ys = _centred_scaled(*_as_float(X, Y, np.float64), scale)
+    Xs, Ys = _centred_scaled(*common_float(X, Y, np.float64), scale)
     D = euclidean(Xs, Ys, same=Y is X)
     D *= -0.5 if per_feature else -1.0 / (2.0 * sigma)
-    return cast(exp_in_place(D), np.float32 if _is_float32(X) else np.float64)
+    return cast(exp_in_place(D), np.float32 if is_float32(X) else np.float64)
 
 
 def laplacian(X, Y, sigma=1.0, out=None):
@@ -302,7 +275,7 @@ def laplacian(X, Y, sigma=1.0, out=None):
     >>> laplacian(np.array([[0.0, 0.0]]), np.array([[1.0, -1.0]]), sigma=2.0)
     array([[0.36787944]])
     """
-    X, Y = _as_float(X, Y)
+    X, Y = common_float(X, Y)
     scale = _inverse_scale(sigma, 1, "laplacian")
     Xs, Ys = _centred_scaled(X, Y, scale)  # |x - z| directly: the shift only keeps |x/sigma| finite
     return neg_l1_distances(Xs, Ys, out=out, then=exp_in_place)
@@ -336,7 +309,7 @@ def sigmoid(X, Y, coef0=1.0, a=None):
     K = linear(X, Y)
     K *= a
     K += coef0
-    return _namespace(K).tanh(K)
+    return input_namespace(K).tanh(K)
 
 
 def all_subsets(X, Y):
@@ -363,17 +336,10 @@ def all_subsets(X, Y):
     >>> all_subsets(np.array([[1.0, 2.0]]), np.array([[3.0, 4.0]]))
     array([[36.]])
     """
-    return subset_products(*_as_float(X, Y, np.float64))
+    return subset_products(*common_float(X, Y, np.float64))
 
 
 # ------------------------------------------------------------- diagonals
-
-
-def _sq_norms(X):
-    X = _as_float(X, X, np.float64)[0]
-    if isinstance(X, np.ndarray) or sp.issparse(X):
-        return row_norms(X, squared=True)
-    return _namespace(X).sum(X * X, axis=1)
 
 
 def _ones_diag(X, **params):
@@ -381,12 +347,12 @@ def _ones_diag(X, **params):
 
 
 def _linear_diag(X):
-    return _sq_norms(X)
+    return sq_norms(X)
 
 
 def _polynomial_diag(X, degree=3, coef0=1.0, sigma=1.0):
     with np.errstate(over="ignore", invalid="ignore"):
-        d = (_sq_norms(X) / sigma**2 + coef0) ** degree
+        d = (sq_norms(X) / sigma**2 + coef0) ** degree
     if not all_finite(d):
         polynomial(X, X, degree=degree, coef0=coef0, sigma=sigma)  # raises the clear error
     return d
@@ -394,12 +360,12 @@ def _polynomial_diag(X, degree=3, coef0=1.0, sigma=1.0):
 
 def _sigmoid_diag(X, coef0=1.0, a=None):
     a = 1.0 / X.shape[1] if a is None else a
-    d = _sq_norms(X)
-    return _namespace(d).tanh(a * d + coef0)
+    d = sq_norms(X)
+    return input_namespace(d).tanh(a * d + coef0)
 
 
 def _all_subsets_diag(X):
-    return subset_products_diag(_as_float(X, X, np.float64)[0])
+    return subset_products_diag(common_float(X, X, np.float64)[0])
 
 
 # ---------------------------------------------------------------- registry
@@ -687,7 +653,7 @@ class BoundKernel:
                 f"The {self.name} kernel failed with the parameters {self.params}: {exc}. "
                 "Check the types of kernel_params."
             ) from exc
-        K = _as_float(K, K, np.float32 if _is_float32(X) and _is_float32(Y) else np.float64)[0]
+        K = common_float(K, K, np.float32 if is_float32(X) and is_float32(Y) else np.float64)[0]
         expected = (X.shape[0], Y.shape[0])
         if tuple(K.shape) != expected:
             raise ValueError(
@@ -700,13 +666,13 @@ class BoundKernel:
     def _check(self, K):
         # One reduction finds any inf or NaN; the full test only if it fails
         # (a finite sum can overflow).
-        xp = _namespace(K)
+        xp = input_namespace(K)
         with np.errstate(over="ignore", invalid="ignore"):
             total_finite = all_finite(xp.sum(K))
         if not total_finite and not all_finite(K):
             hint = (
                 " In float32 the range ends at 3.4e38: options={'dtype': 'float64'} "
-                "computes in float64." if _is_float32(K) else ""
+                "computes in float64." if is_float32(K) else ""
             )
             params = f" with {self.params}" if self.params else ""
             raise ValueError(

@@ -249,11 +249,12 @@ def test_newton_softmax_on_centers_with_many_classes_eliminates_the_intercepts_p
     # passes over K_nm) instead of through K'H 1's k (k + 1) / 2 columns per step (letter, 26 classes,
     # 2,000 centers: 15.7 s against 19.8 s): the same steps, the reference's optimum.
     from kernelgd._operator import KernelOperator
-    from kernelgd._solvers import _dense_newton, newton
+    from kernelgd._solvers import _dense_newton
+    from kernelgd._solvers.newton import _centers
 
     monkeypatch.setattr(_dense_newton, "MAX_FLOPS", 0)  # CG's steps: these few centers would be solved densely
     labels = np.digitize(X[:, 0] + 0.5 * X[:, 1] + 0.3 * rng.randn(120), np.linspace(-1.6, 1.6, 9))
-    assert len(np.unique(labels)) == 10 > newton.PAIR_COLUMNS_MAX_CLASSES
+    assert len(np.unique(labels)) == 10 > _centers.PAIR_COLUMNS_MAX_CLASSES
     sw = np.random.RandomState(7).uniform(0.5, 2.0, len(labels))
     widths = []
     original = KernelOperator.rmatvec
@@ -269,7 +270,7 @@ def test_newton_softmax_on_centers_with_many_classes_eliminates_the_intercepts_p
         monkeypatch.setattr(KernelOperator, "rmatvec", recording)
         projected = KernelGDClassifier(**params).fit(X, labels, sample_weight=sw)
         assert max(widths) == 10  # no pair columns
-        monkeypatch.setattr(newton, "PAIR_COLUMNS_MAX_CLASSES", 100)
+        monkeypatch.setattr(_centers, "PAIR_COLUMNS_MAX_CLASSES", 100)
         paired = KernelGDClassifier(**params).fit(X, labels, sample_weight=sw)
     assert projected.n_iter_ == paired.n_iter_
     assert_allclose(projected.predict_proba(X), paired.predict_proba(X), atol=1e-8)
@@ -367,7 +368,7 @@ def test_newton_softmax_full_model_takes_exact_newton_steps(monkeypatch, interce
     # coupled Hessian's Newton system (the diagonal model converged linearly: 18 steps on letter at
     # C=1, against 9 now). Both reach
     # the dense reference's optimum; the exact steps in fewer iterations, quadratically at the end.
-    from kernelgd._solvers import newton
+    from kernelgd._solvers.newton import _directions
 
     labels = np.digitize(X[:, 0] + 0.5 * X[:, 1] + 0.3 * rng.randn(120), [-1.5, -0.8, -0.2, 0.4, 1.0])
     sw = np.random.RandomState(5).uniform(0.5, 2.0, len(labels))
@@ -379,7 +380,7 @@ def test_newton_softmax_full_model_takes_exact_newton_steps(monkeypatch, interce
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         exact = KernelGDClassifier(**params).fit(X, labels, sample_weight=sw)
-        monkeypatch.setattr(newton, "COUPLED_MAX_CONDITION", 0.0)
+        monkeypatch.setattr(_directions, "COUPLED_MAX_CONDITION", 0.0)
         diagonal = KernelGDClassifier(**params).fit(X, labels, sample_weight=sw)
     assert exact.n_iter_ < diagonal.n_iter_
     assert exact.loss_curve_[-1] <= diagonal.loss_curve_[-1] + 1e-12
@@ -393,19 +394,22 @@ def test_newton_softmax_full_model_takes_exact_newton_steps(monkeypatch, interce
 
 def _record_exact_steps(monkeypatch):
     """The softmax steps taken on all of X, in order: "e" an exact one, "d" one of the diagonal model."""
-    from kernelgd._solvers import newton
+    from kernelgd._solvers.newton import _full
 
     calls = []
 
-    def recording(original, kind):
-        def step(operator, *args, **kwargs):
-            if operator.n == len(X):  # not a subsample start's
-                calls.append(kind)
-            return original(operator, *args, **kwargs)
-        return step
+    def record(direction, kind):
+        original = direction.__call__
 
-    monkeypatch.setattr(newton, "_direction_full_coupled", recording(newton._direction_full_coupled, "e"))
-    monkeypatch.setattr(newton, "_direction_full", recording(newton._direction_full, "d"))
+        def step(self, *args, **kwargs):
+            if self.operator.n == len(X):  # not a subsample start's
+                calls.append(kind)
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(direction, "__call__", step)
+
+    record(_full.FullCoupled, "e")
+    record(_full.FullDiagonal, "d")
     return calls
 
 
@@ -419,13 +423,13 @@ def _exact_from_the_start(calls):
 def test_newton_softmax_full_model_exact_steps_only_where_the_ridge_conditions_them(monkeypatch):
     # The coupled system's CG is preconditioned by the diagonal model's factors, which fit it only
     # while K's largest eigenvalue is within COUPLED_MAX_CONDITION times 2 alpha n.
-    from kernelgd._solvers import newton
+    from kernelgd._solvers.newton import _directions
 
     calls = _record_exact_steps(monkeypatch)
     top = np.linalg.eigvalsh(kernel_matrix(X, sigma=2.0))[-1]
     for ratio, expected in [(0.5, True), (2.0, False)]:
         calls.clear()
-        alpha = top / (ratio * newton.COUPLED_MAX_CONDITION * 2.0 * len(X))
+        alpha = top / (ratio * _directions.COUPLED_MAX_CONDITION * 2.0 * len(X))
         model = KernelGDClassifier(loss="logistic", sigma=2.0, alpha=alpha, solver="newton", tol=1e-6,
                                    max_iter=200).fit(X, y3)
         assert _exact_from_the_start(calls) is expected
@@ -453,7 +457,7 @@ def test_softmax_intercept_hessian_pseudo_inverse(counts):
     # null eigenvalue for a real one at the first Newton step on centers (equal rows p_i; labels
     # [47, 45, 58]: |S^+| of 1e15, a first step of 171 CG iterations at half length). Reference:
     # the eigendecomposition with the null vector 1 / sqrt(k) dropped by hand.
-    from kernelgd._solvers.newton import _intercept_pinv
+    from kernelgd._solvers.newton._centers import intercept_pinv
 
     counts = np.asarray(counts, dtype=float)
     b = np.log(counts / counts.sum())
@@ -466,20 +470,20 @@ def test_softmax_intercept_hessian_pseudo_inverse(counts):
     U = np.linalg.svd(np.eye(k) - np.outer(null, null))[0][:, : k - 1]
     values, vectors = np.linalg.eigh(U.T @ S @ U)
     reference = U @ vectors @ np.diag(1 / values) @ vectors.T @ U.T
-    assert_allclose(_intercept_pinv(w[:, None] * P, P), reference, atol=1e-9 * np.abs(reference).max())
+    assert_allclose(intercept_pinv(w[:, None] * P, P), reference, atol=1e-9 * np.abs(reference).max())
 
 
 def test_softmax_intercept_hessian_without_a_class():
     # Regression (found by hypothesis): a class whose probability underflows to 0 in every row leaves
     # S singular beyond the softmax's invariance; solving with S + 1 1' / k raised LinAlgError. The
     # pseudo-inverse gives that class's intercept no step, and matches S's pseudo-inverse elsewhere.
-    from kernelgd._solvers.newton import _intercept_pinv
+    from kernelgd._solvers.newton._centers import intercept_pinv
 
     P = softmax(np.random.RandomState(6).randn(30, 3), axis=1)
     P = np.hstack([P, np.zeros((30, 1))])
     w = np.full(30, 1 / 30)
     S = np.diag((w[:, None] * P).sum(axis=0)) - (w[:, None] * P).T @ P
-    S_pinv = _intercept_pinv(w[:, None] * P, P)
+    S_pinv = intercept_pinv(w[:, None] * P, P)
     assert_allclose(S_pinv, np.linalg.pinv(S, hermitian=True), atol=1e-9 * np.abs(S_pinv).max())
     X4 = np.array([[1000.01764052, 1000.00400157, 1000.00978738], [1000.02240893, 1000.01867558, 999.99022722],
                    [1000.00950088, 999.99848643, 999.99896781], [1000.01764097, 1000.00400191, 1000.00978887]])
@@ -493,11 +497,11 @@ def test_softmax_intercept_hessian_without_a_class():
 def test_a_search_path_keeps_its_preconditioner_and_reaches_the_same_models(monkeypatch, labels):
     # The K-fold search's solves share one preconditioner along a fold's alpha path
     # (SolverSettings.reuse): each fit still converges to the model a fit of its own reaches.
-    import kernelgd._solvers.newton as newton
+    from kernelgd._solvers.newton import _full
 
     drawn = []
-    original = newton.rp_cholesky
-    monkeypatch.setattr(newton, "rp_cholesky", lambda *a, **k: drawn.append(1) or original(*a, **k))
+    original = _full.rp_cholesky
+    monkeypatch.setattr(_full, "rp_cholesky", lambda *a, **k: drawn.append(1) or original(*a, **k))
     K = kernel_matrix(X, X, sigma=2.0)
     path = KernelGDClassifier(kernel="precomputed", loss="logistic", warm_start=True, **TIGHT_NEWTON)
     path._path_state = {}
@@ -516,28 +520,28 @@ def test_a_search_path_keeps_its_preconditioner_and_reaches_the_same_models(monk
 def test_newton_full_model_starts_from_a_subsample_fit_and_reaches_the_optimum(monkeypatch, labels, weights):
     # A large full model starts from the fit on a subsample of its rows (weighted rows only): the
     # same optimum as the dense reference, in fewer Newton steps than from the intercept-only model.
-    from kernelgd._solvers import newton
+    from kernelgd._solvers.newton import _start
 
     sw = np.random.RandomState(5).uniform(0.5, 2.0, len(labels))
     if weights == "with-zeros":
         sw[::7] = 0.0
     drawn = []
-    original = newton._subsample_start
+    original = _start.subsample_start
 
-    def recording(operator, Y, w, settings):
-        start = original(operator, Y, w, settings)
+    def recording(*args):
+        start = original(*args)
         drawn.append(start)
         return start
 
-    monkeypatch.setattr(newton, "_subsample_start", recording)
-    monkeypatch.setattr(newton, "SUBSAMPLE_MIN", 40)
-    monkeypatch.setattr(newton, "SUBSAMPLE_SHARE", 2)
+    monkeypatch.setattr(_start, "subsample_start", recording)
+    monkeypatch.setattr(_start, "SUBSAMPLE_MIN", 40)
+    monkeypatch.setattr(_start, "SUBSAMPLE_SHARE", 2)
     params = dict(loss="logistic", sigma=2.0, alpha=1e-3, solver="newton", tol=1e-6, max_iter=100)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        monkeypatch.setattr(newton, "SUBSAMPLE_MIN_ROWS", 10**9)
+        monkeypatch.setattr(_start, "SUBSAMPLE_MIN_ROWS", 10**9)
         cold = KernelGDClassifier(**params).fit(X, labels, sample_weight=sw)
-        monkeypatch.setattr(newton, "SUBSAMPLE_MIN_ROWS", 50)
+        monkeypatch.setattr(_start, "SUBSAMPLE_MIN_ROWS", 50)
         started = KernelGDClassifier(**params).fit(X, labels, sample_weight=sw)
     A, b, KA = drawn[-1]
     used = np.flatnonzero(np.any(A != 0, axis=1))
@@ -556,15 +560,15 @@ def test_newton_full_model_starts_from_a_subsample_fit_and_reaches_the_optimum(m
 
 
 def test_newton_falls_back_to_the_intercept_only_start_where_a_subsample_fit_is_worse(monkeypatch):
-    from kernelgd._solvers import newton
+    from kernelgd._solvers.newton import _start
 
-    def harmful(operator, Y, w, settings):  # a start far worse than the intercept-only model
+    def harmful(operator, Y, w, settings, solve):  # a start far worse than the intercept-only model
         A = np.random.RandomState(0).normal(scale=50.0, size=(operator.n, Y.shape[1]))
         return A, np.zeros(Y.shape[1]), operator.matvec(A)
 
     used = []
-    monkeypatch.setattr(newton, "_subsample_start", lambda *args: used.append(1) or harmful(*args))
-    monkeypatch.setattr(newton, "SUBSAMPLE_MIN_ROWS", 50)  # this fit is large enough to start from one
+    monkeypatch.setattr(_start, "subsample_start", lambda *args: used.append(1) or harmful(*args))
+    monkeypatch.setattr(_start, "SUBSAMPLE_MIN_ROWS", 50)  # this fit is large enough to start from one
     params = dict(loss="logistic", sigma=2.0, alpha=1e-3, solver="newton", tol=1e-6, max_iter=100)
     model = KernelGDClassifier(**params).fit(X, y3)
     assert used
@@ -577,15 +581,16 @@ def test_newton_falls_back_to_the_intercept_only_start_where_a_subsample_fit_is_
 def test_newton_softmax_exact_steps_reach_further_from_a_subsample_start(monkeypatch, started):
     # Starting near the optimum, the exact steps skip their damped phase and pay up to
     # STARTED_MAX_CONDITION; from the intercept-only model only up to COUPLED_MAX_CONDITION.
-    from kernelgd._solvers import newton
+    from kernelgd._solvers.newton import _directions, _start
 
     calls = _record_exact_steps(monkeypatch)
-    monkeypatch.setattr(newton, "SUBSAMPLE_MIN_ROWS", 50 if started else 10**9)
-    monkeypatch.setattr(newton, "SUBSAMPLE_MIN", 40)
-    monkeypatch.setattr(newton, "SUBSAMPLE_SHARE", 2)
-    assert newton.COUPLED_MAX_CONDITION < 1.5 * newton.COUPLED_MAX_CONDITION < newton.STARTED_MAX_CONDITION
+    monkeypatch.setattr(_start, "SUBSAMPLE_MIN_ROWS", 50 if started else 10**9)
+    monkeypatch.setattr(_start, "SUBSAMPLE_MIN", 40)
+    monkeypatch.setattr(_start, "SUBSAMPLE_SHARE", 2)
+    coupled, started_max = _directions.COUPLED_MAX_CONDITION, _directions.STARTED_MAX_CONDITION
+    assert coupled < 1.5 * coupled < started_max
     top = np.linalg.eigvalsh(kernel_matrix(X, sigma=2.0))[-1]
-    alpha = top / (1.5 * newton.COUPLED_MAX_CONDITION * 2.0 * len(X))
+    alpha = top / (1.5 * coupled * 2.0 * len(X))
     model = KernelGDClassifier(loss="logistic", sigma=2.0, alpha=alpha, solver="newton", tol=1e-6,
                                max_iter=300).fit(X, y3)
     assert _exact_from_the_start(calls) is started
@@ -604,7 +609,7 @@ def test_newton_stops_where_every_iterate_is_rounding(monkeypatch):
     # dominated by rounding; the fit crept on for max_iter=1000 steps (94 s), then returned the
     # intercept-only model
     from kernelgd._solvers import _dense_newton
-    from kernelgd._solvers.newton import NOISY_PATIENCE
+    from kernelgd._solvers.newton._run import NOISY_PATIENCE
 
     monkeypatch.setattr(_dense_newton, "MAX_FLOPS", 0)  # CG's steps (the dense ones: the test below)
 

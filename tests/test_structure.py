@@ -1,6 +1,7 @@
 """The package's shape: its modules import one way down (no cycle), and no function holds several jobs."""
 
 import ast
+import re
 from pathlib import Path
 
 import kernelgd
@@ -56,3 +57,18 @@ def test_no_function_is_longer_than_120_lines():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 120:
                 long.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)")
     assert not long, long
+
+
+# A test of which array namespace an input lives in ("xp is np", "isinstance(A, np.ndarray)", ...)
+NAMESPACE_TEST = re.compile(r"\bis (not )?np\b|isinstance\([^)]*np\.ndarray\)|\bis_numpy\(")
+
+
+def test_solvers_and_kernels_are_written_once_for_every_namespace():
+    # the backend (_array_api, _distances) holds every primitive whose numpy path differs from the
+    # standard's; the solvers and the kernels' formulas call it and never test the namespace themselves
+    found = []
+    for path in [*PACKAGE.joinpath("_solvers").rglob("*.py"), PACKAGE / "kernels.py"]:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if NAMESPACE_TEST.search(line):
+                found.append(f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}")
+    assert not found, found

@@ -6,7 +6,7 @@ import numpy as np
 from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 from sklearn.exceptions import ConvergenceWarning
 
-from .._array_api import outer, total, weighted_sum, xp_of
+from .._array_api import as_float64, copy, from_numpy, outer, to_numpy, total, weighted_sum, xp_of
 from .._losses import SquaredLoss
 from ._objective import Objective
 from .._warnings import warn
@@ -105,11 +105,7 @@ class IterateLog:
             return
         if valid and np.isfinite(value) and value < self.best_value:
             self.best_value, self.best_index = value, len(self.curve)
-            if isinstance(coef, np.ndarray):
-                self.best = (coef.copy(), np.array(b, dtype=np.float64, copy=True))
-            else:
-                xp = xp_of(coef)
-                self.best = (xp.asarray(coef, copy=True), xp.asarray(b, dtype=xp.float64, copy=True))
+            self.best = (copy(coef), as_float64(b, copy=True))
 
     def since_best(self):
         """Iterates recorded since the best one."""
@@ -273,41 +269,10 @@ def top_eigenvalue(operator, w, fit_intercept):
     """Largest eigenvalue of ``W^1/2 (K [+ 1 1']) W^1/2``, deterministically.
 
     ``W = diag(w)``; the ``1 1'`` term accounts for an unpenalised
-    intercept. Lanczos (ARPACK) starts from a fixed pseudo-random vector, so
-    the same data always give the same estimate.
+    intercept. Lanczos (ARPACK, on the host) starts from a fixed
+    pseudo-random vector, so the same data always give the same estimate;
+    its products with K run in w's namespace.
     """
-    if not isinstance(w, np.ndarray):  # another namespace: Lanczos on the host, products on the device
-        return _top_eigenvalue_array_api(operator, w, fit_intercept)
-    s = np.sqrt(w)
-    n = operator.n
-    if n <= _DENSE_EIG_MAX:
-        M = operator.rows(slice(None)) * np.outer(s, s)
-        if fit_intercept:
-            M += np.outer(s, s)
-        return float(np.linalg.eigvalsh((M + M.T) / 2)[-1])
-
-    def matvec(v):
-        v = np.ravel(v)
-        out = s * operator.matvec(s * v)
-        if fit_intercept:
-            out += s * (s @ v)
-        return out
-
-    A = LinearOperator((n, n), matvec=matvec, dtype=np.float64)
-    v0 = np.random.RandomState(0).uniform(0.5, 1.5, n)
-    try:
-        return float(eigsh(A, k=1, which="LA", v0=v0, tol=1e-6, return_eigenvectors=False)[0])
-    except ArpackNoConvergence as exc:  # pragma: no cover - rare on PSD matrices
-        if len(exc.eigenvalues):
-            return float(np.max(exc.eigenvalues)) * 1.1
-        raise
-
-
-def _top_eigenvalue_array_api(operator, w, fit_intercept):
-    """:func:`top_eigenvalue` for arrays of another namespace: the same Lanczos run (ARPACK, on the
-    host, from the same start), each product with K on the device."""
-    from .._array_api import from_numpy, to_numpy
-
     xp = xp_of(w)
     s = xp.sqrt(w)
     n = operator.n
@@ -319,7 +284,7 @@ def _top_eigenvalue_array_api(operator, w, fit_intercept):
         return float(np.linalg.eigvalsh((M + M.T) / 2)[-1])
 
     def matvec(v):
-        v = from_numpy(np.ravel(v), xp, w.device)
+        v = from_numpy(np.ravel(v), xp, getattr(w, "device", None))
         out = s * operator.matvec(s * v)
         if fit_intercept:
             out = out + s * (s @ v)
@@ -327,7 +292,12 @@ def _top_eigenvalue_array_api(operator, w, fit_intercept):
 
     A = LinearOperator((n, n), matvec=matvec, dtype=np.float64)
     v0 = np.random.RandomState(0).uniform(0.5, 1.5, n)
-    return float(eigsh(A, k=1, which="LA", v0=v0, tol=1e-6, return_eigenvectors=False)[0])
+    try:
+        return float(eigsh(A, k=1, which="LA", v0=v0, tol=1e-6, return_eigenvectors=False)[0])
+    except ArpackNoConvergence as exc:  # pragma: no cover - rare on PSD matrices
+        if len(exc.eigenvalues):
+            return float(np.max(exc.eigenvalues)) * 1.1
+        raise
 
 
 def stable_step_bound(operator, w, alpha, fit_intercept, curvature=2.0):

@@ -1,7 +1,7 @@
 """Newton's exact step on few centers, formed and factored densely.
 
 On centers, solver "newton" solves each step by CG (the softmax's over every
-class at once, ``newton._direction_centers_coupled``), and CG's residual
+class at once, ``newton._centers.CentersCoupled``), and CG's residual
 test does not always bound what is left of the objective:
 
 * where the centers' kernel matrix K_mm is rank-deficient (a smooth kernel
@@ -30,6 +30,8 @@ null space; the gradient has no component there, and a rank-one term along
 it picks the step without one.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .._array_api import (
@@ -57,6 +59,14 @@ RESOLVED_FEATURES = 1e4
 RESOLVED_FULL = 1e2
 
 
+class DenseFeatures(NamedTuple):
+    """The coordinates ``A = Z B`` of dense steps, their features ``Phi = K_nm Z`` and ``Z'(K_mm + jitter I)``."""
+
+    Z: object
+    Phi: object
+    penalty_map: object
+
+
 def _flops(operator, k, coupled):
     """``(unknowns of the largest system, flops to form the systems)`` per Newton step."""
     m, n = operator.m, operator.n
@@ -65,7 +75,7 @@ def _flops(operator, k, coupled):
 
 
 def features(operator, K_mm, k, alpha, coupled, jitter, confirm=False):
-    """``(Z, Phi, Z'(K_mm + jitter I))`` where the steps on these centers are formed densely, else None.
+    """``DenseFeatures`` where the steps on these centers are formed densely, else None.
 
     Coordinates ``A = Z B`` in which the solver's penalty ``A'(K_mm + jitter I) A``
     (``center_factors``' jitter) is ``|B|^2``, the features ``K_nm Z``, and the map of
@@ -114,7 +124,7 @@ def features(operator, K_mm, k, alpha, coupled, jitter, confirm=False):
     keep = np.flatnonzero((size > rounding) & (to_numpy(lam) + float(jitter) > 0))
     root = xp.sqrt(take_rows(xp, lam, keep) + float(jitter))
     V, KV = take_columns(xp, V, keep), take_columns(xp, KV, keep)
-    return V / root, KV / root, root[:, None] * V.T
+    return DenseFeatures(V / root, KV / root, root[:, None] * V.T)
 
 
 def direction(dense, F, G, A, b, alpha, fit_intercept, loss, w):

@@ -7,13 +7,8 @@ API namespace through the standard's functions (kernelgd._array_api).
 from typing import NamedTuple
 
 import numpy as np
-from scipy.linalg.blas import dgemm as gemm
-from scipy.linalg.blas import dtrsm as trsm
 
-from .._array_api import (
-    clip_min, coldot, colnorm, copy, pivoted_cholesky, take_columns, take_rows, to_numpy, xp_of,
-)
-from .._array_api import solve_triangular as xp_solve_triangular
+from .._array_api import GrowingFactor, clip_min, coldot, colnorm, copy, pivoted_cholesky, take_rows, to_numpy, xp_of
 
 # Pivots drawn per round of randomly pivoted Cholesky.
 RPC_BLOCK = 100
@@ -165,7 +160,7 @@ def rp_cholesky(columns, diag, rank, rng, block=RPC_BLOCK):
     d = np.maximum(np.asarray(to_numpy(diag)), 0.0)  # a non-PSD kernel can have negative diagonal entries
     n = len(d)
     rank = min(rank, np.count_nonzero(d > 0))
-    factor = _Factor(diag, n, rank)
+    factor = GrowingFactor(diag, n, rank)
     pivots = []
     floor = np.finfo(np.float64).eps * d.sum()
     while factor.k < rank and d.sum() > floor:
@@ -183,51 +178,3 @@ def rp_cholesky(columns, diag, rank, rng, block=RPC_BLOCK):
         d[S] = 0.0
         pivots.extend(S)
     return factor.F, np.asarray(pivots, dtype=np.intp)
-
-
-class _Factor:
-    """The columns of randomly pivoted Cholesky's F as they are found: numpy's in one preallocated
-    Fortran-ordered array that BLAS updates in place, another namespace's as a list of blocks."""
-
-    def __init__(self, diag, n, rank):
-        self.xp, self.k = xp_of(diag), 0
-        self.numpy = isinstance(diag, np.ndarray)
-        self.store = np.empty((n, rank), order="F") if self.numpy else []
-        self.device = getattr(diag, "device", None)
-        self.n = n
-
-    @property
-    def F(self):
-        if self.numpy:
-            return self.store[:, : self.k]
-        xp = self.xp
-        return xp.concat(self.store, axis=1) if self.store else xp.zeros((self.n, 0), dtype=xp.float64,
-                                                                           device=self.device)
-
-    def residual(self, G, S):
-        """The columns G = A[:, S] less their part in F: ``G - F F[S]'``."""
-        if not self.k:
-            return G
-        if self.numpy:
-            F = self.store[:, : self.k]
-            return gemm(-1.0, F, F[S], beta=1.0, c=G, trans_b=1, overwrite_c=1)
-        F = self.F
-        return G - F @ take_rows(self.xp, F, S).T
-
-    def append(self, G, keep, R):
-        """Add the columns Fk solving ``Fk R = G[:, keep]`` (R upper triangular); returns their rows'
-        squared norms on the host (the residual diagonal's decrease)."""
-        r = len(keep)
-        if self.numpy:
-            Fk = self.store[:, self.k : self.k + r]  # a Fortran-ordered view: trsm works in place
-            Fk[...] = G.T[keep].T  # gather rows of the C-ordered transpose: fast
-            trsm(1.0, R, Fk, side=1, lower=0, overwrite_b=1)
-            self.k += r
-            return np.einsum("ij,ij->i", Fk, Fk)
-        xp = self.xp
-        R = xp.asarray(R, device=G.device)
-        # Fk R = G[:, keep]: Fk' = R^-T G[:, keep]'
-        Fk = xp_solve_triangular(xp, R, take_columns(xp, G, keep).T, upper=True, trans=True).T
-        self.store.append(Fk)
-        self.k += r
-        return np.asarray(to_numpy(xp.sum(Fk * Fk, axis=1)))

@@ -7,13 +7,16 @@ built from the centers' factors ``K_mm = T'T`` (``center_factors``) and the
 weights of the system it preconditions.
 """
 
-import numpy as np
-from scipy.linalg import cho_solve
+from typing import NamedTuple
 
-from .._array_api import add_to_diagonal, cholesky, diagonal, gram, minus_outer, outer, triangle_gram, xp_of
+import numpy as np
+
+from .._array_api import (
+    add_to_diagonal, blas_dot, cho_solve, cholesky, diagonal, fortran, gram, minus_outer, outer, single_threaded_blas,
+    take_rows, triangle_gram, xp_of,
+)
 from .._array_api import solve_triangular as xp_solve_triangular
-from .._array_api import blas_dot
-from .._operator import POOLED_MIN_BYTES, single_threaded_blas
+from .._operator import POOLED_MIN_BYTES
 from ._krylov import RPC_BLOCK, rp_cholesky
 
 # Landmarks of the Nystroem preconditioner for the full system.
@@ -45,16 +48,15 @@ class NystroemPreconditioner:
 
     def _finish(self, operator, F, pivots, mu):
         """Keep the factor F and factor ``G = mu I + F'F``."""
-        xp = xp_of(F)
         self.F, self.pivots, self.mu = F, pivots, mu
         # a large F's products are memory-bound: split by rows over the operator's pool, one BLAS
         # thread each (Cal-16k, F of 16,000 x 500: 0.27 s of 13 applications on one thread)
-        pooled = xp is np and getattr(operator, "n_threads", 1) > 1 and F.nbytes >= POOLED_MIN_BYTES
+        pooled = getattr(operator, "host", False) and operator.n_threads > 1 and F.nbytes >= POOLED_MIN_BYTES
         self._pool = (operator._run, operator._row_batches()) if pooled else None  # F has K's rows
         if F.shape[1] == 0:  # nothing to approximate: P = mu I
             self.G_factor = None
             return
-        self.G_factor = (cholesky(add_to_diagonal(gram(F, trans=True), mu), "preconditioner matrix"), False)
+        self.G_factor = cholesky(add_to_diagonal(gram(F, trans=True), mu), "preconditioner matrix")
 
     def __call__(self, V):
         return self.apply(V)
@@ -63,15 +65,12 @@ class NystroemPreconditioner:
         """``P^-1 V``; P is symmetric, so this is also ``apply_t``."""
         if self.G_factor is None:
             return V / self.mu
-        if not isinstance(V, np.ndarray):
-            inner = _cho_solve_upper(self.G_factor[0], self.F.T @ V)
-            return (V - self.F @ inner) / self.mu
         if self._pool is None:
-            inner = cho_solve(self.G_factor, blas_dot(self.F.T, V), check_finite=False)
+            inner = cho_solve(self.G_factor, blas_dot(self.F.T, V))
             return (V - blas_dot(self.F, inner)) / self.mu
         run, batches = self._pool
         FtV = np.sum(run(lambda rows: self.F[rows].T @ V[rows], batches), axis=0)  # numpy's matmul frees the GIL
-        inner = cho_solve(self.G_factor, FtV, check_finite=False)
+        inner = cho_solve(self.G_factor, FtV)
         out = np.empty_like(V)
 
         def finish(rows):
@@ -90,34 +89,18 @@ def landmark_factor(operator, s, n_landmarks, rng, block=RPC_BLOCK, center=False
         u = s * operator.matvec(s[:, None] * s[:, None])[:, 0]
         diag = diag - 2 * s * u + s**2 * (s @ u)
 
-    xp = xp_of(s)
-
     def columns(idx):
-        if xp is not np:
-            from .._array_api import take_rows
-
-            s_idx = take_rows(xp, s, idx)
-            C = operator.columns(idx) * s[:, None] * s_idx[None, :]
-            if center:
-                C = C - outer(u, s_idx)
-                C = C - outer(s, s @ C)
-            return C
         with single_threaded_blas():
-            C = operator.columns(idx)
+            C = operator.columns(idx)  # a new array: scaled in place, in its own memory order
+        s_idx = take_rows(xp_of(s), s, idx)
         C *= s[:, None]
-        C *= s[idx][None, :]
+        C *= s_idx[None, :]
         if center:
-            C -= np.outer(u, s[idx])
-            C -= np.outer(s, s @ C)
-        return np.asfortranarray(C)
+            C -= outer(u, s_idx)
+            C -= outer(s, s @ C)
+        return fortran(C)
 
     return rp_cholesky(columns, diag, n_landmarks, rng, block)
-
-
-def _cho_solve_upper(U, V):
-    """``(U'U)^-1 V`` for an upper Cholesky factor U of another namespace."""
-    xp = xp_of(U)
-    return xp_solve_triangular(xp, U, xp_solve_triangular(xp, U, V, upper=True, trans=True), upper=True)
 
 
 def center_jitter(operator, Kmm):
@@ -125,8 +108,16 @@ def center_jitter(operator, Kmm):
     return Kmm.shape[0] * np.finfo(operator.dtype).eps * float(xp_of(Kmm).mean(diagonal(Kmm)))
 
 
+class CenterFactors(NamedTuple):
+    """The centers' kernel matrix ``K_mm = T'T`` (upper T, with FALKON's jitter) and ``T T' / m``'s upper triangle."""
+
+    K_mm: object
+    T: object
+    TTt: object
+
+
 def center_factors(operator, Kmm=None):
-    """``(K_mm, T, T T' / m)`` with ``K_mm = T'T`` (upper T; T T' / m's upper triangle).
+    """``CenterFactors`` of the operator's centers.
 
     They depend on the centers only: a solver that solves several systems on
     one operator (solver "newton") computes them once and keeps them. ``Kmm``:
@@ -139,7 +130,7 @@ def center_factors(operator, Kmm=None):
     # the jitter only shapes the preconditioner, never the solution.
     T = cholesky(Kmm, "center kernel matrix", jitter=center_jitter(operator, Kmm))
     TTt = triangle_gram(T) / m
-    return Kmm, T, TTt
+    return CenterFactors(Kmm, T, TTt)
 
 
 def falkon_factor(T, TTt, d, alpha, center):

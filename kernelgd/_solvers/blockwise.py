@@ -32,7 +32,7 @@ from ._krylov import ProductTracker, block_pcg
 from ._objective import Objective
 from ._preconditioners import CENTERS_MIN_RIDGE, FalkonPreconditioner, center_factors
 from ._common import IterateLog, SolverResult, warn_not_converged, warn_rounding
-from .newton import ARMIJO, CONFIRM_MARGIN, FORCING_MAX, MAX_HALVINGS, ROUNDING
+from .newton._run import ARMIJO, CONFIRM_MARGIN, FORCING_MAX, MAX_HALVINGS, ROUNDING
 
 # Rows of a block whose kernel values are formed at once (bytes of K).
 CHUNK_BYTES = 64 << 20

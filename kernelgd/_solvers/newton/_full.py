@@ -1,0 +1,285 @@
+"""The full model's directions (all training points as centers): the diagonal model's and the softmax's exact one.
+
+Both solve a weighted kernel ridge system by one CG run over every class,
+preconditioned by one Nystroem factor ``K ~ L L'`` drawn once per fit (and
+kept along a search path), re-weighted by each column's Hessian weights.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..._array_api import (
+    CholeskyStack, add_to_diagonal, blas_dot, clip_min, cholesky, coldot, contiguous, copy, fortran, from_numpy, gram,
+    single_threaded_blas, to_numpy, xp_of, zeros,
+)
+from .._krylov import ProductTracker, block_pcg, rp_cholesky
+from .._preconditioners import N_LANDMARKS, PRECONDITIONER_MIN_SHIFT
+from ._centers import intercept_pinv
+from ._steps import LM_INNER, Step
+
+# The Nystroem factor's rank: at most N_LANDMARKS, at least MIN_LANDMARKS (every row below that).
+MIN_LANDMARKS = 100
+# k factors cost n r^2 k flops per refactoring, a product with K n^2 k: r <= sqrt(REFACTOR_PRODUCTS n)
+# keeps a refactoring within that many products.
+REFACTOR_PRODUCTS = 8
+# A column's factor is remade where its weights moved by this share (L1) since it was made, or where
+# some row's h_i K_ii + mu moved by REFACTOR_RATIO: a stale factor still preconditions, and a
+# polynomial kernel's diagonal spans orders of magnitude that the L1 share does not see.
+REFACTOR_CHANGE = 0.25
+REFACTOR_RATIO = 8.0
+# Column sums of the coefficients below this share of their size are rounding of 0.
+ZERO_SUM = 1e-10
+# Probabilities are floored here in the softmax's exact step (its g divides by sqrt(p)).
+PROBABILITY_FLOOR = 1e-10
+
+
+@dataclass
+class FullFactors:
+    """Per column c, the Cholesky factor of ``L' diag(h_c) L + mu_c I`` and the weights and shift it was made with."""
+
+    cholesky: CholeskyStack
+    weights: list
+    shifts: np.ndarray
+
+    @classmethod
+    def empty(cls, k):
+        return cls(CholeskyStack(k), [None] * k, np.ones(k))
+
+    def rank(self):
+        """The rank of the factor L they were made with (None: none made yet)."""
+        return next((R.shape[0] for R in self.cholesky.R if R is not None), None)
+
+
+def nystroem_factor(operator, k, settings, steps):
+    """The full model's Nystroem factor ``L`` of K (``K ~ L L'``), drawn once per fit into ``steps.L``."""
+    if steps.L is not None:
+        return steps.L
+    rng = np.random.RandomState(settings.random_state)
+
+    def columns(idx):
+        with single_threaded_blas():
+            return fortran(operator.columns(idx))
+
+    n = operator.n
+    rank = int(min(N_LANDMARKS, 2 * N_LANDMARKS / np.sqrt(k),
+                   max(np.sqrt(REFACTOR_PRODUCTS * n), MIN_LANDMARKS)))
+    steps.L = rp_cholesky(columns, operator.diag(), rank, rng)[0]
+    return steps.L
+
+
+def coupling_ratio(operator, w, k, settings, steps):
+    """K's largest eigenvalue over ``2 alpha n`` (n the rows that weigh), read from the Nystroem factor
+    the preconditioner draws anyway (``L'L``'s); infinite without ridge."""
+    if not settings.alpha > 0:
+        return np.inf
+    L = nystroem_factor(operator, k, settings, steps)
+    if not L.shape[1]:
+        return np.inf
+    top = float(np.linalg.eigvalsh(to_numpy(L.T @ L))[-1])
+    return top / (2.0 * settings.alpha * int(np.count_nonzero(to_numpy(w))))
+
+
+def _diagonal_ratio(h, h_old, diag, mu, mu_old):
+    """The largest factor by which a row's ``h_i K_ii + mu`` has moved since ``h_old``'s factor."""
+    xp = xp_of(h)
+    ratio = (h * diag + mu) / (h_old * diag + mu_old)
+    return float(xp.max(xp.maximum(ratio, 1.0 / ratio)))
+
+
+def preconditioner(operator, H, ridge, settings, steps):
+    """The inverse of ``P_c = S_c L L' S_c + mu_c I`` for every column (Woodbury), ``S_c = diag(sqrt(h_c))``:
+    a function applying every column's ``P_c^-1`` at once. Each factor is applied with the weights
+    and shift it was made for (Woodbury needs them to match)."""
+    n, k = H.shape
+    xp = xp_of(H)
+    S = xp.sqrt(H)
+    nystroem_factor(operator, k, settings, steps)
+    # randomly pivoted Cholesky's leading columns are the factor of a smaller rank
+    L = steps.L if steps.rank is None or steps.rank >= steps.L.shape[1] else steps.L[:, : steps.rank]
+    L = contiguous(L)
+    if steps.factors is not None and steps.factors.rank() not in (None, L.shape[1]):
+        steps.factors = None  # made at another rank (a search path's earlier fit)
+    diag = operator.diag()
+    # floored as solver "cg" floors it: a shift of a tiny ridge would blow every component outside
+    # L's span up by 1 / ridge, coefficients K cannot see but the penalty's rounding can
+    shift_floor = float(max(ridge, np.finfo(float).tiny))
+    mu = clip_min(PRECONDITIONER_MIN_SHIFT * (diag @ H) / n, shift_floor)
+    if steps.factors is None:
+        steps.factors = FullFactors.empty(k)
+    factors = steps.factors
+    weights, shifts = factors.weights, factors.shifts
+    for c in range(k):
+        old = weights[c]
+        moved = old is None or (float(xp.sum(xp.abs(H[:, c] - old))) > REFACTOR_CHANGE * float(xp.sum(old))
+                                or _diagonal_ratio(H[:, c], old, diag, float(mu[c]), float(shifts[c])) > REFACTOR_RATIO)
+        if L.shape[1] and (moved or not 0.5 <= float(mu[c]) / shifts[c] <= 2.0):  # or a damping that moved
+            Gc = add_to_diagonal(gram(S[:, c : c + 1] * L, trans=True), float(mu[c]))
+            factors.cholesky.set(c, cholesky(Gc, "preconditioner matrix"))
+            weights[c], shifts[c] = copy(H[:, c]), float(mu[c])
+    if not L.shape[1]:
+        return lambda V: V / mu
+    S_factor = xp.sqrt(xp.stack(weights, axis=1))
+    shifts_now = from_numpy(np.asarray(shifts, dtype=np.float64), xp, getattr(H, "device", None))
+
+    def apply(V):
+        inner = factors.cholesky.solve(blas_dot(L.T, S_factor * V))
+        return (V - S_factor * blas_dot(L, inner)) / shifts_now
+
+    return apply
+
+
+class FullDiagonal:
+    """The diagonal model's minimiser for the full model, all columns in one CG run.
+
+    Column c solves ``(Q S K S Q + ridge I) x = Q S (z - z_bar)`` with
+    ``S = diag(sqrt(h_c))``, ``z = F - G / h`` and ``a = S x``, as solver
+    "cg" does; ``ridge`` is ``2 alpha`` plus any Levenberg-Marquardt damping
+    (then ``damping |x - x0|^2`` is added to the model, and the run truncated
+    at ``LM_INNER``: any of its iterates descends). Warm-started from the
+    current iterate, whose product ``K A`` is known.
+    """
+
+    def __init__(self, operator, settings, steps, loss, w):
+        self.operator, self.settings, self.steps = operator, settings, steps
+        self.exact = loss.diagonal_hessian  # the softmax's diagonal model is not its Hessian
+
+    def __call__(self, F, G, H, A, KA, b):
+        operator, settings, steps = self.operator, self.settings, self.steps
+        n, k = F.shape
+        xp = xp_of(F)
+        damping = steps.damping
+        ridge = 2.0 * settings.alpha + damping
+        center = settings.fit_intercept
+        S = xp.sqrt(H)
+        total = xp.sum(H, axis=0)
+        Z = F - G / H
+        z_bar = coldot(H, Z) / total if center else zeros(F, k)
+        inverse = preconditioner(operator, H, ridge, settings, steps)
+
+        def project(V):  # removes the intercept: Q_c = I - s_c s_c' / total_c
+            return V - S * (coldot(S, V) / total) if center else V
+
+        tracker = ProductTracker()
+
+        def apply_A(V):
+            KV = operator.matvec(S * V)
+            tracker.record(KV)
+            return project(S * KV) + ridge * V
+
+        def on_iter(X, step):
+            tracker.advance(step)
+            return False
+
+        X0, AX0 = project(A / S), None
+        # Q removes nothing from A / s where A's columns sum to 0 (every iterate but a user's coef_init,
+        # with an intercept): then K S X0 = K A, known, and the warm start costs no product with K
+        sums, sizes = xp.abs(xp.sum(A, axis=0)), xp.sum(xp.abs(A), axis=0)
+        if not center or bool(xp.all(sums <= ZERO_SUM * sizes)):
+            tracker.KX = copy(KA)
+            AX0 = project(S * KA) + ridge * X0
+        rhs = project(S * (Z - z_bar))
+        tol_b, from_start = steps.exact_tol, steps.loose
+        if damping:  # solved for the correction; B grows with the margins: no tolerance relative to it
+            rhs += damping * X0
+            tol_b, from_start = 0.0, True
+        X, n_inner, steps.status = block_pcg(
+            apply_A, rhs, lambda V: project(inverse(V)),
+            max_iter=min(steps.inner_cap, LM_INNER) if damping else steps.inner_cap,
+            tol=steps.inner_tol, tol_from_start=from_start, tol_b=tol_b, on_iter=on_iter, x0=X0,
+            tracker=tracker, Ax0=AX0,
+        )
+        A_new, KA_new = S * X, tracker.KX
+        b_new = z_bar - coldot(H, KA_new) / total if center else zeros(F, k)
+        return Step(A_new, b_new, KA_new, n_inner)
+
+
+class FullCoupled:
+    """The softmax's exact Newton step for the full model, every class in one CG run.
+
+    Row i's Hessian ``H_i = w_i (diag(p_i) - p_i p_i')`` factors as
+    ``M_i M_i'`` with ``M_i = sqrt(w_i) (diag(sqrt(p_i)) - p_i sqrt(p_i)')``,
+    and the gradient as ``G_i = M_i g_i``, ``g_i = G_i / sqrt(w_i p_i)``
+    (G's rows sum to zero). With coefficients ``A = M x`` the second-order
+    model is the diagonal model's least squares with the block ``M`` for
+    ``S``: ``(Q M'K M Q + 2 alpha I) x = Q (M'F - g)``, ``Q`` the projection
+    that removes the intercepts (``B = M'1``: ``Q = I - B S^+ B'``,
+    ``S = B'B = sum_i H_i``). Preconditioned by the diagonal model's
+    factors; warm-started from ``x0 = A / sqrt(w p)``, for which
+    ``M x0 = A`` where A's rows and columns sum to zero.
+    """
+
+    exact = True
+
+    def __init__(self, operator, settings, steps, loss, w):
+        self.operator, self.settings, self.steps, self.loss, self.w = operator, settings, steps, loss, w
+
+    def __call__(self, F, G, H, A, KA, b):
+        operator, settings, steps, loss, w = self.operator, self.settings, self.steps, self.loss, self.w
+        n, k = F.shape
+        xp = xp_of(F)
+        ridge = 2.0 * settings.alpha  # (never damped: these steps are taken with a ridge only)
+        center = settings.fit_intercept
+        P = loss.probabilities(F)
+        root_p = xp.sqrt(clip_min(P, PROBABILITY_FLOOR))
+        root_w = xp.sqrt(w)[:, None]
+        root_h = root_w * root_p
+        scale = xp.where(root_h > 0, 1.0 / xp.where(root_h > 0, root_h, 1.0), 0.0)  # 0 where w is
+
+        def M(X):  # rows M_i x_i
+            RX = root_p * X
+            return root_w * (RX - P * xp.sum(RX, axis=1, keepdims=True))
+
+        def Mt(V):  # rows M_i' v_i
+            return root_w * root_p * (V - xp.sum(P * V, axis=1, keepdims=True))
+
+        if center:
+            S_pinv = intercept_pinv(w[:, None] * P, P)
+
+            def project(X):  # X - B S^+ B'X, B e = rows M_i' e
+                e = S_pinv @ xp.sum(M(X), axis=0)
+                return X - Mt(xp.broadcast_to(e[None, :], X.shape))
+        else:
+            def project(X):
+                return X
+
+        inverse = preconditioner(operator, H, ridge, settings, steps)
+
+        def flat(X):  # one CG run over every class's coefficients: a column of n * k entries
+            return xp.reshape(X, (-1, 1))
+
+        def square(u):
+            return xp.reshape(u, (n, k))
+
+        tracker = ProductTracker()
+
+        def apply_A(u):
+            X = square(u)
+            KX = operator.matvec(M(X))
+            tracker.record(KX)
+            return flat(project(Mt(KX)) + ridge * X)
+
+        def on_iter(X, step):
+            tracker.advance(step[0])
+            return False
+
+        X0, AX0 = project(A * scale), None
+        # M X0 = A where A's rows sum to zero (and its columns, with an intercept): every iterate but a
+        # user's coef_init. Then K M X0 = K A, known, and the warm start costs no product with K
+        sizes = xp.sum(xp.abs(A))
+        rows_ok = bool(xp.all(xp.abs(xp.sum(A, axis=1)) <= ZERO_SUM * sizes))
+        if rows_ok and (not center or bool(xp.all(xp.abs(xp.sum(A, axis=0)) <= ZERO_SUM * sizes))):
+            tracker.KX = copy(KA)
+            AX0 = project(Mt(KA)) + ridge * X0
+        rhs = project(Mt(F) - G * scale)
+        u, n_inner, steps.status = block_pcg(
+            apply_A, flat(rhs), lambda v: flat(project(inverse(square(v)))), max_iter=steps.inner_cap,
+            tol=steps.inner_tol, tol_from_start=steps.loose, tol_b=steps.exact_tol, on_iter=on_iter, x0=flat(X0),
+            tracker=tracker, Ax0=None if AX0 is None else flat(AX0),
+        )
+        A_new, KA_new = M(square(u)), tracker.KX
+        if center:  # the intercepts' optimum given K A_new: S b = sum_i (H_i (F_i - K A_new_i) - G_i)
+            b_new = S_pinv @ xp.sum(loss.hessp(F, None, w, F - KA_new) - G, axis=0)
+        else:
+            b_new = zeros(F, k)
+        return Step(A_new, b_new, KA_new, n_inner)

@@ -1,0 +1,547 @@
+"""One Newton fit: its state between steps, the stopping tests and the failure policy."""
+
+from enum import Enum
+
+import numpy as np
+
+from ..._array_api import blas_dot, clip_min, copy, xp_of, zeros
+from ..._array_api import total as total_of
+from ..._warnings import warn
+from .. import _dense_newton
+from .._common import IterateLog, RoundingCheck, finish, warn_not_converged, warn_rounding
+from .._objective import Objective
+from .._preconditioners import CENTERS_MIN_RIDGE, CenterFactors, center_factors, center_jitter
+from . import _start as subsample
+from ._directions import Dense, choose
+from ._full import FullCoupled
+from ._steps import LM_MAX, LM_MIN, Steps, damping, shorten
+
+# Hessian weights are floored at this fraction of the largest: a point the
+# model already fits with certainty still gets a (tiny) weight.
+HESSIAN_FLOOR = 1e-10
+ARMIJO = 1e-4
+# A predicted decrease below this fraction of the objective is rounding.
+ROUNDING = 64 * np.finfo(float).eps
+MAX_HALVINGS = 30
+# The loosest relative residual of an inexact Newton step's CG run.
+FORCING_MAX = 0.1
+# A loose exact-model step whose decrement is below this share of the stopping threshold converges.
+CONFIRM_MARGIN = 0.25
+# A fit stops once this many accepted iterates in a row have predictions dominated by the rounding of
+# K's precision (RoundingCheck), none of which may be returned; a converging fit can pass through such
+# iterates (the softmax at alpha=1e-12 in float32).
+NOISY_PATIENCE = 50
+# A stop where no direction descends still converges if the last accepted step's decrement was
+# within this factor of the stopping threshold (tol**2 times the intercept-only objective);
+# float32 resolves far less than float64.
+NO_DESCENT_NEAR = {"float64": 10.0, "float32": 1e3}
+# An exact step whose CG run stops before its first iteration, right after an accepted decrement
+# above tol times the intercept-only objective, is retaken with CG's tolerance this many times
+# tighter; so are the steps after a damped exact step, and an exact direction that failed, before
+# the fit gives up.
+SOLVED_RETIGHTEN = 1e-3
+# At a convergence the running K A is checked against the exact product (exact_state): a difference
+# in the objective above tol**2 of the intercept-only objective, or DRIFT_EPS rounding units of it,
+# is drift
+DRIFT_EPS = 1e3
+# A fit goes on from the exact K A after at most this many drifted convergences, then stops with a warning.
+DRIFT_RESUMES = 3
+# Earlier steps kept for the softmax's subspace step.
+SUBSPACE_MEMORY = 4
+
+
+class Stop(Enum):
+    """Why a fit stopped before its stopping test passed; each maps to its warning (``_NewtonRun.report``)."""
+
+    NO_DESCENT = "no direction decreases the objective"
+    ROUNDING = "the predicted decrease is at the objective's rounding"
+    DRIFT = "the running predictions drifted from the exact ones"
+    NOISE = "the predictions are dominated by the kernel's rounding"
+    CALLBACK = "a callback asked to stop"
+
+
+def solve(operator, Y, w, settings):
+    """Minimise the objective by damped Newton steps; see the package docstring (``newton``).
+
+    Parameters
+    ----------
+    operator : KernelOperator
+        Square (all points as centers) or n x m (centers).
+    Y : ndarray of shape (n_samples, n_targets)
+    w : ndarray of shape (n_samples,)
+        Sample weights summing to 1.
+    settings : SolverSettings
+
+    Returns
+    -------
+    SolverResult
+    """
+    return _NewtonRun(operator, Y, w, settings).run()
+
+
+class _NewtonRun:
+    """One fit: its model and start, the state between steps, the stopping tests and the failure policy.
+
+    Invariants: ``A, b, KA, value`` are an accepted iterate (``KA`` = K A up to the running products'
+    rounding, ``value`` its objective, never above the start's); every accepted iterate is logged and
+    passed to the callback; ``it`` counts the steps taken.
+    """
+
+    def __init__(self, operator, Y, w, settings):
+        self.operator, self.Y, self.w, self.settings = operator, Y, w, settings
+        self.loss = loss = settings.loss
+        self.xp = xp_of(Y)
+        n, k = self.n, self.k = Y.shape
+        self.alpha = alpha = settings.alpha
+        self.steps = steps = Steps(inner_cap=settings.max_iter)
+        self.K_mm = K_mm = None if operator.symmetric else operator.center_matrix()
+        coupled = not loss.diagonal_hessian  # the softmax
+        # dense steps where CG's are not to be trusted (few centers), or cost what CG's would (a tiny full
+        # model below the ridge floor, where CG's stop moved with the BLAS's rounding)
+        if K_mm is not None:
+            steps.dense = _dense_newton.features(operator, K_mm, k, alpha, coupled, center_jitter(operator, K_mm))
+            # CG's factors only for CG's steps; dense steps read the penalty as |B|^2, exactly
+            steps.centers = center_factors(operator, K_mm) if steps.dense is None else CenterFactors(K_mm, None, None)
+        else:
+            steps.dense = _dense_newton.features(operator, None, k, alpha, coupled, 0.0)
+        # a warm-started fit on the same matrix keeps the last one's preconditioner: any preconditioner
+        # leaves CG's solution unchanged (a stale factor is applied with the weights it was made for)
+        self.state = settings.reuse if operator.symmetric else None
+        if self.state is not None and self.state.get("shape") == (n, k):
+            steps.L, steps.factors = self.state["preconditioner"]
+        penalty_factor = None if K_mm is None else steps.centers.T if steps.dense is None else steps.dense.penalty_map
+        self.objective = Objective(loss, Y, w, alpha, T=penalty_factor)
+        started = subsample.applies(operator, Y, w, settings)  # exact steps from near the optimum pay longer
+        self.direction = choose(operator, settings, steps, loss, w, k, started)
+        self.b0, self.value0 = self.objective.baseline(settings.fit_intercept)
+        self.rounding = RoundingCheck(operator, w, loss, self.value0)
+        # a start near the optimum pays where the steps converge quadratically (not the diagonal model's)
+        start = subsample.subsample_start(operator, Y, w, settings, solve) if started and self.exact_model else None
+        self._start(start)
+        self.restartable = settings.coef_init is not None or start is not None
+        self.log = IterateLog()
+        self.previous = []  # the last steps taken: (D, db, K D), newest first
+        self.converged, self.reason, self.it = False, None, 0
+        self.decrement = self.accepted_decrement = np.inf
+        self.damped = False
+        self.noisy_run = 0  # accepted iterates in a row whose predictions are rounding
+        self.inner_tol = steps.exact_tol = min(settings.tol, 1e-3)  # the full model's exact steps: relative to B
+        # Inexact steps until a stopping test passes, which an exact step then retakes; the full
+        # model's diagonal-model softmax steps are inexact only until the first full step.
+        self.exact = not self.value0 > 0 or steps.dense is not None
+        self.tighten = 1.0  # SOLVED_RETIGHTEN while a step is retaken (see _iterate)
+        self.moved_decrement = np.inf  # the decrement of the last accepted step whose CG run iterated
+        self.exact_KA = None  # K A computed exactly at a convergence (exact_state)
+        self.resumed = 0  # convergences found drifted, from which the fit went on
+        # A stop without descent converges only if the last step taken predicted almost no further decrease
+        # (none taken: failure); float32's rounding of the objective blurs decrements below about 1e3 eps of
+        # it, float64's far less
+        self.near = NO_DESCENT_NEAR[np.dtype(operator.dtype).name]
+
+    @property
+    def exact_model(self):
+        """Whether the steps' second-order model is the objective's own (not the softmax's diagonal model)."""
+        return self.direction.exact
+
+    def _start(self, start):
+        """The first iterate: a warm start, a subsample's fit, or the intercept-only optimum."""
+        settings, steps, Y, k = self.settings, self.steps, self.Y, self.k
+        # the tiny full model's dense steps ignore a warm start: from saturated predictions (coefficients
+        # scaled by 1e6, features of 1e6) a dense step landed where its decrement passed 0.7% above the
+        # optimum, silently; a cold start costs a few exact steps of a few milliseconds
+        if settings.coef_init is not None and not (self.operator.symmetric and steps.dense is not None):
+            A = copy(settings.coef_init)
+            b = copy(settings.intercept_init) if settings.fit_intercept else zeros(Y, k)
+            if steps.dense is not None:  # dense steps move A in K_mm's resolved span only: start there
+                Z, _, penalty_map = steps.dense
+                A = Z @ (penalty_map @ A)
+            self.A, self.b, self.KA = A, b, self.operator.matvec(A)
+        elif start is not None:  # a subsample's fit, where it beats the intercept-only model
+            self.A, self.b, self.KA = start
+        else:  # the intercept-only optimum: the model every step must improve on
+            self._intercept_only()
+            return
+        self.value = self.objective.value(self.A, self.KA, self.b)
+        if start is not None and not self.value < self.value0:
+            self._intercept_only()
+
+    def _intercept_only(self):
+        self.A, self.b, self.KA = zeros(self.Y, (self.operator.m, self.k)), copy(self.b0), zeros(self.Y, (self.n, self.k))
+        self.value = self.objective.value(self.A, self.KA, self.b)
+
+    def inner(self, U, KV):
+        """<U, V>_H summed over columns, given K V (or V itself with centers: as the objective's
+        penalty, through T'T = K_mm + jitter, which huge coefficients on a rank-deficient K_mm feel)."""
+        if self.K_mm is None:
+            return total_of(U, KV)
+        T = self.objective.T
+        return total_of(blas_dot(T, U), blas_dot(T, KV))
+
+    def pair(self, U, V, KV):
+        """<U, V>_H given V and K V (whichever the model's norm needs)."""
+        return self.inner(U, KV if self.K_mm is None else V)
+
+    # ------------------------------------------------------------------ stopping tests
+
+    def exact_state(self):
+        """At a convergence, K A recomputed exactly: whether the running K A agrees with it to what the
+        convergence test resolves. It can drift by the rounding of huge, cancelling coefficients (a
+        linear kernel on features of 1e4 without ridge "converged" at 7.7e-7, its exact objective 0.51):
+        the fit then stops with a warning, its best iterate judged by exact objectives."""
+        KA_exact = self.operator.matvec(self.A)
+        value_exact = self.objective.value(self.A, KA_exact, self.b)
+        rounding = DRIFT_EPS * np.finfo(self.operator.dtype).eps * (abs(self.value) + self.value0)
+        resolution = max(self.settings.tol**2 * self.value0, rounding)
+        agrees = abs(value_exact - self.value) <= resolution
+        self.KA, self.value, self.exact_KA = KA_exact, value_exact, KA_exact
+        return agrees
+
+    def restart(self):
+        """A start given to the solver (a warm start, a subsample's fit) where no direction descends,
+        or the steps converge, before any iterate beats the intercept-only model (saturated
+        predictions: a warm start's coefficients scaled up) is left for that model, once: whether it was."""
+        if not self.restartable or self.log.best_value < self.value0:
+            return False
+        self.restartable, self.tighten, self.previous = False, 1.0, []
+        self._intercept_only()
+        self.steps.inner_cap = self.settings.max_iter
+        return True
+
+    def settle(self):
+        """Where a stopping test passes: whether the fit stops there, converged or drifted. It goes on
+        from the intercept-only model (``restart``), or from the exact K A after a drift, up to
+        ``DRIFT_RESUMES`` times."""
+        if self.restart():
+            return False
+        self.converged = self.exact_state()
+        if not self.converged and self.resumed < DRIFT_RESUMES:
+            self.resumed += 1
+            return False
+        self.reason = None if self.converged else Stop.DRIFT
+        return True
+
+    def confirm_exactly(self):
+        """Where the softmax's diagonal model stops: whether the fit goes on with exact steps instead.
+
+        That model converges linearly and its decrement understates what is left (5 classes at alpha
+        1e-9: 5e-4 of the objective); exact steps converge quadratically from there (they take a
+        ridge, no damping), on a tiny system formed densely (CG's residual on a rank-two linear
+        kernel of entries ~1e6 passed a point 0.36% above the optimum, silently).
+        """
+        if self.exact_model or self.K_mm is not None or not self.alpha > 0 or self.steps.damping:
+            return False
+        steps = self.steps
+        steps.dense = _dense_newton.features(self.operator, None, self.k, self.alpha, True, 0.0, confirm=True)
+        step_type = FullCoupled if steps.dense is None else Dense  # too large to form: CG's exact steps
+        self.direction = step_type(self.operator, self.settings, steps, self.loss, self.w)
+        self.exact = True
+        return True
+
+    def stop_without_descent(self):
+        """Where no direction descends: whether the fit stops (``Stop.NO_DESCENT``, or ``Stop.DRIFT`` once
+        ``DRIFT_RESUMES`` are spent). The softmax's diagonal model goes on with exact steps
+        (``confirm_exactly``); otherwise the exact K A decides: from running products that had
+        drifted, their objective an understatement, the fit goes on."""
+        # (only where the stop would count as convergence: a stop that warns stays one, rather than
+        # exact steps that cannot resolve what rounding hides, as near-duplicate rows at a tiny ridge)
+        if self._nearly_converged() and self.confirm_exactly():
+            return False
+        if self.exact_state():
+            self.reason = Stop.NO_DESCENT
+            return True
+        if self.resumed < DRIFT_RESUMES:
+            self.resumed += 1
+            return False
+        self.reason = Stop.DRIFT
+        return True
+
+    def _nearly_converged(self):
+        """Whether the last full step predicted almost no further decrease (see ``near``)."""
+        return self.settings.tol > 0 and self.accepted_decrement <= self.near * self.settings.tol**2 * self.value0
+
+    def failed(self, exact_solved, n_inner, loose):
+        """After a direction that does not descend, or along which no step decreases the objective:
+        whether the fit stops. In order: a dense step's small decrement is convergence; a damped or
+        truncated direction is retried with more damping or a shorter CG run; a loose step is
+        retaken exactly, an exact one once more tightly; a given start gives way to the
+        intercept-only model; else the fit stops without descent."""
+        steps = self.steps
+        if exact_solved:
+            return self.settle()
+        if shorten(steps, n_inner):
+            return False
+        if loose:
+            self.exact = True
+            return False
+        if self.exact_model and self.tighten == 1.0 and not steps.damping and steps.dense is None:  # retaken tighter
+            self.tighten = SOLVED_RETIGHTEN
+            return False
+        if self.restart():
+            return False
+        return self.stop_without_descent()
+
+    # ------------------------------------------------------------------ the steps
+
+    def run(self):
+        while self.it < self.settings.max_iter:
+            self.it += 1
+            if self._iterate():
+                break
+        self.report()
+        if self.state is not None:
+            steps = self.steps
+            self.state["shape"] = (self.n, self.k)
+            self.state["preconditioner"] = (steps.L, steps.factors)
+        return finish("newton", self.operator, self.Y, self.w, self.settings, self.A, self.b, self.log, self.it,
+                      self.converged, None, self.objective, KA=self.exact_KA if self.exact_KA is self.KA else None)
+
+    def _hessian(self, F):
+        """The loss's Hessian diagonal at F, floored at ``HESSIAN_FLOOR`` of each column's largest."""
+        H = self.loss.hessian_diagonal(F, self.w)
+        xp = self.xp
+        floor = HESSIAN_FLOOR * clip_min(xp.max(H, axis=0), float(np.finfo(float).tiny))
+        return xp.maximum(H, xp.broadcast_to(floor, H.shape))
+
+    def _iterate(self):
+        """One step: its direction, line search and stopping tests; whether the fit stops."""
+        steps, settings = self.steps, self.settings
+        steps.exact_tol = self.inner_tol * self.tighten
+        # Inexact Newton: far from the optimum a loose solve points as well as an exact one; the
+        # softmax's steps, from a diagonal model, converge linearly however exactly they are solved.
+        if self.exact:
+            steps.inner_tol = self.inner_tol * self.tighten
+        else:
+            forcing = min(FORCING_MAX, np.sqrt(self.decrement / self.value0)) if self.exact_model else FORCING_MAX
+            steps.inner_tol = max(self.inner_tol, forcing)
+        loose = steps.loose = steps.inner_tol > self.inner_tol
+        F = self.KA + self.b
+        G = self.loss.gradient(F, self.Y, self.w)
+        H = self._hessian(F)
+        if self.K_mm is None and steps.dense is None:  # damping where the model is (nearly) singular: see _damping
+            steps.damping = damping(steps, self.operator, H, self.alpha)
+        # saturated predictions (every row fitted with certainty) leave H at underflow: the diagonal
+        # model's sums overflow there, a direction that fails below as no descent, without warnings
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            A_new, b_new, KA_new, n_inner = self.direction(F, G, H, self.A, self.KA, self.b)
+        if steps.unfloored and steps.status != "converged":  # alpha's own system is beyond CG: the floor's
+            self.it -= 1                                          # converged fit stands, with its warning
+            steps.floored = self.converged = True
+            return True
+        if n_inner == 0:  # the iterate already solves the system: rounding noise is no step (only b may move)
+            A_new, KA_new = self.A, self.KA
+        # an exact step's CG run that stops before its first iteration: the coefficients' Newton step
+        # is below CG's tolerance (after a quadratically convergent step, with a decrement above tol's)
+        solved = n_inner == 0 and self.exact_model and not loose and not steps.damping
+        if n_inner == 0 and self.tighten == 1.0 and settings.tol > 0 and self.moved_decrement > settings.tol * self.value0:
+            # right after a decrement that large, Newton's quadratic convergence cannot have finished:
+            # CG's tolerance, relative to a right-hand side that holds the predictions, passed an
+            # iterate that is not the optimum (its decrement, the intercepts' alone, would pass as
+            # convergence). Retake the step with CG held to a tighter tolerance.
+            self.it -= 1
+            self.tighten = SOLVED_RETIGHTEN
+            return False
+        D, KD = A_new - self.A, KA_new - self.KA
+        db = (b_new - self.b) if settings.fit_intercept else zeros(self.Y, self.k)
+        slope = self._slope(G, D, KD, db)
+        self.decrement = max(-slope, 0.0)
+        if slope >= 0 and solved:  # nor may the intercepts move: the iterate is the optimum
+            self.it -= 1
+            return self.settle()
+        # a dense step is the exact Newton step: its decrement within tol is convergence, whatever the
+        # line search makes of a decrease at the objective's rounding
+        exact_solved = steps.dense is not None and settings.tol > 0 and self.decrement <= settings.tol**2 * self.value0
+        if slope >= 0:  # not a descent direction: never convergence
+            self.it -= 1
+            return self.failed(exact_solved, n_inner, loose)
+        if not self.exact_model:
+            D, db, KD, slope = _subspace_step(self.loss, F, self.Y, self.w, G, self.alpha, self.pair, self.A,
+                                              self.KA, (D, db, KD, slope), self.previous)
+        step, trial = self._line_search(D, db, KD, slope)
+        if trial is None:
+            self.it -= 1
+            return self.failed(exact_solved, n_inner, loose)
+        self._take(step, trial, (D, db, KD), n_inner, loose)
+        return self._stops(solved, step, loose)
+
+    def _slope(self, G, D, KD, db):
+        """The objective's directional derivative along the step (inf where it overflowed: no descent)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            slope = total_of(G, KD + db)  # directional derivative of the loss part
+            if self.alpha:
+                slope += 2.0 * self.alpha * self.inner(D, self.KA if self.K_mm is None else self.A)
+        return slope if np.isfinite(slope) else np.inf
+
+    def _line_search(self, D, db, KD, slope):
+        """Backtracking to Armijo's decrease: ``(step, (A, b, KA, value))``, the trial None where none decreases."""
+        step = 1.0
+        for _ in range(MAX_HALVINGS):
+            A_t, b_t, KA_t = self.A + step * D, self.b + step * db, self.KA + step * KD
+            value_t = self.objective.value(A_t, KA_t, b_t)
+            if np.isfinite(value_t) and value_t <= self.value + ARMIJO * step * slope:
+                return step, (A_t, b_t, KA_t, value_t)
+            step /= 2
+        return step, None
+
+    def _take(self, step, trial, direction, n_inner, loose):
+        """Accept the line search's iterate: the step's bookkeeping, the log and the callback."""
+        steps, settings = self.steps, self.settings
+        # a damped step's decrement (what its full step predicted) is no evidence of convergence: the
+        # second-order model failed along it. An exact step's CG run, held to a tolerance relative to a
+        # right-hand side that holds the predictions, can point badly (a degree-3 polynomial softmax
+        # stuck 0.04 above its optimum at steps of 1e-7): the steps after a damped one, and a failed
+        # exact direction before the fit gives up, are solved SOLVED_RETIGHTEN times tighter.
+        # (a decrement at the objective's rounding is damped by that rounding, not by the model)
+        self.full = step == 1.0 or self.decrement <= ROUNDING * (abs(self.value) + self.value0)
+        self.accepted_decrement = self.decrement if self.full else np.inf
+        if n_inner:
+            self.moved_decrement = self.decrement
+        self.tighten = 1.0 if self.full or loose or not self.exact_model or steps.damping else SOLVED_RETIGHTEN
+        if steps.damping:  # a full step quarters the damping, a damped one raises it
+            steps.lm = max(LM_MIN, steps.lm / 4) if step == 1.0 else min(LM_MAX, steps.lm * 2 / step)
+        steps.inner_cap = min(settings.max_iter, 2 * steps.inner_cap)  # a shortened cap grows back
+        D, db, KD = direction
+        self.previous = [(step * D, step * db, step * KD)] + self.previous[: SUBSPACE_MEMORY - 1]
+        self.A, self.b, self.KA, self.value = trial
+        self.exact |= self.K_mm is None and step == 1.0 and not self.exact_model  # the softmax: damped phase over
+        noisy = self.rounding.dominated(self.A)
+        self.noisy_run = self.noisy_run + 1 if noisy else 0
+        self.log.record(self.value, self.A, self.b, valid=not noisy)
+        if settings.verbose:
+            print(f"[newton] iter {self.it:4d}  objective {self.value:.6e}  step {step:.3g}  "
+                  f"decrement {self.decrement:.3e}  cg iterations {n_inner}")
+        # Every accepted iterate reaches the callback, the last one included.
+        self.stop_requested = settings.callback is not None and settings.callback(self.A, self.b)
+
+    def _stops(self, solved, step, loose):
+        """After an accepted step: whether the fit stops (converged, or for a ``Stop`` reason)."""
+        steps, settings, decrement = self.steps, self.settings, self.decrement
+        threshold = settings.tol**2 * self.value0
+        below_rounding = decrement <= ROUNDING * (abs(self.value) + self.value0)
+        # A loose step's decrement is only an estimate: confirm it with an exact step, unless the model is
+        # the true second-order one and the estimate has a margin (its CG residual, at most FORCING_MAX
+        # relative, errs by far less than CONFIRM_MARGIN; the confirming step cost 30-50% of a fit)
+        confirmed = self.exact_model and self.full and decrement <= CONFIRM_MARGIN * threshold
+        if loose and not confirmed and (decrement <= threshold or below_rounding):
+            self.exact = True
+            return False
+        self.damped = bool(steps.damping) and steps.lm > LM_MIN  # its decrement understates Newton's
+        if solved or settings.tol > 0 and decrement <= threshold and not self.damped:
+            if steps.floored and self.alpha > 0 and not steps.unfloored:
+                # the floor's steps are shorter than Newton's, their decrement an understatement:
+                # confirm (or go on) with steps at 2 alpha itself, the floor only preconditioning
+                steps.unfloored = True
+                return False
+            if self.confirm_exactly():
+                return False
+            if solved or self.full:
+                if self.settle():
+                    return True
+                if self.stop_requested:  # the fit went on (settle), but the callback asked it to stop
+                    self.reason = Stop.CALLBACK
+                    return True
+                return False
+        if below_rounding:  # below what float64 can resolve
+            self.reason = Stop.ROUNDING
+        elif self.noisy_run >= NOISY_PATIENCE:
+            self.reason = Stop.NOISE
+        elif self.stop_requested:
+            self.reason = Stop.CALLBACK
+        return self.reason is not None
+
+    # ------------------------------------------------------------------ the outcome
+
+    def report(self):
+        """The warning of the stop: each ``Stop`` reason's, or max_iter's; ``converged`` where no descent
+        was left after a step that predicted almost none."""
+        settings, operator, it, alpha, reason = self.settings, self.operator, self.it, self.alpha, self.reason
+        if reason is Stop.NO_DESCENT and self.damped:
+            if alpha > 0:  # a ridge the kernel's scale makes negligible (see _damping)
+                what = (f"alpha={alpha:g} is negligible against the kernel's values (up to "
+                        f"{float(self.xp.max(operator.diag())):.3g}): its steps, damped as without a ridge, no "
+                        "longer decrease the objective (rounding)")
+                fix = "Scale the features (for example with StandardScaler), or increase alpha."
+            else:
+                what = ("without ridge (alpha=0) the loss has no minimiser it can reach, and its Newton steps no "
+                        "longer decrease it (rounding)")
+                fix = "Set alpha > 0 (for example alpha='auto')."
+            warn_not_converged("newton", f"stopped at iteration {it}: {what}",
+                               "The model is the best iterate seen. " + fix)
+        elif reason is Stop.NO_DESCENT and not self._nearly_converged():
+            warn_rounding(
+                settings, "newton", f"stopped at iteration {it}: the Newton direction no longer decreases the "
+                "objective (rounding)", "The model is the best iterate seen. Increase alpha"
+                + (" or use options={'dtype': 'float64'}." if operator.dtype == np.float32 else "."),
+            )
+        elif reason is Stop.NO_DESCENT:
+            self.converged = True
+        elif reason is Stop.ROUNDING:
+            warn_rounding(
+                settings, "newton", f"stopped at iteration {it} for lack of progress: the predicted decrease is "
+                f"at the level of rounding, above tol={settings.tol:g}",
+                "The model is the best iterate seen; a larger tol suffices.",
+            )
+        elif reason is Stop.DRIFT:
+            warn_rounding(
+                settings, "newton", f"stopped at iteration {it}: its running predictions K A had drifted from "
+                "the exact ones by rounding (huge coefficients that cancel)", "The best iterate seen, by its "
+                "exact objective, is returned. Scale the features, or increase alpha.",
+            )
+        elif reason is Stop.NOISE:
+            precision = np.dtype(operator.dtype).name
+            warn_rounding(
+                settings, "newton", f"stopped at iteration {it}: the predictions of its last {NOISY_PATIENCE} "
+                f"iterates are dominated by the rounding of {precision} kernel values (the coefficients are "
+                "too large for this precision)", "The best iterate whose predictions are not is returned (the "
+                "intercept-only model if none is). Increase alpha"
+                + (" or use options={'dtype': 'float64'}." if precision == "float32" else "."),
+            )
+        elif not self.converged and reason is None and settings.tol > 0:
+            warn_not_converged(
+                "newton", f"did not converge in max_iter={settings.max_iter} iterations",
+                "Increase max_iter or alpha.",
+            )
+        if self.steps.floored and alpha > 0:  # the decrement then understates what is left, as "cg" says
+            warn(
+                f"alpha={alpha:.3g} is below the smallest ridge solver 'newton' resolves on these centers "
+                f"({CENTERS_MIN_RIDGE:g} times the mean of k(c, c), in the Hessian's scale); its steps were "
+                "shortened to that ridge (CG did not resolve steps at alpha itself), and the fit may stop short "
+                "of the minimiser. Scale the features (a linear kernel, or a polynomial one at a fixed sigma, "
+                "grows with their scale), or increase alpha.",
+            )
+
+
+def _subspace_step(loss, F, Y, w, G, alpha, pair, A, KA, new, previous):
+    """The minimiser of the exact second-order model in the span of the latest steps.
+
+    ``new`` is the diagonal model's step ``(D, db, K D, slope)``; with the
+    previous steps it spans a subspace in which the model (gradient and
+    Hessian from Hessian-vector products in F, no product with K) is exact,
+    a preconditioned Krylov-like acceleration. Without previous steps the
+    new direction is scaled by the exact curvature along it. Where the
+    Hessian is diagonal the new step is already the Newton step. Returns the
+    step and its slope; the new step itself where the model is degenerate.
+    """
+    if loss.diagonal_hessian:
+        return new
+    steps = [new[:3]] + previous
+    E = [KD + db for _, db, KD in steps]  # how each step changes F
+    HE = [loss.hessp(F, Y, w, e) for e in E]
+    g = np.array([total_of(G, e) for e in E])
+    M = np.array([[total_of(e, he) for he in HE] for e in E])
+    if alpha:
+        g += 2.0 * alpha * np.array([pair(D, A, KA) for D, _, _ in steps])
+        M += 2.0 * alpha * np.array([[pair(Di, Dj, KDj) for Dj, _, KDj in steps] for Di, _, _ in steps])
+    M = (M + M.T) / 2
+    if not (np.all(np.isfinite(M)) and np.all(np.isfinite(g))):
+        return new
+    eigenvalues = np.linalg.eigvalsh(M)
+    while len(steps) > 1 and not eigenvalues[0] > 1e-12 * eigenvalues[-1] > 0:
+        steps, g, M = steps[:-1], g[:-1], M[:-1, :-1]  # drop the oldest until the model is well posed
+        eigenvalues = np.linalg.eigvalsh(M)
+    if len(steps) == 1:
+        if not M[0, 0] > 0:
+            return new
+    t = np.linalg.solve(M, -g)
+    combined = tuple(sum(float(ti) * part for ti, part in zip(t, parts)) for parts in zip(*steps))
+    slope = float(g @ t)
+    return (*combined, slope) if slope < 0 else new
