@@ -771,3 +771,29 @@ def test_dense_steps_keep_the_centers_kernel_directions_below_its_rounding_that_
                             tol=1e-12, max_iter=1000).fit(Phi, labels)
     optimum = _logistic_objective(lr.decision_function(Phi), labels, alpha, np.sum(lr.coef_**2))
     assert model.loss_curve_[-1] <= optimum + 1e-6
+
+
+def test_newton_softmax_switches_to_exact_steps_where_the_diagonal_model_slows(monkeypatch):
+    # Past its damped phase the diagonal model converges linearly (MNIST at its default ridge: 20
+    # steps of a few CG iterations each for the last 0.05% of the objective); once a full step's
+    # decrement falls by less than LINEAR_SWITCH, exact steps finish quadratically.
+    from kernelgd._solvers import _dense_newton
+    from kernelgd._solvers.newton import _directions, _run
+
+    monkeypatch.setattr(_dense_newton, "MAX_FLOPS", 0)  # CG's exact steps, as on any but a tiny model
+    calls = _record_exact_steps(monkeypatch)
+    top = np.linalg.eigvalsh(kernel_matrix(X, sigma=2.0))[-1]
+    alpha = top / (20 * _directions.STARTED_MAX_CONDITION * 2.0 * len(X))  # the diagonal model's ridges
+    params = dict(loss="logistic", sigma=2.0, alpha=alpha, solver="newton", tol=1e-6, max_iter=300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        switched = KernelGDClassifier(**params).fit(X, y3)
+        steps = "".join(calls)
+        calls.clear()
+        monkeypatch.setattr(_run, "LINEAR_SWITCH", np.inf)
+        linear = KernelGDClassifier(**params).fit(X, y3)
+    assert steps.startswith("d") and "de" in steps, steps
+    assert switched.n_iter_ < linear.n_iter_
+    assert switched.loss_curve_[-1] <= linear.loss_curve_[-1] + 1e-12
+    F_ref = _dense_reference(kernel_matrix(X, sigma=2.0), np.eye(3)[y3], np.full(len(X), 1 / len(X)), alpha, True)
+    assert_allclose(switched.predict_proba(X), MultinomialLoss.probabilities(F_ref), atol=1e-4)

@@ -48,6 +48,10 @@ DRIFT_EPS = 1e3
 DRIFT_RESUMES = 3
 # Earlier steps kept for the softmax's subspace step.
 SUBSPACE_MEMORY = 4
+# The softmax's diagonal model switches to exact steps once a full step's decrement is above this
+# share of the previous one's (its linear convergence has slowed).
+LINEAR_SWITCH = 0.5
+SWITCH_BACKOFF = 4
 
 
 class Stop(Enum):
@@ -137,6 +141,9 @@ class _NewtonRun:
         # (none taken: failure); float32's rounding of the objective blurs decrements below about 1e3 eps of
         # it, float64's far less
         self.near = NO_DESCENT_NEAR[np.dtype(operator.dtype).name]
+        # the softmax's diagonal model: its last full step's decrement, its slow steps in a row, how many
+        # make it switch to exact steps, and its direction while they run (_switch_if_linear)
+        self.last_full, self.slow, self.patience, self.diagonal = None, 0, 1, None
 
     @property
     def exact_model(self):
@@ -278,6 +285,9 @@ class _NewtonRun:
             return False
         if self.restart():
             return False
+        if self.diagonal is not None:  # an early switch whose exact direction failed
+            self.switch_back()
+            return False
         return self.stop_without_descent()
 
     # ------------------------------------------------------------------ the steps
@@ -361,7 +371,35 @@ class _NewtonRun:
             self.it -= 1
             return self.failed(exact_solved, n_inner, loose)
         self._take(step, trial, (D, db, KD), n_inner, loose)
-        return self._stops(solved, step, loose)
+        if self._stops(solved, step, loose):
+            return True
+        self._switch_if_linear(step)
+        return False
+
+    def _switch_if_linear(self, step):
+        """Past its damped phase the softmax's diagonal model converges linearly: after ``patience``
+        full steps in a row whose decrement is above ``LINEAR_SWITCH`` times the previous one's, the
+        fit goes on with exact steps (``confirm_exactly``), which converge quadratically near the
+        optimum. An exact step the line search shortens shows the coupled model is not to be trusted
+        yet: back to the diagonal model, with ``SWITCH_BACKOFF`` times the patience."""
+        if self.diagonal is not None:  # switched
+            if step != 1.0:
+                self.switch_back()
+            return
+        if self.exact_model or not self.exact:
+            return
+        previous, self.last_full = self.last_full, self.decrement if step == 1.0 else None
+        slow = previous is not None and self.last_full is not None and self.decrement > LINEAR_SWITCH * previous
+        self.slow = self.slow + 1 if slow else 0
+        if self.slow >= self.patience:
+            diagonal = self.direction
+            if self.confirm_exactly():
+                self.diagonal, self.exact = diagonal, False  # inexact Newton until a stopping test passes
+
+    def switch_back(self):
+        """From the exact steps of ``_switch_if_linear`` back to the diagonal model's."""
+        self.direction, self.steps.dense, self.tighten, self.exact = self.diagonal, None, 1.0, True
+        self.diagonal, self.slow, self.patience = None, 0, self.patience * SWITCH_BACKOFF
 
     def _slope(self, G, D, KD, db):
         """The objective's directional derivative along the step (inf where it overflowed: no descent)."""
