@@ -1,4 +1,4 @@
-"""Array namespaces: which one an input lives in, and the few functions the standard lacks.
+"""The backend: where an array lives, and every primitive whose numpy body differs from the standard's.
 
 The estimators follow scikit-learn's array API convention: under
 ``sklearn.config_context(array_api_dispatch=True)`` an input from torch, CuPy
@@ -7,8 +7,14 @@ fitted attributes and outputs stay there. Otherwise (and for numpy inputs)
 everything is numpy, on the code paths tuned for it (scipy's BLAS, the thread
 pool of :mod:`kernelgd._operator`).
 
-The array API standard has no triangular solve, no pivoted Cholesky and no
-scatter-add; each gets one small fallback here, documented where it is.
+Each primitive has two bodies: ``_Host``'s for numpy arrays (and scipy.sparse
+matrices where it takes them: scipy's BLAS and LAPACK drivers, in place where
+that saves a copy) and ``_Generic``'s, written with the standard's functions
+only. ``on_host`` is the one test that picks between them, per call, on the
+first array argument; nothing outside this module and :mod:`kernelgd._distances`
+asks which namespace an array belongs to. The standard has no triangular solve,
+no pivoted Cholesky and no scatter-add; each gets one small fallback here,
+documented where it is.
 """
 
 import functools
@@ -27,6 +33,18 @@ try:  # scikit-learn >= 1.8, which also vendors array-api-compat and array-api-e
     from sklearn.utils._array_api import move_to
 except ImportError:  # pragma: no cover - older scikit-learn: numpy inputs only
     move_to = None
+
+
+# ------------------------------------------------------------------ where an array lives
+
+
+def _is_host(A):
+    return isinstance(A, np.ndarray) or sp.issparse(A)  # the one test of which body applies
+
+
+def on_host(*arrays):
+    """Whether the arrays are numpy's or scipy.sparse's: the primitives' tuned bodies apply."""
+    return all(map(_is_host, arrays))
 
 
 def namespace(*arrays):
@@ -63,36 +81,53 @@ def follow(X, *arrays):
         return (xp, device, *arrays)
     from sklearn.externals.array_api_compat import is_array_api_obj
 
+    # another namespace's arrays move to X's; numeric numpy arrays too where X has a device (not numpy's)
+    # (string labels stay numpy: no other namespace holds them)
     moved = [
-        move_to(a, xp=xp, device=device if xp is not np else "cpu")
-        if not isinstance(a, np.ndarray) and is_array_api_obj(a) or _numeric(a) and xp is not np
+        move_to(a, xp=xp, device="cpu" if device is None else device)
+        if is_array_api_obj(a) and (not _is_host(a) or device is not None and a.dtype.kind in "biufc")
         else a
         for a in arrays
     ]
     return (xp, device, *moved)
 
 
-def _numeric(a):
-    """A numpy array of numbers (string labels stay numpy: no other namespace holds them)."""
-    return isinstance(a, np.ndarray) and a.dtype.kind in "biufc"
-
-
-def is_numpy(xp):
-    return xp is np
-
-
 def to_numpy(array):
-    """A numpy copy of an array of any namespace (host memory)."""
-    if isinstance(array, np.ndarray):
+    """A numpy copy of an array of any namespace (host memory); numpy arrays and array-likes as they are."""
+    if on_host(array) or move_to is None:
         return array
-    return move_to(array, xp=np, device="cpu")
+    from sklearn.externals.array_api_compat import is_array_api_obj
+
+    return move_to(array, xp=np, device="cpu") if is_array_api_obj(array) else np.asarray(array)
 
 
 def from_numpy(array, xp, device):
-    """A numpy array as an array of ``xp`` on ``device``."""
-    if is_numpy(xp):
-        return np.asarray(array)
+    """A numpy array as an array of ``xp`` on ``device`` (None: numpy's, as ``namespace`` gives it)."""
+    if device is None:
+        return xp.asarray(array)
     return xp.asarray(np.ascontiguousarray(array), device=device)
+
+
+def like(array, other):
+    """``array`` (numpy's, a float, or of ``other``'s namespace) in ``other``'s namespace and on its device."""
+    if on_host(other):
+        return np.asarray(array)
+    if _is_host(array) or not hasattr(array, "shape"):
+        return from_numpy(np.asarray(array), xp_of(other), other.device)
+    return xp_of(other).asarray(array, device=other.device)
+
+
+def xp_of(A):
+    """The namespace of A: numpy itself for numpy arrays."""
+    return np if on_host(A) else namespace(A)[0]
+
+
+def input_namespace(*arrays):
+    """The arrays' namespace: numpy for numpy arrays, scipy.sparse matrices and array-likes."""
+    dense = [A for A in arrays if not sp.issparse(A)]
+    if on_host(*dense) or not all(hasattr(A, "shape") for A in dense):
+        return np
+    return namespace(*dense)[0]
 
 
 def float_dtype(xp, name):
@@ -104,44 +139,35 @@ def eps(xp, dtype):
     return float(xp.finfo(dtype).eps)
 
 
-def _torch(xp):
-    from sklearn.externals.array_api_compat import is_torch_namespace
-
-    if is_torch_namespace(xp):
-        import torch
-
-        return torch
-    return None
+def is_float32(A):
+    """Whether A holds float32."""
+    return str(A.dtype).endswith("float32")  # numpy's, torch's and the standard's dtypes alike
 
 
-def _cupy(xp):
-    from sklearn.externals.array_api_compat import is_cupy_namespace
+def scales_like(value, X):
+    """A per-feature scale array in X's namespace and on its device (a float stays a float)."""
+    if not np.ndim(value) or on_host(X):
+        return value
+    xp = input_namespace(X)
+    return xp.asarray(value, dtype=xp.float64, device=X.device)
 
-    return is_cupy_namespace(xp)
+
+def common_float(X, Y, dtype=None):
+    """X and Y in one float dtype: ``dtype``, or float32 if both are float32, else float64; sparse stays CSR."""
+    if input_namespace(X, Y) is np:
+        X, Y = (A if sp.issparse(A) else np.asarray(A) for A in (X, Y))
+        common = np.result_type(X.dtype, Y.dtype, np.float32)  # float16 and small integers compute in float32
+        dtype = dtype or (np.float32 if common == np.float32 else np.float64)
+    dtype = dtype or (np.float32 if is_float32(X) and is_float32(Y) else np.float64)
+    return tuple(sp.csr_matrix(A, dtype=dtype) if sp.issparse(A) else cast(A, dtype) for A in (X, Y))
 
 
-def solve_triangular(xp, T, B, *, upper=True, trans=False):
-    """``T^-1 B`` (``T^-T B`` with trans) for a triangular T, in T's namespace.
+def memory_budget(xp, device, default):
+    """The memory budget for arrays on ``device``: half the free GPU memory for CUDA arrays, else ``default``."""
+    return _library(xp).memory_budget(device, default)
 
-    numpy (scipy's LAPACK trtrs), torch and CuPy have their own triangular
-    solvers. Elsewhere the fallback is the standard's general ``linalg.solve``:
-    O(m^3) rather than O(m^2 k), exact for a triangular T, and only reached
-    by namespaces (such as array-api-strict) that have nothing better.
-    """
-    if xp is np:
-        from scipy.linalg import solve_triangular as scipy_solve_triangular
 
-        return scipy_solve_triangular(T, B, trans=1 if trans else 0, lower=not upper, check_finite=False)
-    if trans:
-        T, upper = T.T, not upper
-    torch = _torch(xp)
-    if torch is not None:
-        return torch.linalg.solve_triangular(T, B, upper=upper)
-    if _cupy(xp):
-        from cupyx.scipy.linalg import solve_triangular as cupy_solve_triangular
-
-        return cupy_solve_triangular(T, B, lower=not upper)
-    return xp.linalg.solve(T, B)
+# ------------------------------------------------------------------ threads
 
 
 # Jitter (times the mean diagonal) a factorization that fails is retried with, in turn.
@@ -165,32 +191,22 @@ def single_threaded_blas():
         yield
 
 
-def cholesky(M, what="matrix", jitter=0.0):
-    """Upper Cholesky factor of ``M + jitter I`` (M PSD), retried with ``JITTER_LADDER``'s extra jitter.
+def pivoted_cholesky(G):
+    """LAPACK's pivoted Cholesky (pstrf) of a small PSD block, on the host.
 
-    numpy reads only M's upper triangle (LAPACK potrf "U", on a copy; single-threaded BLAS above
-    ``THREADED_LAPACK_MAX``); other namespaces factor ``(M + M') / 2``, where a failed factorization
-    raises in most and returns NaN in others (CuPy): both count as failure.
+    The standard has no pivoted factorization; the blocks are at most a
+    randomly pivoted Cholesky round's size (100 x 100), so the host round
+    trip costs microseconds. Returns ``(R, perm, rank)`` with ``perm`` 0-based.
     """
-    m, jitter = M.shape[0], float(jitter)  # a 0-d array of another namespace would not add to M's
-    if isinstance(M, np.ndarray):
-        scale = max(np.trace(M) / max(m, 1), np.finfo(float).tiny)
-        attempt = _numpy_upper_factor
-    else:
-        xp = xp_of(M)
-        M = (M + M.T) / 2
-        scale = max(float(xp.sum(xp.linalg.diagonal(M))) / max(m, 1), float(np.finfo(np.float64).tiny))
-        attempt = _array_api_upper_factor
-    guard = single_threaded_blas() if isinstance(M, np.ndarray) and m > THREADED_LAPACK_MAX else nullcontext()
-    with guard:
-        for extra in JITTER_LADDER:
-            U = attempt(M, jitter + extra * scale)
-            if U is not None:
-                return U
-    raise ValueError(
-        f"The {what} is numerically singular even with jitter; the kernel may be "
-        "degenerate on this data (duplicate points?). Increase alpha."
-    )
+    from scipy.linalg.lapack import dpstrf
+
+    R, perm, rank, _ = dpstrf(np.asarray(to_numpy(G), dtype=np.float64), lower=0)
+    return np.triu(R), perm - 1, int(rank)  # pstrf leaves the input below the diagonal
+
+
+def _index(idx, A):
+    """A numpy index array in A's namespace, on its device (array-api-strict indexes with its own arrays only)."""
+    return namespace(A)[0].asarray(np.asarray(idx, dtype=np.int64), device=A.device)
 
 
 def _numpy_upper_factor(M, shift):
@@ -214,190 +230,6 @@ def _array_api_upper_factor(M, shift):
     return L.T if bool(xp.all(xp.isfinite(L))) else None
 
 
-def factor_in_place(M):
-    """Upper Cholesky factor of the symmetric positive definite M (no jitter), or None where it fails;
-    numpy overwrites M (LAPACK potrf, single-threaded: one n x n array, at any n)."""
-    if not isinstance(M, np.ndarray):
-        return _array_api_upper_factor((M + M.T) / 2, 0.0)
-    with single_threaded_blas():
-        try:  # M' = M in C order is M in Fortran order: potrf's lower factor of M.T is U'
-            return scipy.linalg.cholesky(M.T, lower=True, overwrite_a=True, check_finite=False).T
-        except scipy.linalg.LinAlgError:
-            return None
-
-
-def scale_in_place(M, s):
-    """``diag(s) M diag(s)`` (numpy: in place)."""
-    if isinstance(M, np.ndarray):
-        M *= s[:, None]
-        M *= s[None, :]
-        return M
-    return s[:, None] * M * s[None, :]
-
-
-def pivoted_cholesky(G):
-    """LAPACK's pivoted Cholesky (pstrf) of a small PSD block, on the host.
-
-    The standard has no pivoted factorization; the blocks are at most a
-    randomly pivoted Cholesky round's size (100 x 100), so the host round
-    trip costs microseconds. Returns ``(R, perm, rank)`` with ``perm`` 0-based.
-    """
-    from scipy.linalg.lapack import dpstrf
-
-    R, perm, rank, _ = dpstrf(np.asarray(to_numpy(G), dtype=np.float64), lower=0)
-    return np.triu(R), perm - 1, int(rank)  # pstrf leaves the input below the diagonal
-
-
-def take_rows(xp, A, idx):
-    """``A[idx]`` for a numpy index array (array-api-strict indexes with its own arrays only)."""
-    if is_numpy(xp):
-        return A[idx]
-    return xp.take(A, xp.asarray(np.asarray(idx, dtype=np.int64), device=A.device), axis=0)
-
-
-def take_columns(xp, A, idx):
-    """``A[:, idx]`` for a numpy index array."""
-    if is_numpy(xp):
-        return np.take(A, idx, axis=1)  # 2x faster than A[:, idx] on the rows of a stored K
-    return xp.take(A, xp.asarray(np.asarray(idx, dtype=np.int64), device=A.device), axis=1)
-
-
-def add_at_rows(xp, A, idx, V):
-    """``A[idx] += V`` for distinct rows idx, returning A (in place where the namespace allows).
-
-    The standard has no integer-array assignment: array-api-extra's ``at``
-    does the scatter in each namespace's own way.
-    """
-    if is_numpy(xp):
-        A[idx] += V
-        return A
-    from sklearn.externals.array_api_compat import is_array_api_strict_namespace
-    from sklearn.externals.array_api_extra import at
-
-    index = xp.asarray(np.asarray(idx, dtype=np.int64), device=A.device)
-    if is_array_api_strict_namespace(xp):
-        # array-api-strict allows no integer-array index beside a slice: a one-hot product
-        # (n x len(idx)), for that testing namespace only
-        onehot = xp.astype(xp.arange(A.shape[0], device=A.device)[:, None] == index[None, :], A.dtype)
-        return A + onehot @ V
-    return at(A, (index, slice(None)) if A.ndim == 2 else index).add(V)
-
-
-def memory_budget(xp, device, default):
-    """The memory budget for arrays on ``device``: half the free GPU memory for CUDA arrays."""
-    torch = _torch(xp)
-    if torch is not None and getattr(device, "type", None) == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return int(free // 2)
-    if _cupy(xp):
-        import cupy
-
-        with cupy.cuda.Device(device.id if hasattr(device, "id") else device):
-            free, _ = cupy.cuda.runtime.memGetInfo()
-        return int(free // 2)
-    return default
-
-
-def coldot(R, Z):
-    """``sum_i R_ij Z_ij`` per column j (numpy: einsum, without the product's temporary)."""
-    if isinstance(R, np.ndarray):
-        return np.einsum("ij,ij->j", R, Z)
-    return namespace(R)[0].sum(R * Z, axis=0)
-
-
-def colnorm(R):
-    """The Euclidean norm of every column."""
-    if isinstance(R, np.ndarray):
-        return np.linalg.norm(R, axis=0)
-    xp = namespace(R)[0]
-    return xp.sqrt(xp.sum(R * R, axis=0))
-
-
-def total(A, B=None, w=None):
-    """``sum_ij w_i A_ij B_ij`` (B and w optional) as a Python float."""
-    if isinstance(A, np.ndarray):
-        if w is None:
-            return float(np.sum(A) if B is None else np.einsum("ij,ij->", A, B))
-        return float(np.einsum("i,ij,ij->", w, A, A if B is None else B))
-    xp = namespace(A)[0]
-    P = A if B is None else A * B
-    return float(xp.sum(P if w is None else w[:, None] * P))
-
-
-def outer(u, v):
-    if isinstance(u, np.ndarray):
-        return np.outer(u, v)
-    return u[:, None] * v[None, :]
-
-
-def xp_of(A):
-    """The namespace of A: numpy itself for numpy arrays."""
-    return np if isinstance(A, np.ndarray) else namespace(A)[0]
-
-
-def row_dot(A, B):
-    """Each row's inner product ``sum_j A_ij B_ij`` (numpy: einsum, without the product's temporary)."""
-    if isinstance(A, np.ndarray):
-        return np.einsum("ij,ij->i", A, B)
-    return xp_of(A).sum(A * B, axis=1)
-
-
-def weighted_sum(w, Y):
-    """``sum_i w_i Y_i`` (a row vector of Y's columns)."""
-    if isinstance(Y, np.ndarray):
-        return np.einsum("i,ij->j", w, Y)
-    return w @ Y
-
-
-def zeros(like, shape):
-    """float64 zeros in the namespace and on the device of ``like``."""
-    if isinstance(like, np.ndarray):
-        return np.zeros(shape)
-    xp = namespace(like)[0]
-    return xp.zeros(shape, dtype=xp.float64, device=like.device)
-
-
-def block_of(A, rows, cols):
-    """``A[np.ix_(rows, cols)]`` for numpy index arrays, in A's namespace (a kernel matrix's sub-block)."""
-    if isinstance(A, np.ndarray):
-        return A[np.ix_(rows, cols)]
-    xp = namespace(A)[0]
-    return take_columns(xp, take_rows(xp, A, rows), cols)
-
-
-def rows_of(A, idx):
-    """``A[idx]`` for a slice or a numpy index array, in A's namespace (1-d or 2-d A; or scipy.sparse)."""
-    if isinstance(A, np.ndarray) or sp.issparse(A):
-        return A[idx]
-    if isinstance(idx, slice):
-        return A[idx, ...]
-    return take_rows(namespace(A)[0], A, idx)
-
-
-def copy(A):
-    if isinstance(A, np.ndarray):
-        return A.copy()
-    return xp_of(A).asarray(A, copy=True)
-
-
-# The logistic functions for arrays of another namespace (numpy's use scipy.special).
-def expit(F):
-    """The logistic function (numpy: scipy's)."""
-    if isinstance(F, np.ndarray):
-        return scipy.special.expit(F)
-    xp = xp_of(F)
-    E = xp.exp(-xp.abs(F))  # at most 1: no overflow (numpy-backed namespaces would warn of one)
-    return xp.where(F >= 0, 1.0 / (1.0 + E), E / (1.0 + E))
-
-
-def log_expit(F):
-    """``log(expit(F))`` without overflow (numpy: scipy's)."""
-    if isinstance(F, np.ndarray):
-        return scipy.special.log_expit(F)
-    xp = xp_of(F)
-    return -xp.logaddexp(xp.zeros_like(F), -F)
-
-
 def _shifted(F, axis):
     """numpy's ``F`` less its largest entry along ``axis`` (where finite: scipy's convention), and that entry."""
     top = F.max(axis=axis, keepdims=True)
@@ -405,105 +237,554 @@ def _shifted(F, axis):
     return F - top, top
 
 
-# numpy's own logsumexp and softmax: scipy's array-API wrappers cost three times the arithmetic
-# on a Newton step's arrays
-def logsumexp(F, axis, keepdims=False):
-    if isinstance(F, np.ndarray):
+# ------------------------------------------------------------------ the primitives' numpy bodies
+
+
+class _Host:
+    """numpy arrays (and scipy.sparse where a primitive takes them)."""
+
+    def solve_triangular(T, B, *, upper=True, trans=False):
+        return scipy.linalg.solve_triangular(T, B, trans=1 if trans else 0, lower=not upper, check_finite=False)
+
+    def cholesky_attempt(M):
+        return max(np.trace(M) / max(M.shape[0], 1), np.finfo(float).tiny), M, _numpy_upper_factor
+
+    def factor_in_place(M):
+        with single_threaded_blas():
+            try:  # M' = M in C order is M in Fortran order: potrf's lower factor of M.T is U'
+                return scipy.linalg.cholesky(M.T, lower=True, overwrite_a=True, check_finite=False).T
+            except scipy.linalg.LinAlgError:
+                return None
+
+    def scale_in_place(M, s):
+        M *= s[:, None]
+        M *= s[None, :]
+        return M
+
+    def take_rows(A, idx):
+        return A[idx]
+
+    def take_columns(A, idx):
+        return np.take(A, idx, axis=1)  # 2x faster than A[:, idx] on the rows of a stored K
+
+    def add_at_rows(A, idx, V):
+        A[idx] += V
+        return A
+
+    def coldot(R, Z):
+        return np.einsum("ij,ij->j", R, Z)  # without the product's temporary
+
+    def colnorm(R):
+        return np.linalg.norm(R, axis=0)
+
+    def total(A, B=None, w=None):
+        if w is None:
+            return float(np.sum(A) if B is None else np.einsum("ij,ij->", A, B))
+        return float(np.einsum("i,ij,ij->", w, A, A if B is None else B))
+
+    def outer(u, v):
+        return np.outer(u, v)
+
+    def row_dot(A, B):
+        return np.einsum("ij,ij->i", A, B)
+
+    def weighted_sum(w, Y):
+        return np.einsum("i,ij->j", w, Y)
+
+    def zeros(like, shape):
+        return np.zeros(shape)
+
+    def block_of(A, rows, cols):
+        return A[np.ix_(rows, cols)]
+
+    def rows_of(A, idx):
+        return A[idx]
+
+    def copy(A):
+        return A.copy()
+
+    def expit(F):
+        return scipy.special.expit(F)
+
+    def log_expit(F):
+        return scipy.special.log_expit(F)
+
+    # numpy's own logsumexp and softmax: scipy's array-API wrappers cost three times the arithmetic
+    # on a Newton step's arrays
+    def logsumexp(F, axis, keepdims=False):
         shifted, top = _shifted(F, axis)
         with np.errstate(divide="ignore"):  # a row of -inf: log(0) = -inf, as scipy gives
             out = np.log(np.exp(shifted).sum(axis=axis, keepdims=True)) + top
         return out if keepdims else np.squeeze(out, axis=axis)
-    xp = xp_of(F)
-    top = xp.max(F, axis=axis, keepdims=True)
-    out = top + xp.log(xp.sum(xp.exp(F - top), axis=axis, keepdims=True))
-    return out if keepdims else xp.squeeze(out, axis=axis)
 
-
-def softmax(F, axis):
-    if isinstance(F, np.ndarray):
+    def softmax(F, axis):
         E = np.exp(_shifted(F, axis)[0])
         return E / E.sum(axis=axis, keepdims=True)
-    xp = xp_of(F)
-    E = xp.exp(F - xp.max(F, axis=axis, keepdims=True))
-    return E / xp.sum(E, axis=axis, keepdims=True)
 
+    def exp_in_place(A):
+        return np.exp(A, out=A)
 
-def diagonal(A):
-    """The main diagonal of a 2-d array (numpy < 2 has no ``linalg.diagonal``)."""
-    if isinstance(A, np.ndarray):
-        return np.diagonal(A)
-    return xp_of(A).linalg.diagonal(A)
+    def diagonal(A):
+        return np.diagonal(A)  # numpy < 2 has no linalg.diagonal
 
-
-# Spellings that numpy 1.x has too, for code that runs on numpy arrays as well.
-def concat(arrays, axis=0):
-    if isinstance(arrays[0], np.ndarray):
+    def concat(first, arrays, axis=0):
         return np.concatenate(arrays, axis=axis)
-    return xp_of(arrays[0]).concat(arrays, axis=axis)
 
-
-def clip_min(A, low):
-    """``max(A, low)`` elementwise, for a float ``low``."""
-    if isinstance(A, np.ndarray):
+    def clip_min(A, low):
         return np.maximum(A, low)
-    return xp_of(A).clip(A, min=float(low))
 
-
-def as_float64(A, copy=False):
-    """A in float64 in its namespace: a copy where asked, else without one where it already is."""
-    if sp.issparse(A):
-        return A.astype(np.float64, copy=copy)
-    if isinstance(A, np.ndarray):
+    def as_float64(A, copy=False):
+        if sp.issparse(A):
+            return A.astype(np.float64, copy=copy)
         return A.astype(np.float64) if copy else np.asarray(A, dtype=np.float64)
-    xp = xp_of(A)
-    return xp.astype(A, xp.float64, copy=copy)
 
+    def column_means(A):
+        return np.mean(A, axis=0, dtype=np.float64)  # without a float64 copy of A
 
-def column_means(A):
-    """The float64 mean of each column of A (numpy: without a float64 copy of A)."""
-    if isinstance(A, np.ndarray):
-        return np.mean(A, axis=0, dtype=np.float64)
-    return xp_of(A).mean(as_float64(A), axis=0)
-
-
-def cast(A, dtype):
-    """A in the numpy ``dtype`` (float32 or float64), or its namespace's equivalent."""
-    if isinstance(A, np.ndarray):
+    def cast(A, dtype):
         return np.asarray(A, dtype=dtype)
-    xp = xp_of(A)
-    return xp.astype(A, float_dtype(xp, dtype))
+
+    def sum_blocks(first, parts):
+        return np.sum(parts, axis=0)
+
+    def full(like, shape, value, dtype=None):
+        return np.full(shape, value, dtype=np.float64 if dtype is None else dtype)
+
+    def eye(like, k, dtype=None):
+        return np.eye(k, dtype=like.dtype if dtype is None else dtype)
+
+    def contiguous(A, dtype=None):
+        return np.ascontiguousarray(A, dtype=dtype)
+
+    def blas_dot(A, V):
+        """``A @ V`` in A's dtype (numpy: through scipy's BLAS, without copying A).
+
+        numpy and scipy ship separate OpenBLAS builds whose idle threads spin for
+        a while after each call; alternating the two in a loop halves the speed
+        of both (benchmarks/bench_operator.py). Every product in the solvers'
+        loops therefore goes through scipy's BLAS, as symv must.
+        """
+        V = np.asarray(V, dtype=A.dtype)
+        transposed = not A.flags.f_contiguous
+        At = A.T if transposed else A  # Fortran order either way: no copy
+        if not At.flags.f_contiguous:
+            At, transposed = np.asfortranarray(A), False
+        if V.ndim == 1:
+            return scipy.linalg.get_blas_funcs("gemv", (At,))(1.0, At, V, trans=int(transposed))
+        return scipy.linalg.get_blas_funcs("gemm", (At,))(1.0, At, V, trans_a=int(transposed))
+
+    def dot64(block, V, dtype, gemv_max_columns=0):
+        """``block @ V`` computed in the numpy ``dtype`` (V is cast to it), returned in float64."""
+        # up to gemv_max_columns columns run one GEMV each: OpenBLAS's GEMM is slower on thin
+        # right-hand sides (bench_operator.py)
+        Vc = V.astype(dtype, copy=False)
+        if Vc.ndim == 2 and Vc.shape[1] <= gemv_max_columns:
+            return np.column_stack([blas_dot(block, Vc[:, j]) for j in range(Vc.shape[1])]).astype(np.float64)
+        return np.asarray(blas_dot(block, Vc), dtype=np.float64)
+
+    def eigh(M):
+        return scipy.linalg.eigh(M)
+
+    def top_eigenpairs(M, q):
+        # LAPACK's MRRR driver can fail on clustered spectra (a kernel near the identity), where
+        # bisection (evx) and then the full decomposition still succeed
+        size = M.shape[0]
+        subset = [size - q - 1, size - 1]
+        attempts = [("evr", subset), ("evx", subset), ("evd", None), ("ev", None)]
+        for driver, wanted in attempts:
+            try:
+                lam, U = scipy.linalg.eigh(M, subset_by_index=wanted, driver=driver)
+            except (np.linalg.LinAlgError, ValueError):
+                if driver == attempts[-1][0]:
+                    raise
+                continue
+            if wanted is None:  # a full decomposition: keep the top q + 1
+                lam, U = lam[size - q - 1 :], U[:, size - q - 1 :]
+            return lam[::-1], U[:, ::-1]
+
+    def add_to_diagonal(M, d):
+        M[np.diag_indices_from(M)] += d
+        return M
+
+    def solve_psd(M, v):
+        """``M^-1 v`` for a symmetric PSD M by Cholesky (numpy: M's upper triangle); a least-squares
+        solution where M is singular (the softmax's intercepts: a class no row gives a probability)."""
+        try:
+            factor = scipy.linalg.cho_factor(M, lower=False, check_finite=False)
+            return scipy.linalg.cho_solve(factor, v, check_finite=False)
+        except scipy.linalg.LinAlgError:
+            return scipy.linalg.lstsq(M, v, cond=np.finfo(float).eps * M.shape[0], check_finite=False)[0]
+
+    def gram(A, alpha=1.0, trans=False):
+        return scipy.linalg.blas.dsyrk(alpha, A, trans=int(trans), lower=0)  # half a product's flops
+
+    def triangle_gram(T):
+        return scipy.linalg.lapack.dlauum(T, lower=0)[0]  # m^3/3 flops
+
+    def minus_outer(M, v):
+        return scipy.linalg.blas.dsyr(-1.0, v, lower=0, a=M.copy(order="F"), overwrite_a=1)
+
+    def cho_solve(R, V):
+        return scipy.linalg.cho_solve((R, False), V, check_finite=False)
+
+    def fortran(A):
+        return np.asfortranarray(A)
+
+    def triangular_inverses(R, stack, c, k):
+        """numpy keeps each factor's triangular inverse: a column's solve is then two batched products."""
+        if stack is None or stack.shape != (k,) + R.shape:
+            stack = np.empty((k,) + R.shape)
+        stack[c] = scipy.linalg.lapack.dtrtri(R, lower=0)[0]
+        return stack
+
+    class GrowingFactor:
+        """One preallocated Fortran-ordered array that BLAS updates in place."""
+
+        def __init__(self, diag, n, rank):
+            self.k, self.store = 0, np.empty((n, rank), order="F")
+
+        @property
+        def F(self):
+            return self.store[:, : self.k]
+
+        def residual(self, G, S):
+            if not self.k:
+                return G
+            F = self.F
+            return scipy.linalg.blas.dgemm(-1.0, F, F[S], beta=1.0, c=G, trans_b=1, overwrite_c=1)
+
+        def append(self, G, keep, R):
+            r = len(keep)
+            Fk = self.store[:, self.k : self.k + r]  # a Fortran-ordered view: trsm works in place
+            Fk[...] = G.T[keep].T  # gather rows of the C-ordered transpose: fast
+            scipy.linalg.blas.dtrsm(1.0, R, Fk, side=1, lower=0, overwrite_b=1)
+            self.k += r
+            return np.einsum("ij,ij->i", Fk, Fk)
+
+
+# ------------------------------------------------------------------ the primitives' generic bodies
+
+
+class _Generic:
+    """Any other array API namespace: the standard's functions, on the arrays' device."""
+
+    def solve_triangular(T, B, *, upper=True, trans=False):
+        # the standard's general solve: O(m^3) rather than O(m^2 k), exact for a triangular T, and only
+        # reached by namespaces (such as array-api-strict) that have nothing better
+        return xp_of(T).linalg.solve(T.T if trans else T, B)
+
+    def memory_budget(device, default):
+        return default
+
+    def cholesky_attempt(M):
+        M = (M + M.T) / 2
+        mean = float(xp_of(M).sum(xp_of(M).linalg.diagonal(M))) / max(M.shape[0], 1)
+        return max(mean, float(np.finfo(np.float64).tiny)), M, _array_api_upper_factor
+
+    def factor_in_place(M):
+        return _array_api_upper_factor((M + M.T) / 2, 0.0)
+
+    def scale_in_place(M, s):
+        return s[:, None] * M * s[None, :]
+
+    def take_rows(A, idx):
+        return xp_of(A).take(A, _index(idx, A), axis=0)
+
+    def take_columns(A, idx):
+        return xp_of(A).take(A, _index(idx, A), axis=1)
+
+    def add_at_rows(A, idx, V):
+        # the standard has no integer-array assignment: array-api-extra's ``at`` does the scatter
+        # in each namespace's own way
+        from sklearn.externals.array_api_extra import at
+
+        index = _index(idx, A)
+        return at(A, (index, slice(None)) if A.ndim == 2 else index).add(V)
+
+    def coldot(R, Z):
+        return xp_of(R).sum(R * Z, axis=0)
+
+    def colnorm(R):
+        xp = xp_of(R)
+        return xp.sqrt(xp.sum(R * R, axis=0))
+
+    def total(A, B=None, w=None):
+        P = A if B is None else A * B
+        return float(xp_of(A).sum(P if w is None else w[:, None] * P))
+
+    def outer(u, v):
+        return u[:, None] * v[None, :]
+
+    def row_dot(A, B):
+        return xp_of(A).sum(A * B, axis=1)
+
+    def weighted_sum(w, Y):
+        return w @ Y
+
+    def zeros(like, shape):
+        xp = xp_of(like)
+        return xp.zeros(shape, dtype=xp.float64, device=like.device)
+
+    def block_of(A, rows, cols):
+        return take_columns(take_rows(A, rows), cols)
+
+    def rows_of(A, idx):
+        return A[idx, ...] if isinstance(idx, slice) else take_rows(A, idx)
+
+    def copy(A):
+        return xp_of(A).asarray(A, copy=True)
+
+    def expit(F):
+        xp = xp_of(F)
+        E = xp.exp(-xp.abs(F))  # at most 1: no overflow (numpy-backed namespaces would warn of one)
+        return xp.where(F >= 0, 1.0 / (1.0 + E), E / (1.0 + E))
+
+    def log_expit(F):
+        xp = xp_of(F)
+        return -xp.logaddexp(xp.zeros_like(F), -F)
+
+    def logsumexp(F, axis, keepdims=False):
+        xp = xp_of(F)
+        top = xp.max(F, axis=axis, keepdims=True)
+        out = top + xp.log(xp.sum(xp.exp(F - top), axis=axis, keepdims=True))
+        return out if keepdims else xp.squeeze(out, axis=axis)
+
+    def softmax(F, axis):
+        xp = xp_of(F)
+        E = xp.exp(F - xp.max(F, axis=axis, keepdims=True))
+        return E / xp.sum(E, axis=axis, keepdims=True)
+
+    def exp_in_place(A):
+        return xp_of(A).exp(A)
+
+    def diagonal(A):
+        return xp_of(A).linalg.diagonal(A)
+
+    def concat(first, arrays, axis=0):
+        return xp_of(first).concat(arrays, axis=axis)
+
+    def clip_min(A, low):
+        return xp_of(A).clip(A, min=float(low))
+
+    def as_float64(A, copy=False):
+        xp = xp_of(A)
+        return xp.astype(A, xp.float64, copy=copy)
+
+    def column_means(A):
+        return xp_of(A).mean(as_float64(A), axis=0)
+
+    def cast(A, dtype):
+        xp = xp_of(A)
+        return xp.astype(A, float_dtype(xp, dtype))
+
+    def sum_blocks(first, parts):
+        return functools.reduce(lambda a, b: a + b, parts)
+
+    def full(like, shape, value, dtype=None):
+        xp = xp_of(like)
+        return xp.full(shape, value, dtype=xp.float64 if dtype is None else dtype, device=like.device)
+
+    def eye(like, k, dtype=None):
+        return xp_of(like).eye(k, dtype=like.dtype if dtype is None else dtype, device=like.device)
+
+    def contiguous(A, dtype=None):
+        return A if dtype is None else cast(A, dtype)
+
+    def blas_dot(A, V):
+        return A @ xp_of(A).astype(V, A.dtype)
+
+    def dot64(block, V, dtype, gemv_max_columns=0):
+        xp = xp_of(block)
+        return xp.astype(block @ xp.astype(V, float_dtype(xp, dtype)), xp.float64)
+
+    def eigh(M):
+        return xp_of(M).linalg.eigh(M)
+
+    def top_eigenpairs(M, q):
+        xp, size = xp_of(M), M.shape[0]
+        lam, U = xp.linalg.eigh(M)
+        lam, U = lam[size - q - 1 :], U[:, size - q - 1 :]
+        return xp.flip(lam), xp.flip(U, axis=1)
+
+    def add_to_diagonal(M, d):
+        identity = eye(M, M.shape[0])
+        return M + (identity * d[None, :] if getattr(d, "ndim", 0) else float(d) * identity)
+
+    def solve_psd(M, v):
+        xp = xp_of(M)
+        try:  # a failed factorization raises in most namespaces and returns NaN in others (CuPy)
+            U = xp.linalg.cholesky(M).T
+            if bool(xp.all(xp.isfinite(U))):
+                return solve_triangular(U, solve_triangular(U, v, upper=True, trans=True), upper=True)
+        except Exception:  # noqa: BLE001 - LinAlgError, torch's RuntimeError subclass, ...
+            pass
+        return xp.linalg.pinv(M, rtol=float(np.finfo(float).eps) * M.shape[0]) @ v
+
+    def gram(A, alpha=1.0, trans=False):
+        product = A.T @ A if trans else A @ A.T
+        return product if alpha == 1.0 else alpha * product
+
+    def triangle_gram(T):
+        return T @ T.T
+
+    def minus_outer(M, v):
+        return M - v[:, None] * v[None, :]
+
+    def cho_solve(R, V):
+        return solve_triangular(R, solve_triangular(R, V, upper=True, trans=True), upper=True)
+
+    def fortran(A):
+        return A
+
+    def triangular_inverses(R, stack, c, k):
+        return None  # two triangular solves per column instead
+
+    class GrowingFactor:
+        """A list of column blocks."""
+
+        def __init__(self, diag, n, rank):
+            self.xp, self.k, self.n, self.store = xp_of(diag), 0, n, []
+            self.device = getattr(diag, "device", None)
+
+        @property
+        def F(self):
+            xp = self.xp
+            return xp.concat(self.store, axis=1) if self.store else xp.zeros((self.n, 0), dtype=xp.float64,
+                                                                               device=self.device)
+
+        def residual(self, G, S):
+            if not self.k:
+                return G
+            F = self.F
+            return G - F @ take_rows(F, S).T
+
+        def append(self, G, keep, R):
+            R = self.xp.asarray(R, device=G.device)
+            # Fk R = G[:, keep]: Fk' = R^-T G[:, keep]'
+            Fk = solve_triangular(R, take_columns(G, keep).T, upper=True, trans=True).T
+            self.store.append(Fk)
+            self.k += len(keep)
+            return np.asarray(to_numpy(self.xp.sum(Fk * Fk, axis=1)))
+
+
+class _Torch(_Generic):
+    def solve_triangular(T, B, *, upper=True, trans=False):
+        import torch
+
+        return torch.linalg.solve_triangular(T.T if trans else T, B, upper=upper != trans)
+
+    def memory_budget(device, default):
+        if getattr(device, "type", None) != "cuda":
+            return default
+        import torch
+
+        return int(torch.cuda.mem_get_info(device)[0] // 2)
+
+
+class _CuPy(_Generic):
+    def solve_triangular(T, B, *, upper=True, trans=False):
+        from cupyx.scipy.linalg import solve_triangular as cupy_solve_triangular
+
+        return cupy_solve_triangular(T.T if trans else T, B, lower=upper == trans)
+
+    def memory_budget(device, default):
+        import cupy
+
+        with cupy.cuda.Device(device.id if hasattr(device, "id") else device):
+            return int(cupy.cuda.runtime.memGetInfo()[0] // 2)
+
+
+class _Strict(_Generic):
+    def add_at_rows(A, idx, V):
+        # array-api-strict allows no integer-array index beside a slice: a one-hot product
+        # (n x len(idx)), for that testing namespace only
+        xp, index = xp_of(A), _index(idx, A)
+        return A + xp.astype(xp.arange(A.shape[0], device=A.device)[:, None] == index[None, :], A.dtype) @ V
+
+
+def _library(xp):
+    """The generic bodies for the namespace ``xp``, with its library's own where it has better."""
+    from sklearn.externals.array_api_compat import (
+        is_array_api_strict_namespace, is_cupy_namespace, is_torch_namespace,
+    )
+
+    for is_library, bodies in ((is_torch_namespace, _Torch), (is_cupy_namespace, _CuPy),
+                               (is_array_api_strict_namespace, _Strict)):
+        if is_library(xp):
+            return bodies
+    return _Generic
+
+
+_BODIES = {}  # array type -> its library's bodies, found on the type's first call
+
+
+def _dispatched(name):
+    """The primitive ``name``: ``_Host``'s body where its first argument is on the host, else its library's."""
+    host = getattr(_Host, name)
+
+    def primitive(A, *args, **kwargs):
+        if _is_host(A):
+            return host(A, *args, **kwargs)
+        bodies = _BODIES.get(type(A)) or _BODIES.setdefault(type(A), _library(namespace(A)[0]))
+        return getattr(bodies, name)(A, *args, **kwargs)
+
+    primitive.__name__ = primitive.__qualname__ = name
+    primitive.__doc__ = host.__doc__ or getattr(_Generic, name).__doc__
+    return primitive
+
+
+solve_triangular = _dispatched("solve_triangular")  # T^-1 B (T^-T B with trans), T triangular
+factor_in_place = _dispatched("factor_in_place")  # upper Cholesky factor of an SPD M, or None; numpy overwrites M
+scale_in_place = _dispatched("scale_in_place")  # diag(s) M diag(s); numpy in place
+take_rows = _dispatched("take_rows")  # A[idx] for a numpy index array
+take_columns = _dispatched("take_columns")  # A[:, idx] for a numpy index array
+add_at_rows = _dispatched("add_at_rows")  # A[idx] += V for distinct rows; returns A (in place where allowed)
+coldot = _dispatched("coldot")  # sum_i R_ij Z_ij per column j
+colnorm = _dispatched("colnorm")  # each column's Euclidean norm
+total = _dispatched("total")  # sum_ij w_i A_ij B_ij (B and w optional) as a float
+outer = _dispatched("outer")
+row_dot = _dispatched("row_dot")  # sum_j A_ij B_ij per row i
+weighted_sum = _dispatched("weighted_sum")  # sum_i w_i Y_i
+zeros = _dispatched("zeros")  # float64 zeros in like's namespace, on its device
+block_of = _dispatched("block_of")  # A[np.ix_(rows, cols)] for numpy index arrays
+rows_of = _dispatched("rows_of")  # A[idx] for a slice or a numpy index array (1-d or 2-d A; or sparse)
+copy = _dispatched("copy")
+expit = _dispatched("expit")  # the logistic function (numpy: scipy's)
+log_expit = _dispatched("log_expit")  # log(expit(F)) without overflow (numpy: scipy's)
+logsumexp = _dispatched("logsumexp")
+softmax = _dispatched("softmax")
+exp_in_place = _dispatched("exp_in_place")  # exp(A), written into A where the namespace allows
+diagonal = _dispatched("diagonal")  # the main diagonal of a 2-d array
+clip_min = _dispatched("clip_min")  # max(A, low) elementwise, for a float low
+as_float64 = _dispatched("as_float64")  # A in float64: a copy where asked, else none where it already is
+column_means = _dispatched("column_means")  # the float64 mean of each column
+cast = _dispatched("cast")  # A in the numpy dtype (float32 or float64), or its namespace's equivalent
+full = _dispatched("full")  # an array of value in like's namespace, on its device (float64 by default)
+eye = _dispatched("eye")  # the k x k identity in like's namespace (like's dtype by default)
+contiguous = _dispatched("contiguous")  # C order where the namespace has memory orders, cast where asked
+eigh = _dispatched("eigh")  # all eigenpairs of a symmetric M, ascending
+top_eigenpairs = _dispatched("top_eigenpairs")  # the q + 1 largest eigenpairs of a symmetric M, largest first
+add_to_diagonal = _dispatched("add_to_diagonal")  # M + diag(d), d a vector or a scalar (numpy: in place)
+gram = _dispatched("gram")  # alpha A A' (alpha A'A with trans), at least its upper triangle
+triangle_gram = _dispatched("triangle_gram")  # T T' of an upper triangular T, at least its upper triangle
+minus_outer = _dispatched("minus_outer")  # M - v v', at least on the upper triangle
+cho_solve = _dispatched("cho_solve")  # (R'R)^-1 V for an upper Cholesky factor R
+fortran = _dispatched("fortran")
+blas_dot = _dispatched("blas_dot")
+dot64 = _dispatched("dot64")
+solve_psd = _dispatched("solve_psd")  # Fortran order where the namespace has memory orders
+GrowingFactor = _dispatched("GrowingFactor")  # a pivoted Cholesky's factor F (n x up to rank), column blocks
+_triangular_inverses = _dispatched("triangular_inverses")
+_concat, _sum_blocks = _dispatched("concat"), _dispatched("sum_blocks")
+
+
+def concat(arrays, axis=0):
+    return _concat(arrays[0], arrays, axis=axis)
 
 
 def sum_blocks(parts):
     """The sum of partial products (one per row block), added in order."""
-    if isinstance(parts[0], np.ndarray):
-        return np.sum(parts, axis=0)
-    return functools.reduce(lambda a, b: a + b, parts)
-
-
-def full(like, shape, value, dtype=None):
-    """An array of ``value`` in ``like``'s namespace, on its device (float64 by default)."""
-    if isinstance(like, np.ndarray):
-        return np.full(shape, value, dtype=np.float64 if dtype is None else dtype)
-    xp = xp_of(like)
-    return xp.full(shape, value, dtype=xp.float64 if dtype is None else dtype, device=like.device)
-
-
-def eye(like, k, dtype=None):
-    """The k x k identity in ``like``'s namespace, on its device (``like``'s dtype by default)."""
-    if isinstance(like, np.ndarray):
-        return np.eye(k, dtype=like.dtype if dtype is None else dtype)
-    xp = xp_of(like)
-    return xp.eye(k, dtype=like.dtype if dtype is None else dtype, device=like.device)
-
-
-def contiguous(A, dtype=None):
-    """A in C order where the namespace has memory orders (numpy: BLAS then reads it without a copy),
-    cast to the numpy ``dtype`` (its namespace's equivalent) where given."""
-    if isinstance(A, np.ndarray):
-        return np.ascontiguousarray(A, dtype=dtype)
-    xp = xp_of(A)
-    return A if dtype is None else xp.astype(A, float_dtype(xp, dtype))
+    return _sum_blocks(parts[0], parts)
 
 
 def all_finite(A):
@@ -512,137 +793,25 @@ def all_finite(A):
     return bool(xp.all(xp.isfinite(A)))
 
 
-def blas_dot(A, V):
-    """``A @ V`` in A's dtype (numpy: through scipy's BLAS, without copying A).
+def cholesky(M, what="matrix", jitter=0.0):
+    """Upper Cholesky factor of ``M + jitter I`` (M PSD), retried with ``JITTER_LADDER``'s extra jitter.
 
-    numpy and scipy ship separate OpenBLAS builds whose idle threads spin for
-    a while after each call; alternating the two in a loop halves the speed
-    of both (benchmarks/bench_operator.py). Every product in the solvers'
-    loops therefore goes through scipy's BLAS, as symv must.
+    numpy reads only M's upper triangle (LAPACK potrf "U", on a copy; single-threaded BLAS above
+    ``THREADED_LAPACK_MAX``); other namespaces factor ``(M + M') / 2``, where a failed factorization
+    raises in most and returns NaN in others (CuPy): both count as failure.
     """
-    if not isinstance(A, np.ndarray):  # another array namespace: its own matmul
-        return A @ xp_of(A).astype(V, A.dtype)
-    V = np.asarray(V, dtype=A.dtype)
-    transposed = not A.flags.f_contiguous
-    At = A.T if transposed else A  # Fortran order either way: no copy
-    if not At.flags.f_contiguous:
-        At, transposed = np.asfortranarray(A), False
-    if V.ndim == 1:
-        return scipy.linalg.get_blas_funcs("gemv", (At,))(1.0, At, V, trans=int(transposed))
-    return scipy.linalg.get_blas_funcs("gemm", (At,))(1.0, At, V, trans_a=int(transposed))
-
-
-def dot64(block, V, dtype, gemv_max_columns=0):
-    """``block @ V`` computed in the numpy ``dtype`` (V is cast to it), returned in float64.
-
-    numpy: up to ``gemv_max_columns`` columns of V run one GEMV each, as
-    OpenBLAS's GEMM is slower on thin right-hand sides (bench_operator.py).
-    """
-    if isinstance(block, np.ndarray):
-        Vc = V.astype(dtype, copy=False)
-        if Vc.ndim == 2 and Vc.shape[1] <= gemv_max_columns:
-            return np.column_stack([blas_dot(block, Vc[:, j]) for j in range(Vc.shape[1])]).astype(np.float64)
-        return np.asarray(blas_dot(block, Vc), dtype=np.float64)
-    xp = xp_of(block)
-    return xp.astype(block @ xp.astype(V, float_dtype(xp, dtype)), xp.float64)
-
-
-def eigh(M):
-    """All eigenpairs of the symmetric M, ascending (numpy: scipy's LAPACK driver)."""
-    if isinstance(M, np.ndarray):
-        return scipy.linalg.eigh(M)
-    return xp_of(M).linalg.eigh(M)
-
-
-def top_eigenpairs(M, q):
-    """The q + 1 largest eigenpairs of the symmetric M, largest first.
-
-    numpy: LAPACK's MRRR driver can fail on clustered spectra (a kernel near the identity), where
-    bisection (evx) and then the full decomposition still succeed. Other namespaces: the standard's eigh.
-    """
-    size = M.shape[0]
-    if not isinstance(M, np.ndarray):
-        xp = xp_of(M)
-        lam, U = xp.linalg.eigh(M)
-        lam, U = lam[size - q - 1 :], U[:, size - q - 1 :]
-        return xp.flip(lam), xp.flip(U, axis=1)
-    subset = [size - q - 1, size - 1]
-    attempts = [("evr", subset), ("evx", subset), ("evd", None), ("ev", None)]
-    for driver, wanted in attempts:
-        try:
-            lam, U = scipy.linalg.eigh(M, subset_by_index=wanted, driver=driver)
-        except (np.linalg.LinAlgError, ValueError):
-            if driver == attempts[-1][0]:
-                raise
-            continue
-        if wanted is None:  # a full decomposition: keep the top q + 1
-            lam, U = lam[size - q - 1 :], U[:, size - q - 1 :]
-        return lam[::-1], U[:, ::-1]
-
-
-def add_to_diagonal(M, d):
-    """``M + diag(d)``, d a vector or a scalar (numpy: in place)."""
-    if isinstance(M, np.ndarray):
-        M[np.diag_indices_from(M)] += d
-        return M
-    xp = xp_of(M)
-    identity = xp.eye(M.shape[0], dtype=M.dtype, device=M.device)
-    return M + (identity * d[None, :] if getattr(d, "ndim", 0) else float(d) * identity)
-
-
-def solve_psd(M, v):
-    """``M^-1 v`` for a symmetric PSD M by Cholesky (numpy: M's upper triangle); a least-squares
-    solution where M is singular (the softmax's intercepts: a class no row gives a probability)."""
-    if isinstance(M, np.ndarray):
-        try:
-            factor = scipy.linalg.cho_factor(M, lower=False, check_finite=False)
-            return scipy.linalg.cho_solve(factor, v, check_finite=False)
-        except scipy.linalg.LinAlgError:
-            return scipy.linalg.lstsq(M, v, cond=np.finfo(float).eps * M.shape[0], check_finite=False)[0]
-    xp = xp_of(M)
-    try:  # a failed factorization raises in most namespaces and returns NaN in others (CuPy)
-        U = xp.linalg.cholesky(M).T
-        if bool(xp.all(xp.isfinite(U))):
-            return solve_triangular(xp, U, solve_triangular(xp, U, v, upper=True, trans=True), upper=True)
-    except Exception:  # noqa: BLE001 - LinAlgError, torch's RuntimeError subclass, ...
-        pass
-    return xp.linalg.pinv(M, rtol=float(np.finfo(float).eps) * M.shape[0]) @ v
-
-
-def gram(A, alpha=1.0, trans=False):
-    """``alpha A A'`` (``alpha A'A`` with trans) for a factorization that reads the upper triangle
-    (numpy: the upper triangle only, by BLAS syrk at half a product's flops)."""
-    if isinstance(A, np.ndarray):
-        return scipy.linalg.blas.dsyrk(alpha, A, trans=int(trans), lower=0)
-    product = A.T @ A if trans else A @ A.T
-    return product if alpha == 1.0 else alpha * product
-
-
-def triangle_gram(T):
-    """``T T'`` of an upper triangular T (numpy: its upper triangle only, by LAPACK lauum, m^3/3 flops)."""
-    if isinstance(T, np.ndarray):
-        return scipy.linalg.lapack.dlauum(T, lower=0)[0]
-    return T @ T.T
-
-
-def minus_outer(M, v):
-    """``M - v v'`` on the upper triangle the factorizations read (numpy: BLAS syr on a copy)."""
-    if isinstance(M, np.ndarray):
-        return scipy.linalg.blas.dsyr(-1.0, v, lower=0, a=M.copy(order="F"), overwrite_a=1)
-    return M - v[:, None] * v[None, :]
-
-
-def cho_solve(R, V):
-    """``(R'R)^-1 V`` for an upper Cholesky factor R (numpy: LAPACK's potrs)."""
-    if isinstance(R, np.ndarray):
-        return scipy.linalg.cho_solve((R, False), V, check_finite=False)
-    xp = xp_of(R)
-    return solve_triangular(xp, R, solve_triangular(xp, R, V, upper=True, trans=True), upper=True)
-
-
-def fortran(A):
-    """A in Fortran order where the namespace has memory orders (BLAS updates it in place)."""
-    return np.asfortranarray(A) if isinstance(A, np.ndarray) else A
+    host, jitter = on_host(M), float(jitter)  # a 0-d array of another namespace would not add to M's
+    scale, M, attempt = (_Host if host else _Generic).cholesky_attempt(M)
+    guard = single_threaded_blas() if host and M.shape[0] > THREADED_LAPACK_MAX else nullcontext()
+    with guard:
+        for extra in JITTER_LADDER:
+            U = attempt(M, jitter + extra * scale)
+            if U is not None:
+                return U
+    raise ValueError(
+        f"The {what} is numerically singular even with jitter; the kernel may be "
+        "degenerate on this data (duplicate points?). Increase alpha."
+    )
 
 
 class CholeskyStack:
@@ -658,95 +827,10 @@ class CholeskyStack:
 
     def set(self, c, R):
         self.R[c] = R
-        if isinstance(R, np.ndarray):
-            shape = (len(self.R),) + R.shape
-            if self.inverses is None or self.inverses.shape != shape:
-                self.inverses = np.empty(shape)
-            self.inverses[c] = scipy.linalg.lapack.dtrtri(R, lower=0)[0]
+        self.inverses = _triangular_inverses(R, self.inverses, c, len(self.R))
 
     def solve(self, U):
         if self.inverses is not None:
             R_inv = self.inverses
             return np.matmul(R_inv, np.matmul(R_inv.transpose(0, 2, 1), U.T[:, :, None]))[:, :, 0].T
-        return xp_of(U).concat([cho_solve(R, U[:, c : c + 1]) for c, R in enumerate(self.R)], axis=1)
-
-
-class GrowingFactor:
-    """The columns of a factor ``F`` (n x up to ``rank``) as a pivoted Cholesky finds them.
-
-    numpy: one preallocated Fortran-ordered array that BLAS updates in
-    place; another namespace: a list of column blocks.
-    """
-
-    def __init__(self, diag, n, rank):
-        self.xp, self.k, self.n = xp_of(diag), 0, n
-        self.numpy = isinstance(diag, np.ndarray)
-        self.store = np.empty((n, rank), order="F") if self.numpy else []
-        self.device = getattr(diag, "device", None)
-
-    @property
-    def F(self):
-        if self.numpy:
-            return self.store[:, : self.k]
-        xp = self.xp
-        return xp.concat(self.store, axis=1) if self.store else xp.zeros((self.n, 0), dtype=xp.float64,
-                                                                           device=self.device)
-
-    def residual(self, G, S):
-        """The columns G = A[:, S] less their part in F: ``G - F F[S]'``."""
-        if not self.k:
-            return G
-        if self.numpy:
-            F = self.store[:, : self.k]
-            return scipy.linalg.blas.dgemm(-1.0, F, F[S], beta=1.0, c=G, trans_b=1, overwrite_c=1)
-        F = self.F
-        return G - F @ take_rows(self.xp, F, S).T
-
-    def append(self, G, keep, R):
-        """Add the columns Fk solving ``Fk R = G[:, keep]`` (R upper triangular); returns their rows'
-        squared norms on the host (the residual diagonal's decrease)."""
-        r = len(keep)
-        if self.numpy:
-            Fk = self.store[:, self.k : self.k + r]  # a Fortran-ordered view: trsm works in place
-            Fk[...] = G.T[keep].T  # gather rows of the C-ordered transpose: fast
-            scipy.linalg.blas.dtrsm(1.0, R, Fk, side=1, lower=0, overwrite_b=1)
-            self.k += r
-            return np.einsum("ij,ij->i", Fk, Fk)
-        xp = self.xp
-        R = xp.asarray(R, device=G.device)
-        # Fk R = G[:, keep]: Fk' = R^-T G[:, keep]'
-        Fk = solve_triangular(xp, R, take_columns(xp, G, keep).T, upper=True, trans=True).T
-        self.store.append(Fk)
-        self.k += r
-        return np.asarray(to_numpy(xp.sum(Fk * Fk, axis=1)))
-
-
-def input_namespace(*arrays):
-    """The arrays' namespace: numpy for numpy arrays, scipy.sparse matrices and array-likes."""
-    dense = [A for A in arrays if not sp.issparse(A)]
-    if all(isinstance(A, np.ndarray) for A in dense) or not all(hasattr(A, "shape") for A in dense):
-        return np
-    return namespace(*dense)[0]
-
-
-def common_float(X, Y, dtype=None):
-    """X and Y in one float dtype: ``dtype``, or float32 if both are float32, else float64; sparse stays CSR."""
-    if input_namespace(X, Y) is np:
-        X, Y = (A if sp.issparse(A) else np.asarray(A) for A in (X, Y))
-        common = np.result_type(X.dtype, Y.dtype, np.float32)  # float16 and small integers compute in float32
-        dtype = dtype or (np.float32 if common == np.float32 else np.float64)
-    dtype = dtype or (np.float32 if is_float32(X) and is_float32(Y) else np.float64)
-    return tuple(sp.csr_matrix(A, dtype=dtype) if sp.issparse(A) else cast(A, dtype) for A in (X, Y))
-
-
-def is_float32(A):
-    """Whether A holds float32."""
-    return str(A.dtype).endswith("float32")  # numpy's, torch's and the standard's dtypes alike
-
-
-def scales_like(value, X):
-    """A per-feature scale array in X's namespace and on its device (a float stays a float)."""
-    if not np.ndim(value) or isinstance(X, np.ndarray) or sp.issparse(X):
-        return value
-    xp = input_namespace(X)
-    return xp.asarray(value, dtype=xp.float64, device=X.device)
+        return concat([cho_solve(R, U[:, c : c + 1]) for c, R in enumerate(self.R)], axis=1)

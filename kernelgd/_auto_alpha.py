@@ -87,8 +87,8 @@ def _subsample(xp, X, Y, w, rng, precomputed):
     rows = np.flatnonzero(np.asarray(to_numpy(w)) > 0)
     if len(rows) > MAX_ROWS:
         rows = np.sort(rng.choice(rows, MAX_ROWS, replace=False))
-    Xs = X[np.ix_(rows, rows)] if precomputed else take_rows(xp, X, rows) if not hasattr(X, "tocsr") else X[rows]
-    Ys, ws = take_rows(xp, Y, rows), take_rows(xp, w, rows)
+    Xs = X[np.ix_(rows, rows)] if precomputed else take_rows(X, rows) if not hasattr(X, "tocsr") else X[rows]
+    Ys, ws = take_rows(Y, rows), take_rows(w, rows)
     share = float(xp.sum(ws))  # of w, which sums to 1
     return Xs, Ys, ws / share, share, len(rows) == X.shape[0]
 

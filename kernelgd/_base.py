@@ -26,7 +26,7 @@ from sklearn.utils.validation import (
 )
 
 from . import _fit, _posterior
-from ._array_api import memory_budget, namespace, take_rows, to_numpy, xp_of
+from ._array_api import as_float64, copy, full, like, memory_budget, namespace, take_rows, to_numpy, xp_of
 from ._auto_alpha import choose_kernel
 from ._losses import SquaredLoss
 
@@ -110,10 +110,10 @@ def _distinct_rows(X, chosen, candidates, rng):
     ``chosen`` was, each distinct row kept at its first draw; fewer rows remain where
     X has fewer distinct rows than centers asked for.
     """
-    if len(np.unique(to_numpy(take_rows(xp_of(X), X, chosen)), axis=0)) == len(chosen):
+    if len(np.unique(to_numpy(take_rows(X, chosen)), axis=0)) == len(chosen):
         return chosen  # the common case: one check on m rows
     order = rng.permutation(candidates)
-    _, first = np.unique(to_numpy(take_rows(xp_of(X), X, order)), axis=0, return_index=True)
+    _, first = np.unique(to_numpy(take_rows(X, order)), axis=0, return_index=True)
     return np.sort(order[np.sort(first)[: len(chosen)]])
 
 
@@ -162,16 +162,12 @@ def _asymmetry(X, block=256):
     whole-matrix version reads X.T across cache lines and makes two
     n x n temporaries), which a K-fold search pays on every fit.
     """
-    n = X.shape[0]
-    buf = np.empty((min(block, n), min(block, n)), dtype=X.dtype)
-    gap = 0.0
-    for i in range(0, n, block):
-        for j in range(i, n, block):
-            upper, lower = X[i : i + block, j : j + block], X[j : j + block, i : i + block].T
-            diff = buf[: upper.shape[0], : upper.shape[1]]
-            np.subtract(upper, lower, out=diff)
-            gap = max(gap, float(np.abs(diff, out=diff).max()))
-    return gap
+    xp, n = xp_of(X), X.shape[0]
+    tiles = [
+        xp.max(xp.abs(X[i : min(i + block, n), j : min(j + block, n)] - X[j : min(j + block, n), i : min(i + block, n)].T))
+        for i in range(0, n, block) for j in range(i, n, block)
+    ]
+    return float(xp.max(xp.stack(tiles))) if tiles else 0.0
 
 
 def auto_centers(n_samples, memory_budget=None):
@@ -307,20 +303,9 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
                     "pass one scale per feature."
                 )
             return sigma if np.ndim(sigma) else float(sigma)
-        if not isinstance(X, np.ndarray) and not sp.issparse(X):  # another namespace: the same formula
-            xp = xp_of(X)
-            top = float(xp.max(xp.abs(X))) if X.shape[0] * X.shape[1] else 0.0
-            if top == 0.0:
-                return 1.0
-            Xs = X / top
-            row_means = xp.mean(Xs, axis=1)
-            mean = float(w @ row_means) / float(xp.sum(w)) if spec.centred_scale else 0.0
-            var = float(w @ xp.mean((Xs - mean) ** 2, axis=1)) / float(xp.sum(w))
-            sigma = top * float(np.sqrt(X.shape[1] * var))
-            sigma = sigma ** (1.0 / spec.sigma_power)
-            return sigma if sigma > 0 else 1.0
         # Computed on X / max|X| so that the variance of huge features does not overflow.
-        top = float(abs(X).max()) if X.size else 0.0
+        xp = xp_of(X)  # numpy for sparse X
+        top = 0.0 if not X.shape[0] * X.shape[1] else float(abs(X).max() if sp.issparse(X) else xp.max(xp.abs(X)))
         if top == 0.0:
             return 1.0
         Xs = X / top
@@ -329,9 +314,9 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             mean = np.average(np.asarray(Xs.mean(axis=1)).ravel(), weights=w) if centred else 0.0
             square = np.average(np.asarray(Xs.multiply(Xs).mean(axis=1)).ravel(), weights=w)
             var = max(square - mean**2, 0.0)
-        else:
-            mean = np.average(Xs.mean(axis=1), weights=w) if centred else 0.0
-            var = np.average(((Xs - mean) ** 2).mean(axis=1), weights=w)
+        else:  # np.average's sum(w a) / sum(w), in X's namespace
+            mean = float(xp.sum(xp.mean(Xs, axis=1) * w)) / float(xp.sum(w)) if centred else 0.0
+            var = float(xp.sum(xp.mean((Xs - mean) ** 2, axis=1) * w)) / float(xp.sum(w))
         sigma = top * float(np.sqrt(X.shape[1] * var))
         # exponential divides distances by sigma**2: its sigma**2 takes the scale
         sigma = sigma ** (1.0 / spec.sigma_power)
@@ -372,13 +357,9 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             )
         if getattr(self, "_path_state", None) is not None:  # a search's own block of its kernel matrix
             return X
-        if isinstance(X, np.ndarray):
-            scale = max(float(X.max()), -float(X.min())) if X.size else 0.0
-            gap = _asymmetry(X)
-        else:  # another array namespace
-            xp = xp_of(X)
-            scale = float(xp.max(xp.abs(X))) if X.shape[0] else 0.0
-            gap = float(xp.max(xp.abs(X - X.T))) if X.shape[0] else 0.0
+        xp = xp_of(X)
+        scale = max(float(xp.max(X)), -float(xp.min(X))) if X.shape[0] else 0.0
+        gap = _asymmetry(X)
         if gap > 1e-8 * scale:
             warn(
                 "With kernel='precomputed', X must be a symmetric kernel matrix "
@@ -434,9 +415,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         coef = xp.reshape(self.dual_coef_, (self.dual_coef_.shape[0], -1))
         if tuple(coef.shape) != (n_coef, n_targets):
             return None, None
-        if xp is np:
-            return coef, np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64)).copy()
-        return coef, xp.reshape(xp.asarray(self.intercept_, dtype=xp.float64, device=coef.device, copy=True), (-1,))
+        return coef, xp.reshape(copy(as_float64(like(self.intercept_, coef))), (-1,))
 
     def _split(self, n_samples, w, stratify, rng):
         """Indices of the training and validation parts for early stopping."""
@@ -467,25 +446,16 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
     def _sample_weights(self, X, sample_weight):
         """Sample weights normalised to sum to one, and the raw weights (ones without weights)."""
         n_samples = X.shape[0]
-        xp, device = namespace(X) if not sp.issparse(X) else (np, None)
-        if xp is not np:
-            if sample_weight is None:
-                raw = xp.ones(n_samples, dtype=xp.float64, device=device)
-            else:
-                raw = _check_sample_weight(sample_weight, X, dtype=xp.float64, ensure_non_negative=True)
-            top = float(xp.max(raw))
-            if not top > 0:
-                raise ValueError("sample_weight must have a positive sum; got all zero weights.")
-            w = raw / top
-            return w / xp.sum(w), raw
+        xp = xp_of(X)  # numpy for sparse X
         if sample_weight is None:
-            return np.full(n_samples, 1.0 / n_samples), np.ones(n_samples)
-        raw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-        top = raw.max()
+            raw = full(X, (n_samples,), 1.0)
+        else:
+            raw = _check_sample_weight(sample_weight, X, dtype=xp.float64, ensure_non_negative=True)
+        top = float(xp.max(raw))
         if not top > 0:
             raise ValueError("sample_weight must have a positive sum; got all zero weights.")
         w = raw / top  # first by the largest, so that the sum cannot overflow
-        return w / w.sum(), raw
+        return w / xp.sum(w), raw
 
     def _choose_centers(self, X_tr, w_tr, rng, psd, memory_budget=None):
         """The indices of the rows of X_tr the model is restricted to (None: all of them).
@@ -524,11 +494,11 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         indices (the same data), so that its coefficients continue on the centers they were fitted on."""
         rows = getattr(self, "_center_rows", None)
         X_fit = getattr(self, "X_fit_", None)
-        if not (self.warm_start and rows is not None and isinstance(X_tr, np.ndarray)
-                and isinstance(X_fit, np.ndarray) and len(rows) == n_centers and rows.max() < X_tr.shape[0]
-                and X_fit.shape == (len(rows), X_tr.shape[1])):
+        if not (self.warm_start and rows is not None and X_fit is not None and not sp.issparse(X_tr)
+                and not sp.issparse(X_fit) and xp_of(X_tr) is xp_of(X_fit) and len(rows) == n_centers
+                and rows.max() < X_tr.shape[0] and tuple(X_fit.shape) == (len(rows), X_tr.shape[1])):
             return None
-        return rows if np.array_equal(X_tr[rows], X_fit) else None
+        return rows if bool(xp_of(X_fit).all(take_rows(X_tr, rows) == X_fit)) else None
 
     def _warn_if_not_psd(self, kernel, X):
         if kernel is None:

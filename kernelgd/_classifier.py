@@ -13,7 +13,7 @@ from sklearn.utils.validation import (
 
 from . import _dask, _docs
 from ._dask import is_dask_collection
-from ._array_api import follow, from_numpy, to_numpy, xp_of
+from ._array_api import follow, from_numpy, like, to_numpy, xp_of
 from ._base import BaseKernelGD
 from ._losses import BinaryLogisticLoss, MultinomialLoss, SquaredLoss
 from ._targets import class_weights, encode_labels
@@ -192,9 +192,9 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
             return _dask.fit(self, X, y, sample_weight, classifier=True)
         xp, device, y, sample_weight = follow(X, y, sample_weight)
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=xp.float64)
-        if xp is not np:  # labels are encoded on the host (classes_ stays numpy, as in scikit-learn)
-            y = np.asarray(to_numpy(y))
-            sample_weight = None if sample_weight is None else np.asarray(to_numpy(sample_weight))
+        # labels are encoded on the host (classes_ stays numpy, as in scikit-learn)
+        y = np.asarray(to_numpy(y))
+        sample_weight = None if sample_weight is None else to_numpy(sample_weight)
         check_classification_targets(y)
         classes, codes = np.unique(y, return_inverse=True)
         if len(classes) < 2:
@@ -212,15 +212,14 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         self.classes_ = classes
         counts = sample_weight  # the observations' weights (alpha="auto"'s N), before class weights
         if self.class_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X if xp is np else y[:, None], dtype=np.float64)
+            sample_weight = _check_sample_weight(sample_weight, y, dtype=np.float64)
             factors = class_weights(self.class_weight, self.classes_, y, sample_weight)
             # class weights far apart leave fewer effective observations: Kish's share of the rows
             share = np.sum(factors) ** 2 / max(len(factors) * np.sum(factors**2), np.finfo(float).tiny)
             counts = sample_weight * share
             sample_weight = sample_weight * factors
-        if xp is not np:
-            Y = from_numpy(Y, xp, device)
-            sample_weight = None if sample_weight is None else from_numpy(sample_weight, xp, device)
+        Y = from_numpy(Y, xp, device)
+        sample_weight = None if sample_weight is None else like(sample_weight, Y)
         # a stratified validation split where every class can be split
         return self._fit(X, Y, sample_weight, y, stratify=y, counts=counts)
 
@@ -266,19 +265,10 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
             check_is_fitted(self)
             return _dask.map_rows(self.predict, X, None, self.classes_.dtype)
         scores = self._scores(X, "predict")
-        if not isinstance(scores, np.ndarray):
-            return self._labels_array_api(scores)
-        if scores.ndim == 1:
-            return self.classes_[(scores > 0).astype(int)]
-        return self.classes_[np.argmax(scores, axis=1)]
-
-    def _labels_array_api(self, scores):
-        """Labels for scores of another namespace: there too for numeric classes, numpy for others."""
-        xp = xp_of(scores)
-        index = xp.astype(scores > 0, xp.int64) if scores.ndim == 1 else xp.argmax(scores, axis=1)
-        if self.classes_.dtype.kind not in "biuf":
-            return self.classes_[np.asarray(to_numpy(index))]
-        return xp.take(from_numpy(self.classes_, xp, scores.device), index)
+        index = (scores > 0) if scores.ndim == 1 else xp_of(scores).argmax(scores, axis=1)
+        labels = self.classes_[np.asarray(to_numpy(index), dtype=np.intp)]
+        # in the scores' namespace for numeric classes, numpy for others (no other namespace holds them)
+        return like(labels, scores) if labels.dtype.kind in "biuf" else labels
 
     @available_if(_has_probabilities)
     def predict_proba(self, X):

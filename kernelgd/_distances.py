@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances
 from sklearn.utils.extmath import row_norms, safe_sparse_dot
 
-from ._array_api import as_float64, common_float, input_namespace, take_rows, to_numpy, xp_of
+from ._array_api import as_float64, common_float, input_namespace, on_host, take_rows, to_numpy, xp_of
 
 # Rows of a distance GEMM per chunk, by the chunk's bytes: the clip and the kernel's exp then
 # find it in cache (adult's triangle on one thread: 3.9 s against 6.1 s for whole blocks).
@@ -26,19 +26,9 @@ L1_CHUNK_BYTES = 1 << 19
 DEVICE_L1_CHUNK_BYTES = 64 << 20
 
 
-def _is_host(*arrays):
-    """Whether the arrays are numpy's or scipy.sparse's (the tuned bodies)."""
-    return all(isinstance(A, np.ndarray) or sp.issparse(A) for A in arrays)
-
-
 def _sparse_dtype(X, Y):
     """float32 where both sparse-side inputs are, else float64."""
     return np.float32 if X.dtype == Y.dtype == np.float32 else np.float64
-
-
-def exp_in_place(A):
-    """``exp(A)``, written into A where the namespace allows (numpy)."""
-    return np.exp(A, out=A) if isinstance(A, np.ndarray) else xp_of(A).exp(A)
 
 
 def raise_not_representable(name, what):
@@ -62,7 +52,7 @@ def neg_sq_distances(X, Y, out=None, then=None):
         D = _sparse_neg_sq_distances(X, Y, out)
         D = D if out is not None else D.astype(_sparse_dtype(X, Y), copy=False)
         return D if then is None else then(D)
-    if _is_host(X, Y):
+    if on_host(X, Y):
         return _numpy_neg_sq_distances(X, Y, out, then)
     xp = xp_of(X)
     D = -_exact_far_rows(xp, _sq_expansion(xp, X, Y), X, Y)
@@ -157,9 +147,9 @@ def _exact_far_rows(xp, D, X, Y):
     rows = np.flatnonzero(np.asarray(to_numpy(xp.sum(X * X, axis=1))) > far)
     cols = np.flatnonzero(np.asarray(to_numpy(xp.sum(Y * Y, axis=1))) > far)
     if rows.size:
-        D = _replace_rows(xp, D, rows, _direct_sq_distances(xp, take_rows(xp, X, rows), Y))
+        D = _replace_rows(xp, D, rows, _direct_sq_distances(xp, take_rows(X, rows), Y))
     if cols.size:
-        D = _replace_rows(xp, D.T, cols, _direct_sq_distances(xp, take_rows(xp, Y, cols), X)).T
+        D = _replace_rows(xp, D.T, cols, _direct_sq_distances(xp, take_rows(Y, cols), X)).T
     return D
 
 
@@ -180,12 +170,12 @@ def _replace_rows(xp, D, rows, E):
     mask = np.zeros(D.shape[0], dtype=bool)
     mask[rows] = True
     mask = xp.asarray(mask, device=D.device)
-    return xp.where(mask[:, None], take_rows(xp, E, position), D)
+    return xp.where(mask[:, None], take_rows(E, position), D)
 
 
 def euclidean(X, Y, same):
     """``||x - z||`` in float64; ``same`` (Y is X) keeps the diagonal exactly 0."""
-    if _is_host(X, Y):
+    if on_host(X, Y):
         return np.asarray(euclidean_distances(X, None if same else Y))
     xp = xp_of(X)
     return xp.sqrt(_sq_expansion(xp, as_float64(X), as_float64(Y)))
@@ -208,7 +198,7 @@ def neg_l1_distances(X, Y, out=None, then=None):
             out[...] = D
             D = out
         return D if then is None else then(D)
-    if _is_host(X, Y):
+    if on_host(X, Y):
         return _numpy_neg_l1_distances(X, Y, out, then)
     xp = xp_of(X)
     n, m, d = X.shape[0], Y.shape[0], max(X.shape[1], 1)
@@ -253,7 +243,7 @@ def subset_products(X, Y):
     """
     if sp.issparse(X) or sp.issparse(Y):
         return _sparse_subset_products(sp.csc_matrix(X), sp.csc_matrix(Y))
-    if _is_host(X, Y):
+    if on_host(X, Y):
 
         def factor(k):
             f = np.multiply.outer(X[:, k], Y[:, k])
@@ -279,7 +269,7 @@ def subset_products_diag(X):
         if np.any(log_total > np.log(np.finfo(np.float64).max)):
             raise_not_representable("all_subsets", "some values exceed the largest float64 (about 1.8e308)")
         return np.exp(log_total)
-    if _is_host(X):
+    if on_host(X):
         return _safe_product(lambda k: 1.0 + X[:, k] ** 2, X.shape[1], len(X))
     return xp_of(X).prod(1.0 + X**2, axis=1)
 
@@ -327,6 +317,6 @@ def _from_frexp(mantissa, exponent):
 def sq_norms(X):
     """Each row's squared norm, in float64."""
     X = common_float(X, X, np.float64)[0]
-    if isinstance(X, np.ndarray) or sp.issparse(X):
+    if on_host(X):
         return row_norms(X, squared=True)
     return input_namespace(X).sum(X * X, axis=1)

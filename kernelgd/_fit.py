@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ._array_api import add_at_rows, block_of, copy, namespace, rows_of, take_rows, to_numpy, xp_of, zeros
+from ._array_api import add_at_rows, block_of, copy, rows_of, take_rows, to_numpy, xp_of, zeros
 from ._auto_alpha import auto_alpha
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
@@ -176,11 +176,12 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options, counts):
     est._warn_if_not_psd(kernel, rows.X)
     # the budget's exact model for the squared loss only: a smooth loss's Newton steps take many
     # products with K, each n^2 per class (50,000 rows, 7 classes: past 300 s against 12 s on centers)
-    budget = options["memory_budget"] if xp is np and loss is SquaredLoss else None
+    options = dict(options, memory_budget=est._device_budget(xp, getattr(rows.X, "device", None), options))
+    budget = options["memory_budget"] if loss is SquaredLoss else None
     w_host = np.asarray(to_numpy(rows.w))
     center_rows = est._choose_centers(rows.X, w_host, rng, psd, budget)
     est._center_rows = center_rows
-    centers = None if center_rows is None else take_rows(xp, rows.X, center_rows)
+    centers = None if center_rows is None else take_rows(rows.X, center_rows)
     if alpha == "auto" and not psd:  # the rule reads a PSD kernel's spectrum; gd as without ridge
         alpha = 0.0
     solver = est.solver
@@ -190,8 +191,6 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options, counts):
     # FALKON's change of variables amplifies float32 rounding in K_nm products far beyond the signal
     # when alpha is small: centers run in float64 under dtype="auto"
     dtype = "float64" if options["dtype"] == "auto" and centers is not None else options["dtype"]
-    if xp is not np:
-        options = dict(options, memory_budget=est._device_budget(xp, namespace(rows.X)[1], options))
     operator = KernelOperator(
         rows.X, kernel, centers=centers, memory_budget=options["memory_budget"], dtype=dtype,
         threads=options["n_threads"], center_rows=center_rows,
@@ -214,7 +213,7 @@ def model_attributes(est, problem, coef, intercept, ravel):
     if est._precomputed and rows.train is not None:
         # predict takes kernels against all training samples: zero weight for the validation part
         full = zeros(coef, (rows.X_given.shape[0], coef.shape[1]))
-        coef, X_fit = add_at_rows(xp, full, rows.train, coef), rows.X_given
+        coef, X_fit = add_at_rows(full, rows.train, coef), rows.X_given
     coef, intercept = coef * rows.y_scale, intercept * rows.y_scale
     if ravel:
         coef, intercept = xp.reshape(coef, (-1,)), float(intercept[0])

@@ -67,7 +67,7 @@ def _factor_system(B, s, Y, w, fit_intercept):
         lam, W = xp.linalg.eigh(B.T @ B)
     top = max(float(lam[-1]), 0.0) if lam.shape[0] else 0.0
     keep = np.flatnonzero(np.asarray(to_numpy(lam)) > top * lam.shape[0] * np.finfo(float).eps)
-    lam, W = take_rows(xp, lam, keep), take_rows(xp, W.T, keep).T
+    lam, W = take_rows(lam, keep), take_rows(W.T, keep).T
     V = (B @ W) / xp.sqrt(lam)  # orthonormal: the left singular vectors of B
     y_bar = w @ Y if fit_intercept else zeros(Y, Y.shape[1])
     return s, lam, V, y_bar, V.T @ (s[:, None] * (Y - y_bar))
@@ -97,7 +97,7 @@ def _loo_scores(system, Y, w, alphas, fit_intercept, scorer):
         blocks, order = [], []
         for g, value in enumerate(values):
             rows = np.arange(n) if len(values) == 1 else np.flatnonzero(group == g)
-            V_g = V if len(values) == 1 else take_rows(xp, V, rows)
+            V_g = V if len(values) == 1 else take_rows(V, rows)
             shrink = xp.stack([lam * _inverse_shift(lam, float(alpha * (1.0 - value))) for alpha in alphas], axis=1)
             F_g = xp.reshape(V_g @ xp.reshape(shrink[:, :, None] * VtY[:, None, :], (r, -1)), (-1, len(alphas), t))
             blocks.append((F_g, (V_g * V_g) @ shrink))
@@ -105,7 +105,7 @@ def _loo_scores(system, Y, w, alphas, fit_intercept, scorer):
         F_t, leverage = (concat([block[i] for block in blocks], axis=0) for i in (0, 1))
         if len(values) > 1:  # back in row order
             inverse = np.argsort(np.concatenate(order))
-            F_t, leverage = take_rows(xp, F_t, inverse), take_rows(xp, leverage, inverse)
+            F_t, leverage = take_rows(F_t, inverse), take_rows(leverage, inverse)
     else:  # many weights: a shift per row, one alpha at a time (w_i < 1: every shift is positive)
         parts_F, parts_h = [], []
         for alpha in alphas:

@@ -356,16 +356,15 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         rng = check_random_state(self.random_state)
         rows = rng.permutation(np.flatnonzero(weights > 0))
         held, fitted = np.sort(rows[: len(rows) // HOLDOUT_SHARE]), np.sort(rows[len(rows) // HOLDOUT_SHARE:])
-        xp = xp_of(X)
-        X_fit, X_held = take_rows(xp, X, fitted), take_rows(xp, X, held)
+        X_fit, X_held = take_rows(X, fitted), take_rows(X, held)
         y_host = np.asarray(to_numpy(y))
         scores, warned = {}, False
         for name, candidate in (("search", model), ("rule", rule)):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                fit = clone(candidate).fit(X_fit, take_rows(xp, y, fitted), sample_weight=take_rows(xp, sw, fitted))
+                fit = clone(candidate).fit(X_fit, take_rows(y, fitted), sample_weight=take_rows(sw, fitted))
             warned |= bool(caught)
-            scored = fit if xp is np else _OnHost(fit)
+            scored = _OnHost(fit)
             scores[name] = float(scorer(scored, X_held, y_host[held], sample_weight=weights[held]))
         self.holdout_scores_ = scores
         # a fit that warned (naval at alpha=1e-10: CG's iteration cap) scores what it reached, not

@@ -32,7 +32,7 @@ from scipy.linalg import get_blas_funcs
 from sklearn.utils import gen_batches
 
 from ._array_api import (
-    all_finite, as_float64, cast, column_means, contiguous, diagonal, dot64, float_dtype, is_numpy, namespace, rows_of, sum_blocks,
+    all_finite, as_float64, cast, column_means, contiguous, diagonal, dot64, float_dtype, namespace, on_host, rows_of, sum_blocks,
     take_columns,
 )
 from ._array_api import single_threaded_blas  # noqa: F401 (the operator's callers import it from here)
@@ -314,7 +314,7 @@ class KernelOperator:
     ):
         self.kernel = kernel
         self.xp, self.device = (np, None) if sp.issparse(X) else namespace(X)
-        self.host = is_numpy(self.xp)  # the thread pool, the stored triangle and scipy's BLAS
+        self.host = on_host(X)  # the thread pool, the stored triangle and scipy's BLAS
         self.center_rows = None if centers is None or center_rows is None else np.asarray(center_rows)
         self.symmetric = centers is None
         self.n = X.shape[0]
@@ -428,7 +428,7 @@ class KernelOperator:
         if self.symmetric:  # contiguous rows: gather and convert, then transpose
             return as_float64(self.rows(idx), copy=True).T
         if self.K is not None:
-            return as_float64(take_columns(self.xp, self.K, idx))
+            return as_float64(take_columns(self.K, idx))
         return as_float64(self.kernel(self.X, rows_of(self.C, idx)))
 
     def center_matrix(self):

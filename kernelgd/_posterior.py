@@ -153,7 +153,7 @@ def _inverse_diagonal(A):
         U = cholesky(A, "leave-one-out system")
     except ValueError:
         return None
-    U_inv = xp_solve_triangular(xp, U, eye(A, A.shape[0], xp.float64), upper=True)  # A^-1 = U^-1 U^-T
+    U_inv = xp_solve_triangular(U, eye(A, A.shape[0], xp.float64), upper=True)  # A^-1 = U^-1 U^-T
     return xp.sum(U_inv * U_inv, axis=1)
 
 
@@ -213,9 +213,9 @@ def fit_centers(operator, Y, coef, intercept, w, alpha, n_observations, rng):
     xp = xp_of(Y)
     rows = loo_rows(to_numpy(w), rng)
     K_rows = xp.astype(operator.rows(rows), xp.float64)
-    Y_rows, w_rows = take_rows(xp, Y, rows), take_rows(xp, w, rows)
+    Y_rows, w_rows = take_rows(Y, rows), take_rows(w, rows)
     Kmm = operator.center_matrix()
-    prior = operator.kernel.diag(take_rows(xp, operator.X, rows)) if operator.kernel is not None else None
+    prior = operator.kernel.diag(take_rows(operator.X, rows)) if operator.kernel is not None else None
     return centers_posterior(Kmm, weighted_gram(operator, w), alpha, n_observations, center_jitter(operator, Kmm),
                              (K_rows, Y_rows - intercept - K_rows @ coef, w_rows, xp.astype(prior, xp.float64)))
 
@@ -234,8 +234,8 @@ def centers_posterior(Kmm, gram, alpha, n_observations, jitter, sample):
     center_factor = cholesky(Kmm, "center kernel matrix", jitter=jitter)
     posterior_factor = cholesky(gram + alpha * Kmm, "posterior precision matrix")
     K_rows, residual, w_rows, prior = sample
-    V = xp_solve_triangular(xp, posterior_factor, K_rows.T, upper=True, trans=True)
-    U = xp_solve_triangular(xp, center_factor, K_rows.T, upper=True, trans=True)
+    V = xp_solve_triangular(posterior_factor, K_rows.T, upper=True, trans=True)
+    U = xp_solve_triangular(center_factor, K_rows.T, upper=True, trans=True)
     free = 1.0 - w_rows * xp.sum(V * V, axis=0)  # 1 - h_i, in (0, 1] but for rounding
     free = xp.where(free > LOO_MIN_FREEDOM, free, LOO_MIN_FREEDOM)
     missing = prior - xp.sum(U * U, axis=0)  # k(x, x) - q(x, x): what DTC adds at a new point
@@ -272,8 +272,8 @@ def reduction(kernel, X_fit, Z, posterior, operator=None, system=None, full=Fals
     xp = xp_of(K)
     K = xp.astype(K, xp.float64)
     if posterior.weights is None:
-        U = xp_solve_triangular(xp, posterior.center_factor, K, upper=True, trans=True)
-        V = xp_solve_triangular(xp, posterior.posterior_factor, K, upper=True, trans=True)
+        U = xp_solve_triangular(posterior.center_factor, K, upper=True, trans=True)
+        V = xp_solve_triangular(posterior.posterior_factor, K, upper=True, trans=True)
         if full:
             return U.T @ U - posterior.alpha * (V.T @ V), None
         return xp.sum(U * U, axis=0) - posterior.alpha * xp.sum(V * V, axis=0), None
@@ -282,7 +282,7 @@ def reduction(kernel, X_fit, Z, posterior, operator=None, system=None, full=Fals
         return _local_explained(kernel, X_fit, s[:, None] * K, s, posterior.alpha, q), None
     if system[0] == "dense":  # k_Z' C^-1 k_Z = |U^-T S k_Z|^2 with U'U = S K S + alpha I
         _, U, s = system
-        V = xp_solve_triangular(xp, U, s[:, None] * K, upper=True, trans=True)
+        V = xp_solve_triangular(U, s[:, None] * K, upper=True, trans=True)
         return (V.T @ V if full else xp.sum(V * V, axis=0)), None
     _, apply_A, precond, s = system
     B = s[:, None] * K
@@ -335,11 +335,11 @@ def _local_explained(kernel, X_fit, B, s, alpha, q):
     nearest = np.argpartition(-np.ascontiguousarray(np.asarray(to_numpy(B)).T), q - 1, axis=1)[:, :q]
     out = []
     for j, rows in enumerate(nearest):
-        s_S = take_rows(xp, s, rows)
-        X_S = take_rows(xp, X_fit, rows)
+        s_S = take_rows(s, rows)
+        X_S = take_rows(X_fit, rows)
         A = s_S[:, None] * as_float64(kernel(X_S, X_S)) * s_S[None, :]
         U = cholesky(add_to_diagonal(A, alpha), "local posterior covariance")
-        v = xp_solve_triangular(xp, U, take_rows(xp, B[:, j], rows)[:, None], upper=True, trans=True)
+        v = xp_solve_triangular(U, take_rows(B[:, j], rows)[:, None], upper=True, trans=True)
         out.append(xp.sum(v * v))
     return xp.stack(out)
 

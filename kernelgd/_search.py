@@ -12,7 +12,6 @@ from contextlib import nullcontext
 from numbers import Integral, Real
 
 import numpy as np
-import scipy.sparse as sp
 from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.base import (
     BaseEstimator,
@@ -26,14 +25,14 @@ from sklearn.utils.validation import (
     check_is_fitted,
 )
 
-from ._array_api import block_of, from_numpy, rows_of, take_rows, to_numpy, xp_of
+from ._array_api import as_float64, block_of, fortran, on_host, rows_of, scales_like, take_rows, to_numpy, xp_of
 from ._base import CallbackSupportMixin, _check_same_namespace, resolve_options, with_callbacks
 from ._operator import KernelOperator, n_threads, single_threaded_blas
 from ._progress import SearchProgress
 from ._regressor import KernelGDRegressor
 from ._solvers._krylov import rp_cholesky
 from ._loo import _eigen_system, _loo_scores, _low_rank_system
-from .kernels import _CarriesRegisteredKernels, bind_kernel, get_spec, kernel_matrix
+from .kernels import _CarriesRegisteredKernels, bind_kernel, check_sparse_support, get_spec
 
 # Exact leave-one-out (an O(n^3) eigendecomposition per width) up to this many rows.
 LOO_MAX_SAMPLES = 3000
@@ -220,7 +219,6 @@ def _fold_path(estimator_class, params, K, train, test, y_fit, w, y_host, w_host
     warnings raised (a worker process's would be lost) rather than raising them.
     Returns ``(scores, warnings)``.
     """
-    xp = xp_of(K)
     scores = np.full(len(alphas), np.nan)
     K_train, K_test = block_of(K, train, train), block_of(K, test, train)
     model = estimator_class(**params)
@@ -231,7 +229,7 @@ def _fold_path(estimator_class, params, K, train, test, y_fit, w, y_host, w_host
 
     def score(i):
         model.set_params(alpha=alphas[i]).fit(K_train, y_train, sample_weight=w_train)
-        scored = model if xp is np else _OnHost(model)
+        scored = _OnHost(model)
         if every_class is not None and len(model.classes_) < len(every_class):
             scored = _EveryClass(scored, every_class)  # a class only in the test rows
         scores[i] = scorer(scored, K_test, y_host[test], sample_weight=w_host[test])
@@ -381,14 +379,10 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
     def _kernel(self, X, Y, kernel, sigma):
         params = dict(self.kernel_params or {})
         if sigma is not None:
-            params["sigma"] = sigma
-        if not isinstance(X, np.ndarray) and not sp.issparse(X):  # another array namespace: on its device
-            xp = xp_of(X)
-            if isinstance(sigma, np.ndarray):  # ARD's scales per feature, fitted on the host
-                params["sigma"] = from_numpy(sigma, xp, X.device)
-            bound = bind_kernel(kernel, degree=self.degree, coef0=self.coef0, kernel_params=params)
-            return xp.astype(bound(xp.astype(X, xp.float64), xp.astype(Y, xp.float64)), xp.float64)
-        return kernel_matrix(X, Y, kernel=kernel, degree=self.degree, coef0=self.coef0, **params)
+            params["sigma"] = scales_like(sigma, X)  # ARD's scales per feature, fitted on the host: on X's device
+        bound = bind_kernel(kernel, degree=self.degree, coef0=self.coef0, kernel_params=params)
+        check_sparse_support(bound.spec, X, Y)
+        return as_float64(bound(as_float64(X), as_float64(Y)))
 
     def _folds(self, y, classifier):
         """``cv``, or by default 5 folds (fewer where the data are too few), with a clear error where too few."""
@@ -409,7 +403,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             )
         return self.cv
 
-    def _fold_workers(self, xp, n_splits, n_rows, n_columns):
+    def _fold_workers(self, X, n_splits, n_rows, n_columns):
         """Folds fitted at once, in worker processes: one per core the widths leave free, on the host.
 
         Each fold's fits on one core beat one fit at a time on every core: a small fold's
@@ -418,7 +412,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         5-fold logistic search, 2 cores: 14.7 s against 20.6 s in one process on one thread
         and 24.1 s on two (medians of 3, bench_cv_classification.py).
         """
-        if xp is not np:  # one device: its fits queue on it
+        if not on_host(X):  # one device: its fits queue on it
             return 1
         if n_rows**2 * n_columns < FOLD_PROCESSES_MIN_WORK:  # starting the workers would cost more
             return 1
@@ -435,7 +429,6 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         decades above it. Alphas outside a fold's path score NaN."""
         rng = check_random_state(self.random_state)
         n = X.shape[0]
-        xp = xp_of(X)
         idx = np.arange(n) if n <= self.max_search_samples else np.sort(
             rng.choice(n, self.max_search_samples, replace=False))
         Xs, Ys, ws = (rows_of(A, idx) for A in (X, Y, sw))
@@ -445,7 +438,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         # the folds are drawn, and every fold scored, on the host; kernels and fits stay on X's device
         y_host, w_host = np.asarray(to_numpy(y_fit)), np.asarray(to_numpy(ws))
         cv = check_cv(self._folds(y_host, classifier), y_host, classifier=classifier)
-        splits = list(cv.split(Xs if xp is np else np.zeros((len(idx), 1)), y_host))
+        splits = list(cv.split(to_numpy(Xs), y_host))
         if classifier:
             for train, _ in splits:
                 present = np.unique(y_host[train])
@@ -462,7 +455,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         start = 0 if near is None else min(int(np.searchsorted(-alphas, -near * 10.0**PATH_HEADROOM)), len(alphas) - 1)
         n_classes = len(self.classes_) if classifier else 0
         columns = n_classes if n_classes > 2 else 1 if classifier or Ys.ndim == 1 else Ys.shape[1]
-        workers = self._fold_workers(xp, len(splits), len(idx), columns)
+        workers = self._fold_workers(X, len(splits), len(idx), columns)
         params = dict(
             kernel="precomputed", fit_intercept=self.fit_intercept, solver=self.solver, max_iter=self.max_iter,
             tol=self.tol, warm_start=True, random_state=self.random_state, options=self.options,
@@ -604,9 +597,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
                      "noise_variance_"):
             if hasattr(self.best_estimator_, name):  # the variances: the regressor's
                 setattr(self, name, getattr(self.best_estimator_, name))
-        xp = xp_of(self.dual_coef_)
-        if xp is not np and isinstance(self.sigma_, np.ndarray):  # per-feature scales: in X's namespace too
-            self.sigma_ = from_numpy(self.sigma_, xp, self.dual_coef_.device)
+        self.sigma_ = scales_like(self.sigma_, self.dual_coef_)  # per-feature scales: in X's namespace too
         return self
 
     def _loo(self, X, Y, sw, scorer, rescore=None):
@@ -632,7 +623,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         idx = np.arange(n) if n <= self.max_search_samples else np.sort(
             rng.choice(n, self.max_search_samples, replace=False))
-        Xs, Ys, ws = (take_rows(xp, A, idx) for A in (X, Y, sw))
+        Xs, Ys, ws = (take_rows(A, idx) for A in (X, Y, sw))
         ws = ws / xp.sum(ws)
         seed = rng.randint(np.iinfo(np.int32).max)
 
@@ -644,10 +635,8 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             operator = KernelOperator(Xs, bound, dtype="float64", store=False, memory_budget=1 << 28)
 
             def columns(cols, operator=operator):
-                if xp is not np:
-                    return operator.columns(cols)
                 with single_threaded_blas():
-                    return np.asfortranarray(operator.columns(cols))
+                    return fortran(operator.columns(cols))
 
             F = rp_cholesky(columns, operator.diag(), LOW_RANK_LOO_RANK, np.random.RandomState(seed))[0]
             return scores(_low_rank_system(F, Ys, ws, self.fit_intercept), Ys, ws, alphas, idx)

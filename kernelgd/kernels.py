@@ -41,11 +41,11 @@ from sklearn.utils import check_array
 from sklearn.utils.extmath import safe_sparse_dot
 
 from ._array_api import (
-    all_finite, as_float64, cast, column_means, common_float, concat, diagonal, full, input_namespace, is_float32,
-    scales_like,
+    all_finite, as_float64, cast, column_means, common_float, concat, diagonal, exp_in_place, full, input_namespace,
+    is_float32, scales_like, to_numpy,
 )
 from ._distances import (
-    euclidean, exp_in_place, sq_norms, neg_l1_distances, neg_sq_distances, raise_not_representable, subset_products,
+    euclidean, sq_norms, neg_l1_distances, neg_sq_distances, raise_not_representable, subset_products,
     subset_products_diag,
 )
 
@@ -702,12 +702,8 @@ def check_sigma(sigma, spec):
             f"The {spec.name} kernel takes one scalar sigma, got an array: per-feature scales work with "
             "rbf, laplacian and exponential, and kernels registered with per_feature=True."
         )
-    if not isinstance(sigma, (np.ndarray, list, tuple)) and hasattr(sigma, "shape"):  # another array namespace
-        from ._array_api import to_numpy
-
-        sigma = to_numpy(sigma)
     try:
-        values = np.asarray(sigma, dtype=np.float64)
+        values = np.asarray(to_numpy(sigma), dtype=np.float64)  # another namespace's scales: on the host
     except (TypeError, ValueError):
         raise ValueError(f"sigma must be a float > 0 or an array of them, got {sigma!r}.") from None
     if values.ndim != 1 or not values.size or not np.all(np.isfinite(values) & (values > 0)):

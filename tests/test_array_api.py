@@ -382,14 +382,14 @@ def test_linear_algebra_fallbacks(module):
         assert_allclose(np.tril(to_numpy(T), -1), 0.0)
         B = rng.normal(size=(6, 2))
         for trans in (False, True):
-            X = to_numpy(solve_triangular(xp, T, module.asarray(B), upper=True, trans=trans))
+            X = to_numpy(solve_triangular(T, module.asarray(B), upper=True, trans=trans))
             T_np = to_numpy(T)
             assert_allclose((T_np.T if trans else T_np) @ X, B, atol=1e-9)
         # a singular matrix gets a jitter, a hopeless one a clear error
         assert np.all(np.isfinite(to_numpy(cholesky(module.asarray(np.ones((3, 3)))))))
         with pytest.raises(ValueError, match="numerically singular"):
             cholesky(module.asarray(-np.eye(3)), what="test matrix")
-        Z = add_at_rows(xp, xp.zeros((4, 2), dtype=xp.float64), np.array([3, 1]), module.asarray(np.ones((2, 2))))
+        Z = add_at_rows(xp.zeros((4, 2), dtype=xp.float64), np.array([3, 1]), module.asarray(np.ones((2, 2))))
         assert_allclose(to_numpy(Z), [[0, 0], [1, 1], [0, 0], [1, 1]])
     R, perm, rank = pivoted_cholesky(M)
     assert rank == 6 and np.all(np.tril(R, -1) == 0)  # LAPACK leaves the input below the diagonal

@@ -59,16 +59,32 @@ def test_no_function_is_longer_than_120_lines():
     assert not long, long
 
 
-# A test of which array namespace an input lives in ("xp is np", "isinstance(A, np.ndarray)", ...)
-NAMESPACE_TEST = re.compile(r"\bis (not )?np\b|isinstance\([^)]*np\.ndarray\)|\bis_numpy\(")
+# A test of which array namespace an input lives in ("xp is np", "isinstance(A, np.ndarray)", a library's
+# namespace predicate, ...)
+NAMESPACE_TEST = re.compile(
+    r"\bis (not )?np\b|isinstance\([^)]*np\.ndarray\)|\bis_numpy\(|_is_numpy_namespace\(|"
+    r"is_(torch|cupy|array_api_strict)_namespace\(|\b_(torch|cupy)\(xp\)"
+)
+# The backend: one numpy body and one generic body per primitive, and the tests that choose between them.
+BACKEND = {"_array_api.py"}
 
 
-def test_solvers_and_kernels_are_written_once_for_every_namespace():
-    # the backend (_array_api, _distances) holds every primitive whose numpy path differs from the
-    # standard's; the solvers and the kernels' formulas call it and never test the namespace themselves
-    found = []
-    for path in [*PACKAGE.joinpath("_solvers").rglob("*.py"), PACKAGE / "kernels.py"]:
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            if NAMESPACE_TEST.search(line):
-                found.append(f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}")
-    assert not found, found
+def _namespace_tests(paths):
+    return [
+        f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
+        for path in paths
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if NAMESPACE_TEST.search(line) and not line.lstrip().startswith(("def ", "from ", "import "))
+    ]
+
+
+def test_only_the_backend_asks_which_namespace_an_array_lives_in():
+    # kernels, the operator, the solvers and the estimators are written once for every namespace: they
+    # call the backend's primitives (or ask it ``on_host``, where only the host has a thread pool)
+    outside = _namespace_tests(p for p in PACKAGE.rglob("*.py") if p.name not in BACKEND)
+    assert not outside, outside
+
+
+def test_the_backend_chooses_a_body_in_at_most_ten_places():
+    found = _namespace_tests(PACKAGE / name for name in BACKEND)
+    assert 0 < len(found) <= 10, found

@@ -122,8 +122,8 @@ def features(operator, K_mm, k, alpha, coupled, jitter, confirm=False):
     else:
         rounding = RESOLVED_FEATURES * np.finfo(float).eps * float(xp.sqrt(xp.sum(K_nm * K_nm)))
     keep = np.flatnonzero((size > rounding) & (to_numpy(lam) + float(jitter) > 0))
-    root = xp.sqrt(take_rows(xp, lam, keep) + float(jitter))
-    V, KV = take_columns(xp, V, keep), take_columns(xp, KV, keep)
+    root = xp.sqrt(take_rows(lam, keep) + float(jitter))
+    V, KV = take_columns(V, keep), take_columns(KV, keep)
     return DenseFeatures(V / root, KV / root, root[:, None] * V.T)
 
 

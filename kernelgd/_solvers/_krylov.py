@@ -168,7 +168,7 @@ def rp_cholesky(columns, diag, rank, rng, block=RPC_BLOCK):
         G = factor.residual(columns(S), S)
         # Pivoted Cholesky of the pivot block keeps only the pivots that add
         # rank (a round can draw near-duplicates or exhaust a low-rank A).
-        R, perm, r = pivoted_cholesky(take_rows(xp_of(G), G, S))
+        R, perm, r = pivoted_cholesky(take_rows(G, S))
         if r == 0:
             break
         keep = perm[:r]

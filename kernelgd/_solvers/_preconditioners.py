@@ -92,7 +92,7 @@ def landmark_factor(operator, s, n_landmarks, rng, block=RPC_BLOCK, center=False
     def columns(idx):
         with single_threaded_blas():
             C = operator.columns(idx)  # a new array: scaled in place, in its own memory order
-        s_idx = take_rows(xp_of(s), s, idx)
+        s_idx = take_rows(s, idx)
         C *= s[:, None]
         C *= s_idx[None, :]
         if center:
@@ -159,13 +159,12 @@ def falkon_factor(T, TTt, d, alpha, center):
 
 def falkon_maps(T, A_fac):
     """FALKON's change of variables ``B = T^-1 A^-1`` and its transpose, as two functions."""
-    xp = xp_of(T)
 
     def apply_B(V):  # B = T^-1 A^-1
-        return xp_solve_triangular(xp, T, xp_solve_triangular(xp, A_fac, V))
+        return xp_solve_triangular(T, xp_solve_triangular(A_fac, V))
 
     def apply_Bt(V):  # B' = A^-T T^-T
-        return xp_solve_triangular(xp, A_fac, xp_solve_triangular(xp, T, V, trans=True), trans=True)
+        return xp_solve_triangular(A_fac, xp_solve_triangular(T, V, trans=True), trans=True)
 
     return apply_B, apply_Bt
 

@@ -106,8 +106,8 @@ def _solve_full_dense(operator, Y, w, settings, s, center):
         idx = np.flatnonzero(lam_host > cut * lam_host.max())
         if len(idx) == 0:
             continue
-        shrink = take_rows(xp, projections, idx) / (take_rows(xp, lam, idx) + settings.alpha)[:, None]
-        A = s[:, None] * (take_columns(xp, V, idx) @ shrink)
+        shrink = take_rows(projections, idx) / (take_rows(lam, idx) + settings.alpha)[:, None]
+        A = s[:, None] * (take_columns(V, idx) @ shrink)
         KA = operator.matvec(A)
         b = y_bar - weighted_sum(w, KA) if center else zeros(Y, Y.shape[1])
         log.record(objective.value(A, KA, b), A, b)
@@ -246,7 +246,7 @@ def _solve_centers(operator, Y, w, settings, rng):
     if operator.center_rows is None:
         d = full(Y, m, 1.0)
     else:
-        d = n * take_rows(xp, w, operator.center_rows)
+        d = n * take_rows(w, operator.center_rows)
     falkon = FalkonPreconditioner(T, TTt, d, alpha, center)
     apply_B, apply_Bt = falkon.apply, falkon.apply_t
 

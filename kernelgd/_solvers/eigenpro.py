@@ -87,7 +87,7 @@ def _preconditioner(operator, w, rng):
         p = w_host[candidates] / w_host[candidates].sum()
         S = np.sort(rng.choice(candidates, SUBSAMPLE, replace=False, p=p))
         omega = full(w, len(S), 1.0 / len(S))
-    K_SS = as_float64(take_columns(xp, operator.rows(S), S))
+    K_SS = as_float64(take_columns(operator.rows(S), S))
     K_SS = (K_SS + K_SS.T) / 2
     root = xp.sqrt(omega)
     size = len(S)
@@ -278,9 +278,8 @@ def _step(A, u, KB, G, wB, idx, n, eta, alpha, preconditioner):
     """The EigenPro step on a batch's rows ``idx`` (kernel rows KB, residuals G): ``(A, u)`` after it,
     ``u = K[S] @ A`` kept up to date (numpy's in place)."""
     S, K_SS, V, D = preconditioner
-    xp = xp_of(A)
     grad = (n / len(idx)) * 2.0 * wB[:, None] * G
-    K_SB = as_float64(take_columns(xp, KB, S)).T
+    K_SB = as_float64(take_columns(KB, S)).T
     KSg = blas_dot(K_SB, grad)
     Kg = KSg + 2.0 * alpha * u if alpha else KSg  # the ridge part of the gradient is 2 alpha A
     if alpha:
@@ -290,8 +289,8 @@ def _step(A, u, KB, G, wB, idx, n, eta, alpha, preconditioner):
     if len(idx) == n:  # idx is every row in order: no scatter
         A = A - eta * grad
     else:
-        A = add_at_rows(xp, A, idx, -eta * grad)
-    A = add_at_rows(xp, A, S, eta * corr)
+        A = add_at_rows(A, idx, -eta * grad)
+    A = add_at_rows(A, S, eta * corr)
     u += blas_dot(K_SS, eta * corr) - eta * KSg
     return A, u
 
@@ -359,7 +358,6 @@ def _epoch(operator, problem, A, u, snapshot, bs, eta, rng, preconditioner):
     A stored K evaluates the snapshot with one product over K; a streamed K in the same products as the
     batches' steps."""
     Y, R, w, alpha = problem
-    xp = xp_of(A)
     n, k = A.shape
     stored = operator.stored
     order = rng.permutation(n) if bs < n else np.arange(n)
@@ -368,7 +366,7 @@ def _epoch(operator, problem, A, u, snapshot, bs, eta, rng, preconditioner):
         F_all = operator.matvec(snapshot.A)
         raw, value, Gc, gsum = snapshot.terms(slice(None), F_all, problem)
         pos = _sample(rng, n)
-        grad_norm.add(as_float64(take_columns(xp, operator.rows(pos), pos)), rows_of(Gc, pos))
+        grad_norm.add(as_float64(take_columns(operator.rows(pos), pos)), rows_of(Gc, pos))
     else:
         value, raw, gsum = 0.0, 0.0, 0.0
     for batch in gen_batches(n, bs):
@@ -384,6 +382,6 @@ def _epoch(operator, problem, A, u, snapshot, bs, eta, rng, preconditioner):
             raw_B, value_B, Gc_B, gsum_B = snapshot.terms(idx, F_snap, problem)
             raw, value, gsum = raw + raw_B, value + value_B, gsum + gsum_B
             pos = _sample(rng, len(idx))
-            grad_norm.add(as_float64(take_columns(xp, rows_of(KB, pos), idx[pos])), rows_of(Gc_B, pos))
+            grad_norm.add(as_float64(take_columns(rows_of(KB, pos), idx[pos])), rows_of(Gc_B, pos))
         A, u = _step(A, u, KB, F - rows_of(R, idx), rows_of(w, idx), idx, n, eta, alpha, preconditioner)
     return A, u, raw, value, gsum, grad_norm

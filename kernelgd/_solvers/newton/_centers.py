@@ -47,10 +47,10 @@ def intercept_coupling(operator, WP, P):
     xp = xp_of(P)
     m, k = operator.m, P.shape[1]
     pairs = np.triu_indices(k)
-    KWP = operator.rmatvec(concat([WP, take_columns(xp, WP, pairs[0]) * take_columns(xp, P, pairs[1])], axis=1))
+    KWP = operator.rmatvec(concat([WP, take_columns(WP, pairs[0]) * take_columns(P, pairs[1])], axis=1))
     index = np.zeros((k, k), dtype=np.int64)
     index[pairs[0], pairs[1]] = index[pairs[1], pairs[0]] = np.arange(len(pairs[0]))
-    KPP = xp.reshape(take_columns(xp, KWP[:, k:], index.ravel()), (m, k, k))
+    KPP = xp.reshape(take_columns(KWP[:, k:], index.ravel()), (m, k, k))
     return eye(KWP, k)[None, :, :] * KWP[:, None, :k] - KPP
 
 
