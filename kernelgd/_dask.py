@@ -21,9 +21,9 @@ from sklearn.utils.validation import _check_feature_names
 
 from . import _auto_alpha, _base, _fit, _posterior
 from ._losses import SquaredLoss
-from ._operator import check_budget
 from ._solvers import SMOOTH_LOSS_SOLVERS
 from ._solvers import blockwise
+from ._solvers._preconditioners import check_center_memory
 from ._targets import class_weights, encode_labels
 from .kernels import get_spec
 
@@ -148,10 +148,7 @@ def fit(estimator, X, y, sample_weight, classifier):
         )
     solver = _solver(est, loss)
     options = resolve_options(est.options)
-    check_budget(
-        3 * m * m * 8, f"n_centers={m} (three m x m matrices)", options["memory_budget"],
-        "Use fewer centers (n_centers) or raise options['memory_budget'].",
-    )
+    check_center_memory(m, options["memory_budget"])
     rows = _center_rows(rng, wn if w is not None else None, n_positive, m)
     centers, center_weights, wY = dask.compute(X[rows], wn[rows], (wn[:, None] * Y).sum(axis=0))
     if alpha == "auto":

@@ -7,7 +7,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 import kernelgd._operator as operator_module
-from kernelgd import KernelGDRegressor, kernel_matrix
+from kernelgd import KernelGDClassifier, KernelGDRegressor, kernel_matrix
 from kernelgd._array_api import blas_dot
 from kernelgd._operator import KernelOperator, MemoryBudgetError, cross_kernel_dot
 from kernelgd._array_api import cholesky
@@ -104,9 +104,16 @@ def test_streaming_fit_stays_within_its_memory_budget():
     assert peak_stored > 3000**2 * 8 / 2
 
 
-def test_too_many_centers_for_the_budget_is_a_clear_error():
+@pytest.mark.parametrize("model", [
+    KernelGDRegressor(n_centers=200, alpha=1e-3),
+    KernelGDRegressor(n_centers=200, solver="newton", alpha=1e-3),
+    KernelGDClassifier(n_centers=200, loss="logistic"),
+])
+def test_too_many_centers_for_the_budget_is_a_clear_error(model):
+    # every centers solver checks before K_mm is allocated (newton allocated its m x m matrices unchecked)
+    target = (w > np.median(w)).astype(int) if isinstance(model, KernelGDClassifier) else w
     with pytest.raises(MemoryBudgetError, match="n_centers.*memory_budget"):
-        KernelGDRegressor(n_centers=200, alpha=1e-3, options={"memory_budget": 100_000}).fit(X, w)
+        model.set_params(options={"memory_budget": 100_000}).fit(X, target)
 
 
 def test_large_factorizations_run_single_threaded(monkeypatch):

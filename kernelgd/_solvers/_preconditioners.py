@@ -16,7 +16,7 @@ from .._array_api import (
     take_rows, triangle_gram, xp_of,
 )
 from .._array_api import solve_triangular as xp_solve_triangular
-from .._operator import POOLED_MIN_BYTES
+from .._operator import POOLED_MIN_BYTES, check_budget
 from ._krylov import RPC_BLOCK, rp_cholesky
 
 # Landmarks of the Nystroem preconditioner for the full system.
@@ -106,6 +106,18 @@ def landmark_factor(operator, s, n_landmarks, rng, block=RPC_BLOCK, center=False
 def center_jitter(operator, Kmm):
     """FALKON's jitter on K_mm, ``m * eps(dtype)`` times the mean ``k(c, c)``."""
     return Kmm.shape[0] * np.finfo(operator.dtype).eps * float(xp_of(Kmm).mean(diagonal(Kmm)))
+
+
+def check_center_memory(m, memory_budget):
+    """A MemoryBudgetError, before any allocation, where the centers' m x m matrices exceed the budget.
+
+    Every centers solver holds ``K_mm``, its factor ``T`` and ``T T' / m`` in
+    float64 (``CenterFactors``), and builds FALKON's factor beside them.
+    """
+    check_budget(
+        3 * m * m * 8, f"n_centers={m} (three m x m matrices)", memory_budget,
+        "Use fewer centers (n_centers) or raise options['memory_budget'].",
+    )
 
 
 class CenterFactors(NamedTuple):

@@ -43,7 +43,6 @@ from .._array_api import (
     diagonal, full, outer, take_columns, take_rows, to_numpy, total, weighted_sum, xp_of, zeros,
 )
 from .._array_api import blas_dot
-from .._operator import check_budget
 from .._warnings import warn
 from . import _dense_newton
 from ._common import IterateLog, finish, warn_not_converged, warn_rounding
@@ -53,6 +52,7 @@ from ._preconditioners import (
     CENTERS_MIN_RIDGE,
     N_LANDMARKS,
     PRECONDITIONER_MIN_SHIFT,
+    check_center_memory,
     FalkonPreconditioner,
     NystroemPreconditioner,
     center_factors,
@@ -227,10 +227,7 @@ def _solve_centers(operator, Y, w, settings, rng):
     xp = xp_of(Y)
     m = operator.m
     center = settings.fit_intercept
-    check_budget(
-        3 * m * m * 8, f"n_centers={m} (three m x m matrices)", settings.memory_budget,
-        "Use fewer centers (n_centers) or raise options['memory_budget'].",
-    )
+    check_center_memory(m, settings.memory_budget)
     Kmm = operator.center_matrix()
     dense = _dense_newton.features(operator, Kmm, t, settings.alpha, False, center_jitter(operator, Kmm))
     if dense is not None:  # small, and where CG's residual is not to be trusted: one exact solve

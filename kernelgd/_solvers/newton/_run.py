@@ -10,7 +10,7 @@ from ..._warnings import warn
 from .. import _dense_newton
 from .._common import IterateLog, RoundingCheck, finish, warn_not_converged, warn_rounding
 from .._objective import Objective
-from .._preconditioners import CENTERS_MIN_RIDGE, CenterFactors, center_factors, center_jitter
+from .._preconditioners import CENTERS_MIN_RIDGE, CenterFactors, center_factors, center_jitter, check_center_memory
 from . import _start as subsample
 from ._directions import Dense, choose
 from ._full import FullCoupled
@@ -98,6 +98,8 @@ class _NewtonRun:
         n, k = self.n, self.k = Y.shape
         self.alpha = alpha = settings.alpha
         self.steps = steps = Steps(inner_cap=settings.max_iter)
+        if not operator.symmetric:
+            check_center_memory(operator.m, settings.memory_budget)
         self.K_mm = K_mm = None if operator.symmetric else operator.center_matrix()
         coupled = not loss.diagonal_hessian  # the softmax
         # dense steps where CG's are not to be trusted (few centers), or cost what CG's would (a tiny full
