@@ -430,12 +430,20 @@ class _Host:
     def fortran(A):
         return np.asfortranarray(A)
 
+    def triangular_solver(T):
+        """``V, trans -> T^-1 V`` (``T^-T V``) for an upper triangular T (numpy: LAPACK's trtrs per call)."""
+        return lambda V, trans=False: _Host.solve_triangular(T, V, trans=trans)
+
     def triangular_inverses(R, stack, c, k):
-        """numpy keeps each factor's triangular inverse: a column's solve is then two batched products."""
+        """Column c's factor's triangular inverse, in ``stack`` (numpy: one (k, m, m) array)."""
         if stack is None or stack.shape != (k,) + R.shape:
             stack = np.empty((k,) + R.shape)
         stack[c] = scipy.linalg.lapack.dtrtri(R, lower=0)[0]
         return stack
+
+    def stacked_cho_solve(U, R_inv):
+        """``R_c^-1 R_c^-T U[:, c]`` for every column c (numpy: two batched products)."""
+        return np.matmul(R_inv, np.matmul(R_inv.transpose(0, 2, 1), U.T[:, :, None]))[:, :, 0].T
 
     class GrowingFactor:
         """One preallocated Fortran-ordered array that BLAS updates in place."""
@@ -636,8 +644,19 @@ class _Generic:
     def fortran(A):
         return A
 
+    def triangular_solver(T):
+        # T's explicit inverse, once: each solve is then one product, not a latency-bound
+        # triangular solve per call (m x m at m = 10^4: 0.8 ms per trsv on a GPU)
+        T_inv = solve_triangular(T, eye(T, T.shape[0]))
+        return lambda V, trans=False: (T_inv.T if trans else T_inv) @ V
+
     def triangular_inverses(R, stack, c, k):
-        return None  # two triangular solves per column instead
+        stack = [None] * k if stack is None else stack
+        stack[c] = solve_triangular(R, eye(R, R.shape[0]))
+        return stack
+
+    def stacked_cho_solve(U, R_inv):
+        return concat([Ri @ (Ri.T @ U[:, c : c + 1]) for c, Ri in enumerate(R_inv)], axis=1)
 
     class GrowingFactor:
         """A list of column blocks."""
@@ -774,7 +793,8 @@ blas_dot = _dispatched("blas_dot")
 dot64 = _dispatched("dot64")
 solve_psd = _dispatched("solve_psd")  # Fortran order where the namespace has memory orders
 GrowingFactor = _dispatched("GrowingFactor")  # a pivoted Cholesky's factor F (n x up to rank), column blocks
-_triangular_inverses = _dispatched("triangular_inverses")
+triangular_solver = _dispatched("triangular_solver")  # V, trans -> T^-1 V (T^-T V), T upper triangular
+_triangular_inverses, _stacked_cho_solve = _dispatched("triangular_inverses"), _dispatched("stacked_cho_solve")
 _concat, _sum_blocks = _dispatched("concat"), _dispatched("sum_blocks")
 
 
@@ -817,9 +837,8 @@ def cholesky(M, what="matrix", jitter=0.0):
 class CholeskyStack:
     """One upper Cholesky factor per column, ``G_c = R_c' R_c``: ``solve(U)[:, c] = G_c^-1 U[:, c]``.
 
-    numpy keeps each factor's triangular inverse, so that every column's
-    solve is two batched products; other namespaces take two triangular
-    solves per column.
+    Each factor's triangular inverse is kept, so that every column's solve is
+    two products (numpy: batched), not two triangular solves.
     """
 
     def __init__(self, k):
@@ -830,7 +849,4 @@ class CholeskyStack:
         self.inverses = _triangular_inverses(R, self.inverses, c, len(self.R))
 
     def solve(self, U):
-        if self.inverses is not None:
-            R_inv = self.inverses
-            return np.matmul(R_inv, np.matmul(R_inv.transpose(0, 2, 1), U.T[:, :, None]))[:, :, 0].T
-        return concat([cho_solve(R, U[:, c : c + 1]) for c, R in enumerate(self.R)], axis=1)
+        return _stacked_cho_solve(U, self.inverses)

@@ -30,12 +30,14 @@ from kernelgd import (  # noqa: E402
     KernelGDRegressorCV,
 )
 from kernelgd._array_api import (  # noqa: E402
+    CholeskyStack,
     add_at_rows,
     cholesky,
     namespace,
     pivoted_cholesky,
     solve_triangular,
     to_numpy,
+    triangular_solver,
 )
 from kernelgd._operator import KernelOperator  # noqa: E402
 from kernelgd.kernels import bind_kernel  # noqa: E402
@@ -385,6 +387,15 @@ def test_linear_algebra_fallbacks(module):
             X = to_numpy(solve_triangular(T, module.asarray(B), upper=True, trans=trans))
             T_np = to_numpy(T)
             assert_allclose((T_np.T if trans else T_np) @ X, B, atol=1e-9)
+            # the solver made once per factor (other namespaces: its explicit inverse)
+            Y = to_numpy(triangular_solver(T)(module.asarray(B), trans=trans))
+            assert_allclose((T_np.T if trans else T_np) @ Y, B, atol=1e-9)
+        # one Cholesky factor per column: each column solved with its own G_c = R_c' R_c
+        stack, G = CholeskyStack(2), [M, M + np.eye(6)]
+        for c in range(2):
+            stack.set(c, cholesky(module.asarray(G[c])))
+        X = to_numpy(stack.solve(module.asarray(B)))
+        assert_allclose([G[c] @ X[:, c] for c in range(2)], B.T, atol=1e-9)
         # a singular matrix gets a jitter, a hopeless one a clear error
         assert np.all(np.isfinite(to_numpy(cholesky(module.asarray(np.ones((3, 3)))))))
         with pytest.raises(ValueError, match="numerically singular"):

@@ -13,9 +13,8 @@ import numpy as np
 
 from .._array_api import (
     add_to_diagonal, blas_dot, cho_solve, cholesky, diagonal, fortran, gram, minus_outer, outer, single_threaded_blas,
-    take_rows, triangle_gram, xp_of,
+    take_rows, triangle_gram, triangular_solver, xp_of,
 )
-from .._array_api import solve_triangular as xp_solve_triangular
 from .._operator import POOLED_MIN_BYTES, check_budget
 from ._krylov import RPC_BLOCK, rp_cholesky
 
@@ -172,11 +171,13 @@ def falkon_factor(T, TTt, d, alpha, center):
 def falkon_maps(T, A_fac):
     """FALKON's change of variables ``B = T^-1 A^-1`` and its transpose, as two functions."""
 
+    solve_T, solve_A = triangular_solver(T), triangular_solver(A_fac)
+
     def apply_B(V):  # B = T^-1 A^-1
-        return xp_solve_triangular(T, xp_solve_triangular(A_fac, V))
+        return solve_T(solve_A(V))
 
     def apply_Bt(V):  # B' = A^-T T^-T
-        return xp_solve_triangular(A_fac, xp_solve_triangular(T, V, trans=True), trans=True)
+        return solve_A(solve_T(V, trans=True), trans=True)
 
     return apply_B, apply_Bt
 
