@@ -488,3 +488,33 @@ def test_predictive_std_matches_numpy(module, n_centers, dense, regression, monk
     assert_allclose(est.noise_variance_, ref.noise_variance_, rtol=1e-6)
     assert_allclose(to_numpy(std), ref.predict(X[:20], return_std=True)[1], rtol=1e-5)
     assert_allclose(to_numpy(cov), ref.predict(X[:5], return_cov=True)[1], rtol=1e-5, atol=1e-10)
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+def test_cg_reads_the_device_once_per_iteration(module, monkeypatch):
+    # a host read waits for the device: block_pcg's only one per iteration is its convergence test
+    # (its residual stays on the device until a caller asks the tracker for it)
+    from kernelgd._solvers._krylov import ProductTracker, block_pcg
+
+    rng = np.random.RandomState(0)
+    G = rng.normal(size=(60, 60))
+    with config_context(array_api_dispatch=True):
+        A, B = module.asarray(G @ G.T + 60 * np.eye(60)), module.asarray(rng.normal(size=(60, 3)))
+        tracker = ProductTracker(A @ B * 0.0)
+        reads = []
+        array_type = type(B)
+        for name in ("__bool__", "__float__", "__int__", "__index__", "item"):
+            if hasattr(array_type, name):
+                original = getattr(array_type, name)
+                monkeypatch.setattr(array_type, name, lambda self, *a, _f=original, **k: reads.append(1) or _f(self, *a, **k))
+
+        def apply_A(V):
+            tracker.record(A @ V)
+            return tracker.last
+
+        X, n_iter, status = block_pcg(apply_A, B, lambda V: V, max_iter=100, tol=1e-10,
+                                      on_iter=lambda X, step: tracker.advance(step), tracker=tracker)
+        monkeypatch.undo()
+    assert status == "converged" and n_iter > 5
+    assert len(reads) <= n_iter + 2  # the test at each iteration, the last, and the run's status
+    assert_allclose(to_numpy(A) @ to_numpy(X), to_numpy(B), atol=1e-6)

@@ -28,11 +28,16 @@ class ProductTracker:
     CG's step ``x += step * p`` changes ``K x`` by ``step * K p``, and ``K p``
     is the product CG has just taken: the caller's ``apply_A`` records it
     (``record``) and its ``on_iter`` applies the step (``advance``).
-    ``residual`` is CG's largest relative residual after its latest step.
+    ``residual`` is CG's largest relative residual after its latest step, read
+    from the arrays' device only when asked for.
     """
 
     def __init__(self, KX=None):
-        self.KX, self.last, self.residual = KX, None, np.inf
+        self.KX, self.last, self.largest = KX, None, np.inf
+
+    @property
+    def residual(self):
+        return float(self.largest)
 
     def record(self, KV):
         self.last = KV
@@ -102,32 +107,38 @@ def block_pcg(
         b_norm = r0_norm
     b_norm = xp.where(b_norm == 0, 1.0, b_norm)
     active = colnorm(R) / b_norm > tol
-    stalled = False
+    stalled = xp.zeros_like(active)  # columns that lost conjugacy, read once CG ends
     it = 0
+    # one host read per iteration, the convergence test: the rest stays on the arrays' device
     for it in range(1, max_iter + 1):
         if not bool(xp.any(active)):
-            return PCGResult(X, it - 1, "stalled" if stalled else "converged")
+            return PCGResult(X, it - 1, _ended(stalled))
         AP = apply_A(P)
         pap = coldot(P, AP)
-        lost = active & ~(pap > 0) | active & ~(rz > 0)
-        if bool(xp.any(lost)):  # no descent left in these columns: they stop here
-            stalled, active = True, active & ~lost
+        lost = active & ~(pap > 0) | active & ~(rz > 0)  # no descent left in these columns: they stop here
+        stalled, active = stalled | lost, active & ~lost
         step = xp.where(active, rz / xp.where(active, pap, 1.0), 0.0)
         X += step * P
         R -= step * AP
+        relative = colnorm(R) / b_norm
         if tracker is not None:
-            tracker.residual = float(xp.max(colnorm(R) / b_norm))
+            tracker.largest = xp.max(relative)
         if on_iter is not None and on_iter(X, step):
             return PCGResult(X, it, "stopped")
-        active &= colnorm(R) / b_norm > tol
+        active &= relative > tol
         Z = apply_P(R)
         rz_new = coldot(R, Z)
         beta = xp.where(rz > 0, rz_new / xp.where(rz > 0, rz, 1.0), 0.0)
         P = Z + beta * P
         rz = rz_new
     if not bool(xp.any(active)):
-        return PCGResult(X, it, "stalled" if stalled else "converged")
+        return PCGResult(X, it, _ended(stalled))
     return PCGResult(X, it, "max_iter")
+
+
+def _ended(stalled):
+    """The status of a run whose every column stopped: "stalled" where any lost conjugacy."""
+    return "stalled" if bool(xp_of(stalled).any(stalled)) else "converged"
 
 
 def rp_cholesky(columns, diag, rank, rng, block=RPC_BLOCK):

@@ -368,8 +368,9 @@ class _Monitor:
             return True
         since = self.since_quadratic if self.quadratic is not None else log.since_best()
         if self.residual_progress:
-            self.since_residual = 0 if tracker.residual < self.best_residual else self.since_residual + 1
-            self.best_residual = min(self.best_residual, tracker.residual)
+            residual = tracker.residual  # one read from the device
+            self.since_residual = 0 if residual < self.best_residual else self.since_residual + 1
+            self.best_residual = min(self.best_residual, residual)
             since = min(since, self.since_residual)
         if settings.tol > 0 and since >= NO_PROGRESS_PATIENCE:
             self.reason = "no_progress"  # rounding has taken over: stop
