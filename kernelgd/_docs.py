@@ -72,8 +72,9 @@ PARAMETERS = """\
         function (fewer where X has fewer distinct rows). None uses
         all training points (the exact model). ``"auto"`` uses all of them
         up to 20,000 training rows with positive weight, and above that
-        (the squared loss, numpy inputs) wherever the kernel matrix, stored
-        in float32, fits in ``options["memory_budget"]``; otherwise
+        (the squared loss) wherever the kernel matrix, stored in float32,
+        fits in ``options["memory_budget"]`` (on a CUDA device by default
+        half its free memory); otherwise
         ``max(1000, 2 sqrt(n))`` centers (with the solvers that support
         centers, and not for a precomputed kernel). The count used is
         ``n_centers_``.
