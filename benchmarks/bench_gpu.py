@@ -3,16 +3,27 @@
     python benchmarks/bench_gpu.py --data-dir ../shared/data                 # torch on CUDA where present
     python benchmarks/bench_gpu.py --data-dir ../shared/data --device cpu    # torch on the CPU (a check)
     python benchmarks/bench_gpu.py --problems synthetic --n-synthetic 20000  # no data folder
+    python benchmarks/bench_gpu.py --problems higgs-squared higgs-logistic --dtype float32
 
 Problems: California 16k (KernelGDRegressor(), the exact model), MNIST 10k
 (first 8,000 / last 2,000 of MNIST's test images, KernelGDClassifier(loss=
-"logistic")), letter (16,000 / 4,000, the same classifier) and a synthetic
+"logistic")), letter (16,000 / 4,000, the same classifier), a synthetic
 regression with n rows of 20 features fitted on m centers
-(KernelGDRegressor(alpha=1e-6, n_centers=m); n = 10^6 and m = 10^4 by default). Each
-(problem, system) fit runs in a fresh process with SCIPY_ARRAY_API=1; the data
-is moved to the device before the clock starts and the device is synchronized
-before it stops. Prints fit time, the test score and the time as a ratio to
-numpy's, names the devices, and writes benchmarks/results/gpu.json (or --out).
+(KernelGDRegressor(alpha=1e-6, n_centers=m); n = 10^6 and m = 10^4 by default),
+and two HIGGS-sized synthetic problems of 28 features, 10^7 rows and 5x10^4
+centers by default (--n-higgs, --higgs-centers): the same regressor, and a
+binary KernelGDClassifier(loss="logistic", n_centers=m) on labels drawn from a
+logistic model (not fitted on numpy: a CPU product over 10^7 x 5x10^4 entries
+takes minutes). ``--dtype float32`` moves the inputs as float32.
+
+Each (problem, system) fit runs in a fresh process with SCIPY_ARRAY_API=1,
+after a warm-up fit on a few thousand of its rows (a device's first fit in a
+process pays for its context and kernels); the data is moved to the device
+before the clock starts and the device is synchronized before it stops. On
+centers, one product ``K_nm V`` (V with one column per target) is then timed
+alone, with K_nm recomputed, and reported as kernel entries per second. Prints
+fit time, the test score and the time as a ratio to numpy's, names the
+devices, and writes benchmarks/results/gpu.json (or --out).
 """
 
 import argparse
@@ -29,11 +40,19 @@ sys.path.insert(0, str(HERE))
 
 from _harness import format_table, machine, run_worker, write_json  # noqa: E402
 
-PROBLEMS = ["cal16k", "mnist", "letter", "synthetic"]
+PROBLEMS = ["cal16k", "mnist", "letter", "synthetic", "higgs-squared", "higgs-logistic"]
+HIGGS = ("higgs-squared", "higgs-logistic")
+# Rows (and at most centers) of the warm-up fit.
+WARM_UP_ROWS, WARM_UP_CENTERS = 2000, 200
 
 
 def _load(problem, data_dir, n_synthetic):
-    from datasets import load_cal16k, load_letter, load_mnist8k, make_synthetic
+    from datasets import load_cal16k, load_letter, load_mnist8k, make_logistic_synthetic, make_synthetic
+
+    if problem == "higgs-squared":
+        return make_synthetic(n_synthetic, n_test=10_000, d=28, seed=0)
+    if problem == "higgs-logistic":
+        return make_logistic_synthetic(n_synthetic, 2, n_test=10_000, d=28, seed=0)
 
     if problem == "cal16k":
         return load_cal16k(data_dir)
@@ -51,7 +70,9 @@ def _estimator(problem, n_centers):
 
     if problem in ("mnist", "letter"):
         return KernelGDClassifier(loss="logistic", random_state=0)
-    if problem == "synthetic":
+    if problem == "higgs-logistic":
+        return KernelGDClassifier(loss="logistic", n_centers=n_centers, random_state=0)
+    if problem in ("synthetic", "higgs-squared"):
         return KernelGDRegressor(kernel="rbf", alpha=1e-6, n_centers=n_centers, random_state=0)
     return KernelGDRegressor(random_state=0)
 
@@ -70,11 +91,30 @@ def _device_name(system, device):
     return cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
 
 
-def worker(problem, system, device, data_dir, n_synthetic, n_centers):
-    from sklearn import config_context
+def _product_rate(model, X_d, sync):
+    """Kernel entries per second of one product ``K_nm V`` with K_nm recomputed, and its time."""
+    from kernelgd._array_api import xp_of
+    from kernelgd._operator import KernelOperator
+
+    xp = xp_of(X_d)
+    C = model.X_fit_
+    operator = KernelOperator(X_d, model._bound_kernel(), centers=C, store=False, dtype=str(X_d.dtype).split(".")[-1])
+    V = xp.ones((C.shape[0], xp.reshape(model.dual_coef_, (C.shape[0], -1)).shape[1]), dtype=xp.float64, device=C.device)
+    operator.matvec(V)  # its blocks' kernels, warm
+    sync()
+    start = time.perf_counter()
+    operator.matvec(V)
+    sync()
+    seconds = time.perf_counter() - start
+    return X_d.shape[0] * C.shape[0] / seconds, seconds
+
+
+def worker(problem, system, device, data_dir, n_synthetic, n_centers, dtype="float64"):
+    from sklearn import clone, config_context
     from sklearn.metrics import accuracy_score, log_loss, mean_squared_error
 
     X_tr, y_tr, X_te, y_te = _load(problem, data_dir, n_synthetic)
+    X_tr, X_te = X_tr.astype(dtype), X_te.astype(dtype)
     model = _estimator(problem, n_centers)
     sync = lambda: None  # noqa: E731
     if system == "numpy":
@@ -93,11 +133,16 @@ def worker(problem, system, device, data_dir, n_synthetic, n_centers):
     X_d, y_d, X_te_d = to(X_tr), to(y_tr), to(X_te)
     sync()
     with config_context(array_api_dispatch=system != "numpy"):
+        warm = clone(model)
+        if getattr(warm, "n_centers", None) not in (None, "auto"):
+            warm.set_params(n_centers=min(WARM_UP_CENTERS, warm.n_centers))
+        warm.fit(X_d[:WARM_UP_ROWS], y_d[:WARM_UP_ROWS])
+        sync()
         start = time.perf_counter()
         model.fit(X_d, y_d)
         sync()
         fit_time = time.perf_counter() - start
-        if problem in ("mnist", "letter"):
+        if problem in ("mnist", "letter", "higgs-logistic"):
             proba = model.predict_proba(X_te_d)
             proba = np.asarray(proba.cpu() if hasattr(proba, "cpu") else getattr(proba, "get", lambda: proba)())
             score = {"log_loss": float(log_loss(y_te, proba, labels=model.classes_)),
@@ -106,12 +151,14 @@ def worker(problem, system, device, data_dir, n_synthetic, n_centers):
             pred = model.predict(X_te_d)
             pred = np.asarray(pred.cpu() if hasattr(pred, "cpu") else getattr(pred, "get", lambda: pred)())
             score = {"mse": float(mean_squared_error(y_te, pred))}
+        if getattr(model, "n_centers_", None):
+            score["entries_per_s"], score["product_s"] = _product_rate(model, X_d, sync)
     print(json.dumps({"fit_time": fit_time, "device_name": _device_name(system, device), "n_iter": int(model.n_iter_),
                       "solver": model.solver_, **score}))
 
 
-def _systems(device):
-    systems = ["numpy"]
+def _systems(device, problem):
+    systems = ["numpy"] if problem not in HIGGS or device == "cpu" else []
     try:
         import torch
 
@@ -132,29 +179,33 @@ def _systems(device):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", nargs=6, metavar=("PROBLEM", "SYSTEM", "DEVICE", "DATA_DIR", "N", "M"))
+    parser.add_argument("--worker", nargs=7, metavar=("PROBLEM", "SYSTEM", "DEVICE", "DATA_DIR", "N", "M", "DTYPE"))
     parser.add_argument("--data-dir", default=str(HERE.parent.parent / "shared" / "data"))
     parser.add_argument("--problems", nargs="+", default=PROBLEMS, choices=PROBLEMS)
     parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"],
                         help="where torch computes; auto: cuda where available (else torch is left out)")
     parser.add_argument("--n-synthetic", type=int, default=1_000_000)
     parser.add_argument("--n-centers", type=int, default=10_000, help="centers of the synthetic problem")
+    parser.add_argument("--n-higgs", type=int, default=10_000_000, help="training rows of the HIGGS-sized problems")
+    parser.add_argument("--higgs-centers", type=int, default=50_000, help="centers of the HIGGS-sized problems")
+    parser.add_argument("--dtype", default="float64", choices=["float64", "float32"], help="the inputs' dtype")
     parser.add_argument("--timeout", type=int, default=3600)
     parser.add_argument("--out", default=str(HERE / "results" / "gpu.json"))
     args = parser.parse_args()
     if args.worker:
-        problem, system, device, data_dir, n, m = args.worker
-        return worker(problem, system, device, data_dir, int(n), int(m))
+        problem, system, device, data_dir, n, m, dtype = args.worker
+        return worker(problem, system, device, data_dir, int(n), int(m), dtype)
 
     device = "cuda" if args.device == "auto" else args.device
     env = dict(os.environ, SCIPY_ARRAY_API="1")
     rows = []
     for problem in args.problems:
         base = None
-        for system in _systems(device):
+        n, m = (args.n_higgs, args.higgs_centers) if problem in HIGGS else (args.n_synthetic, args.n_centers)
+        for system in _systems(device, problem):
             dev = "cpu" if system == "numpy" else device
-            result = run_worker(__file__, [problem, system, dev, args.data_dir, str(args.n_synthetic),
-                                           str(args.n_centers)], args.timeout, env=env)
+            result = run_worker(__file__, [problem, system, dev, args.data_dir, str(n), str(m), args.dtype],
+                                args.timeout, env=env)
             row = {"problem": problem, "system": system, **result}
             if system == "numpy" and result["status"] == "ok":
                 base = result["fit_time"]
@@ -165,7 +216,8 @@ def main():
     print()
     print(format_table(rows, COLUMNS))
     payload = {"machine": machine(), "device": device, "n_synthetic": args.n_synthetic,
-               "n_centers": args.n_centers, "rows": rows}
+               "n_centers": args.n_centers, "n_higgs": args.n_higgs, "higgs_centers": args.higgs_centers,
+               "dtype": args.dtype, "warm_up_rows": WARM_UP_ROWS, "rows": rows}
     print(f"\nwrote {write_json(args.out, payload)}")
 
 
@@ -173,6 +225,7 @@ COLUMNS = [
     ("problem", "problem", None), ("system", "system", None), ("device_name", "device", None),
     ("fit_time", "fit (s)", "{:.2f}"), ("vs_numpy", "time / numpy's", "{:.2f}"), ("n_iter", "iterations", None),
     ("mse", "test MSE", "{:.4f}"), ("log_loss", "log-loss", "{:.4f}"), ("accuracy", "accuracy", "{:.4f}"),
+    ("entries_per_s", "kernel entries / s", "{:.3g}"), ("product_s", "one product (s)", "{:.3g}"),
     ("status", "status", None),
 ]
 
