@@ -583,7 +583,7 @@ class _Generic:
 
     def cast(A, dtype):
         xp = xp_of(A)
-        return xp.astype(A, float_dtype(xp, dtype))
+        return xp.astype(A, float_dtype(xp, dtype), copy=False)  # no copy where A has the dtype
 
     def sum_blocks(first, parts):
         return functools.reduce(lambda a, b: a + b, parts)
