@@ -39,7 +39,7 @@ except ImportError:  # pragma: no cover - older scikit-learn: numpy inputs only
 
 
 def _is_host(A):
-    return isinstance(A, np.ndarray) or sp.issparse(A)  # the one test of which body applies
+    return isinstance(A, (np.ndarray, np.generic)) or sp.issparse(A)  # the one test of which body applies
 
 
 def on_host(*arrays):
@@ -277,10 +277,13 @@ class _Host:
     def colnorm(R):
         return np.linalg.norm(R, axis=0)
 
-    def total(A, B=None, w=None):
+    def sum_of(A, B=None, w=None):
         if w is None:
-            return float(np.sum(A) if B is None else np.einsum("ij,ij->", A, B))
-        return float(np.einsum("i,ij,ij->", w, A, A if B is None else B))
+            return np.sum(A) if B is None else np.einsum("ij,ij->", A, B)  # without the product's temporary
+        return np.einsum("i,ij,ij->", w, A, A if B is None else B)
+
+    def to_floats(first, scalars):
+        return [float(s) for s in scalars]
 
     def outer(u, v):
         return np.outer(u, v)
@@ -516,9 +519,13 @@ class _Generic:
         xp = xp_of(R)
         return xp.sqrt(xp.sum(R * R, axis=0))
 
-    def total(A, B=None, w=None):
+    def sum_of(A, B=None, w=None):
         P = A if B is None else A * B
-        return float(xp_of(A).sum(P if w is None else w[:, None] * P))
+        return xp_of(A).sum(P if w is None else w[:, None] * P)
+
+    def to_floats(first, scalars):
+        xp = xp_of(first)
+        return [float(v) for v in to_numpy(xp.stack([xp.reshape(s, ()) for s in scalars]))]
 
     def outer(u, v):
         return u[:, None] * v[None, :]
@@ -760,7 +767,7 @@ take_columns = _dispatched("take_columns")  # A[:, idx] for a numpy index array
 add_at_rows = _dispatched("add_at_rows")  # A[idx] += V for distinct rows; returns A (in place where allowed)
 coldot = _dispatched("coldot")  # sum_i R_ij Z_ij per column j
 colnorm = _dispatched("colnorm")  # each column's Euclidean norm
-total = _dispatched("total")  # sum_ij w_i A_ij B_ij (B and w optional) as a float
+sum_of = _dispatched("sum_of")  # sum_ij w_i A_ij B_ij (B and w optional), a 0-d array on A's device
 outer = _dispatched("outer")
 row_dot = _dispatched("row_dot")  # sum_j A_ij B_ij per row i
 weighted_sum = _dispatched("weighted_sum")  # sum_i w_i Y_i
@@ -796,6 +803,17 @@ GrowingFactor = _dispatched("GrowingFactor")  # a pivoted Cholesky's factor F (n
 triangular_solver = _dispatched("triangular_solver")  # V, trans -> T^-1 V (T^-T V), T upper triangular
 _triangular_inverses, _stacked_cho_solve = _dispatched("triangular_inverses"), _dispatched("stacked_cho_solve")
 _concat, _sum_blocks = _dispatched("concat"), _dispatched("sum_blocks")
+_to_floats = _dispatched("to_floats")
+
+
+def total(A, B=None, w=None):
+    """``sum_ij w_i A_ij B_ij`` (B and w optional) as a Python float: a read from A's device."""
+    return float(sum_of(A, B, w))
+
+
+def to_floats(*scalars):
+    """0-d arrays (of one namespace) as Python floats, in one read from their device."""
+    return _to_floats(scalars[0], scalars)
 
 
 def concat(arrays, axis=0):

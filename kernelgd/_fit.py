@@ -64,7 +64,7 @@ class ValidationMonitor:
         xp = xp_of(A)
         K_val = None if self.K_val is None else xp.astype(self.K_val, xp.float64)
         F = (K_val @ A if self.op is None else self.op.matvec(A)) + b
-        loss = self.loss.value(F, self.Y, self.w)
+        loss = float(self.loss.value(F, self.Y, self.w))
         self.curve.append(loss)
         if loss < self.best_loss * (1 - self.tol):
             self.best, self.best_loss, self.waited = (copy(A), copy(b)), loss, 0

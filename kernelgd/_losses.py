@@ -17,7 +17,9 @@ multinomial        logsumexp(f) - sum_c y_c f_c         one-hot rows (0 / 1)
 
 import numpy as np
 
-from ._array_api import cast, clip_min, expit, log_expit, logsumexp, row_dot, softmax, total, weighted_sum, xp_of, zeros
+from ._array_api import (
+    cast, clip_min, expit, log_expit, logsumexp, row_dot, softmax, sum_of, total, weighted_sum, xp_of, zeros,
+)
 
 # Probabilities of the baseline are kept this far from 0 and 1, so that a
 # class without weight gives a large finite intercept instead of inf.
@@ -36,7 +38,7 @@ class SquaredLoss:
     @staticmethod
     def value(F, Y, w):
         R = F - Y
-        return total(R, R, w)
+        return sum_of(R, R, w)
 
     @staticmethod
     def gradient(F, Y, w):
@@ -81,7 +83,7 @@ class BinaryLogisticLoss:
     @staticmethod
     def value(F, Y, w):
         xp = xp_of(F)
-        return float(-(w @ xp.sum(log_expit(Y * F), axis=1)))
+        return -(w @ xp.sum(log_expit(Y * F), axis=1))
 
     @staticmethod
     def gradient(F, Y, w):
@@ -108,7 +110,7 @@ class BinaryLogisticLoss:
             b = zeros(Y, 1) + float(np.log(p) - np.log1p(-p))
         else:
             b = zeros(Y, 1)
-        return b, cls.value(xp.broadcast_to(b, Y.shape), Y, w)
+        return b, float(cls.value(xp.broadcast_to(b, Y.shape), Y, w))
 
     @staticmethod
     def probabilities(F):
@@ -142,7 +144,7 @@ class MultinomialLoss:
 
     @staticmethod
     def value(F, Y, w):
-        return float(w @ (logsumexp(F, axis=1) - row_dot(Y, F)))
+        return w @ (logsumexp(F, axis=1) - row_dot(Y, F))
 
     @staticmethod
     def gradient(F, Y, w):
@@ -171,7 +173,7 @@ class MultinomialLoss:
             b = logp - xp.mean(logp)
         else:
             b = zeros(Y, Y.shape[1])
-        return b, cls.value(xp.broadcast_to(b, Y.shape), Y, w)
+        return b, float(cls.value(xp.broadcast_to(b, Y.shape), Y, w))
 
     @staticmethod
     def probabilities(F):

@@ -519,3 +519,37 @@ def test_cg_reads_the_device_once_per_iteration(module, monkeypatch):
     assert status == "converged" and n_iter > 5
     assert len(reads) <= n_iter + 2  # the test at each iteration, the last, and the run's status
     assert_allclose(to_numpy(A) @ to_numpy(X), to_numpy(B), atol=1e-6)
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+@pytest.mark.parametrize("n_centers", [None, 40])
+def test_a_cg_iteration_reads_the_device_twice(module, n_centers, monkeypatch):
+    # per CG iteration: the convergence test, and the monitor's scalars (objective, CG's quadratic,
+    # residual) in one transfer; counted as the difference between fits of 12 and 6 iterations
+    from kernelgd import _array_api
+    from kernelgd._solvers import _dense_newton
+
+    monkeypatch.setattr(_dense_newton, "MAX_UNKNOWNS", 0)  # CG's steps, not one dense solve
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(800, 5))
+    y = np.sin(X[:, 0]) + rng.normal(size=800)
+
+    def reads(max_iter):
+        count = []
+        array_type = type(module.asarray(np.zeros(1)))
+        with monkeypatch.context() as patch:
+            for name in ("__bool__", "__float__", "__int__", "__index__", "item"):
+                if hasattr(array_type, name):
+                    original = getattr(array_type, name)
+                    patch.setattr(array_type, name, lambda self, *a, _f=original, **k: count.append(1) or _f(self, *a, **k))
+            to_numpy = _array_api.to_numpy
+            patch.setattr(_array_api, "to_numpy", lambda A: count.append(1) or to_numpy(A))
+            model = KernelGDRegressor(solver="cg", alpha=1e-8, tol=0.0, max_iter=max_iter, n_centers=n_centers,
+                                      random_state=0)
+            with config_context(array_api_dispatch=True), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # tol=0 runs every iteration
+                model.fit(module.asarray(X), module.asarray(y))
+        assert model.n_iter_ == max_iter
+        return len(count)
+
+    assert reads(12) - reads(6) <= 2 * 6

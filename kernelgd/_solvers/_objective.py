@@ -8,8 +8,7 @@ negative. The loss (kernelgd._losses) supplies values, gradients and
 Hessians in F; solvers ask this object, never write the sum out.
 """
 
-from .._array_api import total
-from .._array_api import blas_dot
+from .._array_api import blas_dot, sum_of
 
 
 class Objective:
@@ -34,16 +33,20 @@ class Objective:
         return self.T is not None
 
     def penalty(self, A, KA=None):
-        """``||f||_H^2``: ``sum A * KA`` for the full model, ``|T A|^2`` on centers."""
+        """``||f||_H^2``: ``sum A * KA`` for the full model, ``|T A|^2`` on centers (a 0-d array)."""
         if self.T is not None:
-            return total(blas_dot(self.T, A) ** 2)
-        return total(A, KA)
+            return sum_of(blas_dot(self.T, A) ** 2)
+        return sum_of(A, KA)
 
     def value(self, A, KA, b):
-        """The objective of coefficients A (with ``KA = K A``) and intercepts b."""
+        """The objective of coefficients A (with ``KA = K A``) and intercepts b, as a float."""
+        return float(self.value_sum(A, KA, b))
+
+    def value_sum(self, A, KA, b):
+        """The objective as a 0-d array on the arrays' device: no read from it."""
         value = self.loss.value(KA + b, self.Y, self.w)
         if self.alpha:
-            value += self.alpha * float(self.penalty(A, KA))
+            value = value + self.alpha * self.penalty(A, KA)
         return value
 
     def baseline(self, fit_intercept):

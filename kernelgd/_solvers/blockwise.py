@@ -280,7 +280,7 @@ def solve(problem, settings):
     if settings.coef_init is not None:  # warm start, kept only where it beats the intercept-only model
         start = (settings.coef_init.copy(), settings.intercept_init.copy() if settings.fit_intercept else b0)
         terms_s = problem.evaluate(*start, hessian=True)
-        value_s = float(terms_s["value"]) + alpha * penalty(start[0])
+        value_s = float(terms_s["value"]) + alpha * float(penalty(start[0]))
         if np.isfinite(value_s) and value_s <= value0:
             (beta, b), terms, value = start, terms_s, value_s
         else:
@@ -311,7 +311,7 @@ def solve(problem, settings):
                 beta_t, b_t = beta + step * D, b + step * e
                 # the Hessian summary is fetched with the trial a full step usually makes the next iterate
                 terms_t = problem.evaluate(beta_t, b_t, hessian=step == 1.0 or loss.diagonal_hessian)
-                value_t = float(terms_t["value"]) + alpha * penalty(beta_t)
+                value_t = float(terms_t["value"]) + alpha * float(penalty(beta_t))
                 if np.isfinite(value_t) and value_t <= value + ARMIJO * step * slope:
                     accepted = True
                     break

@@ -40,7 +40,7 @@ residual of every column; the best iterate by the objective is returned.
 import numpy as np
 
 from .._array_api import (
-    diagonal, full, outer, take_columns, take_rows, to_numpy, total, weighted_sum, xp_of, zeros,
+    diagonal, full, outer, sum_of, take_columns, take_rows, to_floats, to_numpy, total, weighted_sum, xp_of, zeros,
 )
 from .._array_api import blas_dot
 from .._warnings import warn
@@ -185,8 +185,8 @@ def _solve_full_cg(operator, Y, w, settings, rng, s, center, diag_mean):
     if least_squares:
         B = apply_M(B)
 
-    def quadratic(C):  # what CG minimises, 1/2 C'(Q S K S Q + alpha) C - C'B, from the tracked K A
-        return 0.5 * (total(C, s[:, None] * tracker.KX) + alpha * total(C, C)) - total(C, B)
+    def quadratic(C):  # what CG minimises, 1/2 C'(Q S K S Q + alpha) C - C'B, from the tracked K A (0-d)
+        return 0.5 * (sum_of(C, s[:, None] * tracker.KX) + alpha * sum_of(C, C)) - sum_of(C, B)
 
     log = IterateLog()
     # In least-squares mode CG minimises the objective itself: progress is judged by it.
@@ -354,21 +354,25 @@ class _Monitor:
         settings, tracker, log = self.settings, self.tracker, self.log
         tracker.advance(step)
         coef, b, _ = self.combine(X, tracker.KX)
-        value = self.objective.value(coef, tracker.KX, b)
+        # the iteration's scalars in one read from the arrays' device
+        reads_residual = self.settle is not None or self.residual_progress
+        wanted = [self.objective.value_sum(coef, tracker.KX, b)]
+        wanted += [self.quadratic(X)] if self.quadratic is not None else []
+        read = to_floats(*wanted, *([tracker.largest] if reads_residual else []))
+        value, residual = read[0], read[-1] if reads_residual else None
         log.record(value, coef, b)
         if self.quadratic is not None:
-            q = float(self.quadratic(X))
+            q = read[1]
             self.since_quadratic = 0 if q < self.best_quadratic else self.since_quadratic + 1
             self.best_quadratic = min(self.best_quadratic, q)
         it = len(log.curve)
         if settings.verbose and (settings.verbose > 1 or it % 10 == 0 or it == 1):
             print(f"[cg] iter {it:5d}  objective {value:.6e}")
-        if self.settle is not None and _settled(log.curve, tracker.residual, self.settle):
+        if self.settle is not None and _settled(log.curve, residual, self.settle):
             self.reason = "settled"
             return True
         since = self.since_quadratic if self.quadratic is not None else log.since_best()
         if self.residual_progress:
-            residual = tracker.residual  # one read from the device
             self.since_residual = 0 if residual < self.best_residual else self.since_residual + 1
             self.best_residual = min(self.best_residual, residual)
             since = min(since, self.since_residual)
