@@ -11,7 +11,7 @@ import numpy as np
 
 from ..._array_api import (
     CholeskyStack, add_to_diagonal, blas_dot, clip_min, cholesky, coldot, contiguous, copy, fortran, from_numpy, gram,
-    single_threaded_blas, to_numpy, xp_of, zeros,
+    single_threaded_blas, to_floats, to_numpy, xp_of, zeros,
 )
 from .._krylov import ProductTracker, block_pcg, rp_cholesky
 from .._preconditioners import N_LANDMARKS, PRECONDITIONER_MIN_SHIFT
@@ -81,10 +81,10 @@ def coupling_ratio(operator, w, k, settings, steps):
 
 
 def _diagonal_ratio(h, h_old, diag, mu, mu_old):
-    """The largest factor by which a row's ``h_i K_ii + mu`` has moved since ``h_old``'s factor."""
+    """The largest factor by which a row's ``h_i K_ii + mu`` has moved since ``h_old``'s factor (0-d)."""
     xp = xp_of(h)
     ratio = (h * diag + mu) / (h_old * diag + mu_old)
-    return float(xp.max(xp.maximum(ratio, 1.0 / ratio)))
+    return xp.max(xp.maximum(ratio, 1.0 / ratio))
 
 
 def preconditioner(operator, H, ridge, settings, steps):
@@ -109,14 +109,22 @@ def preconditioner(operator, H, ridge, settings, steps):
         steps.factors = FullFactors.empty(k)
     factors = steps.factors
     weights, shifts = factors.weights, factors.shifts
-    for c in range(k):
+    # every column's shift and refactoring tests in one read from the arrays' device
+    seen = [c for c in range(k) if weights[c] is not None]
+    sums = [mu[c] for c in range(k)]
+    for c in seen:
         old = weights[c]
-        moved = old is None or (float(xp.sum(xp.abs(H[:, c] - old))) > REFACTOR_CHANGE * float(xp.sum(old))
-                                or _diagonal_ratio(H[:, c], old, diag, float(mu[c]), float(shifts[c])) > REFACTOR_RATIO)
-        if L.shape[1] and (moved or not 0.5 <= float(mu[c]) / shifts[c] <= 2.0):  # or a damping that moved
-            Gc = add_to_diagonal(gram(S[:, c : c + 1] * L, trans=True), float(mu[c]))
+        ratio = _diagonal_ratio(H[:, c], old, diag, mu[c], float(shifts[c]))
+        sums += [xp.sum(xp.abs(H[:, c] - old)), xp.sum(old), ratio]
+    read = to_floats(*sums)
+    mus, tests = read[:k], {c: read[k + 3 * i : k + 3 * i + 3] for i, c in enumerate(seen)}
+    for c in range(k):
+        change, size, ratio = tests.get(c, (None, None, None))
+        moved = change is None or change > REFACTOR_CHANGE * size or ratio > REFACTOR_RATIO
+        if L.shape[1] and (moved or not 0.5 <= mus[c] / shifts[c] <= 2.0):  # or a damping that moved
+            Gc = add_to_diagonal(gram(S[:, c : c + 1] * L, trans=True), mus[c])
             factors.cholesky.set(c, cholesky(Gc, "preconditioner matrix"))
-            weights[c], shifts[c] = copy(H[:, c]), float(mu[c])
+            weights[c], shifts[c] = copy(H[:, c]), mus[c]
     if not L.shape[1]:
         return lambda V: V / mu
     S_factor = xp.sqrt(xp.stack(weights, axis=1))

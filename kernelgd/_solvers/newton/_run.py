@@ -4,7 +4,7 @@ from enum import Enum
 
 import numpy as np
 
-from ..._array_api import blas_dot, clip_min, copy, xp_of, zeros
+from ..._array_api import blas_dot, clip_min, copy, sum_of, to_floats, xp_of, zeros
 from ..._array_api import total as total_of
 from ..._warnings import warn
 from .. import _dense_newton
@@ -179,15 +179,15 @@ class _NewtonRun:
         self.value = self.objective.value(self.A, self.KA, self.b)
 
     def inner(self, U, KV):
-        """<U, V>_H summed over columns, given K V (or V itself with centers: as the objective's
+        """<U, V>_H summed over columns (a 0-d array), given K V (or V itself with centers: as the objective's
         penalty, through T'T = K_mm + jitter, which huge coefficients on a rank-deficient K_mm feel)."""
         if self.K_mm is None:
-            return total_of(U, KV)
+            return sum_of(U, KV)
         T = self.objective.T
-        return total_of(blas_dot(T, U), blas_dot(T, KV))
+        return sum_of(blas_dot(T, U), blas_dot(T, KV))
 
     def pair(self, U, V, KV):
-        """<U, V>_H given V and K V (whichever the model's norm needs)."""
+        """<U, V>_H (a 0-d array) given V and K V (whichever the model's norm needs)."""
         return self.inner(U, KV if self.K_mm is None else V)
 
     # ------------------------------------------------------------------ stopping tests
@@ -406,9 +406,11 @@ class _NewtonRun:
     def _slope(self, G, D, KD, db):
         """The objective's directional derivative along the step (inf where it overflowed: no descent)."""
         with np.errstate(over="ignore", invalid="ignore"):
-            slope = total_of(G, KD + db)  # directional derivative of the loss part
-            if self.alpha:
-                slope += 2.0 * self.alpha * self.inner(D, self.KA if self.K_mm is None else self.A)
+            if self.alpha:  # the loss part's directional derivative and the penalty's, in one read
+                loss_part, penalty_part = to_floats(sum_of(G, KD + db), self.inner(D, self.KA if self.K_mm is None else self.A))
+                slope = loss_part + 2.0 * self.alpha * penalty_part
+            else:
+                slope = total_of(G, KD + db)
         return slope if np.isfinite(slope) else np.inf
 
     def _line_search(self, D, db, KD, slope):
@@ -566,11 +568,16 @@ def _subspace_step(loss, F, Y, w, G, alpha, pair, A, KA, new, previous):
     steps = [new[:3]] + previous
     E = [KD + db for _, db, KD in steps]  # how each step changes F
     HE = [loss.hessp(F, Y, w, e) for e in E]
-    g = np.array([total_of(G, e) for e in E])
-    M = np.array([[total_of(e, he) for he in HE] for e in E])
+    s = len(steps)
+    # the model's gradient and Hessian (and the penalty's) in one read from the arrays' device
+    sums = [sum_of(G, e) for e in E] + [sum_of(e, he) for e in E for he in HE]
     if alpha:
-        g += 2.0 * alpha * np.array([pair(D, A, KA) for D, _, _ in steps])
-        M += 2.0 * alpha * np.array([[pair(Di, Dj, KDj) for Dj, _, KDj in steps] for Di, _, _ in steps])
+        sums += [pair(D, A, KA) for D, _, _ in steps] + [pair(Di, Dj, KDj) for Di, _, _ in steps for Dj, _, KDj in steps]
+    read = np.array(to_floats(*sums))
+    g, M = read[:s], read[s : s + s * s].reshape(s, s)
+    if alpha:
+        g += 2.0 * alpha * read[s + s * s : 2 * s + s * s]
+        M += 2.0 * alpha * read[2 * s + s * s :].reshape(s, s)
     M = (M + M.T) / 2
     if not (np.all(np.isfinite(M)) and np.all(np.isfinite(g))):
         return new
