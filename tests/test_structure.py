@@ -62,8 +62,8 @@ def test_no_function_is_longer_than_120_lines():
 # A test of which array namespace an input lives in ("xp is np", "isinstance(A, np.ndarray)", a library's
 # namespace predicate, ...)
 NAMESPACE_TEST = re.compile(
-    r"\bis (not )?np\b|isinstance\([^)]*np\.ndarray\)|\bis_numpy\(|_is_numpy_namespace\(|"
-    r"is_(torch|cupy|array_api_strict)_namespace\(|\b_(torch|cupy)\(xp\)"
+    r"\bis (not )?np\b|isinstance\([^)]*np\.ndarray|\bis_numpy\(|_is_numpy_namespace\(|"
+    r"\bis_(torch|cupy|array_api_strict)_namespace\b|\b_(torch|cupy)\(xp\)"
 )
 # The backend: one numpy body and one generic body per primitive, and the tests that choose between them.
 BACKEND = {"_array_api.py"}
