@@ -10,9 +10,9 @@ pool of :mod:`kernelgd._operator`).
 Each primitive has two bodies: ``_Host``'s for numpy arrays (and scipy.sparse
 matrices where it takes them: scipy's BLAS and LAPACK drivers, in place where
 that saves a copy) and ``_Generic``'s, written with the standard's functions
-only. ``on_host`` is the one test that picks between them, per call, on the
-first array argument; nothing outside this module and :mod:`kernelgd._distances`
-asks which namespace an array belongs to. The standard has no triangular solve,
+only. One test picks between them, per call, on the first array argument;
+outside this module code asks at most ``on_host`` (whether arrays are numpy's
+or scipy.sparse's: the thread pool and worker processes exist only there). The standard has no triangular solve,
 no pivoted Cholesky and no scatter-add; each gets one small fallback here,
 documented where it is.
 """
@@ -489,7 +489,7 @@ class _Generic:
 
     def cholesky_attempt(M):
         M = (M + M.T) / 2
-        mean = float(xp_of(M).sum(xp_of(M).linalg.diagonal(M))) / max(M.shape[0], 1)
+        mean = float(xp_of(M).sum(diagonal(M))) / max(M.shape[0], 1)
         return max(mean, float(np.finfo(np.float64).tiny)), M, _array_api_upper_factor
 
     def factor_in_place(M):
@@ -795,15 +795,15 @@ gram = _dispatched("gram")  # alpha A A' (alpha A'A with trans), at least its up
 triangle_gram = _dispatched("triangle_gram")  # T T' of an upper triangular T, at least its upper triangle
 minus_outer = _dispatched("minus_outer")  # M - v v', at least on the upper triangle
 cho_solve = _dispatched("cho_solve")  # (R'R)^-1 V for an upper Cholesky factor R
-fortran = _dispatched("fortran")
-blas_dot = _dispatched("blas_dot")
-dot64 = _dispatched("dot64")
-solve_psd = _dispatched("solve_psd")  # Fortran order where the namespace has memory orders
+fortran = _dispatched("fortran")  # Fortran order where the namespace has memory orders
+blas_dot = _dispatched("blas_dot")  # A @ V in A's dtype (numpy: scipy's BLAS, no copy of A)
+dot64 = _dispatched("dot64")  # block @ V in a given dtype, returned in float64
+solve_psd = _dispatched("solve_psd")  # M^-1 v for a symmetric PSD M (least squares where singular)
 GrowingFactor = _dispatched("GrowingFactor")  # a pivoted Cholesky's factor F (n x up to rank), column blocks
 triangular_solver = _dispatched("triangular_solver")  # V, trans -> T^-1 V (T^-T V), T upper triangular
 _triangular_inverses, _stacked_cho_solve = _dispatched("triangular_inverses"), _dispatched("stacked_cho_solve")
 _concat, _sum_blocks = _dispatched("concat"), _dispatched("sum_blocks")
-_to_floats = _dispatched("to_floats")
+_to_floats, _cholesky_attempt = _dispatched("to_floats"), _dispatched("cholesky_attempt")
 
 
 def total(A, B=None, w=None):
@@ -839,7 +839,7 @@ def cholesky(M, what="matrix", jitter=0.0):
     raises in most and returns NaN in others (CuPy): both count as failure.
     """
     host, jitter = on_host(M), float(jitter)  # a 0-d array of another namespace would not add to M's
-    scale, M, attempt = (_Host if host else _Generic).cholesky_attempt(M)
+    scale, M, attempt = _cholesky_attempt(M)
     guard = single_threaded_blas() if host and M.shape[0] > THREADED_LAPACK_MAX else nullcontext()
     with guard:
         for extra in JITTER_LADDER:

@@ -163,9 +163,10 @@ def _asymmetry(X, block=256):
     n x n temporaries), which a K-fold search pays on every fit.
     """
     xp, n = xp_of(X), X.shape[0]
+    edges = [(start, min(start + block, n)) for start in range(0, n, block)]  # in bounds: the standard asks it
     tiles = [
-        xp.max(xp.abs(X[i : min(i + block, n), j : min(j + block, n)] - X[j : min(j + block, n), i : min(i + block, n)].T))
-        for i in range(0, n, block) for j in range(i, n, block)
+        xp.max(xp.abs(X[i:i_end, j:j_end] - X[j:j_end, i:i_end].T))
+        for k, (i, i_end) in enumerate(edges) for j, j_end in edges[k:]
     ]
     return float(xp.max(xp.stack(tiles))) if tiles else 0.0
 
