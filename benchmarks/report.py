@@ -27,12 +27,21 @@ DROPOUT = {"concrete": 4.82, "energy": 0.54, "kin8nm": 0.08, "naval": 0.005, "po
 UCI_ORDER = ["yacht", "energy", "concrete", "wine", "kin8nm", "naval", "power", "protein"]
 
 
+# The page's machine (the intro's), and the machines of the files read since the last section.
+PAGE_MACHINE = "cal16k"
+_read_machines = []
+
+
 def load(name):
-    return json.loads((RESULTS / f"{name}.json").read_text())
+    data = json.loads((RESULTS / f"{name}.json").read_text())
+    if isinstance(data, dict) and "machine" in data:
+        _read_machines.append(data["machine"])
+    return data
 
 
 def rst_table(header, rows):
-    cells = [header] + [[str(c) for c in row] for row in rows]
+    # a cell of a lone "-" (or "*", "+") would render as an empty bullet list: escape it
+    cells = [header] + [["\\" + str(c) if str(c) in ("-", "*", "+") else str(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     rule = "  ".join("=" * w for w in widths)
     lines = [rule, "  ".join(h.ljust(w) for h, w in zip(header, widths)), rule]
@@ -81,6 +90,14 @@ def command(*lines):
 
 
 def section(title, text):
+    """A page section; it names the machine of its figures where that is not the page's."""
+    page = machine_line(json.loads((RESULTS / f"{PAGE_MACHINE}.json").read_text())["machine"])
+    lines = [machine_line(m) for m in _read_machines]
+    _read_machines.clear()
+    others = list(dict.fromkeys(line for line in lines if line != page))
+    if others and "Machine: " not in text:
+        which = "These figures come" if page not in lines else "Some of these figures come"
+        text = f"{text.strip()}\n\n{which} from another machine of the same size: {'; '.join(others)}."
     return f"{title}\n{'-' * len(title)}\n\n{text.strip()}\n"
 
 
@@ -1024,7 +1041,8 @@ the time.
 
 
 def page():
-    machine = load("cal16k")["machine"]
+    machine = load(PAGE_MACHINE)["machine"]
+    _read_machines.clear()
     intro = f"""
 Benchmarks
 ==========
@@ -1041,7 +1059,8 @@ fit. Ratios are a system's time divided by kernelgd's: above 1x, kernelgd
 is faster.
 
 The machine is small on purpose, the one the test suite runs on:
-{machine_line(machine)}. It is a shared virtual machine, where the same fit
+{machine_line(machine)} (a section measured on another of the same size
+names it). It is a shared virtual machine, where the same fit
 varies by 10-30% in time from run to run. The peers are installed by
 ``python -m pip install ".[bench]"``.
 

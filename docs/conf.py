@@ -35,3 +35,5 @@ html_static_path = ["_static"]
 html_css_files = ["kernelgd.css"]
 # Inherited scikit-learn docstrings (score, ...) point at scikit-learn's labels.
 suppress_warnings = ["ref.ref"]
+# Top-level pages have no sub-pages to list: without the empty left sidebar, wide tables get the room.
+html_sidebars = {"*": []}

@@ -30,7 +30,7 @@ def _has_probabilities(estimator):
 
 
 class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
-    """Kernel classifier trained by gradient descent on the dual coefficients.
+    """Kernel classifier (kernel ridge or kernel logistic regression), fitted by a gradient-based solver.
 
     With ``loss="squared"`` (the default) each class gets a +1/-1 target
     (one-vs-rest; a single column for two classes) fitted with the squared

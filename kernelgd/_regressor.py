@@ -18,12 +18,13 @@ from ._warnings import warn
 
 
 class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
-    """Kernel regression trained by gradient descent on the dual coefficients.
+    """Kernel ridge regression, fitted on the dual coefficients by a gradient-based solver.
 
     Learns ``f(x) = sum_i dual_coef_[i] k(X_fit_[i], x) + intercept_`` by
-    gradient descent on the dual coefficients or a faster solver of the
-    same objective (see Notes). With ``alpha > 0`` it
-    converges to the kernel ridge solution.
+    minimising the squared loss plus ``alpha`` times the model's squared norm:
+    by default with preconditioned conjugate gradient, on request with
+    EigenPro, Newton or plain gradient descent on the same objective (see
+    Notes). With ``alpha > 0`` it converges to the kernel ridge solution.
 
     Read more in the :ref:`User Guide <ug-model>`.
 
