@@ -167,6 +167,18 @@ def memory_budget(xp, device, default):
     return _library(xp).memory_budget(device, default)
 
 
+# Iterations an iterative solver runs between reads of arrays off the host: a read waits for the
+# device to finish its queue, and a convergence test every iteration would stall it each time.
+DEVICE_READ_INTERVAL = 4
+
+
+def read_interval(A):
+    """Iterations between an iterative solver's host reads for arrays like ``A``: 1 on the host, where
+    a read costs nothing, ``DEVICE_READ_INTERVAL`` elsewhere (a solver then runs up to that many - 1
+    iterations past its stopping point)."""
+    return 1 if _is_host(A) else DEVICE_READ_INTERVAL
+
+
 # ------------------------------------------------------------------ threads
 
 

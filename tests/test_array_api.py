@@ -492,9 +492,10 @@ def test_predictive_std_matches_numpy(module, n_centers, dense, regression, monk
 
 
 @pytest.mark.parametrize("module", NAMESPACES)
-def test_cg_reads_the_device_once_per_iteration(module, monkeypatch):
-    # a host read waits for the device: block_pcg's only one per iteration is its convergence test
-    # (its residual stays on the device until a caller asks the tracker for it)
+def test_cg_reads_the_device_once_per_read_interval(module, monkeypatch):
+    # a host read waits for the device: block_pcg's only one is its convergence test, every
+    # read_interval iterations (its residual stays on the device until a caller asks the tracker for it)
+    from kernelgd._array_api import read_interval
     from kernelgd._solvers._krylov import ProductTracker, block_pcg
 
     rng = np.random.RandomState(0)
@@ -516,16 +517,18 @@ def test_cg_reads_the_device_once_per_iteration(module, monkeypatch):
         X, n_iter, status = block_pcg(apply_A, B, lambda V: V, max_iter=100, tol=1e-10,
                                       on_iter=lambda X, step: tracker.advance(step), tracker=tracker)
         monkeypatch.undo()
-    assert status == "converged" and n_iter > 5
-    assert len(reads) <= n_iter + 2  # the test at each iteration, the last, and the run's status
+    every = read_interval(B)
+    assert status == "converged" and n_iter > 5 and every > 1
+    assert len(reads) <= n_iter // every + 4  # the tests (one past the last), the count and the status
     assert_allclose(to_numpy(A) @ to_numpy(X), to_numpy(B), atol=1e-6)
 
 
 @pytest.mark.parametrize("module", NAMESPACES)
 @pytest.mark.parametrize("n_centers", [None, 40])
-def test_a_cg_iteration_reads_the_device_twice(module, n_centers, monkeypatch):
-    # per CG iteration: the convergence test, and the monitor's scalars (objective, CG's quadratic,
-    # residual) in one transfer; counted as the difference between fits of 12 and 6 iterations
+def test_cg_reads_the_device_twice_per_read_interval(module, n_centers, monkeypatch):
+    # per read_interval CG iterations: the convergence test, and the monitor's scalars of those
+    # iterations (objective, CG's quadratic, residual) in one transfer; counted as the difference
+    # between fits of 12 and 6 iterations
     from kernelgd import _array_api
     from kernelgd._solvers import _dense_newton
 
@@ -552,4 +555,28 @@ def test_a_cg_iteration_reads_the_device_twice(module, n_centers, monkeypatch):
         assert model.n_iter_ == max_iter
         return len(count)
 
-    assert reads(12) - reads(6) <= 2 * 6
+    every = _array_api.DEVICE_READ_INTERVAL
+    assert every > 1 and reads(12) - reads(6) <= 2 * (6 // every + 1)
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+@pytest.mark.parametrize("n_centers", [None, 40])
+def test_reading_the_device_less_often_changes_no_result(module, n_centers, monkeypatch):
+    # converged columns take zero steps until the next read: the same model and iteration count
+    from kernelgd import _array_api
+    from kernelgd._solvers import _dense_newton
+
+    monkeypatch.setattr(_dense_newton, "MAX_UNKNOWNS", 0)  # CG's steps, not one dense solve
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(300, 4))
+    Y = np.column_stack([np.sin(X[:, 0]), X[:, 1] ** 2]) + 0.1 * rng.normal(size=(300, 2))
+    fits = {}
+    for every in (1, 3):
+        monkeypatch.setattr(_array_api, "DEVICE_READ_INTERVAL", every)
+        model = KernelGDRegressor(solver="cg", alpha=1e-4, n_centers=n_centers, random_state=0)
+        with config_context(array_api_dispatch=True):
+            model.fit(module.asarray(X), module.asarray(Y))
+        fits[every] = model
+    assert_allclose(to_numpy(fits[3].dual_coef_), to_numpy(fits[1].dual_coef_), rtol=0, atol=0)
+    assert_allclose(to_numpy(fits[3].intercept_), to_numpy(fits[1].intercept_), rtol=0, atol=0)
+    assert fits[3].n_iter_ == fits[1].n_iter_ and len(fits[3].loss_curve_) == fits[3].n_iter_

@@ -8,7 +8,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._array_api import GrowingFactor, clip_min, coldot, colnorm, copy, pivoted_cholesky, take_rows, to_numpy, xp_of
+from .._array_api import (
+    GrowingFactor, clip_min, coldot, colnorm, copy, pivoted_cholesky, read_interval, take_rows, to_numpy, xp_of,
+)
 
 # Pivots drawn per round of randomly pivoted Cholesky.
 RPC_BLOCK = 100
@@ -59,7 +61,10 @@ def block_pcg(
     B : ndarray of shape (n, k)
     on_iter : callable, default=None
         ``on_iter(X, step) -> bool`` after every iteration, with the column
-        steps taken; True stops.
+        steps taken; True stops. Off the host, the run tests convergence
+        every ``read_interval(B)`` iterations only (a read waits for the
+        device): converged columns take zero steps until then, and
+        ``n_iter`` counts the iterations a test at every one would have run.
     x0 : ndarray of shape (n, k), default=None
         The starting point (zero by default).
     tracker : ProductTracker, default=None
@@ -108,11 +113,18 @@ def block_pcg(
     b_norm = xp.where(b_norm == 0, 1.0, b_norm)
     active = colnorm(R) / b_norm > tol
     stalled = xp.zeros_like(active)  # columns that lost conjugacy, read once CG ends
-    it = 0
-    # one host read per iteration, the convergence test: the rest stays on the arrays' device
+    it, every = 0, read_interval(B)
+    busy = 0  # iterations begun with a column active: those a test at every iteration would have run
+
+    def ran():  # one read, at the end of a run with tests every few iterations
+        return it - 1 if every == 1 else int(busy)
+
+    # one host read per `every` iterations, the convergence test: the rest stays on the arrays' device
     for it in range(1, max_iter + 1):
-        if not bool(xp.any(active)):
-            return PCGResult(X, it - 1, _ended(stalled))
+        if (it - 1) % every == 0 and not bool(xp.any(active)):
+            return PCGResult(X, ran(), _ended(stalled))
+        if every > 1:
+            busy = busy + xp.astype(xp.any(active), xp.int64)
         AP = apply_A(P)
         pap = coldot(P, AP)
         lost = active & ~(pap > 0) | active & ~(rz > 0)  # no descent left in these columns: they stop here
@@ -132,7 +144,7 @@ def block_pcg(
         P = Z + beta * P
         rz = rz_new
     if not bool(xp.any(active)):
-        return PCGResult(X, it, _ended(stalled))
+        return PCGResult(X, it if every == 1 else int(busy), _ended(stalled))
     return PCGResult(X, it, "max_iter")
 
 

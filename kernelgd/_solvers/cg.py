@@ -40,7 +40,8 @@ residual of every column; the best iterate by the objective is returned.
 import numpy as np
 
 from .._array_api import (
-    diagonal, full, outer, sum_of, take_columns, take_rows, to_floats, to_numpy, total, weighted_sum, xp_of, zeros,
+    diagonal, full, outer, read_interval, sum_of, take_columns, take_rows, to_floats, to_numpy, total, weighted_sum,
+    xp_of, zeros,
 )
 from .._array_api import blas_dot
 from .._warnings import warn
@@ -198,6 +199,7 @@ def _solve_full_cg(operator, Y, w, settings, rng, s, center, diag_mean):
         apply_A, B, apply_P, max_iter=settings.max_iter, tol=0.0 if least_squares else settings.tol,
         on_iter=on_iter, x0=X0, tracker=tracker,
     )
+    on_iter.flush()
     if status == "stalled" and settle is not None and _settled(log.curve, tracker.residual, settle):
         status = "converged"  # conjugacy lost at the objective's rounding floor
     A, b, _ = combine(C, tracker.KX)
@@ -278,6 +280,7 @@ def _solve_centers(operator, Y, w, settings, rng):
         apply_A, apply_Bt(rhs), lambda V: V, max_iter=settings.max_iter, tol=settings.tol,
         on_iter=on_iter, x0=Z0, tracker=tracker,
     )
+    on_iter.flush()
     if floored and status != "max_iter" and n_iter < settings.max_iter:  # converged, or stopped by rounding
         # Go on from the floor's solution at alpha itself, the floor only preconditioning. That
         # system is as ill-conditioned as the floor is above alpha, and its residual says little
@@ -292,6 +295,7 @@ def _solve_centers(operator, Y, w, settings, rng):
             apply_A, apply_Bt(rhs), lambda V: V, max_iter=settings.max_iter - n_iter, tol=0.0,
             on_iter=confirm, x0=Z, tracker=tracker,
         )
+        confirm.flush()
         n_iter += more
         floored = _status(confirmed, confirm) != "converged"  # else the floor's solution stands (the best
         status = status if floored else "converged"            # iterate is kept), with the warning
@@ -340,6 +344,11 @@ class _Monitor:
     objective is flat to float64's resolution, CG can still be reducing the
     residual that its stopping test reads (centers at a tiny ridge).
     ``reason`` says why it stopped CG ("settled", "no_progress"), if it did.
+
+    The iterates' scalars are read from the arrays' device every ``read_interval``
+    iterations, in one transfer (each iteration on the host); the caller
+    ``flush``-es what is left once CG ends. Iterates read after a stop are
+    logged, nothing more.
     """
 
     def __init__(self, settings, tracker, combine, objective, log, quadratic=None, settle=None,
@@ -348,21 +357,41 @@ class _Monitor:
         self.quadratic, self.settle, self.residual_progress = quadratic, settle, residual_progress
         self.best_quadratic, self.since_quadratic = np.inf, 0
         self.best_residual, self.since_residual = np.inf, 0
-        self.reason = None
+        self.reason, self.pending, self.stopped = None, [], False
+        self.every = read_interval(tracker.KX)
 
     def __call__(self, X, step):
-        settings, tracker, log = self.settings, self.tracker, self.log
+        tracker = self.tracker
         tracker.advance(step)
         coef, b, _ = self.combine(X, tracker.KX)
-        # the iteration's scalars in one read from the arrays' device
         reads_residual = self.settle is not None or self.residual_progress
         wanted = [self.objective.value_sum(coef, tracker.KX, b)]
         wanted += [self.quadratic(X)] if self.quadratic is not None else []
-        read = to_floats(*wanted, *([tracker.largest] if reads_residual else []))
-        value, residual = read[0], read[-1] if reads_residual else None
+        wanted += [tracker.largest] if reads_residual else []
+        self.pending.append((coef, b, wanted))
+        return self.flush() if len(self.pending) >= self.every else False
+
+    def flush(self):
+        """Read the pending iterates' scalars in one transfer and judge each in turn; whether CG stops."""
+        if not self.pending:
+            return self.stopped
+        pending, self.pending = self.pending, []
+        read = to_floats(*[scalar for _, _, wanted in pending for scalar in wanted])
+        size = len(pending[0][2])
+        for i, (coef, b, _) in enumerate(pending):
+            values = read[i * size : (i + 1) * size]
+            if self.stopped:
+                self.log.record(values[0], coef, b)
+            else:
+                self.stopped = self._judge(coef, b, values)
+        return self.stopped
+
+    def _judge(self, coef, b, values):
+        settings, log = self.settings, self.log
+        value, residual = values[0], values[-1] if self.settle is not None or self.residual_progress else None
         log.record(value, coef, b)
         if self.quadratic is not None:
-            q = read[1]
+            q = values[1]
             self.since_quadratic = 0 if q < self.best_quadratic else self.since_quadratic + 1
             self.best_quadratic = min(self.best_quadratic, q)
         it = len(log.curve)
