@@ -237,8 +237,8 @@ class MemoryBudgetError(ValueError):
     >>> try:
     ...     reg.fit(X, y)
     ... except MemoryBudgetError as error:
-    ...     print(str(error)[:52])
-    n_centers=200 (three m x m matrices) needs 938 KiB, 
+    ...     print(str(error).split(" more")[0])
+    n_centers=200 (6 m x m matrices of float64) needs 1.83 MiB,
     """
 
 

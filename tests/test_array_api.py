@@ -580,3 +580,21 @@ def test_reading_the_device_less_often_changes_no_result(module, n_centers, monk
     assert_allclose(to_numpy(fits[3].dual_coef_), to_numpy(fits[1].dual_coef_), rtol=0, atol=0)
     assert_allclose(to_numpy(fits[3].intercept_), to_numpy(fits[1].intercept_), rtol=0, atol=0)
     assert fits[3].n_iter_ == fits[1].n_iter_ and len(fits[3].loss_curve_) == fits[3].n_iter_
+
+
+def test_center_memory_check_counts_what_the_factors_hold_off_the_host():
+    # other namespaces also keep both triangular factors' inverses: one m x m matrix more at the peak
+    # (array-api-strict wraps numpy arrays, which tracemalloc sees)
+    from kernelgd._solvers import _preconditioners
+    from test_preconditioner import center_factors_peak
+
+    xps = pytest.importorskip("array_api_strict")
+    m = 500
+    with config_context(array_api_dispatch=True):
+        X = xps.asarray(np.random.RandomState(0).normal(size=(2 * m, 4)))
+        peak = center_factors_peak(X, m)
+        count = _preconditioners.CENTER_MATRICES["device"]
+        assert (count - 1) * 8 * m * m < peak <= 1.02 * count * 8 * m * m
+        with pytest.raises(ValueError, match=f"n_centers={m} \\({count} m x m"):
+            _preconditioners.check_center_memory(m, count * 8 * m * m - 1, X)
+        _preconditioners.check_center_memory(m, count * 8 * m * m, X)

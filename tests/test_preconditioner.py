@@ -169,3 +169,36 @@ def test_block_pcg_tolerance_from_the_start_solves_the_correction():
                                        tol_from_start=True, Ax0=A @ x0)
     assert n_known == n_iter and len(products) == n_iter
     assert_allclose(X_known, X, rtol=1e-10, atol=1e-12)
+
+
+
+def center_factors_peak(X, m):
+    """The peak bytes tracemalloc sees while K_mm, its factors and FALKON's preconditioner are made and
+    applied, on the centers X[:m] (X's namespace, numpy-backed)."""
+    import tracemalloc
+
+    from kernelgd._array_api import namespace
+
+    xp = namespace(X)[0]
+    rng = np.random.RandomState(0)
+    operator = KernelOperator(X, bind_kernel("rbf", sigma=2.0), centers=X[:m, ...], dtype="float64", store=False,
+                              center_rows=np.arange(m))
+    tracemalloc.start()
+    try:
+        K_mm, T, TTt = _preconditioners.center_factors(operator)
+        falkon = _preconditioners.FalkonPreconditioner(T, TTt, xp.asarray(rng.uniform(0.5, 1.5, m)), 1e-6, True)
+        falkon.apply_t(falkon.apply(xp.asarray(rng.normal(size=(m, 2)))))
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_center_memory_check_counts_what_the_factors_hold():
+    # check_center_memory's count of m x m float64 matrices against the measured peak (m-vectors aside)
+    m = 500
+    X = np.random.RandomState(0).normal(size=(2 * m, 4))
+    peak, count = center_factors_peak(X, m), _preconditioners.CENTER_MATRICES["host"]
+    assert (count - 1) * 8 * m * m < peak <= 1.02 * count * 8 * m * m
+    with pytest.raises(ValueError, match=f"n_centers={m} \\({count} m x m"):
+        _preconditioners.check_center_memory(m, count * 8 * m * m - 1, X)
+    _preconditioners.check_center_memory(m, count * 8 * m * m, X)

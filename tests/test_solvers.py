@@ -229,16 +229,17 @@ def test_n_centers_auto_keeps_the_exact_model_where_its_kernel_matrix_fits_the_b
     from kernelgd import _base
 
     monkeypatch.setattr(_base, "AUTO_EXACT_MAX_ROWS", 50)
-    monkeypatch.setattr(_base, "AUTO_MIN_CENTERS", 20)
+    monkeypatch.setattr(_base, "AUTO_MIN_CENTERS", 15)
+    m = _base.auto_centers(len(X))  # 16: their m x m matrices fit the budgets below
     params = dict(alpha=ALPHA, tol=1e-10, max_iter=500, random_state=0)
     fits = KernelGDRegressor(options={"memory_budget": 4 * len(X) ** 2}, **params).fit(X, y)
     assert fits.n_centers_ == len(X)
-    assert KernelGDRegressor(options={"memory_budget": 4 * len(X) ** 2 - 1}, **params).fit(X, y).n_centers_ == 20
+    assert KernelGDRegressor(options={"memory_budget": 4 * len(X) ** 2 - 1}, **params).fit(X, y).n_centers_ == m
     # the logistic loss fits centers above the threshold whatever the budget (its Newton steps
     # take many products with K), the squared-loss classifier keeps the exact model
     labels = (y > 0).astype(int)
     budget = {"memory_budget": 4 * len(X) ** 2}
-    assert KernelGDClassifier(loss="logistic", options=budget, random_state=0).fit(X, labels).n_centers_ == 20
+    assert KernelGDClassifier(loss="logistic", options=budget, random_state=0).fit(X, labels).n_centers_ == m
     assert KernelGDClassifier(options=budget, random_state=0).fit(X, labels).n_centers_ == len(X)
 
 

@@ -12,8 +12,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .._array_api import (
-    add_to_diagonal, blas_dot, cho_solve, cholesky, diagonal, fortran, gram, minus_outer, outer, single_threaded_blas,
-    take_rows, triangle_gram, triangular_solver, xp_of,
+    add_to_diagonal, blas_dot, cho_solve, cholesky, diagonal, fortran, gram, minus_outer, on_host, outer,
+    single_threaded_blas, take_rows, triangle_gram, triangular_solver, xp_of,
 )
 from .._operator import POOLED_MIN_BYTES, check_budget
 from ._krylov import RPC_BLOCK, rp_cholesky
@@ -107,14 +107,21 @@ def center_jitter(operator, Kmm):
     return Kmm.shape[0] * np.finfo(operator.dtype).eps * float(xp_of(Kmm).mean(diagonal(Kmm)))
 
 
-def check_center_memory(m, memory_budget):
+# The m x m float64 matrices the centers' factors and FALKON's preconditioner hold at their peak
+# (tracemalloc, m = 1,000 to 2,000): K_mm, T, T T' / m and FALKON's factor, with two working copies
+# while that factor is made; other namespaces keep both factors' inverses too (triangular_solver).
+CENTER_MATRICES = {"host": 6, "device": 7}
+
+
+def check_center_memory(m, memory_budget, like=None):
     """A MemoryBudgetError, before any allocation, where the centers' m x m matrices exceed the budget.
 
-    Every centers solver holds ``K_mm``, its factor ``T`` and ``T T' / m`` in
-    float64 (``CenterFactors``), and builds FALKON's factor beside them.
+    ``like``: an array of the fit's namespace (numpy keeps fewer matrices than the others); None
+    for numpy (the Dask client's).
     """
+    count = CENTER_MATRICES["host" if like is None or on_host(like) else "device"]
     check_budget(
-        3 * m * m * 8, f"n_centers={m} (three m x m matrices)", memory_budget,
+        count * m * m * 8, f"n_centers={m} ({count} m x m matrices of float64)", memory_budget,
         "Use fewer centers (n_centers) or raise options['memory_budget'].",
     )
 

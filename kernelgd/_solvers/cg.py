@@ -229,7 +229,7 @@ def _solve_centers(operator, Y, w, settings, rng):
     xp = xp_of(Y)
     m = operator.m
     center = settings.fit_intercept
-    check_center_memory(m, settings.memory_budget)
+    check_center_memory(m, settings.memory_budget, Y)
     Kmm = operator.center_matrix()
     dense = _dense_newton.features(operator, Kmm, t, settings.alpha, False, center_jitter(operator, Kmm))
     if dense is not None:  # small, and where CG's residual is not to be trusted: one exact solve
