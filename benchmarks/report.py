@@ -1034,7 +1034,7 @@ cores (16 machines of 16) a pass takes {per_pass / 60:.0f} minutes, and a fit of
 blocks (10^8 x {big_m:,} in float64, {big_n * big_m * 8 / 1e12:.0f} TB) are
 recomputed, never stored; the rows take {big_n * 10 * 8 / 1e9:.0f} GB spread over the
 workers, and each worker thread holds a 64 MB kernel chunk at a time. The
-client holds the centers' {big_m:,} x {big_m:,} matrices, {48 * big_m**2 / 1e9:.1f} GB at their peak. Fewer
+client holds the centers' {big_m:,} x {big_m:,} matrices, {40 * big_m**2 / 1e9:.1f} GB at their peak. Fewer
 centers cut every figure in proportion: 5,000 centers take a quarter of
 the time.
 """

@@ -431,6 +431,8 @@ class _Host:
             return scipy.linalg.lstsq(M, v, cond=np.finfo(float).eps * M.shape[0], check_finite=False)[0]
 
     def gram(A, alpha=1.0, trans=False):
+        if A.flags.c_contiguous and not A.flags.f_contiguous:  # BLAS reads A' in place: no Fortran copy of A
+            return scipy.linalg.blas.dsyrk(alpha, A.T, trans=int(not trans), lower=0)
         return scipy.linalg.blas.dsyrk(alpha, A, trans=int(trans), lower=0)  # half a product's flops
 
     def triangle_gram(T):

@@ -64,7 +64,7 @@ def test_sigma_scale_sparse_equals_dense():
     assert_allclose(sparse.sigma_, dense.sigma_, rtol=1e-10)
 
 
-# 128 KiB: K_nm (400 x 50 in float64, 156 KiB) is streamed, the centers' matrices (117 KiB) fit
+# 128 KiB: K_nm (400 x 50 in float64, 156 KiB) is streamed, the centers' matrices (98 KiB) fit
 @pytest.mark.parametrize("options", [{"memory_budget": 128 << 10}, {"dtype": "float32"}, {}])
 def test_centers_streaming_and_classifier_sparse(options):
     X, y = sparse_data(400, 20)

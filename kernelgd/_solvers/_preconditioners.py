@@ -108,9 +108,9 @@ def center_jitter(operator, Kmm):
 
 
 # The m x m float64 matrices the centers' factors and FALKON's preconditioner hold at their peak
-# (tracemalloc, m = 1,000 to 2,000): K_mm, T, T T' / m and FALKON's factor, with two working copies
-# while that factor is made; other namespaces keep both factors' inverses too (triangular_solver).
-CENTER_MATRICES = {"host": 6, "device": 7}
+# (tracemalloc, m = 500 to 2,000): K_mm, T, T T' / m, and FALKON's factor with its working copy
+# (numpy); other namespaces keep both factors' inverses too (triangular_solver), and one more copy.
+CENTER_MATRICES = {"host": 5, "device": 7}
 
 
 def check_center_memory(m, memory_budget, like=None):
