@@ -24,12 +24,41 @@ def _user_pages():
     return pages + [ROOT / "examples" / "README.rst", ROOT / "README.md"]
 
 
-def test_benchmarks_page_is_what_report_writes():
+def _report():
     spec = importlib.util.spec_from_file_location("report", ROOT / "benchmarks" / "report.py")
     report = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(report)
+    return report
+
+
+def test_benchmarks_page_is_what_report_writes():
+    report = _report()
     committed = (DOCS / "benchmarks.rst").read_text()
     assert committed == report.page(), "run: python benchmarks/report.py --out docs/benchmarks.rst"
+
+
+def test_report_tables_escape_lone_bullet_characters():
+    # Regression: a cell of a lone "-" (a missing log-loss) rendered as an empty bullet list, "•"
+    table = _report().rst_table(["a", "b"], [["x", "-"], ["*", "+"]])
+    assert table.splitlines()[3:5] == ["x   \\-", "\\*  \\+"]
+    docutils = pytest.importorskip("docutils.core")  # with the docs extra: the table as Sphinx reads it
+    from docutils.nodes import bullet_list, entry
+
+    tree = docutils.publish_doctree(table)
+    assert not list(tree.findall(bullet_list))
+    assert [e.astext() for e in tree.findall(entry)] == ["a", "b", "x", "-", "*", "+"]
+
+
+def test_report_sections_name_a_machine_other_than_the_pages():
+    # Regression: the page's intro named one processor while some sections' figures came from another
+    report = _report()
+    other = dict(report.load(report.PAGE_MACHINE)["machine"], cpu="Another CPU")
+    report._read_machines[:] = [other]
+    assert "These figures come from another machine of the same size: Another CPU" in report.section("T", "text.")
+    report._read_machines[:] = [report.load(report.PAGE_MACHINE)["machine"], other]
+    assert "Some of these figures come from another machine" in report.section("T", "text.")
+    report.load(report.PAGE_MACHINE)
+    assert "another machine" not in report.section("T", "text.")
 
 
 @pytest.mark.parametrize("page", _user_pages(), ids=lambda p: p.name)

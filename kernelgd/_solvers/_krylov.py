@@ -114,15 +114,11 @@ def block_pcg(
     active = colnorm(R) / b_norm > tol
     stalled = xp.zeros_like(active)  # columns that lost conjugacy, read once CG ends
     it, every = 0, read_interval(B)
-    busy = 0  # iterations begun with a column active: those a test at every iteration would have run
-
-    def ran():  # one read, at the end of a run with tests every few iterations
-        return it - 1 if every == 1 else int(busy)
-
+    busy = 0  # iterations begun with a column active: those a test at every iteration would have run (read once)
     # one host read per `every` iterations, the convergence test: the rest stays on the arrays' device
     for it in range(1, max_iter + 1):
         if (it - 1) % every == 0 and not bool(xp.any(active)):
-            return PCGResult(X, ran(), _ended(stalled))
+            return PCGResult(X, it - 1 if every == 1 else int(busy), _ended(stalled))
         if every > 1:
             busy = busy + xp.astype(xp.any(active), xp.int64)
         AP = apply_A(P)
