@@ -392,9 +392,9 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
 
         Scales fitted on some rows flatter those rows' leave-one-out error (wine: kept, and 1% worse
         on test); the rows they never saw judge them without that bias."""
-        unseen = np.ones(X.shape[0], dtype=bool)
-        unseen[fitted] = False
         Y_host, sw_host = np.asarray(to_numpy(Y)), np.asarray(to_numpy(sw))  # scored on the host
+        unseen = sw_host > 0  # a zero-weight row judges nothing: its score would be 0 / 0
+        unseen[fitted] = False
 
         def score(P, rows):
             w = sw_host[rows]

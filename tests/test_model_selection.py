@@ -1,5 +1,7 @@
 """The CV estimators against brute-force leave-one-out and GridSearchCV."""
 
+import warnings
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
@@ -311,6 +313,25 @@ def test_ard_finds_the_relevant_feature():
     assert ard.sigma_.shape == (2,) and ard.sigma_[1] > 3 * ard.sigma_[0]
     assert ard.best_score_ >= plain.best_score_
     assert ard.score(X_test, y_test) > plain.score(X_test, y_test)
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_ard_with_zero_weight_rows_is_the_fit_without_them(seed):
+    # Zero-weight rows were "unseen" by the scales and judged them with a 0 / 0 score: a NaN that
+    # rejected every learned scale, with a RuntimeWarning
+    r = np.random.RandomState(seed)
+    Xa = r.normal(size=(80, 4))
+    ya = np.sin(2 * Xa[:, 0]) + 0.05 * r.randn(80)
+    w = np.ones(80)
+    w[:25] = 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        weighted = KernelGDRegressorCV(kernel="rbf").fit(Xa, ya, sample_weight=w)
+    dropped = KernelGDRegressorCV(kernel="rbf").fit(Xa[25:], ya[25:])
+    assert weighted.ard_ and np.ndim(weighted.sigma_) == 1  # the scales were kept, as without the rows
+    assert_allclose(weighted.sigma_, dropped.sigma_)
+    assert weighted.alpha_ == dropped.alpha_
+    assert_allclose(weighted.predict(Xa), dropped.predict(Xa), atol=1e-8)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
