@@ -50,11 +50,13 @@ def ridge_grid(lam):
     return np.logspace(np.log10(top), np.log10(bottom), int(np.ceil(decades * STEPS_PER_DECADE)) + 1)
 
 
-def choose(factor, Y, w, fit_intercept, n_effective, alphas=None):
+def choose(factor, Y, w, fit_intercept, n_effective, alphas=None, floor=0.0):
     """``(alpha, errors, alphas)``: the rule's ridge from the factor ``B`` of ``Q S K S Q ~ B B'``.
 
     ``w`` sums to 1; ``n_effective`` is the total sample weight N. ``alphas``:
     the ridges to score (default: ``ridge_grid`` of the factor's spectrum).
+    ``floor``: ``rounding_floor``'s; eigenvalues at most it are the rounding of K's
+    entries (a kernel constant on the data), not directions.
     """
     xp = xp_of(Y)
     if factor.shape[1] == 0 or n_effective < 3:
@@ -64,6 +66,7 @@ def choose(factor, Y, w, fit_intercept, n_effective, alphas=None):
     lam, W = xp.linalg.eigh(factor.T @ factor)
     lam, Z = np.asarray(to_numpy(lam)), np.asarray(to_numpy(W.T @ (factor.T @ U)))  # Z = sqrt(lam) V'U
     keep = lam > max(lam[-1], 0.0) * len(lam) * np.finfo(float).eps
+    keep &= lam > floor
     if not keep.any():
         return FALLBACK_ALPHA, None, None
     lam, Z = lam[keep], Z[keep]
@@ -114,15 +117,22 @@ def choose_kernel(candidates, X, Y, w, fit_intercept, rng, n_effective, alpha="a
     seed = rng.randint(np.iinfo(np.int32).max)
     best = None
     for index, kernel in enumerate(candidates):
-        factor = _unstored_factor(_operator(Xs, kernel, False), ws, fit_intercept, np.random.RandomState(seed))
+        operator = _operator(Xs, kernel, False)
+        factor = _unstored_factor(operator, ws, fit_intercept, np.random.RandomState(seed))
         chosen, errors, alphas = choose(factor, Ys, ws, fit_intercept, n_effective * share,
-                                        None if alpha == "auto" else [alpha])
+                                        None if alpha == "auto" else [alpha], rounding_floor(operator, ws))
         error = np.inf if errors is None else float(np.min(errors))
         if best is None or error < best[0]:  # a factor is kept only where the full model's solve reuses it
             best = (error, index, chosen if alpha == "auto" else alpha,
                     factor if every_row and alpha == "auto" else None)
         del factor
     return best[1:]
+
+
+def rounding_floor(operator, w):
+    """The rounding of ``S K S``'s eigenvalues: eps of K's dtype times its trace ``sum_i w_i k(x_i, x_i)``
+    (each entry rounds by eps of its size; w sums to 1)."""
+    return float(np.finfo(operator.dtype).eps) * float(w @ operator.diag())
 
 
 def _center(F, s):
@@ -181,7 +191,9 @@ def auto_alpha(X, kernel, Y, w, fit_intercept, rng, n_effective, operator=None, 
     scale = curvature_share(loss, Y, w, fit_intercept)
     if operator is not None and X.shape[0] <= MAX_ROWS:
         factor = _factor(operator, w, fit_intercept, rng)
-        return choose(factor, Y, w, fit_intercept, n_effective)[0] * scale, factor
+        return choose(factor, Y, w, fit_intercept, n_effective, floor=rounding_floor(operator, w))[0] * scale, factor
     Xs, Ys, ws, share, _ = _subsample(xp, X, Y, w, rng, precomputed)
-    factor = _unstored_factor(_operator(Xs, kernel, precomputed), ws, fit_intercept, rng)
-    return choose(factor, Ys, ws, fit_intercept, n_effective * share)[0] * scale, None
+    operator = _operator(Xs, kernel, precomputed)
+    factor = _unstored_factor(operator, ws, fit_intercept, rng)
+    floor = rounding_floor(operator, ws)
+    return choose(factor, Ys, ws, fit_intercept, n_effective * share, floor=floor)[0] * scale, None

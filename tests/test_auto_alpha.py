@@ -116,6 +116,23 @@ def test_auto_at_the_edges_is_finite(y_kind):
     assert np.all(np.isfinite(reg.predict(X)))
 
 
+@pytest.mark.parametrize("n_centers", [None, 10])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_auto_on_a_kernel_constant_on_the_data_is_the_fallback_without_warnings(n_centers, dtype):
+    # Centred, a constant kernel is zero but for rounding: its factor's eigenvalues (~1e-32) once
+    # made the rule choose alpha ~3e-32, and CG then stopped on lost conjugacy with a warning
+    rng = np.random.RandomState(0)
+    X = np.full((40, 2), 3.0, dtype=dtype)
+    y = rng.randn(40)
+    w = rng.uniform(0.5, 2.0, 40)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reg = KernelGDRegressor(n_centers=n_centers, random_state=0).fit(X, y, sample_weight=w)
+        clf = KernelGDClassifier(n_centers=n_centers, random_state=0).fit(X, y > 0)
+    assert reg.alpha_ == _auto_alpha.FALLBACK_ALPHA and clf.alpha_ == _auto_alpha.FALLBACK_ALPHA
+    assert_allclose(reg.predict(X), np.average(y, weights=w), rtol=1e-6)  # the intercept-only model
+
+
 def test_auto_on_centers_reads_a_subsample(monkeypatch):
     monkeypatch.setattr(_auto_alpha, "MAX_ROWS", 300)
     X, y = make_friedman1(1000, noise=0.5, random_state=0)
