@@ -476,6 +476,15 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
             raise ValueError("sample_weight sums to zero: at least one sample needs a positive weight.")
         X = xp.astype(X, xp.float64)
         Y = xp.reshape(xp.asarray(y, dtype=xp.float64), (y.shape[0], -1))
+        w = sw / xp.sum(sw)
+        with np.errstate(over="ignore", invalid="ignore"):
+            spread = float(w @ xp.sum((Y - w @ Y) ** 2, axis=1))
+        if not np.isfinite(spread):  # leave-one-out's and ARD's squares
+            raise ValueError(
+                f"{type(self).__name__} compares squared errors, and y's spread (max |y| = "
+                f"{float(xp.max(xp.abs(Y))):.3g}) overflows them in float64. Divide y by a constant (its "
+                "standard deviation) and scale the predictions back, or use KernelGDRegressor."
+            )
         scorer = _scorer(self, self.scoring or "neg_mean_squared_error", sample_weight)
         loo = None
         if self.cv is None:

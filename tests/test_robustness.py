@@ -15,7 +15,7 @@ from numpy.testing import assert_allclose
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.kernel_ridge import KernelRidge
 
-from kernelgd import KernelGDClassifier, KernelGDRegressor, kernel_matrix
+from kernelgd import KernelGDClassifier, KernelGDRegressor, KernelGDRegressorCV, kernel_matrix
 from kernelgd._solvers._common import NonPSDKernelWarning
 
 rng = np.random.RandomState(0)
@@ -231,6 +231,16 @@ def test_targets_of_any_scale(factor, solver):
     m = quiet_fit(m, X, y * factor)
     assert_allclose(m.predict(X) / factor, ref.predict(X), rtol=1e-4, atol=1e-6)
     assert all(np.isfinite(m.loss_curve_))
+
+
+def test_cv_regressor_says_when_squared_errors_overflow():
+    # Regression: y * 1e300 raised "Input contains NaN" from inside the per-feature scales' likelihood
+    with pytest.raises(ValueError, match="overflows them in float64"):
+        KernelGDRegressorCV().fit(X, y * 1e300)
+    big = KernelGDRegressorCV(ard=False, random_state=0).fit(X, y * 1e150)  # squares of 1e300 still fit
+    plain = KernelGDRegressorCV(ard=False, random_state=0).fit(X, y)
+    assert (big.sigma_, big.alpha_) == (plain.sigma_, plain.alpha_)
+    assert_allclose(big.predict(X) / 1e150, plain.predict(X), rtol=1e-6, atol=1e-9)
 
 
 def test_float32_kernel_far_from_zero():
