@@ -87,6 +87,24 @@ def test_multi_output_and_classifier(solver):
     assert_allclose(clf.decision_function(Z), ref.predict(Z), rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("alpha", [1e-2, 1.0, 100.0])
+def test_eigenpro_with_ridge_converges_at_its_step(alpha):
+    # Regression: the preconditioner flattened the top of K, not of K + alpha, so each flattened
+    # direction had eigenvalue tau (1 + alpha / lambda_j), far below the step's tau + alpha: at
+    # alpha = 1 the fit ran 1,000 epochs and warned, at alpha = 100 it returned the intercept-only model
+    target = y + 5.0
+    w = np.full(60, 1 / 60)
+    K = kernel_matrix(X, sigma=SIGMA)
+    a, b = stationary_point(K, target, w, alpha)
+    optimum = w @ (K @ a + b - target) ** 2 + alpha * a @ K @ a
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = KernelGDRegressor(sigma=SIGMA, alpha=alpha, solver="eigenpro", random_state=0).fit(X, target)
+    assert model.n_iter_ <= 60  # every direction contracts by 1 - 1.8 (lambda + alpha) / (tau + alpha) per epoch
+    assert_allclose(model.loss_curve_[-1], optimum, rtol=1e-5)  # tol=1e-3 bounds the gradient, not the gap
+    assert_allclose(model.intercept_, b, rtol=1e-4)
+
+
 def test_eigenpro_without_ridge_interpolates():
     # A well-conditioned kernel (laplacian, small sigma): the minimiser
     # without ridge is the interpolant K^-1 y.

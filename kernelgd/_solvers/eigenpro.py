@@ -5,16 +5,18 @@ dual is slow because its step is limited by the largest eigenvalue of the
 (weighted) kernel operator. EigenPro shrinks the top q eigen-directions of a
 subsample's kernel matrix down to the (q+1)-th eigenvalue ``tau``:
 
-    P = I - sum_{j <= q} (1 - tau / lambda_j) phi_j (x) phi_j,
+    P = I - sum_{j <= q} (1 - (tau + alpha) / (lambda_j + alpha)) phi_j (x) phi_j,
 
-so a step about ``lambda_1 / tau`` times larger is stable. The ``phi_j`` are
+which maps each top eigenvalue ``lambda_j + alpha`` of the ridge system to
+``tau + alpha``, so a step about ``(lambda_1 + alpha) / (tau + alpha)`` times
+larger is stable. The ``phi_j`` are
 exact RKHS-orthonormal eigenfunctions of the subsample, so P is positive
 definite and the minimiser is the one of solver "gd".
 
 In dual coefficients, one step on a mini-batch B with residuals g is
 
     a_B -= eta * grad_B,    a_S += eta * V D V' K[S, B] grad_B,
-    grad_B = (n / |B|) * 2 w_B g_B,    D = diag((1 - tau / lambda_j) / theta_j),
+    grad_B = (n / |B|) * 2 w_B g_B,    D = diag((1 - (tau + alpha) / (lambda_j + alpha)) / theta_j),
 
 with ``theta_j, V`` the eigenpairs of the subsample matrix K[S, S] and
 ``lambda_j = theta_j / |S|``. The batch size is EigenPro 2's critical size
@@ -66,7 +68,7 @@ GRAD_SAMPLE = 2000
 NO_PROGRESS_PATIENCE = 10
 
 
-def _preconditioner(operator, w, rng):
+def _preconditioner(operator, w, alpha, rng):
     """The subsample S and what the update needs from it.
 
     With at most SUBSAMPLE weighted points, S is all of them with their
@@ -103,7 +105,9 @@ def _preconditioner(operator, w, rng):
     k = int(np.searchsorted(-lam_host[1:], -EIGEN_FLOOR * lam_host[0], side="right"))
     tau = max(float(lam_host[k]), EIGEN_FLOOR * float(lam_host[0]), np.finfo(float).tiny)
     lam, U = lam[:k], U[:, :k]
-    shrink = 1.0 - tau / lam
+    # P flattens the top of K + alpha, not of K: (lam + alpha) -> (tau + alpha) in each direction
+    # (tau / lam would leave tau (1 + alpha / lam), far below the step's tau + alpha for alpha >> tau)
+    shrink = 1.0 - (tau + alpha) / (lam + alpha)
     Vt = root[:, None] * U
     D = shrink / lam
     # preconditioned diagonal k_P(x, x) on S; phi_j(x_i) = sqrt(lam_j) U_ij / root_i
@@ -172,7 +176,7 @@ def solve(operator, Y, w, settings):
     n, t = Y.shape
     alpha = settings.alpha
     operator.mirror_lower()  # mini-batches read whole rows of K
-    S, K_SS, V, D, tau, beta, exact = _preconditioner(operator, w, rng)
+    S, K_SS, V, D, tau, beta, exact = _preconditioner(operator, w, alpha, rng)
     log = IterateLog()
     if not tau > 0:  # K[S, S] has no positive eigenvalue: nothing to descend on
         warn(
