@@ -1,6 +1,7 @@
 """Solver "gd" against primal gradient descent, KernelRidge and linear algebra."""
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -20,10 +21,11 @@ y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.normal(size=40)
 
 
 def primal_gd(X, y, step, n_iter, alpha=0.0, intercept=False, w=None):
-    """Textbook gradient descent on (w, b) for sum_i w_i (x_i'beta + b - y_i)^2 + alpha |beta|^2."""
+    """Textbook gradient descent on (w, b) for sum_i w_i (x_i'beta + b - y_i)^2 + alpha |beta|^2,
+    from the intercept-only optimum (b the weighted mean of y)."""
     n, d = X.shape
     w = np.full(n, 1 / n) if w is None else w / w.sum()
-    beta, b = np.zeros(d), 0.0
+    beta, b = np.zeros(d), float(w @ y) if intercept else 0.0
     for _ in range(n_iter):
         r = X @ beta + b - y
         grad_beta = 2 * X.T @ (w * r) + 2 * alpha * beta
@@ -72,6 +74,25 @@ def test_converges_to_kernel_ridge(kernel):
     assert_allclose(model.dual_coef_, ref.dual_coef_, rtol=1e-6, atol=1e-8)
     Z = rng.normal(size=(10, 3))
     assert_allclose(model.predict(Z), ref.predict(Z), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 100.0, 1000.0])
+def test_a_heavy_ridge_with_an_intercept_converges_quietly(alpha):
+    # Regression: from b = 0 the intercept's steps, limited by the ridge (eta ~ 1 / alpha), left it
+    # unconverged: alpha = 1000 ran 1,000 iterations and returned the intercept-only model, warning
+    target = y + 5.0
+    n = len(y)
+    K, w = kernel_matrix(X, sigma=1.5), np.full(n, 1 / n)
+    M = np.block([[w[:, None] * K + alpha * np.eye(n), w[:, None]], [(w @ K)[None, :], np.ones((1, 1))]])
+    solution = np.linalg.solve(M, np.append(w * target, w @ target))  # the stationarity conditions
+    a, b = solution[:n], solution[n]
+    optimum = w @ (K @ a + b - target) ** 2 + alpha * a @ K @ a
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = KernelGDRegressor(sigma=1.5, alpha=alpha, solver="gd", random_state=0).fit(X, target)
+    assert model.n_iter_ < 100
+    assert_allclose(model.loss_curve_[-1], optimum, rtol=1e-6)
+    assert_allclose(model.intercept_, b, rtol=1e-4)  # tol=1e-3 bounds the gradient
 
 
 def test_weighted_fit_converges_to_weighted_kernel_ridge():

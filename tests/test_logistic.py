@@ -103,7 +103,7 @@ def test_gd_iterates_are_primal_gradient_descent(labels):
     Y = np.eye(3)[labels] if multinomial else np.where(labels == 1, 1.0, -1.0)[:, None]
     loss = MultinomialLoss if multinomial else BinaryLogisticLoss
     w = np.full(len(X), 1.0 / len(X))
-    beta, b = np.zeros((X.shape[1], Y.shape[1])), np.zeros(Y.shape[1])
+    beta, b = np.zeros((X.shape[1], Y.shape[1])), loss.baseline(Y, w, True)[0]  # the intercept-only optimum
     for _ in range(steps):  # gradient descent on sum_i w_i l(x_i'beta + b) + alpha |beta|^2
         G = loss.gradient(X @ beta + b, Y, w)
         beta, b = beta - eta * (X.T @ G + 2 * alpha * beta), b - eta * G.sum(axis=0)

@@ -1,8 +1,8 @@
 """Solver "gd": plain gradient descent on the dual coefficients.
 
 Objective ``L = sum_i w_i (f(x_i) - y_i)^2 + alpha ||f||_H^2`` with
-``f = K a + b`` and ``||f||_H^2 = a'K a``. Starting from ``a = 0`` each
-iteration applies
+``f = K a + b`` and ``||f||_H^2 = a'K a``. Starting from the intercept-only
+optimum (``a = 0``) each iteration applies
 
     a_i <- a_i - eta * (2 w_i (f(x_i) - y_i) + 2 alpha a_i)
     b   <- b   - eta * sum_i 2 w_i (f(x_i) - y_i)          (fit_intercept)
@@ -96,7 +96,10 @@ def solve(operator, Y, w, settings):
 
     xp = xp_of(Y)
     A = zeros(Y, (n, n_targets)) if settings.coef_init is None else copy(settings.coef_init)
-    b = zeros(Y, n_targets) if settings.intercept_init is None else copy(settings.intercept_init)
+    # a cold start is the intercept-only optimum, the model every iterate must beat: from b = 0 the
+    # intercept's steps, limited by the ridge (eta ~ 1 / alpha), left it unconverged for thousands
+    b = copy(settings.intercept_init) if settings.intercept_init is not None else baseline(
+        Y, w, settings.fit_intercept, loss)[0]
     if not settings.fit_intercept:
         b = zeros(Y, n_targets)
     KA = xp.zeros_like(A) if settings.coef_init is None else operator.matvec(A)
