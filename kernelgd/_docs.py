@@ -124,7 +124,7 @@ NOTES = """\
 
     with the sample weights ``w`` normalised to sum to one (``1/n`` without
     weights) and ``||f||_H^2 = a'Ka``. Solver ``"gd"`` starts from
-    ``a = 0, b = 0`` and repeats
+    ``a = 0`` and the best constant b (the weighted mean of y) and repeats
 
     .. math:: a_i \\leftarrow a_i - \\eta \\, (2 w_i (f(x_i) - y_i) + 2 \\alpha a_i),
               \\qquad b \\leftarrow b - \\eta \\sum_i 2 w_i (f(x_i) - y_i),
