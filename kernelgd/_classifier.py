@@ -53,7 +53,13 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         Weights of the classes, multiplying the sample weights, with
         scikit-learn's meaning: ``"balanced"`` weights each class by
         ``n_samples / (n_classes * n_samples_of_class)``; a dict maps labels
-        to weights (missing labels weigh 1).
+        to weights (missing labels weigh 1). For ``alpha="auto"`` sample
+        weights count observations (a weight of 2 is a repeated row) and
+        class weights do not: the rule reads Kish's effective number of
+        observations, ``(sum f)^2 / sum f^2`` of the class factors f, so
+        ``class_weight="balanced"`` may choose another ridge than
+        ``sample_weight=compute_sample_weight("balanced", y)``; at a given
+        alpha the two fits are the same.
 %(parameters)s
 
     Attributes
