@@ -797,3 +797,18 @@ def test_newton_softmax_switches_to_exact_steps_where_the_diagonal_model_slows(m
     assert switched.loss_curve_[-1] <= linear.loss_curve_[-1] + 1e-12
     F_ref = _dense_reference(kernel_matrix(X, sigma=2.0), np.eye(3)[y3], np.full(len(X), 1 / len(X)), alpha, True)
     assert_allclose(switched.predict_proba(X), MultinomialLoss.probabilities(F_ref), atol=1e-4)
+
+
+@pytest.mark.parametrize("labels", [np.array([0, 1, 0]), np.arange(40) % 3], ids=["three rows", "three classes"])
+@pytest.mark.parametrize("n_centers", [None, 2])
+def test_newton_from_a_stationary_start_converges_quietly(labels, n_centers):
+    # A kernel constant on the data: the intercept-only start is the optimum. Its Newton directions
+    # are flat to rounding (slope 0), which stopped the fit with a "no longer decreases" warning
+    rng = np.random.RandomState(0)
+    Xc = np.full((len(labels), 2), 3.0)
+    w = rng.uniform(0.5, 2.0, len(labels))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = KernelGDClassifier(loss="logistic", n_centers=n_centers, random_state=0).fit(Xc, labels, sample_weight=w)
+    shares = np.array([w[labels == k].sum() for k in np.unique(labels)]) / w.sum()
+    assert_allclose(model.predict_proba(Xc[:1])[0], shares, rtol=1e-10)

@@ -128,7 +128,7 @@ class _NewtonRun:
         self.log = IterateLog()
         self.previous = []  # the last steps taken: (D, db, K D), newest first
         self.converged, self.reason, self.it = False, None, 0
-        self.decrement = self.accepted_decrement = np.inf
+        self.decrement = self.accepted_decrement = self.slope = np.inf
         self.damped = False
         self.noisy_run = 0  # accepted iterates in a row whose predictions are rounding
         self.inner_tol = steps.exact_tol = min(settings.tol, 1e-3)  # the full model's exact steps: relative to B
@@ -265,8 +265,14 @@ class _NewtonRun:
         return True
 
     def _nearly_converged(self):
-        """Whether the last full step predicted almost no further decrease (see ``near``)."""
-        return self.settings.tol > 0 and self.accepted_decrement <= self.near * self.settings.tol**2 * self.value0
+        """Whether the last full step predicted almost no further decrease (see ``near``); before any
+        step, whether the last direction tried is flat to rounding at the start (a stationary start,
+        as the intercept-only model of a kernel constant on the data)."""
+        if not self.settings.tol > 0:
+            return False
+        if not self.log.curve:
+            return abs(self.slope) <= ROUNDING * (abs(self.value) + self.value0)
+        return self.accepted_decrement <= self.near * self.settings.tol**2 * self.value0
 
     def failed(self, exact_solved, n_inner, loose):
         """After a direction that does not descend, or along which no step decreases the objective:
@@ -354,7 +360,7 @@ class _NewtonRun:
             return False
         D, KD = A_new - self.A, KA_new - self.KA
         db = (b_new - self.b) if settings.fit_intercept else zeros(self.Y, self.k)
-        slope = self._slope(G, D, KD, db)
+        slope = self.slope = self._slope(G, D, KD, db)
         self.decrement = max(-slope, 0.0)
         if slope >= 0 and solved:  # nor may the intercepts move: the iterate is the optimum
             self.it -= 1
