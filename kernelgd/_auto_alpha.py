@@ -39,6 +39,8 @@ FLOOR_BELOW_SPECTRUM = 10.0
 MAX_DF_SHARE = 0.5
 # GCV errors within this relative margin of the least count as tied.
 TIE = 1e-3
+# Eigenvalues of the factor at most this many eps times the kernel's weighted trace are rounding.
+ROUNDING_EPS = 64
 # The ridge where the rule has nothing to read (a kernel zero on the data, or fewer than 3 rows).
 FALLBACK_ALPHA = 1.0
 
@@ -130,9 +132,10 @@ def choose_kernel(candidates, X, Y, w, fit_intercept, rng, n_effective, alpha="a
 
 
 def rounding_floor(operator, w):
-    """The rounding of ``S K S``'s eigenvalues: eps of K's dtype times its trace ``sum_i w_i k(x_i, x_i)``
-    (each entry rounds by eps of its size; w sums to 1)."""
-    return float(np.finfo(operator.dtype).eps) * float(w @ operator.diag())
+    """The rounding of ``S K S``'s eigenvalues: ``ROUNDING_EPS`` eps of K's dtype times its trace
+    ``sum_i w_i k(x_i, x_i)`` (w sums to 1): each entry rounds by eps of its size, and a pivot on a
+    residual diagonal of rounding takes an eigenvalue of that size."""
+    return ROUNDING_EPS * float(np.finfo(operator.dtype).eps) * float(w @ operator.diag())
 
 
 def _center(F, s):

@@ -118,17 +118,18 @@ def test_auto_at_the_edges_is_finite(y_kind):
 
 @pytest.mark.parametrize("n_centers", [None, 10])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_auto_on_a_kernel_constant_on_the_data_is_the_fallback_without_warnings(n_centers, dtype):
-    # Centred, a constant kernel is zero but for rounding: its factor's eigenvalues (~1e-32) once
-    # made the rule choose alpha ~3e-32, and CG then stopped on lost conjugacy with a warning
+@pytest.mark.parametrize("shape", [(40, 2), (80, 3)])
+def test_auto_on_a_kernel_constant_on_the_data_is_the_fallback_without_warnings(shape, n_centers, dtype):
+    # Centred, a constant kernel is zero but for rounding: its factor's eigenvalues (~1e-32 to a few
+    # eps) once made the rule choose alpha ~3e-32 to ~2e-16, and CG then warned of lost conjugacy
     rng = np.random.RandomState(0)
-    X = np.full((40, 2), 3.0, dtype=dtype)
-    y = rng.randn(40)
-    w = rng.uniform(0.5, 2.0, 40)
+    X = np.full(shape, 3.0, dtype=dtype)
+    y = rng.randn(shape[0])
+    w = rng.uniform(0.5, 2.0, shape[0])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         reg = KernelGDRegressor(n_centers=n_centers, random_state=0).fit(X, y, sample_weight=w)
-        clf = KernelGDClassifier(n_centers=n_centers, random_state=0).fit(X, y > 0)
+        clf = KernelGDClassifier(n_centers=n_centers, random_state=0).fit(X, np.digitize(y, [-0.5, 0.5]))
     assert reg.alpha_ == _auto_alpha.FALLBACK_ALPHA and clf.alpha_ == _auto_alpha.FALLBACK_ALPHA
     assert_allclose(reg.predict(X), np.average(y, weights=w), rtol=1e-6)  # the intercept-only model
 
