@@ -233,6 +233,20 @@ def test_targets_of_any_scale(factor, solver):
     assert all(np.isfinite(m.loss_curve_))
 
 
+@pytest.mark.parametrize("params", [dict(), dict(n_centers=20), dict(solver="gd", alpha=1e-2),
+                                    dict(solver="eigenpro", alpha=1e-2)], ids=["cg", "centers", "gd", "eigenpro"])
+@pytest.mark.parametrize("value", [2.5, -1e6, 1e-8])
+def test_a_constant_target_fits_its_intercept_quietly(params, value):
+    # Regression: centred, a constant target is rounding, which cg chased for 20 iterations and
+    # gd / eigenpro until no progress, each with a ConvergenceWarning
+    target = np.full(len(y), value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = KernelGDRegressor(random_state=0, **params).fit(X, target)
+    assert_allclose(model.predict(X), value, rtol=1e-12)
+    assert model.n_iter_ <= 1
+
+
 def test_cv_regressor_says_when_squared_errors_overflow():
     # Regression: y * 1e300 raised "Input contains NaN" from inside the per-feature scales' likelihood
     with pytest.raises(ValueError, match="overflows them in float64"):

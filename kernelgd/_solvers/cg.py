@@ -40,7 +40,7 @@ residual of every column; the best iterate by the objective is returned.
 import numpy as np
 
 from .._array_api import (
-    diagonal, full, outer, read_interval, sum_of, take_columns, take_rows, to_floats, to_numpy, total, weighted_sum,
+    colnorm, diagonal, full, outer, read_interval, sum_of, take_columns, take_rows, to_floats, to_numpy, total, weighted_sum,
     xp_of, zeros,
 )
 from .._array_api import blas_dot
@@ -79,6 +79,20 @@ DENSE_CUTS = (1e-15, 1e-13, 1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6)
 SETTLE_WINDOW = 5
 # Iterations without a new best objective before stopping for lack of progress.
 NO_PROGRESS_PATIENCE = 20
+
+
+# A target column whose weighted spread about its mean is at most this many eps of its weighted norm is
+# constant to rounding: the intercept-only model fits it, and CG would only chase the rounding.
+CONSTANT_TARGET_EPS = 64
+
+
+def _residual_targets(Y, w, y_bar):
+    """``Y - y_bar``, with the columns that are constant to rounding (``CONSTANT_TARGET_EPS``) set to 0."""
+    xp = xp_of(Y)
+    s = xp.sqrt(w)[:, None]
+    R = Y - y_bar
+    constant = colnorm(s * R) <= CONSTANT_TARGET_EPS * np.finfo(np.float64).eps * colnorm(s * Y)
+    return xp.where(constant[None, :], 0.0, R)
 
 
 def _solve_full_dense(operator, Y, w, settings, s, center):
@@ -175,7 +189,7 @@ def _solve_full_cg(operator, Y, w, settings, rng, s, center, diag_mean):
     if settings.coef_init is not None:  # warm start: c = a / s on the weighted rows
         positive = s[:, None] > 0
         X0 = project(xp.where(positive, settings.coef_init / xp.where(positive, s[:, None], 1.0), 0.0))
-    B = project(s[:, None] * (Y - y_bar))
+    B = project(s[:, None] * _residual_targets(Y, w, y_bar))
     # In least-squares mode the fit has converged once the gradient's relative norm is at
     # most tol and the best objective fell by at most tol^2 times the intercept-only one
     # over SETTLE_WINDOW iterations: the decrease CG has left is about what it made over the
@@ -254,7 +268,7 @@ def _solve_centers(operator, Y, w, settings, rng):
     # K_c' W K_c = K'W K - k_w k_w' with k_w = K'w. No division, no extra column.
     y_bar = weighted_sum(w, Y) if center else zeros(Y, t)
     k_w = operator.rmatvec(w) if center else None
-    rhs = operator.rmatvec(w[:, None] * (Y - y_bar))
+    rhs = operator.rmatvec(w[:, None] * _residual_targets(Y, w, y_bar))
 
     def apply_A(V):
         BV = apply_B(V)

@@ -210,6 +210,9 @@ def solve(operator, Y, w, settings):
     from .gd import reference_gradient_norm2
 
     ref2 = reference_gradient_norm2(operator, Y, w, settings)
+    if not ref2 > 0 and settings.coef_init is None:  # a stationary start: the intercept-only model
+        return finish("eigenpro", operator, Y, w, settings, zeros(Y, (n, t)),
+                      baseline(Y, w, settings.fit_intercept)[0], log, 0, True, eta)
     best_raw, best_raw_value, previous_raw, first_raw = None, np.inf, np.inf, None
     converged, reason, halvings = False, None, 0
     epoch = 0
