@@ -91,7 +91,7 @@ def _residual_targets(Y, w, y_bar):
     xp = xp_of(Y)
     s = xp.sqrt(w)[:, None]
     R = Y - y_bar
-    constant = colnorm(s * R) <= CONSTANT_TARGET_EPS * np.finfo(np.float64).eps * colnorm(s * Y)
+    constant = colnorm(s * R) <= CONSTANT_TARGET_EPS * float(np.finfo(np.float64).eps) * colnorm(s * Y)
     return xp.where(constant[None, :], 0.0, R)
 
 
