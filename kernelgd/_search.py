@@ -428,9 +428,14 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         ``near``: the best candidate's alpha; each fold's path then starts ``PATH_HEADROOM``
         decades above it. Alphas outside a fold's path score NaN."""
         rng = check_random_state(self.random_state)
-        n = X.shape[0]
-        idx = np.arange(n) if n <= self.max_search_samples else np.sort(
-            rng.choice(n, self.max_search_samples, replace=False))
+        # zero-weight rows neither train nor score a fold (a fold of them alone has no score), but
+        # splits given as indices refer to every row
+        rows = np.arange(X.shape[0])
+        if self.cv is None or isinstance(self.cv, Integral) or hasattr(self.cv, "split"):
+            rows = np.flatnonzero(np.asarray(to_numpy(sw)) > 0)
+        n = len(rows)
+        idx = rows if n <= self.max_search_samples else rows[np.sort(
+            rng.choice(n, self.max_search_samples, replace=False))]
         Xs, Ys, ws = (rows_of(A, idx) for A in (X, Y, sw))
         K = self._kernel(Xs, Xs, kernel, sigma)
         y_fit = Ys if Ys.ndim == 1 or Ys.shape[1] > 1 else Ys[:, 0]

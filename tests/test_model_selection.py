@@ -334,6 +334,22 @@ def test_ard_with_zero_weight_rows_is_the_fit_without_them(seed):
     assert_allclose(weighted.predict(Xa), dropped.predict(Xa), atol=1e-8)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_kfold_with_zero_weight_rows_is_the_search_without_them(seed):
+    # Regression: zero-weight rows were split into folds like the others; a test fold of them alone
+    # made the log-loss scorer raise "Sample weights must contain at least one non-zero number"
+    r = np.random.RandomState(seed)
+    Xa = r.normal(size=(90, 3))
+    labels = np.digitize(np.sin(2 * Xa[:, 0]) + Xa[:, 1] + 0.2 * r.randn(90), [-0.5, 0.5])
+    w = np.ones(90)
+    w[:30] = 0.0
+    weighted = KernelGDClassifierCV(loss="logistic", random_state=0).fit(Xa, labels, sample_weight=w)
+    dropped = KernelGDClassifierCV(loss="logistic", random_state=0).fit(Xa[30:], labels[30:])
+    assert_allclose(weighted.best_score_, dropped.best_score_, rtol=1e-8)
+    assert weighted.alpha_ == dropped.alpha_
+    assert_allclose(weighted.predict_proba(Xa), dropped.predict_proba(Xa), atol=1e-8)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_ard_scales_are_judged_on_the_rows_they_were_not_fitted_on(monkeypatch, seed):
     import kernelgd._ard as ard
