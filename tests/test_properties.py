@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.exceptions import ConvergenceWarning
 
-from kernelgd import KernelGDRegressor, kernel_matrix
+from kernelgd import KernelGDClassifier, KernelGDClassifierCV, KernelGDRegressor, KernelGDRegressorCV, kernel_matrix
 from kernelgd._solvers._common import NonPSDKernelWarning
 
 KERNELS = ["rbf", "laplacian", "exponential", "linear", "polynomial"]
@@ -300,3 +300,40 @@ def test_a_warm_start_from_any_coefficients_is_right_or_says_so(problem, perturb
         return  # without ridge the infimum is not attained: cold and warm fits stop at other points
     value, reference = model.loss_curve_[-1], cold.loss_curve_[-1]
     assert value <= reference + 1e-3 * abs(reference) + 1e-6, (value, reference)
+
+
+ZERO_WEIGHT_CASES = {
+    "regressor": (KernelGDRegressor, {}, 1e-6),
+    "centers": (KernelGDRegressor, {"n_centers": 15}, 1e-6),
+    "laplacian": (KernelGDRegressor, {"kernel": "laplacian"}, 1e-6),
+    "classifier": (KernelGDClassifier, {}, 1e-6),
+    "logistic": (KernelGDClassifier, {"loss": "logistic"}, 1e-3),  # Newton stops within tol of the optimum
+    "regressor-cv": (KernelGDRegressorCV, {}, 1e-6),
+    "classifier-cv": (KernelGDClassifierCV, {"loss": "logistic"}, 1e-3),
+}
+
+
+@settings(max_examples=int(__import__("os").environ.get("KGD_EXAMPLES", 150)) // 5, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(ZERO_WEIGHT_CASES)), st.integers(0, 2**16), st.integers(40, 90),
+       st.sampled_from([1e-3, 1.0, 1e3]))
+def test_zero_weight_rows_are_the_fit_without_them(case, seed, n, scale):
+    # A row of weight zero neither trains, scores a fold, nor judges a scale: the fit with it is the
+    # fit without it (the CV estimators once judged ARD scales, and drew K-fold test folds, on such rows)
+    Estimator, params, rtol = ZERO_WEIGHT_CASES[case]
+    r = np.random.RandomState(seed)
+    X = r.randn(n, 3) * scale
+    f = np.sin(2 * X[:, 0] / scale) + X[:, 1] / scale
+    target = f + 0.1 * r.randn(n) if Estimator in (KernelGDRegressor, KernelGDRegressorCV) else np.digitize(f, [-0.5, 0.5])
+    w = r.uniform(0.5, 2.0, n)
+    zero = r.rand(n) < 0.3
+    w[zero] = 0.0
+    if Estimator in (KernelGDClassifier, KernelGDClassifierCV) and np.min(np.bincount(target[~zero], minlength=3)) < 5:
+        return  # too few rows of a class to split or to fit
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # the property holds for what each fit reaches
+        weighted = Estimator(random_state=0, **params).fit(X, target, sample_weight=w)
+        dropped = Estimator(random_state=0, **params).fit(X[~zero], target[~zero], sample_weight=w[~zero])
+    out = (lambda m: m.decision_function(X)) if hasattr(weighted, "decision_function") else (lambda m: m.predict(X))
+    a, b = out(weighted), out(dropped)
+    np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * np.max(np.abs(b)))
