@@ -428,10 +428,10 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         ``near``: the best candidate's alpha; each fold's path then starts ``PATH_HEADROOM``
         decades above it. Alphas outside a fold's path score NaN."""
         rng = check_random_state(self.random_state)
-        # zero-weight rows neither train nor score a fold (a fold of them alone has no score), but
-        # splits given as indices refer to every row
+        # zero-weight rows neither train nor score a fold (a fold of them alone has no score); a given
+        # splitter or list of splits may index every row (PredefinedSplit), so it keeps them
         rows = np.arange(X.shape[0])
-        if self.cv is None or isinstance(self.cv, Integral) or hasattr(self.cv, "split"):
+        if self.cv is None or isinstance(self.cv, Integral):
             rows = np.flatnonzero(np.asarray(to_numpy(sw)) > 0)
         n = len(rows)
         idx = rows if n <= self.max_search_samples else rows[np.sort(
