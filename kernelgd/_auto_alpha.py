@@ -26,6 +26,7 @@ import numpy as np
 from ._array_api import take_rows, to_numpy, xp_of
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
+from ._solvers._common import ROUNDING_EPS
 from ._solvers._preconditioners import N_LANDMARKS, landmark_factor
 
 # The factor's rank: the full model's preconditioner landmarks, so that its factor serves both.
@@ -39,8 +40,6 @@ FLOOR_BELOW_SPECTRUM = 10.0
 MAX_DF_SHARE = 0.5
 # GCV errors within this relative margin of the least count as tied.
 TIE = 1e-3
-# Eigenvalues of the factor at most this many eps times the kernel's weighted trace are rounding.
-ROUNDING_EPS = 64
 # The ridge where the rule has nothing to read (a kernel zero on the data, or fewer than 3 rows).
 FALLBACK_ALPHA = 1.0
 

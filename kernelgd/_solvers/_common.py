@@ -11,6 +11,10 @@ from .._losses import SquaredLoss
 from ._objective import Objective
 from .._warnings import warn
 
+# A quantity within this many eps of the scale it was computed from is rounding (a constant target
+# about its mean, a gradient at a stationary start, an eigenvalue of a kernel constant on the data).
+ROUNDING_EPS = 64
+
 
 class NonPSDKernelWarning(UserWarning):
     """The kernel (matrix) is not positive semi-definite.

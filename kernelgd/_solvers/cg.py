@@ -46,7 +46,7 @@ from .._array_api import (
 from .._array_api import blas_dot
 from .._warnings import warn
 from . import _dense_newton
-from ._common import IterateLog, finish, warn_not_converged, warn_rounding
+from ._common import ROUNDING_EPS, IterateLog, finish, warn_not_converged, warn_rounding
 from ._objective import Objective
 from ._krylov import RPC_BLOCK, ProductTracker, block_pcg, rp_cholesky  # noqa: F401 (re-exported for the tests)
 from ._preconditioners import (
@@ -81,17 +81,13 @@ SETTLE_WINDOW = 5
 NO_PROGRESS_PATIENCE = 20
 
 
-# A target column whose weighted spread about its mean is at most this many eps of its weighted norm is
-# constant to rounding: the intercept-only model fits it, and CG would only chase the rounding.
-CONSTANT_TARGET_EPS = 64
-
-
 def _residual_targets(Y, w, y_bar):
-    """``Y - y_bar``, with the columns that are constant to rounding (``CONSTANT_TARGET_EPS``) set to 0."""
+    """``Y - y_bar``, with the columns that are constant to rounding (``ROUNDING_EPS``) set to 0: the
+    intercept-only model fits them, and CG would only chase their rounding."""
     xp = xp_of(Y)
     s = xp.sqrt(w)[:, None]
     R = Y - y_bar
-    constant = colnorm(s * R) <= CONSTANT_TARGET_EPS * float(np.finfo(np.float64).eps) * colnorm(s * Y)
+    constant = colnorm(s * R) <= ROUNDING_EPS * float(np.finfo(np.float64).eps) * colnorm(s * Y)
     return xp.where(constant[None, :], 0.0, R)
 
 

@@ -22,6 +22,7 @@ converged model stops at once.
 import numpy as np
 
 from ._common import (
+    ROUNDING_EPS,
     IterateLog,
     NonPSDKernelWarning,
     baseline,
@@ -60,13 +61,9 @@ def gradient_norm2(G, KG, gb):
     return max(value, 0.0)
 
 
-# A start whose gradient norm is at most this many eps of the zero model's is stationary to rounding.
-STATIONARY_EPS = 64
-
-
 def reference_gradient_norm2(operator, Y, w, settings):
     """``||grad L||^2`` at the intercept-only model: the scale of the stopping test; 0 where it is
-    at the rounding of the zero model's (``STATIONARY_EPS``: a constant target, whose intercept-only
+    at the rounding of the zero model's (``ROUNDING_EPS``: a constant target, whose intercept-only
     model every iterate can only round), and the fit converges at its start."""
     b0, _ = baseline(Y, w, settings.fit_intercept, settings.loss)
     xp = xp_of(Y)
@@ -75,7 +72,7 @@ def reference_gradient_norm2(operator, Y, w, settings):
     t = Y.shape[1]
     ref2 = gradient_norm2(G0, GG[:, :t], xp.sum(G0, axis=0) if settings.fit_intercept else None)
     zero2 = gradient_norm2(G_zero, GG[:, t:], xp.sum(G_zero, axis=0) if settings.fit_intercept else None)
-    return 0.0 if ref2 <= (STATIONARY_EPS * np.finfo(np.float64).eps) ** 2 * zero2 else ref2
+    return 0.0 if ref2 <= (ROUNDING_EPS * np.finfo(np.float64).eps) ** 2 * zero2 else ref2
 
 
 def solve(operator, Y, w, settings):

@@ -8,7 +8,7 @@ from ..._array_api import blas_dot, clip_min, copy, sum_of, to_floats, xp_of, ze
 from ..._array_api import total as total_of
 from ..._warnings import warn
 from .. import _dense_newton
-from .._common import IterateLog, RoundingCheck, finish, warn_not_converged, warn_rounding
+from .._common import ROUNDING_EPS, IterateLog, RoundingCheck, finish, warn_not_converged, warn_rounding
 from .._objective import Objective
 from .._preconditioners import CENTERS_MIN_RIDGE, CenterFactors, center_factors, center_jitter, check_center_memory
 from . import _start as subsample
@@ -21,7 +21,7 @@ from ._steps import LM_MAX, LM_MIN, Steps, damping, shorten
 HESSIAN_FLOOR = 1e-10
 ARMIJO = 1e-4
 # A predicted decrease below this fraction of the objective is rounding.
-ROUNDING = 64 * np.finfo(float).eps
+ROUNDING = ROUNDING_EPS * np.finfo(float).eps
 MAX_HALVINGS = 30
 # The loosest relative residual of an inexact Newton step's CG run.
 FORCING_MAX = 0.1
