@@ -3,14 +3,15 @@
 The closed form RidgeCV uses for linear ridge, on the centred, weighted kernel
 matrix (:func:`_eigen_system`) or on a low-rank factor ``K ~ F F'``
 (:func:`_low_rank_system`); :func:`_loo_scores` turns either into the
-leave-one-out predictions and scores of every alpha.
+leave-one-out predictions and scores of every alpha. BLAS threads are the
+caller's to set: the eigendecompositions here are at most 3,000 x 3,000, where
+threaded LAPACK is safe.
 """
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from ._array_api import clip_min, concat, outer, row_dot, take_rows, to_numpy, xp_of, zeros
-from ._operator import single_threaded_blas
 
 # Leave-one-out batches the rows of each distinct weight (one shift each) up to this many weights.
 LOO_WEIGHT_GROUPS = 32
@@ -34,8 +35,7 @@ def _eigen_system(K, Y, w, fit_intercept):
     if fit_intercept:
         u = Ks @ s
         Ks = Ks - outer(s, u) - outer(u, s) + outer(s, s) * (s @ u)
-    with single_threaded_blas():
-        lam, V = xp.linalg.eigh(Ks)  # the lower triangle, as LAPACK's syevd reads it
+    lam, V = xp.linalg.eigh(Ks)  # the lower triangle, as LAPACK's syevd reads it
     lam = clip_min(lam, 0.0)
     y_bar = w @ Y if fit_intercept else zeros(Y, Y.shape[1])
     # Q S y = S (y - y_bar) since s's = 1
@@ -63,8 +63,7 @@ def _low_rank_system(F, Y, w, fit_intercept):
 def _factor_system(B, s, Y, w, fit_intercept):
     """As :func:`_eigen_system` for ``Q S K S Q ~ B B'``, B weighted and centred already (n x r)."""
     xp = xp_of(B)
-    with single_threaded_blas():
-        lam, W = xp.linalg.eigh(B.T @ B)
+    lam, W = xp.linalg.eigh(B.T @ B)
     top = max(float(lam[-1]), 0.0) if lam.shape[0] else 0.0
     keep = np.flatnonzero(np.asarray(to_numpy(lam)) > top * lam.shape[0] * np.finfo(float).eps)
     lam, W = take_rows(lam, keep), take_rows(W.T, keep).T

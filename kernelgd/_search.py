@@ -614,6 +614,9 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         n = X.shape[0]
         xp = xp_of(X)
 
+        # widths searched in parallel share the cores: each then runs single-threaded BLAS
+        blas = nullcontext if effective_n_jobs(self.n_jobs) == 1 else single_threaded_blas
+
         def scores(system, Ys, ws, alphas, rows):
             if rescore is None:
                 return _loo_scores(system, Ys, ws, alphas, self.fit_intercept, scorer)[0]
@@ -622,9 +625,13 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         if n <= LOO_MAX_SAMPLES:
             w = sw / xp.sum(sw)
             rows = np.arange(n)
-            return lambda kernel, sigma, alphas: scores(
-                _eigen_system(self._kernel(X, X, kernel, sigma), Y, w, self.fit_intercept), Y, w, alphas, rows,
-            )
+
+            def exact(kernel, sigma, alphas):
+                with blas():
+                    system = _eigen_system(self._kernel(X, X, kernel, sigma), Y, w, self.fit_intercept)
+                return scores(system, Y, w, alphas, rows)
+
+            return exact
         rng = check_random_state(self.random_state)
         idx = np.arange(n) if n <= self.max_search_samples else np.sort(
             rng.choice(n, self.max_search_samples, replace=False))
@@ -643,8 +650,10 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
                 with single_threaded_blas():
                     return fortran(operator.columns(cols))
 
-            F = rp_cholesky(columns, operator.diag(), LOW_RANK_LOO_RANK, np.random.RandomState(seed))[0]
-            return scores(_low_rank_system(F, Ys, ws, self.fit_intercept), Ys, ws, alphas, idx)
+            with blas():
+                F = rp_cholesky(columns, operator.diag(), LOW_RANK_LOO_RANK, np.random.RandomState(seed))[0]
+                system = _low_rank_system(F, Ys, ws, self.fit_intercept)
+            return scores(system, Ys, ws, alphas, idx)
 
         return loo
 
