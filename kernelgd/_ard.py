@@ -31,6 +31,7 @@ from scipy.linalg import lapack
 from scipy.optimize import minimize
 
 from ._operator import single_threaded_blas
+from ._replicates import collapse, replicate_groups
 from .kernels import kernel_matrix
 
 # Rows of the subsample the scales are fitted on.
@@ -108,27 +109,21 @@ def loo_error_and_gradient(theta, X, y, w, fit_intercept):
     return value, grad
 
 
-def neg_log_likelihood_and_gradient(theta, X, y, w, fit_intercept, n_obs=None):
-    """``L`` (the restricted, amplitude-profiled marginal likelihood) and its gradient; see the module docstring.
-
-    ``n_obs`` (default: the number of rows) reads the weights as counts: a row of weight k is k
-    identical observations, whose spread adds ``(n_obs - n)/2 log lam`` and ``n_obs`` to the count.
-    """
+def neg_log_likelihood_and_gradient(theta, X, y, w, fit_intercept):
+    """``L`` (the restricted, amplitude-profiled marginal likelihood) and its gradient; see the module docstring."""
     d = X.shape[1]
     lam, s, Xs, K, centre, M, logdet = _system(theta, X, w, fit_intercept)
     yt = s * (y - w @ y) if fit_intercept else s * y
-    n_obs = len(y) if n_obs is None else n_obs
-    m = n_obs - 1 if fit_intercept else n_obs
-    extra = 0.5 * (n_obs - len(y))  # the repeated observations' own noise
+    m = len(y) - 1 if fit_intercept else len(y)
     My = M @ yt
     q = float(yt @ My)
     if not q > 0:  # y constant: every scale fits it
         return 0.0, np.zeros(d + 1)
-    value = 0.5 * m * np.log(q) + 0.5 * (logdet - (np.log(lam) if fit_intercept else 0.0)) + extra * np.log(lam)
+    value = 0.5 * m * np.log(q) + 0.5 * (logdet - (np.log(lam) if fit_intercept else 0.0))
     grad = np.empty(d + 1)
     grad[:d] = _scale_gradient(0.5 * M - 0.5 * m * np.outer(My, My) / q, s, Xs, K, centre)
     trace = np.trace(M) - (1.0 / lam if fit_intercept else 0.0)
-    grad[d] = lam * (0.5 * trace - 0.5 * m * float(My @ My) / q) + extra
+    grad[d] = lam * (0.5 * trace - 0.5 * m * float(My @ My) / q)
     return float(value), grad
 
 
@@ -143,8 +138,9 @@ def fit_scales(X, y, w, sigma0, lam0, fit_intercept, rng, max_iter=100, criterio
     X : ndarray of shape (n_samples, n_features)
     y : ndarray of shape (n_samples,)
     w : ndarray of shape (n_samples,)
-        Sample weights (zero-weight rows are left out); the likelihood reads
-        them as counts of identical observations.
+        Sample weights (zero-weight rows are left out), relative: identical
+        rows are fitted as one, of their summed weight and weighted mean
+        target (both criteria would read agreeing copies as noiseless data).
     sigma0, lam0 : float
         The starting scalar width and ridge (the best of the grid).
     fit_intercept : bool
@@ -160,16 +156,24 @@ def fit_scales(X, y, w, sigma0, lam0, fit_intercept, rng, max_iter=100, criterio
     value : float
         The criterion on the subsample at the returned point.
     rows : ndarray of int
-        The rows of X the scales were fitted on.
+        The rows of X the scales were fitted on (every copy of a row fitted).
     """
-    keep = rows = np.flatnonzero(w > 0)
-    if len(keep) > ARD_MAX_SAMPLES:
-        keep = rows = np.sort(rng.choice(keep, ARD_MAX_SAMPLES, replace=False))
-    X, y, n_obs, w = X[keep], y[keep], float(w[keep].sum()), w[keep] / w[keep].sum()
+    rows = np.flatnonzero(w > 0)
+    group_of, n_groups = replicate_groups(X[rows])
+    chosen = np.arange(n_groups)
+    if n_groups > ARD_MAX_SAMPLES:  # a subsample of the distinct rows, with all their copies
+        chosen = np.sort(rng.choice(n_groups, ARD_MAX_SAMPLES, replace=False))
+        inside = np.isin(group_of, chosen)
+        rows, group_of = rows[inside], np.searchsorted(chosen, group_of[inside])
+    if len(chosen) == len(rows):  # every row distinct
+        X, y, w = X[rows], y[rows], w[rows] / w[rows].sum()
+    else:
+        first, y, W = collapse(group_of, int(group_of.max()) + 1, y[rows, None], w[rows])
+        X, y, w = X[rows[first]], y[:, 0], W / W.sum()
     d = X.shape[1]
     start = np.append(np.full(d, np.log(sigma0)), np.log(max(lam0, 1e-12)))
     bounds = [(t - BOUND, t + BOUND) for t in start]
-    args = (X, y, w, fit_intercept) + ((n_obs,) if criterion == "likelihood" else ())
+    args = (X, y, w, fit_intercept)
     with single_threaded_blas():
         result = minimize(CRITERIA[criterion], start, args=args, jac=True,
                           method="L-BFGS-B", bounds=bounds, options={"maxiter": max_iter})

@@ -7,18 +7,21 @@ and the degrees of freedom ``df = 1 + sum_j lam_j / (lam_j + alpha)`` of the
 Nystroem model on its pivots for every ridge at once, and with them the
 generalized cross-validation error (Golub, Heath & Wahba, 1979)
 
-    GCV(alpha) = sum_i w_i (y_i - f_i)^2 / (1 - df / N)^2,
+    GCV(alpha) = (sum_i w_i (y_i - f_i)^2 - E) / (1 - df / N)^2
 
-N the total sample weight (the number of rows without weights). Integer
-weights and repeated rows give the same eigenvalues, residuals and N, so the
-same ridge (leave-one-out would not: a repeated row is not left out with its
-copies). The ridges tried span the factor's resolved spectrum, from a tenth
-of its smallest eigenvalue to its largest: below that floor the Nystroem
-model hardly changes with alpha, and at or above it the CG solve at the
-chosen ridge is well conditioned (the preconditioner's residual eigenvalues
-are at most about the floor), so the fit costs about one solve. Of ridges
-whose error is within ``TIE`` of the least, the largest is chosen: the
-smoother model, and the faster solve.
+(w sums to 1). Repeated rows are read as one (``_replicates``): N is Kish's
+effective number of distinct rows, ``1 / sum_g W_g^2`` over the groups of
+identical rows and their summed weights W_g (the number of rows where they
+are distinct and weigh alike), and ``E`` is the targets' weighted spread
+within the groups, which no ridge changes. So scaling every weight, or
+repeating every row, chooses the same ridge, and integer weights choose the
+ridge of the rows repeated. The ridges tried span the factor's resolved
+spectrum, from a tenth of its smallest eigenvalue to its largest: below that
+floor the Nystroem model hardly changes with alpha, and at or above it the CG
+solve at the chosen ridge is well conditioned (the preconditioner's residual
+eigenvalues are at most about the floor), so the fit costs about one solve.
+Of ridges whose error is within ``TIE`` of the least, the largest is chosen:
+the smoother model, and the faster solve.
 """
 
 import numpy as np
@@ -26,6 +29,7 @@ import numpy as np
 from ._array_api import take_rows, to_numpy, xp_of
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
+from ._replicates import effective_count, pure_error, replicate_groups
 from ._solvers._common import ROUNDING_EPS
 from ._solvers._preconditioners import N_LANDMARKS, landmark_factor
 
@@ -51,15 +55,18 @@ def ridge_grid(lam):
     return np.logspace(np.log10(top), np.log10(bottom), int(np.ceil(decades * STEPS_PER_DECADE)) + 1)
 
 
-def choose(factor, Y, w, fit_intercept, n_effective, alphas=None, floor=0.0):
+def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0):
     """``(alpha, errors, alphas)``: the rule's ridge from the factor ``B`` of ``Q S K S Q ~ B B'``.
 
-    ``w`` sums to 1; ``n_effective`` is the total sample weight N. ``alphas``:
+    ``w`` sums to 1; ``group_of``: each row's group of identical rows
+    (``_replicates.replicate_groups``; None: every row distinct). ``alphas``:
     the ridges to score (default: ``ridge_grid`` of the factor's spectrum).
     ``floor``: ``rounding_floor``'s; eigenvalues at most it are the rounding of K's
     entries (a kernel constant on the data), not directions.
     """
     xp = xp_of(Y)
+    w_host = np.asarray(to_numpy(w), dtype=np.float64)
+    n_effective = effective_count(w_host, group_of)
     if factor.shape[1] == 0 or n_effective < 3:
         return FALLBACK_ALPHA, None, None
     s = xp.sqrt(w)
@@ -76,7 +83,9 @@ def choose(factor, Y, w, fit_intercept, n_effective, alphas=None, floor=0.0):
     alphas = ridge_grid(lam) if alphas is None else np.asarray(alphas, dtype=float)
     shrink = alphas[:, None] / (lam[None, :] + alphas[:, None])  # (ridges, directions)
     outside = max(total - float(projected.sum()), 0.0)  # the energy outside the factor's span (>= 0 but for rounding)
-    residual = outside + (shrink**2 @ projected).sum(axis=1)
+    # the spread within groups of identical rows is in every ridge's residual: it is not the fit's error
+    spread = pure_error(np.asarray(to_numpy(Y)), w_host, group_of)
+    residual = np.maximum(outside + (shrink**2 @ projected).sum(axis=1) - spread, 0.0)
     df = float(fit_intercept) + (1.0 - shrink).sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         errors = np.where(df <= MAX_DF_SHARE * n_effective, residual / (1.0 - df / n_effective) ** 2, np.inf)
@@ -87,14 +96,20 @@ def choose(factor, Y, w, fit_intercept, n_effective, alphas=None, floor=0.0):
 
 
 def _subsample(xp, X, Y, w, rng, precomputed):
-    """``(X, Y, w, share)``: at most ``MAX_ROWS`` random rows of positive weight, w renormalised."""
+    """``(X, Y, w, every_row)``: at most ``MAX_ROWS`` random rows of positive weight, w renormalised."""
     rows = np.flatnonzero(np.asarray(to_numpy(w)) > 0)
     if len(rows) > MAX_ROWS:
         rows = np.sort(rng.choice(rows, MAX_ROWS, replace=False))
     Xs = X[np.ix_(rows, rows)] if precomputed else take_rows(X, rows) if not hasattr(X, "tocsr") else X[rows]
     Ys, ws = take_rows(Y, rows), take_rows(w, rows)
-    share = float(xp.sum(ws))  # of w, which sums to 1
-    return Xs, Ys, ws / share, share, len(rows) == X.shape[0]
+    return Xs, Ys, ws / xp.sum(ws), len(rows) == X.shape[0]
+
+
+def _groups(X):
+    """Each row's group of identical rows (None where every row is distinct): of X's rows, or of a
+    precomputed kernel's (identical points have identical kernel rows)."""
+    group_of, n_groups = replicate_groups(X)
+    return None if n_groups == X.shape[0] else group_of
 
 
 def _operator(X, kernel, precomputed):
@@ -104,7 +119,7 @@ def _operator(X, kernel, precomputed):
     return KernelOperator(X, kernel, dtype="float64", store=False, memory_budget=1 << 28)
 
 
-def choose_kernel(candidates, X, Y, w, fit_intercept, rng, n_effective, alpha="auto"):
+def choose_kernel(candidates, X, Y, w, fit_intercept, rng, alpha="auto"):
     """``(index, alpha, factor)``: the candidate kernel of least GCV error, and its ridge.
 
     ``candidates``: bound PSD kernels. Each is scored on the same rows (at
@@ -114,13 +129,14 @@ def choose_kernel(candidates, X, Y, w, fit_intercept, rng, n_effective, alpha="a
     then reuses it, as ``auto_alpha``'s), else None.
     """
     xp = xp_of(w)
-    Xs, Ys, ws, share, every_row = _subsample(xp, X, Y, w, rng, False)
+    Xs, Ys, ws, every_row = _subsample(xp, X, Y, w, rng, False)
+    group_of = _groups(Xs)
     seed = rng.randint(np.iinfo(np.int32).max)
     best = None
     for index, kernel in enumerate(candidates):
         operator = _operator(Xs, kernel, False)
         factor = _unstored_factor(operator, ws, fit_intercept, np.random.RandomState(seed))
-        chosen, errors, alphas = choose(factor, Ys, ws, fit_intercept, n_effective * share,
+        chosen, errors, alphas = choose(factor, Ys, ws, fit_intercept, group_of,
                                         None if alpha == "auto" else [alpha], rounding_floor(operator, ws))
         error = np.inf if errors is None else float(np.min(errors))
         if best is None or error < best[0]:  # a factor is kept only where the full model's solve reuses it
@@ -179,23 +195,23 @@ def curvature_share(loss, Y, w, fit_intercept):
     return float(xp.mean(xp.sum(H, axis=0))) / SquaredLoss.curvature
 
 
-def auto_alpha(X, kernel, Y, w, fit_intercept, rng, n_effective, operator=None, precomputed=False, loss=SquaredLoss):
+def auto_alpha(X, kernel, Y, w, fit_intercept, rng, operator=None, precomputed=False, loss=SquaredLoss):
     """``(alpha, factor)``: the rule's ridge, and the factor where it is the fit's operator's.
 
     ``operator``: the fit's square operator (the full model), whose stored kernel
     gives the factor's columns and whose preconditioner then reuses the factor.
     Otherwise (centers) the rule reads at most ``MAX_ROWS`` weighted rows of X
-    through an operator of their own (N scaled to the rows read). ``n_effective``: the
-    total sample weight N. ``loss``: GCV's ridge for the targets Y is scaled
+    through an operator of their own. ``loss``: GCV's ridge for the targets Y is scaled
     by ``curvature_share`` (a smooth loss's first Newton step is then GCV's smoother).
     """
     xp = xp_of(w)
     scale = curvature_share(loss, Y, w, fit_intercept)
     if operator is not None and X.shape[0] <= MAX_ROWS:
         factor = _factor(operator, w, fit_intercept, rng)
-        return choose(factor, Y, w, fit_intercept, n_effective, floor=rounding_floor(operator, w))[0] * scale, factor
-    Xs, Ys, ws, share, _ = _subsample(xp, X, Y, w, rng, precomputed)
+        alpha = choose(factor, Y, w, fit_intercept, _groups(X), floor=rounding_floor(operator, w))[0]
+        return alpha * scale, factor
+    Xs, Ys, ws, _ = _subsample(xp, X, Y, w, rng, precomputed)
     operator = _operator(Xs, kernel, precomputed)
     factor = _unstored_factor(operator, ws, fit_intercept, rng)
     floor = rounding_floor(operator, ws)
-    return choose(factor, Ys, ws, fit_intercept, n_effective * share, floor=floor)[0] * scale, None
+    return choose(factor, Ys, ws, fit_intercept, _groups(Xs), floor=floor)[0] * scale, None

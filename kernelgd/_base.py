@@ -381,7 +381,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             candidates.append(self._bound_kernel())
         return candidates
 
-    def _choose_kernel(self, X, Y, w, alpha, loss, n_observations, seed):
+    def _choose_kernel(self, X, Y, w, alpha, loss, seed):
         """``kernel="auto"``: sets ``kernel_``; returns ``(alpha, landmarks)``.
 
         With the squared loss, the kernel of ``AUTO_KERNELS`` whose Nystroem
@@ -394,15 +394,16 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             self.kernel_ = AUTO_KERNELS[0]
             return alpha, None
         index, alpha, factor = choose_kernel(
-            self._kernel_candidates(lambda: self._resolve_sigma(X, w)), X, Y, w, self.fit_intercept, np.random.RandomState(seed), n_observations, alpha,
+            self._kernel_candidates(lambda: self._resolve_sigma(X, w)), X, Y, w, self.fit_intercept,
+            np.random.RandomState(seed), alpha,
         )
         self.kernel_ = AUTO_KERNELS[index]
         return alpha, factor
 
     @staticmethod
     def _observations(counts, n_samples, rows):
-        """N, the number of observations the training rows hold: their total sample weight before
-        class weights (integer weights count repeated rows), or their number without weights."""
+        """N, the number of observations the training rows hold (the posterior's): their total sample
+        weight (integer weights count repeated rows), or their number without weights."""
         if counts is None:
             return float(n_samples if rows is None else len(rows))
         counts = np.asarray(to_numpy(counts), dtype=np.float64).reshape(-1)
@@ -529,21 +530,19 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
     # ---------------------------------------------------------- fit flow
 
     @with_callbacks
-    def _fit(self, X, Y, sample_weight, y, stratify=None, ravel=False, counts=None):
+    def _fit(self, X, Y, sample_weight, y, stratify=None, ravel=False):
         """Fit on validated X and a 2-D float target Y; sets the attributes.
 
         ``y``: the targets as given, for callbacks. ``ravel``: a
         single-output regressor stores 1-D ``dual_coef_`` and a float
-        ``intercept_``. ``counts``: the sample weights before class weights, which count the
-        observations (``alpha="auto"``'s N; default ``sample_weight``).
+        ``intercept_``.
         """
         options = resolve_options(self.options)
         progress = _CallbackBridge.start(self, X, y, sample_weight)
         # One BLAS thread throughout: the operator's pool supplies the
         # parallelism, and idle OpenBLAS threads spin (module doc of _operator).
         with single_threaded_blas():
-            _fit.fit(self, X, Y, sample_weight, stratify, options, progress, ravel,
-                     sample_weight if counts is None else counts)
+            _fit.fit(self, X, Y, sample_weight, stratify, options, progress, ravel)
         if progress is not None:
             progress.end(self)
         return self

@@ -53,13 +53,10 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         Weights of the classes, multiplying the sample weights, with
         scikit-learn's meaning: ``"balanced"`` weights each class by
         ``n_samples / (n_classes * n_samples_of_class)``; a dict maps labels
-        to weights (missing labels weigh 1). For ``alpha="auto"`` sample
-        weights count observations (a weight of 2 is a repeated row) and
-        class weights do not: the rule reads Kish's effective number of
-        observations, ``(sum f)^2 / sum f^2`` of the class factors f, so
-        ``class_weight="balanced"`` may choose another ridge than
-        ``sample_weight=compute_sample_weight("balanced", y)``; at a given
-        alpha the two fits are the same.
+        to weights (missing labels weigh 1). ``class_weight="balanced"``
+        and ``sample_weight=compute_sample_weight("balanced", y)`` are the
+        same fit, ``alpha="auto"``'s ridge included (its rule reads weights
+        as relative, through Kish's effective number of rows).
 %(parameters)s
 
     Attributes
@@ -216,18 +213,13 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         ):
             del self.dual_coef_  # other classes: the old coefficients do not apply
         self.classes_ = classes
-        counts = sample_weight  # the observations' weights (alpha="auto"'s N), before class weights
         if self.class_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, y, dtype=np.float64)
-            factors = class_weights(self.class_weight, self.classes_, y, sample_weight)
-            # class weights far apart leave fewer effective observations: Kish's share of the rows
-            share = np.sum(factors) ** 2 / max(len(factors) * np.sum(factors**2), np.finfo(float).tiny)
-            counts = sample_weight * share
-            sample_weight = sample_weight * factors
+            sample_weight = sample_weight * class_weights(self.class_weight, self.classes_, y, sample_weight)
         Y = from_numpy(Y, xp, device)
         sample_weight = None if sample_weight is None else like(sample_weight, Y)
         # a stratified validation split where every class can be split
-        return self._fit(X, Y, sample_weight, y, stratify=y, counts=counts)
+        return self._fit(X, Y, sample_weight, y, stratify=y)
 
     def decision_function(self, X):
         """Decision values ``f(x)`` of the one-vs-rest models.

@@ -130,14 +130,14 @@ def fit(estimator, X, y, sample_weight, classifier):
         rows = _center_rows(np.random.RandomState(seed), wn if w is not None else None, n_positive,
                             min(n_positive, _auto_alpha.MAX_ROWS))
         Xs, Ys, ws = dask.compute(X[rows], Y[rows], wn[rows])
-        sample = (Xs, Ys, ws / ws.sum(), W * float(ws.sum()))
+        sample = (Xs, Ys, ws / ws.sum())
     est.kernel_ = est.kernel
     if est._auto_kernel:
         est.kernel_ = _base.AUTO_KERNELS[0]
         if loss is SquaredLoss:  # each kernel at its own sigma, scored on the sample
             candidates = est._kernel_candidates(lambda: _sigma(est, X, wn, float(found["top"])))
-            index, alpha, _ = _auto_alpha.choose_kernel(candidates, *sample[:3], est.fit_intercept,
-                                                        np.random.RandomState(seed), sample[3], alpha)
+            index, alpha, _ = _auto_alpha.choose_kernel(candidates, *sample, est.fit_intercept,
+                                                        np.random.RandomState(seed), alpha)
             est.kernel_ = _base.AUTO_KERNELS[index]
     est.sigma_ = _sigma(est, X, wn, float(found["top"]))
     kernel = est._bound_kernel()
@@ -153,7 +153,7 @@ def fit(estimator, X, y, sample_weight, classifier):
     centers, center_weights, wY = dask.compute(X[rows], wn[rows], (wn[:, None] * Y).sum(axis=0))
     if alpha == "auto":
         alpha = _auto_alpha.auto_alpha(sample[0], kernel, sample[1], sample[2], est.fit_intercept,
-                                       np.random.RandomState(seed), sample[3], loss=loss)[0]
+                                       np.random.RandomState(seed), loss=loss)[0]
     est.alpha_ = alpha
     stored = _kernel_fits(n * m * 8 + X.nbytes + Y.nbytes)
     X_rows = X  # the inputs, where X becomes the kernel blocks

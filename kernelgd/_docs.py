@@ -145,7 +145,9 @@ REGRESSOR_ALPHA = """\
         (on at most 20,000 rows), among ridges from a tenth of that factor's
         smallest eigenvalue to its largest that leave the model at most
         ``n_samples / 2`` degrees of freedom; the solve then runs at that ridge, where
-        the same landmarks precondition it well. The value used is
+        the same landmarks precondition it well. The rule reads repeated rows
+        as one row of their summed weight, and sample weights as relative
+        (scaling them all changes nothing). The value used is
         ``alpha_``. For a kernel that is not positive semi-definite,
         ``"auto"`` is 0. With ``alpha=0`` the minimiser interpolates the
         training data, and only stopping early (``tol``, ``max_iter``,

@@ -82,7 +82,7 @@ class TrainingRows:
     Y: object  # their targets, divided by y_scale
     w: object  # their weights, summing to one
     y_scale: float  # a power of two (1 for a logistic loss, which takes its labels as they are)
-    n_observations: float  # alpha="auto"'s N: the observations the rows hold
+    n_observations: float  # the posterior's N: the observations the rows hold (their total weight)
     weight_total: float  # the training rows' raw total sample weight
     train: object  # the training rows' indices, None where every row trains
     validation: object  # (X_val, Y_val, w_val) for early stopping, or None
@@ -105,7 +105,7 @@ class FitProblem:
     options: dict  # resolved; memory_budget that of the arrays' device
 
 
-def training_rows(est, X, Y, sample_weight, stratify, counts, rng):
+def training_rows(est, X, Y, sample_weight, stratify, rng):
     """``TrainingRows``: weights normalised, early stopping's split, targets scaled."""
     w, raw = est._sample_weights(X, sample_weight)
     xp = xp_of(w)
@@ -128,7 +128,7 @@ def training_rows(est, X, Y, sample_weight, stratify, counts, rng):
     weight_total = float(xp.sum(raw_tr / top)) * top if 0 < top < np.inf else float(xp.sum(raw_tr))
     return TrainingRows(
         X=X_tr, Y=Y_tr / y_scale, w=w_tr / xp.sum(w_tr), y_scale=y_scale,
-        n_observations=est._observations(counts, X.shape[0], tr if val is not None else None),
+        n_observations=est._observations(sample_weight, X.shape[0], tr if val is not None else None),
         weight_total=weight_total, train=None if val is None else tr, validation=validation, X_given=X,
     )
 
@@ -153,21 +153,18 @@ def _check_solver(est, solver, loss, kernel, centers):
         )
 
 
-def prepare_fit(est, X, Y, sample_weight, stratify, options, counts):
-    """The ``FitProblem`` of ``est`` on validated X and 2-D float Y; sets ``kernel_`` and ``sigma_``.
-
-    ``counts``: the sample weights before class weights, which count the observations.
-    """
+def prepare_fit(est, X, Y, sample_weight, stratify, options):
+    """The ``FitProblem`` of ``est`` on validated X and 2-D float Y; sets ``kernel_`` and ``sigma_``."""
     X = est._validate_precomputed(X)
     rng = check_random_state(est.random_state)
     seed = rng.randint(np.iinfo(np.int32).max)
-    rows = training_rows(est, X, Y, sample_weight, stratify, counts, rng)
+    rows = training_rows(est, X, Y, sample_weight, stratify, rng)
     xp = xp_of(rows.w)
     loss = est._loss(Y.shape[1])
     alpha = est._alpha(rows.weight_total)
     landmarks = None
     if est._auto_kernel:
-        alpha, landmarks = est._choose_kernel(rows.X, rows.Y, rows.w, alpha, loss, rows.n_observations, seed)
+        alpha, landmarks = est._choose_kernel(rows.X, rows.Y, rows.w, alpha, loss, seed)
     else:
         est.kernel_ = est.kernel
     est.sigma_ = est._resolve_sigma(rows.X, rows.w)
@@ -199,7 +196,7 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options, counts):
         landmarks = None  # a factor of the rows, not of the centers' system
     if alpha == "auto":
         alpha, landmarks = auto_alpha(
-            rows.X, kernel, rows.Y, rows.w, est.fit_intercept, np.random.RandomState(seed), rows.n_observations,
+            rows.X, kernel, rows.Y, rows.w, est.fit_intercept, np.random.RandomState(seed),
             operator=operator if centers is None else None, precomputed=est._precomputed, loss=loss,
         )
     return FitProblem(rows=rows, loss=loss, kernel=kernel, alpha=alpha, solver=solver, operator=operator,
@@ -275,13 +272,13 @@ def solve(est, problem, callback, monitor):
     return problem, coef, intercept, n_iter, curve, result
 
 
-def fit(est, X, Y, sample_weight, stratify, options, progress, ravel, counts):
+def fit(est, X, Y, sample_weight, stratify, options, progress, ravel):
     """Fit ``est`` in memory (its BLAS single-threaded by the caller) and set its fitted attributes.
 
     ``progress``: the callback bridge (None: no callbacks); the rest as ``prepare_fit``.
     ``ravel``: a single-output regressor's 1-D ``dual_coef_`` and float ``intercept_``.
     """
-    problem = prepare_fit(est, X, Y, sample_weight, stratify, options, counts)
+    problem = prepare_fit(est, X, Y, sample_weight, stratify, options)
     est.alpha_ = problem.alpha
     rows = problem.rows
     monitor = None

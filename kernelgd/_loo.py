@@ -120,14 +120,16 @@ def _loo_scores(system, Y, w, alphas, fit_intercept, scorer):
         leverage = leverage + (s * s)[:, None]
     positive = s[:, None, None] > 0
     F = xp.where(positive, F_t / xp.where(positive, s[:, None, None], 1.0), 0.0) + y_bar
-    scores, predictions = [], []
-    for i in range(len(alphas)):
-        loo = Y - (Y - F[:, i, :]) / clip_min(1.0 - leverage[:, i], 1e-12)[:, None]
-        predictions.append(loo)
-        if scorer is None:  # the default: minus the weighted mean squared error, directly
-            scores.append(-float(w @ xp.mean((Y - loo) ** 2, axis=1)))
-        else:  # a scorer reads numpy copies
-            P, Y_np = np.asarray(to_numpy(loo)), np.asarray(to_numpy(Y))
-            scores.append(scorer(_Predictions(P if t > 1 else P[:, 0]), None, Y_np if t > 1 else Y_np[:, 0],
-                                 sample_weight=w_host))
-    return np.array(scores), predictions
+    predictions = [Y - (Y - F[:, i, :]) / clip_min(1.0 - leverage[:, i], 1e-12)[:, None] for i in range(len(alphas))]
+    return score_predictions(predictions, Y, w, scorer), predictions
+
+
+def score_predictions(predictions, Y, w, scorer):
+    """Each (n, t) array of held-out predictions' score: ``scorer``'s, or by default minus the mean
+    squared error weighted by w (which sums to 1)."""
+    if scorer is None:
+        xp = xp_of(Y)
+        return np.array([-float(w @ xp.mean((Y - P) ** 2, axis=1)) for P in predictions])
+    Y_np, w_host, t = np.asarray(to_numpy(Y)), np.asarray(to_numpy(w)), Y.shape[1]  # a scorer reads numpy copies
+    return np.array([scorer(_Predictions(P if t > 1 else P[:, 0]), None, Y_np if t > 1 else Y_np[:, 0],
+                            sample_weight=w_host) for P in (np.asarray(to_numpy(P)) for P in predictions)])

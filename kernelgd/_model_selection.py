@@ -47,6 +47,7 @@ from ._base import _check_same_namespace
 from ._classifier import KernelGDClassifier
 from ._loo import _Predictions
 from ._regressor import KernelGDRegressor
+from ._replicates import replicate_groups
 from ._search import MIN_REFIT_TOL, _Decisions, _is_rbf, _KernelCV, _OnHost, _scorer
 from ._targets import class_weights
 
@@ -354,8 +355,11 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
             return model
         rule = self._base(kernel=self.kernel_)  # sigma="scale", alpha="auto"
         rng = check_random_state(self.random_state)
-        rows = rng.permutation(np.flatnonzero(weights > 0))
-        held, fitted = np.sort(rows[: len(rows) // HOLDOUT_SHARE]), np.sort(rows[len(rows) // HOLDOUT_SHARE:])
+        positive = np.flatnonzero(weights > 0)
+        group_of, n_groups = replicate_groups(take_rows(X, positive))
+        order = rng.permutation(n_groups)  # every copy of a row on one side of the split
+        in_held = np.isin(group_of, order[: n_groups // HOLDOUT_SHARE])
+        held, fitted = positive[in_held], positive[~in_held]
         X_fit, X_held = take_rows(X, fitted), take_rows(X, held)
         y_host = np.asarray(to_numpy(y))
         scores, warned = {}, False

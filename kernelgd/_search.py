@@ -18,20 +18,23 @@ from sklearn.base import (
     ClassifierMixin,
 )
 from sklearn.metrics import check_scoring, log_loss, make_scorer
-from sklearn.model_selection import check_cv
+from sklearn.model_selection import GroupKFold, StratifiedGroupKFold, check_cv
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
     check_is_fitted,
 )
 
-from ._array_api import as_float64, block_of, fortran, on_host, rows_of, scales_like, take_rows, to_numpy, xp_of
+from ._array_api import (
+    as_float64, block_of, fortran, like, on_host, rows_of, scales_like, take_rows, to_numpy, xp_of,
+)
 from ._base import CallbackSupportMixin, _check_same_namespace, resolve_options, with_callbacks
 from ._operator import KernelOperator, n_threads, single_threaded_blas
 from ._progress import SearchProgress
 from ._regressor import KernelGDRegressor
 from ._solvers._krylov import rp_cholesky
-from ._loo import _eigen_system, _loo_scores, _low_rank_system
+from ._loo import _eigen_system, _loo_scores, _low_rank_system, score_predictions
+from ._replicates import collapse, replicate_groups
 from .kernels import _CarriesRegisteredKernels, bind_kernel, check_sparse_support, get_spec
 
 # Exact leave-one-out (an O(n^3) eigendecomposition per width) up to this many rows.
@@ -419,6 +422,23 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         cores = n_threads(resolve_options(self.options)["n_threads"])
         return int(max(1, min(n_splits, cores // max(1, effective_n_jobs(self.n_jobs)))))
 
+    def _splits(self, X, y, classifier):
+        """The folds of the rows of X: ``cv``'s, or where ``cv`` is None or an int and some rows repeat,
+        as many folds with every copy of a row in one fold (a copy in the test fold would be
+        predicted by its twin in the training rows, which favours interpolation)."""
+        folds = self._folds(y, classifier)
+        if isinstance(folds, Integral):
+            group_of, n_groups = replicate_groups(X)
+            if n_groups < X.shape[0]:
+                if n_groups < folds:
+                    raise ValueError(
+                        f"{type(self).__name__} found {n_groups} distinct rows of X, too few for {folds} "
+                        "folds (copies of a row share a fold). Pass cv with at most that many folds."
+                    )
+                splitter = StratifiedGroupKFold if classifier else GroupKFold
+                return list(splitter(n_splits=folds).split(to_numpy(X), y, group_of))
+        return list(check_cv(folds, y, classifier=classifier).split(to_numpy(X), y))
+
     def _kfold_scores(self, X, Y, sw, kernel, sigma, alphas, scorer, incumbent=None, near=None):
         """Scores of every alpha on every fold, from one kernel matrix (of a subsample where n is large).
 
@@ -442,8 +462,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         classifier = self._estimator_class is not KernelGDRegressor
         # the folds are drawn, and every fold scored, on the host; kernels and fits stay on X's device
         y_host, w_host = np.asarray(to_numpy(y_fit)), np.asarray(to_numpy(ws))
-        cv = check_cv(self._folds(y_host, classifier), y_host, classifier=classifier)
-        splits = list(cv.split(to_numpy(Xs), y_host))
+        splits = self._splits(Xs, y_host, classifier)
         if classifier:
             for train, _ in splits:
                 present = np.unique(y_host[train])
@@ -617,26 +636,41 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         # widths searched in parallel share the cores: each then runs single-threaded BLAS
         blas = nullcontext if effective_n_jobs(self.n_jobs) == 1 else single_threaded_blas
 
-        def scores(system, Ys, ws, alphas, rows):
-            if rescore is None:
-                return _loo_scores(system, Ys, ws, alphas, self.fit_intercept, scorer)[0]
-            return rescore(_loo_scores(system, Ys, ws, alphas, self.fit_intercept, None)[1], rows)
+        def search_rows(rows):
+            """The rows' ``(X, Y, w, scores)``, identical rows read as one (``_replicates``): a row left
+            out with its copies, each copy scored by that prediction."""
+            Xr, Yr, wr = (take_rows(A, rows) for A in (X, Y, sw))
+            wr = wr / xp.sum(wr)
+            group_of, n_groups = replicate_groups(Xr)
+            if n_groups == len(rows):
+                def scores(system, alphas):
+                    if rescore is None:
+                        return _loo_scores(system, Yr, wr, alphas, self.fit_intercept, scorer)[0]
+                    return rescore(_loo_scores(system, Yr, wr, alphas, self.fit_intercept, None)[1], rows)
+
+                return Xr, Yr, wr, scores
+            first, Y_mean, w_sum = collapse(group_of, n_groups, to_numpy(Yr), to_numpy(wr))
+
+            def scores(system, alphas):
+                held_out = _loo_scores(system, like(Y_mean, Yr), like(w_sum, wr), alphas, self.fit_intercept, None)[1]
+                held_out = [take_rows(P, group_of) for P in held_out]
+                return score_predictions(held_out, Yr, wr, scorer) if rescore is None else rescore(held_out, rows)
+
+            return take_rows(Xr, first), like(Y_mean, Yr), like(w_sum, wr), scores
 
         if n <= LOO_MAX_SAMPLES:
-            w = sw / xp.sum(sw)
-            rows = np.arange(n)
+            Xd, Yd, wd, exact_scores = search_rows(np.arange(n))
 
             def exact(kernel, sigma, alphas):
                 with blas():
-                    system = _eigen_system(self._kernel(X, X, kernel, sigma), Y, w, self.fit_intercept)
-                return scores(system, Y, w, alphas, rows)
+                    system = _eigen_system(self._kernel(Xd, Xd, kernel, sigma), Yd, wd, self.fit_intercept)
+                return exact_scores(system, alphas)
 
             return exact
         rng = check_random_state(self.random_state)
         idx = np.arange(n) if n <= self.max_search_samples else np.sort(
             rng.choice(n, self.max_search_samples, replace=False))
-        Xs, Ys, ws = (take_rows(A, idx) for A in (X, Y, sw))
-        ws = ws / xp.sum(ws)
+        Xs, Ys, ws, low_rank_scores = search_rows(idx)
         seed = rng.randint(np.iinfo(np.int32).max)
 
         def loo(kernel, sigma, alphas):
@@ -653,7 +687,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             with blas():
                 F = rp_cholesky(columns, operator.diag(), LOW_RANK_LOO_RANK, np.random.RandomState(seed))[0]
                 system = _low_rank_system(F, Ys, ws, self.fit_intercept)
-            return scores(system, Ys, ws, alphas, idx)
+            return low_rank_scores(system, alphas)
 
         return loo
 

@@ -1,0 +1,114 @@
+"""Repeated rows: which rows of X are identical, and what the ridge rules read from that.
+
+A row repeated k times tells the model no more about the function than one
+row of k times its weight: a criterion that counts each copy as an observation
+of its own is fooled (generalized cross-validation and leave-one-out see the
+copies agree and choose an interpolating ridge). The rules therefore read the
+distinct rows, each with its copies' summed weight and weighted mean target,
+as R's ``smooth.spline`` reads tied x values.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._array_api import to_numpy
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # an odd constant: multiplying by it mixes a column's bits
+
+
+def _column_multipliers(n_columns):
+    """One odd 64-bit multiplier per column, the same on every call (the hash must be reproducible)."""
+    return np.random.RandomState(0).randint(0, 2**62, size=n_columns, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+
+
+def _bits(values):
+    """The bit patterns of float values, as uint64 (-0.0 read as 0.0)."""
+    values = np.asarray(values) + 0.0  # -0.0 + 0.0 is 0.0: equal values, equal bits
+    width = np.uint64 if values.dtype.itemsize == 8 else np.uint32
+    return values.view(width).astype(np.uint64, copy=False) * _MIX
+
+
+def replicate_groups(X):
+    """``(groups, n_groups)``: each row's group of identical rows of X (dense, sparse, or a kernel matrix).
+
+    Rows are hashed exactly (integer sums of their entries' bit patterns,
+    which no rounding can make differ between equal rows); rows that share a
+    hash are then told apart by their contents, so a collision never merges
+    distinct rows. Groups are numbered in the order of their first rows, so
+    ``groups == arange(n)`` where no row repeats.
+    """
+    if sp.issparse(X):
+        A = sp.csr_matrix(X, dtype=np.float64, copy=True)
+        A.sum_duplicates()  # sorted indices, each stored once
+        A.data += 0.0
+        A.eliminate_zeros()
+        terms = _bits(A.data) * _column_multipliers(A.shape[1])[A.indices]
+        hashes = np.zeros(A.shape[0], dtype=np.uint64)
+        filled = np.flatnonzero(np.diff(A.indptr))
+        if len(filled):
+            hashes[filled] = np.add.reduceat(terms, A.indptr[filled])
+    else:
+        A = np.asarray(to_numpy(X))
+        A = np.ascontiguousarray(A, dtype=A.dtype if A.dtype in (np.float32, np.float64) else np.float64)
+        hashes = (_bits(A) * _column_multipliers(A.shape[1])[None, :]).sum(axis=1, dtype=np.uint64)
+    _, inverse, counts = np.unique(hashes, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    shared = np.flatnonzero(counts[inverse] > 1)
+    if not len(shared):
+        return _by_first_row(inverse), len(counts)
+    # the rows that share a hash: equal contents, equal key
+    if sp.issparse(A):
+        keys = [(A.indices[A.indptr[i]:A.indptr[i + 1]].tobytes(), A.data[A.indptr[i]:A.indptr[i + 1]].tobytes())
+                for i in shared]
+    else:
+        keys = [row.tobytes() for row in A[shared] + 0.0]
+    label = {}
+    contents = np.array([label.setdefault(key, len(label)) for key in keys], dtype=np.int64)
+    pairs = np.zeros((A.shape[0], 2), dtype=np.int64)
+    pairs[:, 0] = inverse
+    pairs[shared, 1] = contents + 1
+    _, result, counts = np.unique(pairs, axis=0, return_inverse=True, return_counts=True)
+    return _by_first_row(result.reshape(-1)), len(counts)
+
+
+def _by_first_row(group_of):
+    """The groups renumbered in the order of their first rows (without repeats: each row its own index)."""
+    _, first = np.unique(group_of, return_index=True)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))
+    return rank[group_of]
+
+
+def effective_count(w, group_of=None):
+    """Kish's effective number of distinct rows, ``(sum W)^2 / sum W^2``, W the groups' summed weights.
+
+    It is the number of distinct rows where they weigh alike, fewer where a few
+    rows carry most of the weight, and it does not change when every weight is
+    scaled.
+    """
+    w = np.asarray(w, dtype=np.float64)
+    W = w if group_of is None else np.bincount(group_of, weights=w)
+    total = float(W.sum())
+    return total**2 / float(np.sum(W**2)) if total > 0 else 0.0
+
+
+def pure_error(Y, w, group_of):
+    """``sum_i w_i |y_i - ybar_g(i)|^2``: the targets' weighted spread within groups of identical rows,
+    which no function of the rows can fit (0 without repeated rows)."""
+    if group_of is None:
+        return 0.0
+    Y = np.asarray(Y, dtype=np.float64).reshape(len(w), -1)
+    means = collapse(group_of, int(group_of.max()) + 1, Y, w)[1]
+    return float(np.sum(np.asarray(w)[:, None] * (Y - means[group_of]) ** 2))
+
+
+def collapse(group_of, n_groups, Y, w):
+    """``(first, Y_mean, w_sum)``: each group's first row, its weighted mean target and its summed weight
+    (host arrays; Y of shape (n, t), w summing to 1)."""
+    Y, w = np.asarray(Y, dtype=np.float64), np.asarray(w, dtype=np.float64)
+    first = np.unique(group_of, return_index=True)[1]
+    w_sum = np.bincount(group_of, weights=w, minlength=n_groups)
+    safe = np.where(w_sum > 0, w_sum, 1.0)
+    Y_mean = np.stack([np.bincount(group_of, weights=w * Y[:, j], minlength=n_groups) / safe
+                       for j in range(Y.shape[1])], axis=1)
+    return first, Y_mean, w_sum
