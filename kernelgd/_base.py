@@ -400,16 +400,6 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         self.kernel_ = AUTO_KERNELS[index]
         return alpha, factor
 
-    @staticmethod
-    def _observations(counts, n_samples, rows):
-        """N, the number of observations the training rows hold (the posterior's): their total sample
-        weight (integer weights count repeated rows), or their number without weights."""
-        if counts is None:
-            return float(n_samples if rows is None else len(rows))
-        counts = np.asarray(to_numpy(counts), dtype=np.float64).reshape(-1)
-        with np.errstate(over="ignore"):  # weights of 1e308 sum to inf, without numpy's warning
-            return float(np.sum(counts if rows is None else counts[rows]))
-
     def _warm_start_init(self, n_coef, n_targets):
         if not (self.warm_start and hasattr(self, "dual_coef_")):
             return None, None
@@ -551,15 +541,16 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
     _predictive = False
 
     @staticmethod
-    def _fit_posterior(operator, Y, coef, intercept, w, alpha, n_observations, centers, y_scale, psd, seed):
+    def _fit_posterior(operator, Y, coef, intercept, w, alpha, n_observations, centers, y_scale, psd, seed,
+                       group_of=None):
         """The posterior's scale and factors (``_posterior``), in the units of y; None for a kernel that is not PSD."""
         if not psd:
             return None
         if centers:
             posterior = _posterior.fit_centers(operator, Y, coef, intercept, w, alpha, n_observations,
-                                               np.random.RandomState(seed))
+                                               np.random.RandomState(seed), group_of)
         else:
-            posterior = _posterior.fit_exact(operator, Y, coef, intercept, w, alpha, n_observations)
+            posterior = _posterior.fit_exact(operator, Y, coef, intercept, w, alpha, n_observations, group_of)
         return replace(posterior, signal_std=posterior.signal_std * y_scale)
 
     def _decision(self, X, method):

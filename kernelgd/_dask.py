@@ -159,7 +159,7 @@ def fit(estimator, X, y, sample_weight, classifier):
     X_rows = X  # the inputs, where X becomes the kernel blocks
     if stored:
         X = X.map_blocks(_kernel_block, kernel, centers, chunks=(X.chunks[0], (m,)), dtype=np.float64).persist()
-    training = _fit.TrainingRows(X=X_rows, Y=Y, w=wn, y_scale=y_scale, n_observations=W, weight_total=W,
+    training = _fit.TrainingRows(X=X_rows, Y=Y, w=wn, y_scale=y_scale, replicates=None, weight_total=W,
                                  train=None, validation=None, X_given=X_rows)
     problem = _fit.FitProblem(
         rows=training, loss=loss, kernel=kernel, alpha=alpha, solver=solver, centers=centers, landmarks=None,
@@ -186,8 +186,10 @@ def _posterior_of(problem, result, n_positive, weighted):
     Xs, Ys, ws = dask.compute(rows.X[sample], rows.Y[sample], rows.w[sample])
     K_rows = np.asarray(kernel(Xs, centers), dtype=np.float64)
     m = centers.shape[0]
+    # a new observation's noise: N is Kish's effective number of rows (repeats are not sought across blocks)
+    n_observations = 1.0 / float((rows.w**2).sum().compute())
     posterior = _posterior.centers_posterior(
-        Kmm, gram, problem.alpha, rows.n_observations, m * np.finfo(np.float64).eps * float(np.mean(np.diagonal(Kmm))),
+        Kmm, gram, problem.alpha, n_observations, m * np.finfo(np.float64).eps * float(np.mean(np.diagonal(Kmm))),
         (K_rows, Ys - result.intercept - K_rows @ result.dual_coef, ws, kernel.diag(np.asarray(Xs, np.float64))),
     )
     return replace(posterior, signal_std=posterior.signal_std * rows.y_scale)

@@ -15,6 +15,7 @@ from ._array_api import add_at_rows, block_of, copy, rows_of, take_rows, to_nump
 from ._auto_alpha import auto_alpha
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
+from ._replicates import effective_count, replicate_groups
 from ._solvers import CENTER_SOLVERS, SMOOTH_LOSS_SOLVERS, SolverSettings, choose_solver, run_solver
 
 
@@ -82,7 +83,7 @@ class TrainingRows:
     Y: object  # their targets, divided by y_scale
     w: object  # their weights, summing to one
     y_scale: float  # a power of two (1 for a logistic loss, which takes its labels as they are)
-    n_observations: float  # the posterior's N: the observations the rows hold (their total weight)
+    replicates: object  # each row's group of identical rows, None where all differ (regressors only)
     weight_total: float  # the training rows' raw total sample weight
     train: object  # the training rows' indices, None where every row trains
     validation: object  # (X_val, Y_val, w_val) for early stopping, or None
@@ -103,6 +104,12 @@ class FitProblem:
     landmarks: object  # a factor of K to precondition the full model with, or None
     seed: int
     options: dict  # resolved; memory_budget that of the arrays' device
+
+
+def _replicates(X):
+    """Each row's group of identical rows (``_replicates``), or None where every row is distinct."""
+    group_of, n_groups = replicate_groups(X)
+    return None if n_groups == X.shape[0] else group_of
 
 
 def training_rows(est, X, Y, sample_weight, stratify, rng):
@@ -128,7 +135,7 @@ def training_rows(est, X, Y, sample_weight, stratify, rng):
     weight_total = float(xp.sum(raw_tr / top)) * top if 0 < top < np.inf else float(xp.sum(raw_tr))
     return TrainingRows(
         X=X_tr, Y=Y_tr / y_scale, w=w_tr / xp.sum(w_tr), y_scale=y_scale,
-        n_observations=est._observations(sample_weight, X.shape[0], tr if val is not None else None),
+        replicates=_replicates(X_tr) if est._predictive else None,
         weight_total=weight_total, train=None if val is None else tr, validation=validation, X_given=X,
     )
 
@@ -294,9 +301,12 @@ def fit(est, X, Y, sample_weight, stratify, options, progress, ravel):
 
     problem, coef, intercept, n_iter, curve, result = solve(est, problem, callback, monitor)
     if est._predictive:  # the Gaussian-process view: predict(X, return_std=True)
+        # a new observation's noise is that of a row of the mean weight: N is Kish's effective number of rows
+        n_observations = effective_count(np.asarray(to_numpy(rows.w)), rows.replicates)
         est._posterior = est._fit_posterior(
-            problem.operator, rows.Y, coef, intercept, rows.w, problem.alpha, rows.n_observations,
-            problem.centers is not None, rows.y_scale, problem.kernel is None or problem.kernel.psd, problem.seed)
+            problem.operator, rows.Y, coef, intercept, rows.w, problem.alpha, n_observations,
+            problem.centers is not None, rows.y_scale, problem.kernel is None or problem.kernel.psd, problem.seed,
+            rows.replicates)
     export(est, problem, coef, intercept, n_iter, curve, result, ravel, monitor)
 
 

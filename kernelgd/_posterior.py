@@ -44,9 +44,10 @@ from scipy.special import ndtri
 from sklearn.utils import gen_batches
 
 from ._array_api import (
-    add_to_diagonal, as_float64, cholesky, diagonal, eye, factor_in_place, from_numpy, scale_in_place, take_rows, to_numpy,
-    xp_of,
+    add_to_diagonal, as_float64, block_of, cholesky, diagonal, eye, factor_in_place, from_numpy, like, scale_in_place,
+    take_rows, to_numpy, xp_of,
 )
+from ._replicates import collapse
 from ._array_api import solve_triangular as xp_solve_triangular
 from ._solvers._krylov import block_pcg
 from ._solvers._preconditioners import (
@@ -157,17 +158,34 @@ def _inverse_diagonal(A):
     return xp.sum(U_inv * U_inv, axis=1)
 
 
-def fit_exact(operator, Y, coef, intercept, w, alpha, n_observations):
+def _distinct(group_of, Y, w, coef=None):
+    """``(Y, w, coef, first)`` of the distinct rows: each group of identical rows as one row of its
+    weighted mean target, its summed weight and its summed dual coefficients (the model's); ``first``
+    the groups' first rows. Without groups, the arrays as they are and ``first`` None."""
+    if group_of is None:
+        return Y, w, coef, None
+    first, Y_mean, w_sum = collapse(group_of, int(group_of.max()) + 1, to_numpy(Y), to_numpy(w))
+    if coef is not None:
+        sums = [np.bincount(group_of, weights=column, minlength=len(first)) for column in np.asarray(to_numpy(coef)).T]
+        coef = like(np.stack(sums, axis=1), coef)
+    return like(Y_mean, Y), like(w_sum, w), coef, first
+
+
+def fit_exact(operator, Y, coef, intercept, w, alpha, n_observations, group_of=None):
     """The exact model's posterior from its dual coefficients ``a = C^-1 (y - b)``.
 
     Up to ``LOO_DENSE_MAX`` rows, s^2 maximises the leave-one-out predictive likelihood, from
     ``c = diag(C^-1)`` of a dense factorization; above, the marginal likelihood's ``(y - b)'a / n``.
+    Both read repeated rows (``group_of``) as one: a copy left out would be predicted by its twin.
     """
     xp = xp_of(Y)
+    weights = w
+    Y, w, coef, first = _distinct(group_of, Y, w, coef)
     positive = w > 0
     if operator is not None and operator.n <= LOO_DENSE_MAX:
         s = xp.sqrt(w)
         K = xp.astype(operator.rows(slice(None)), xp.float64)
+        K = K if first is None else block_of(K, first, first)
         # C^-1 = S (S K S + alpha I)^-1 S; below LOO_MIN_RIDGE times its trace, S K S + alpha I is singular
         if alpha >= LOO_MIN_RIDGE * float(xp.sum(w * diagonal(K))):
             A = s[:, None] * K * s[None, :]
@@ -175,10 +193,10 @@ def fit_exact(operator, Y, coef, intercept, w, alpha, n_observations):
             if d is not None:
                 c = xp.where(positive, w * d, 1.0)[:, None]
                 scale = _loo_scale(xp, xp.where(positive[:, None], coef * coef / c, 0.0), w)
-                return Posterior(scale, float(alpha), float(n_observations), weights=w)
+                return Posterior(scale, float(alpha), float(n_observations), weights=weights)
     n_rows = float(xp.sum(xp.astype(positive, xp.float64)))
     s2 = xp.sum((Y - intercept) * coef, axis=0) / n_rows
-    return Posterior(xp.sqrt(xp.where(s2 > 0, s2, 0.0)), float(alpha), float(n_observations), weights=w)
+    return Posterior(xp.sqrt(xp.where(s2 > 0, s2, 0.0)), float(alpha), float(n_observations), weights=weights)
 
 
 def weighted_gram(operator, w):
@@ -208,12 +226,15 @@ def loo_rows(w, rng):
     return np.sort(rng.choice(positive, LOO_SAMPLE, replace=False))
 
 
-def fit_centers(operator, Y, coef, intercept, w, alpha, n_observations, rng):
-    """The centers model's posterior: its two m x m factors, and s^2 from sampled rows' leave-one-out terms."""
+def fit_centers(operator, Y, coef, intercept, w, alpha, n_observations, rng, group_of=None):
+    """The centers model's posterior: its two m x m factors, and s^2 from sampled rows' leave-one-out terms
+    (repeated rows, ``group_of``, as one row of their mean target and summed weight)."""
     xp = xp_of(Y)
-    rows = loo_rows(to_numpy(w), rng)
+    Y_d, w_d, _, first = _distinct(group_of, Y, w)
+    sample = loo_rows(to_numpy(w_d), rng)
+    rows = sample if first is None else first[sample]
     K_rows = xp.astype(operator.rows(rows), xp.float64)
-    Y_rows, w_rows = take_rows(Y, rows), take_rows(w, rows)
+    Y_rows, w_rows = take_rows(Y_d, sample), take_rows(w_d, sample)
     Kmm = operator.center_matrix()
     prior = operator.kernel.diag(take_rows(operator.X, rows)) if operator.kernel is not None else None
     return centers_posterior(Kmm, weighted_gram(operator, w), alpha, n_observations, center_jitter(operator, Kmm),

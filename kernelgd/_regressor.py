@@ -69,9 +69,10 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         held-out training targets (see :meth:`predict`); None for a kernel
         that is not positive semi-definite.
     noise_variance_ : float, ndarray of shape (n_targets,) or None
-        The noise variance of a new observation, ``s^2 * alpha_ * N`` (N the
-        number of observations: the training rows, or their total sample
-        weight). Both overflow to inf only for targets beyond about 1e154.
+        The noise variance of a new observation, ``s^2 * alpha_ * N`` (N
+        Kish's effective number of distinct training rows, ``(sum W)^2 /
+        sum W^2`` over their summed weights W: their number where they weigh
+        alike). Both overflow to inf only for targets beyond about 1e154.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 from scipy.stats import norm
+from sklearn.base import clone
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
 
@@ -107,7 +108,9 @@ def test_exact_std_is_the_dense_gaussian_process_formula(variance_path):
     assert np.all(std[:5] < std[5])
 
 
-def test_sample_weights_are_counts_of_observations():
+def test_sample_weights_are_relative_and_a_new_observation_has_the_rows_mean_weight():
+    # the noise of a new observation is that of a row of the weighted mean weight, sum_i w_i^2 (w
+    # summing to one): N = 1 / sum_i w_i^2, Kish's effective number of rows
     X, y = _data(n=80)
     counts = np.random.RandomState(1).randint(0, 4, size=len(y)).astype(float)
     model = KernelGDRegressor(kernel="rbf", sigma=1.0, alpha=1e-2, tol=1e-12, max_iter=10_000)
@@ -115,10 +118,38 @@ def test_sample_weights_are_counts_of_observations():
     w = counts / counts.sum()
     Xt = X[:6] + 0.05
     keep = w > 0  # a zero-weight row has infinite noise: it drops out of the GP
-    s2, noise, var = _exact_reference(X[keep], y[keep], Xt, 1.0, 1e-2, w[keep], model.intercept_, counts.sum())
+    s2, noise, var = _exact_reference(X[keep], y[keep], Xt, 1.0, 1e-2, w[keep], model.intercept_, 1 / np.sum(w**2))
     assert_allclose(model.signal_variance_, s2, rtol=1e-6)
     assert_allclose(model.noise_variance_, noise, rtol=1e-6)
-    assert_allclose(model.predict(Xt, return_std=True)[1], np.sqrt(var), rtol=1e-6)
+    std = model.predict(Xt, return_std=True)[1]
+    assert_allclose(std, np.sqrt(var), rtol=1e-6)
+    scaled = clone(model).fit(X, y, sample_weight=1e3 * counts)
+    assert_allclose(scaled.predict(Xt, return_std=True)[1], std, rtol=1e-6)
+
+
+@pytest.mark.parametrize("n_centers", [None, 30])
+def test_repeated_rows_are_their_integer_weights_and_scaled_weights_change_nothing(n_centers):
+    # Regression: weights of 10 made the noise of a new observation 10 times larger (std 0.67 against
+    # 0.22 unweighted, on noise of std 0.2) and weights of 1 / n 200 times smaller (std 0.067); every
+    # row twice halved the leave-one-out scale, its copies predicting each other
+    X, y = _data(n=80)
+    counts = np.random.RandomState(1).randint(1, 4, size=len(y))
+    Xt = np.vstack([X[:4] + 0.05, [[3.0, -2.0]]])
+    params = dict(kernel="rbf", sigma=1.0, alpha=1e-2, tol=1e-12, max_iter=10_000, n_centers=n_centers,
+                  random_state=0)
+    weighted = KernelGDRegressor(**params).fit(X, y, sample_weight=counts.astype(float))
+    rows = np.repeat(np.arange(len(y)), counts)
+    repeated = KernelGDRegressor(**params).fit(X[rows], y[rows])
+    if n_centers is None:  # (centers drawn from the repeated rows differ)
+        assert_allclose(repeated.predict(Xt, return_std=True)[1], weighted.predict(Xt, return_std=True)[1], rtol=1e-5)
+    for scale in (1e-3, 10.0):
+        model = KernelGDRegressor(**params).fit(X, y, sample_weight=scale * counts)
+        assert_allclose(model.predict(Xt, return_std=True)[1], weighted.predict(Xt, return_std=True)[1], rtol=1e-6)
+    if n_centers is None:
+        once = KernelGDRegressor(**params).fit(X, y)
+        twice = KernelGDRegressor(**params).fit(np.vstack([X, X]), np.r_[y, y])
+        assert twice.signal_variance_ == pytest.approx(once.signal_variance_, rel=1e-3)
+        assert_allclose(twice.predict(Xt, return_std=True)[1], once.predict(Xt, return_std=True)[1], rtol=1e-3)
 
 
 def test_matches_gaussian_process_regressor_with_the_same_kernel(variance_path):
