@@ -14,6 +14,7 @@ sigma="scale" makes them invariant to the units of X.
 import warnings
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.exceptions import ConvergenceWarning
@@ -339,3 +340,32 @@ def test_zero_weight_rows_are_the_fit_without_them(case, seed, n, scale):
     out = (lambda m: m.decision_function(X)) if hasattr(weighted, "decision_function") else (lambda m: m.predict(X))
     a, b = out(weighted), out(dropped)
     np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * np.max(np.abs(b)))
+
+
+@settings(max_examples=int(__import__("os").environ.get("KGD_EXAMPLES", 150)) // 5, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(ZERO_WEIGHT_CASES)), st.integers(0, 2**16), st.integers(40, 90),
+       st.sampled_from([1e-3, 1e-1, 10.0, 1e4]))
+def test_scaling_every_weight_changes_nothing(case, seed, n, factor):
+    # Weights are relative: the rules that choose a ridge, a width or the noise once read them as
+    # counts of observations (weights of 10 then chose alpha 2e-14, and 1 / n the fallback ridge)
+    Estimator, params, rtol = ZERO_WEIGHT_CASES[case]
+    r = np.random.RandomState(seed)
+    X = r.randn(n, 3)
+    f = np.sin(2 * X[:, 0]) + X[:, 1]
+    regression = Estimator in (KernelGDRegressor, KernelGDRegressorCV)
+    target = f + 0.1 * r.randn(n) if regression else np.digitize(f, [-0.5, 0.5])
+    if not regression and np.min(np.bincount(target, minlength=3)) < 5:
+        return  # too few rows of a class to split or to fit
+    w = r.uniform(0.5, 2.0, n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # the property holds for what each fit reaches
+        given = Estimator(random_state=0, **params).fit(X, target, sample_weight=w)
+        scaled = Estimator(random_state=0, **params).fit(X, target, sample_weight=factor * w)
+    assert scaled.alpha_ == pytest.approx(given.alpha_, rel=1e-6)
+    out = (lambda m: m.decision_function(X)) if hasattr(given, "decision_function") else (lambda m: m.predict(X))
+    a, b = out(scaled), out(given)
+    np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * np.max(np.abs(b)))
+    if regression and not isinstance(given, KernelGDRegressorCV):
+        np.testing.assert_allclose(scaled.predict(X[:5], return_std=True)[1], given.predict(X[:5], return_std=True)[1],
+                                   rtol=1e-4)
