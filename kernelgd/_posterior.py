@@ -47,8 +47,8 @@ from ._array_api import (
     add_to_diagonal, as_float64, block_of, cholesky, diagonal, eye, factor_in_place, from_numpy, like, scale_in_place,
     take_rows, to_numpy, xp_of,
 )
-from ._replicates import collapse
 from ._array_api import solve_triangular as xp_solve_triangular
+from ._replicates import collapse
 from ._solvers._krylov import block_pcg
 from ._solvers._preconditioners import (
     CENTERS_MIN_RIDGE,
