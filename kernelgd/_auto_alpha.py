@@ -29,7 +29,7 @@ import numpy as np
 from ._array_api import take_rows, to_numpy, xp_of
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
-from ._replicates import effective_count, pure_error, replicate_groups
+from ._replicates import effective_count, pure_error, subset_groups
 from ._solvers._common import ROUNDING_EPS
 from ._solvers._preconditioners import N_LANDMARKS, landmark_factor
 
@@ -95,21 +95,15 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0):
     return float(alphas[tied[0]]), errors, alphas  # decreasing ridges: the first tied is the largest
 
 
-def _subsample(xp, X, Y, w, rng, precomputed):
-    """``(X, Y, w, every_row)``: at most ``MAX_ROWS`` random rows of positive weight, w renormalised."""
+def _subsample(xp, X, Y, w, group_of, rng, precomputed):
+    """``(X, Y, w, groups, every_row)``: at most ``MAX_ROWS`` random rows of positive weight, w renormalised,
+    and their groups of identical rows."""
     rows = np.flatnonzero(np.asarray(to_numpy(w)) > 0)
     if len(rows) > MAX_ROWS:
         rows = np.sort(rng.choice(rows, MAX_ROWS, replace=False))
     Xs = X[np.ix_(rows, rows)] if precomputed else take_rows(X, rows) if not hasattr(X, "tocsr") else X[rows]
     Ys, ws = take_rows(Y, rows), take_rows(w, rows)
-    return Xs, Ys, ws / xp.sum(ws), len(rows) == X.shape[0]
-
-
-def _groups(X):
-    """Each row's group of identical rows (None where every row is distinct): of X's rows, or of a
-    precomputed kernel's (identical points have identical kernel rows)."""
-    group_of, n_groups = replicate_groups(X)
-    return None if n_groups == X.shape[0] else group_of
+    return Xs, Ys, ws / xp.sum(ws), subset_groups(group_of, rows), len(rows) == X.shape[0]
 
 
 def _operator(X, kernel, precomputed):
@@ -119,18 +113,18 @@ def _operator(X, kernel, precomputed):
     return KernelOperator(X, kernel, dtype="float64", store=False, memory_budget=1 << 28)
 
 
-def choose_kernel(candidates, X, Y, w, fit_intercept, rng, alpha="auto"):
+def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto"):
     """``(index, alpha, factor)``: the candidate kernel of least GCV error, and its ridge.
 
-    ``candidates``: bound PSD kernels. Each is scored on the same rows (at
+    ``candidates``: bound PSD kernels; ``group_of``: X's groups of identical rows
+    (``_replicates.distinct_groups``). Each is scored on the same rows (at
     most ``MAX_ROWS``) by its rank-``RANK`` factor: at its own best ridge for
     ``alpha="auto"``, else at ``alpha``. ``factor``: the chosen kernel's where
     ``alpha="auto"`` and it covers every row (the full model's preconditioner
     then reuses it, as ``auto_alpha``'s), else None.
     """
     xp = xp_of(w)
-    Xs, Ys, ws, every_row = _subsample(xp, X, Y, w, rng, False)
-    group_of = _groups(Xs)
+    Xs, Ys, ws, group_of, every_row = _subsample(xp, X, Y, w, group_of, rng, False)
     seed = rng.randint(np.iinfo(np.int32).max)
     best = None
     for index, kernel in enumerate(candidates):
@@ -195,9 +189,11 @@ def curvature_share(loss, Y, w, fit_intercept):
     return float(xp.mean(xp.sum(H, axis=0))) / SquaredLoss.curvature
 
 
-def auto_alpha(X, kernel, Y, w, fit_intercept, rng, operator=None, precomputed=False, loss=SquaredLoss):
+def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, operator=None, precomputed=False, loss=SquaredLoss):
     """``(alpha, factor)``: the rule's ridge, and the factor where it is the fit's operator's.
 
+    ``group_of``: X's groups of identical rows (``_replicates.distinct_groups``; of the points where
+    X is a precomputed kernel).
     ``operator``: the fit's square operator (the full model), whose stored kernel
     gives the factor's columns and whose preconditioner then reuses the factor.
     Otherwise (centers) the rule reads at most ``MAX_ROWS`` weighted rows of X
@@ -208,10 +204,10 @@ def auto_alpha(X, kernel, Y, w, fit_intercept, rng, operator=None, precomputed=F
     scale = curvature_share(loss, Y, w, fit_intercept)
     if operator is not None and X.shape[0] <= MAX_ROWS:
         factor = _factor(operator, w, fit_intercept, rng)
-        alpha = choose(factor, Y, w, fit_intercept, _groups(X), floor=rounding_floor(operator, w))[0]
+        alpha = choose(factor, Y, w, fit_intercept, group_of, floor=rounding_floor(operator, w))[0]
         return alpha * scale, factor
-    Xs, Ys, ws, _ = _subsample(xp, X, Y, w, rng, precomputed)
+    Xs, Ys, ws, group_of, _ = _subsample(xp, X, Y, w, group_of, rng, precomputed)
     operator = _operator(Xs, kernel, precomputed)
     factor = _unstored_factor(operator, ws, fit_intercept, rng)
     floor = rounding_floor(operator, ws)
-    return choose(factor, Ys, ws, fit_intercept, _groups(Xs), floor=floor)[0] * scale, None
+    return choose(factor, Ys, ws, fit_intercept, group_of, floor=floor)[0] * scale, None

@@ -21,6 +21,7 @@ from sklearn.utils.validation import _check_feature_names
 
 from . import _auto_alpha, _base, _fit, _posterior
 from ._losses import SquaredLoss
+from ._replicates import distinct_groups
 from ._solvers import SMOOTH_LOSS_SOLVERS
 from ._solvers import blockwise
 from ._solvers._preconditioners import check_center_memory
@@ -130,7 +131,7 @@ def fit(estimator, X, y, sample_weight, classifier):
         rows = _center_rows(np.random.RandomState(seed), wn if w is not None else None, n_positive,
                             min(n_positive, _auto_alpha.MAX_ROWS))
         Xs, Ys, ws = dask.compute(X[rows], Y[rows], wn[rows])
-        sample = (Xs, Ys, ws / ws.sum())
+        sample = (Xs, Ys, ws / ws.sum(), distinct_groups(Xs))
     est.kernel_ = est.kernel
     if est._auto_kernel:
         est.kernel_ = _base.AUTO_KERNELS[0]
@@ -152,7 +153,7 @@ def fit(estimator, X, y, sample_weight, classifier):
     rows = _center_rows(rng, wn if w is not None else None, n_positive, m)
     centers, center_weights, wY = dask.compute(X[rows], wn[rows], (wn[:, None] * Y).sum(axis=0))
     if alpha == "auto":
-        alpha = _auto_alpha.auto_alpha(sample[0], kernel, sample[1], sample[2], est.fit_intercept,
+        alpha = _auto_alpha.auto_alpha(sample[0], kernel, *sample[1:], est.fit_intercept,
                                        np.random.RandomState(seed), loss=loss)[0]
     est.alpha_ = alpha
     stored = _kernel_fits(n * m * 8 + X.nbytes + Y.nbytes)

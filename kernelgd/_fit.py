@@ -15,7 +15,7 @@ from ._array_api import add_at_rows, block_of, copy, rows_of, take_rows, to_nump
 from ._auto_alpha import auto_alpha
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
-from ._replicates import effective_count, replicate_groups
+from ._replicates import distinct_groups, effective_count
 from ._solvers import CENTER_SOLVERS, SMOOTH_LOSS_SOLVERS, SolverSettings, choose_solver, run_solver
 
 
@@ -83,7 +83,7 @@ class TrainingRows:
     Y: object  # their targets, divided by y_scale
     w: object  # their weights, summing to one
     y_scale: float  # a power of two (1 for a logistic loss, which takes its labels as they are)
-    replicates: object  # each row's group of identical rows, None where all differ (regressors only)
+    replicates: object  # each row's group of identical rows, None where all differ (or unread: no rule needs it)
     weight_total: float  # the training rows' raw total sample weight
     train: object  # the training rows' indices, None where every row trains
     validation: object  # (X_val, Y_val, w_val) for early stopping, or None
@@ -104,12 +104,6 @@ class FitProblem:
     landmarks: object  # a factor of K to precondition the full model with, or None
     seed: int
     options: dict  # resolved; memory_budget that of the arrays' device
-
-
-def _replicates(X):
-    """Each row's group of identical rows (``_replicates``), or None where every row is distinct."""
-    group_of, n_groups = replicate_groups(X)
-    return None if n_groups == X.shape[0] else group_of
 
 
 def training_rows(est, X, Y, sample_weight, stratify, rng):
@@ -135,7 +129,7 @@ def training_rows(est, X, Y, sample_weight, stratify, rng):
     weight_total = float(xp.sum(raw_tr / top)) * top if 0 < top < np.inf else float(xp.sum(raw_tr))
     return TrainingRows(
         X=X_tr, Y=Y_tr / y_scale, w=w_tr / xp.sum(w_tr), y_scale=y_scale,
-        replicates=_replicates(X_tr) if est._predictive else None,
+        replicates=distinct_groups(X_tr) if est._predictive or est._auto_kernel or est.alpha == "auto" else None,
         weight_total=weight_total, train=None if val is None else tr, validation=validation, X_given=X,
     )
 
@@ -171,7 +165,7 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
     alpha = est._alpha(rows.weight_total)
     landmarks = None
     if est._auto_kernel:
-        alpha, landmarks = est._choose_kernel(rows.X, rows.Y, rows.w, alpha, loss, seed)
+        alpha, landmarks = est._choose_kernel(rows, alpha, loss, seed)
     else:
         est.kernel_ = est.kernel
     est.sigma_ = est._resolve_sigma(rows.X, rows.w)
@@ -203,7 +197,7 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
         landmarks = None  # a factor of the rows, not of the centers' system
     if alpha == "auto":
         alpha, landmarks = auto_alpha(
-            rows.X, kernel, rows.Y, rows.w, est.fit_intercept, np.random.RandomState(seed),
+            rows.X, kernel, rows.Y, rows.w, rows.replicates, est.fit_intercept, np.random.RandomState(seed),
             operator=operator if centers is None else None, precomputed=est._precomputed, loss=loss,
         )
     return FitProblem(rows=rows, loss=loss, kernel=kernel, alpha=alpha, solver=solver, operator=operator,

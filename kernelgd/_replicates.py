@@ -71,6 +71,20 @@ def replicate_groups(X):
     return _by_first_row(result.reshape(-1)), len(counts)
 
 
+def distinct_groups(X):
+    """Each row's group of identical rows (``replicate_groups``), or None where every row is distinct."""
+    group_of, n_groups = replicate_groups(X)
+    return None if n_groups == X.shape[0] else group_of
+
+
+def subset_groups(group_of, rows):
+    """The groups of the rows ``rows`` of a partition ``group_of`` (None: all distinct), renumbered."""
+    if group_of is None:
+        return None
+    _, inverse = np.unique(group_of[rows], return_inverse=True)
+    return None if inverse.max(initial=-1) + 1 == len(rows) else _by_first_row(inverse.reshape(-1))
+
+
 def _by_first_row(group_of):
     """The groups renumbered in the order of their first rows (without repeats: each row its own index)."""
     _, first = np.unique(group_of, return_index=True)

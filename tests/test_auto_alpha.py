@@ -93,6 +93,17 @@ def test_replicate_groups_of_dense_sparse_and_float32_rows():
     assert n_groups == 20 and list(group_of) == list(range(20))
 
 
+def test_subset_groups_are_the_groups_of_the_rows_taken():
+    rng = np.random.RandomState(0)
+    X = rng.randn(8, 2)[[0, 1, 2, 1, 3, 0, 4, 1, 5, 6]]
+    group_of = _replicates.distinct_groups(X)
+    assert group_of is not None and _replicates.distinct_groups(rng.randn(5, 2)) is None
+    for rows in ([9, 3, 0, 1, 5], [2, 4, 6], np.arange(10), [7, 3]):
+        taken = _replicates.distinct_groups(X[rows])
+        subset = _replicates.subset_groups(group_of, np.asarray(rows))
+        assert (subset is None and taken is None) or list(subset) == list(taken)
+
+
 def test_replicate_groups_never_merge_distinct_rows_that_share_a_hash(monkeypatch):
     # every row hashed alike: the contents alone must tell them apart
     monkeypatch.setattr(_replicates, "_column_multipliers", lambda n: np.zeros(n, dtype=np.uint64))
