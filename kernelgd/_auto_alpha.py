@@ -26,7 +26,7 @@ the smoother model, and the faster solve.
 
 import numpy as np
 
-from ._array_api import take_rows, to_numpy, xp_of
+from ._array_api import block_of, take_rows, to_numpy, xp_of
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
 from ._replicates import effective_count, pure_error, subset_groups
@@ -99,11 +99,13 @@ def _subsample(xp, X, Y, w, group_of, rng, precomputed):
     """``(X, Y, w, groups, every_row)``: at most ``MAX_ROWS`` random rows of positive weight, w renormalised,
     and their groups of identical rows."""
     rows = np.flatnonzero(np.asarray(to_numpy(w)) > 0)
+    if len(rows) == X.shape[0]:  # every row: no copy (a precomputed K may be most of the memory)
+        return X, Y, w / xp.sum(w), group_of, True
     if len(rows) > MAX_ROWS:
         rows = np.sort(rng.choice(rows, MAX_ROWS, replace=False))
-    Xs = X[np.ix_(rows, rows)] if precomputed else take_rows(X, rows) if not hasattr(X, "tocsr") else X[rows]
+    Xs = block_of(X, rows, rows) if precomputed else take_rows(X, rows) if not hasattr(X, "tocsr") else X[rows]
     Ys, ws = take_rows(Y, rows), take_rows(w, rows)
-    return Xs, Ys, ws / xp.sum(ws), subset_groups(group_of, rows), len(rows) == X.shape[0]
+    return Xs, Ys, ws / xp.sum(ws), subset_groups(group_of, rows), False
 
 
 def _operator(X, kernel, precomputed):
@@ -113,7 +115,7 @@ def _operator(X, kernel, precomputed):
     return KernelOperator(X, kernel, dtype="float64", store=False, memory_budget=1 << 28)
 
 
-def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto"):
+def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto", precision=np.float64):
     """``(index, alpha, factor)``: the candidate kernel of least GCV error, and its ridge.
 
     ``candidates``: bound PSD kernels; ``group_of``: X's groups of identical rows
@@ -131,7 +133,7 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
         operator = _operator(Xs, kernel, False)
         factor = _unstored_factor(operator, ws, fit_intercept, np.random.RandomState(seed))
         chosen, errors, alphas = choose(factor, Ys, ws, fit_intercept, group_of,
-                                        None if alpha == "auto" else [alpha], rounding_floor(operator, ws))
+                                        None if alpha == "auto" else [alpha], rounding_floor(operator, ws, precision))
         error = np.inf if errors is None else float(np.min(errors))
         if best is None or error < best[0]:  # a factor is kept only where the full model's solve reuses it
             best = (error, index, chosen if alpha == "auto" else alpha,
@@ -140,11 +142,11 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
     return best[1:]
 
 
-def rounding_floor(operator, w):
-    """The rounding of ``S K S``'s eigenvalues: ``ROUNDING_EPS`` eps of K's dtype times its trace
-    ``sum_i w_i k(x_i, x_i)`` (w sums to 1): each entry rounds by eps of its size, and a pivot on a
-    residual diagonal of rounding takes an eigenvalue of that size."""
-    return ROUNDING_EPS * float(np.finfo(operator.dtype).eps) * float(w @ operator.diag())
+def rounding_floor(operator, w, precision=np.float64):
+    """The rounding of ``S K S``'s eigenvalues: ``ROUNDING_EPS`` eps of ``precision`` (the fit's
+    kernel dtype) times the trace ``sum_i w_i k(x_i, x_i)`` (w sums to 1): each entry rounds by eps of
+    its size, and a pivot on a residual diagonal of rounding takes an eigenvalue of that size."""
+    return ROUNDING_EPS * float(np.finfo(precision).eps) * float(w @ operator.diag())
 
 
 def _center(F, s):
@@ -156,16 +158,11 @@ def _center(F, s):
     return F
 
 
-def _factor(operator, w, fit_intercept, rng):
-    """The preconditioner's factor ``L`` of the centred, weighted kernel matrix of a square operator."""
-    return landmark_factor(operator, xp_of(w).sqrt(w), RANK, rng, center=fit_intercept)[0]
-
-
 def _unstored_factor(operator, w, fit_intercept, rng):
     """``Q B``, B the factor of ``S K S``: a factor of ``Q S K S Q`` from an operator that stores no K.
 
-    Centring first (``_factor``) takes the product ``K s``, a kernel evaluation over
-    every pair of rows there; centring B costs O(n r).
+    Centring first (``landmark_factor``'s ``center``) takes the product ``K s``, a kernel
+    evaluation over every pair of rows; centring B costs O(n r).
     """
     root = xp_of(w).sqrt(w)
     factor = landmark_factor(operator, root, RANK, rng)[0]
@@ -189,25 +186,22 @@ def curvature_share(loss, Y, w, fit_intercept):
     return float(xp.mean(xp.sum(H, axis=0))) / SquaredLoss.curvature
 
 
-def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, operator=None, precomputed=False, loss=SquaredLoss):
-    """``(alpha, factor)``: the rule's ridge, and the factor where it is the fit's operator's.
+def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, precomputed=False,
+               loss=SquaredLoss, precision=np.float64):
+    """``(alpha, factor)``: the rule's ridge, and its factor where the full model's preconditioner can reuse it.
 
-    ``group_of``: X's groups of identical rows (``_replicates.distinct_groups``; of the points where
-    X is a precomputed kernel).
-    ``operator``: the fit's square operator (the full model), whose stored kernel
-    gives the factor's columns and whose preconditioner then reuses the factor.
-    Otherwise (centers) the rule reads at most ``MAX_ROWS`` weighted rows of X
-    through an operator of their own. ``loss``: GCV's ridge for the targets Y is scaled
-    by ``curvature_share`` (a smooth loss's first Newton step is then GCV's smoother).
+    The rule reads at most ``MAX_ROWS`` weighted rows of X through an operator of
+    their own, in float64: a float32 kernel's rounding would hide the small
+    eigenvalues a near noiseless target needs. Its floor is that of ``precision``,
+    the dtype the fit resolves (float64 where float32 may stop it short and the fit
+    goes on in float64: ``options["dtype"]="auto"``). ``group_of``: X's groups of
+    identical rows (``_replicates.distinct_groups``; of the points where X is a
+    precomputed kernel). ``loss``: GCV's ridge for the targets Y is scaled by
+    ``curvature_share`` (a smooth loss's first Newton step is then GCV's smoother).
     """
-    xp = xp_of(w)
     scale = curvature_share(loss, Y, w, fit_intercept)
-    if operator is not None and X.shape[0] <= MAX_ROWS:
-        factor = _factor(operator, w, fit_intercept, rng)
-        alpha = choose(factor, Y, w, fit_intercept, group_of, floor=rounding_floor(operator, w))[0]
-        return alpha * scale, factor
-    Xs, Ys, ws, group_of, _ = _subsample(xp, X, Y, w, group_of, rng, precomputed)
+    Xs, Ys, ws, group_of, every_row = _subsample(xp_of(w), X, Y, w, group_of, rng, precomputed)
     operator = _operator(Xs, kernel, precomputed)
     factor = _unstored_factor(operator, ws, fit_intercept, rng)
-    floor = rounding_floor(operator, ws)
-    return choose(factor, Ys, ws, fit_intercept, group_of, floor=floor)[0] * scale, None
+    alpha = choose(factor, Ys, ws, fit_intercept, group_of, floor=rounding_floor(operator, ws, precision))[0]
+    return alpha * scale, factor if full_model and every_row else None

@@ -381,21 +381,22 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             candidates.append(self._bound_kernel())
         return candidates
 
-    def _choose_kernel(self, rows, alpha, loss, seed):
+    def _choose_kernel(self, rows, alpha, loss, seed, precision):
         """``kernel="auto"``: sets ``kernel_``; returns ``(alpha, landmarks)``.
 
         With the squared loss, the kernel of ``AUTO_KERNELS`` whose Nystroem
         model has the least GCV error (``_auto_alpha.choose_kernel``: at its own
         best ridge for ``alpha="auto"``, which it then returns), each at its own
         ``sigma``; ``landmarks`` is the chosen factor where it can precondition
-        the full model. Other losses have no such closed form: the rbf. ``rows``: ``_fit.TrainingRows``.
+        the full model. Other losses have no such closed form: the rbf. ``rows``: ``_fit.TrainingRows``;
+        ``precision``: the dtype the fit resolves (``_auto_alpha.rounding_floor``).
         """
         if loss is not SquaredLoss:
             self.kernel_ = AUTO_KERNELS[0]
             return alpha, None
         index, alpha, factor = choose_kernel(
             self._kernel_candidates(lambda: self._resolve_sigma(rows.X, rows.w)), rows.X, rows.Y, rows.w,
-            rows.replicates, self.fit_intercept, np.random.RandomState(seed), alpha,
+            rows.replicates, self.fit_intercept, np.random.RandomState(seed), alpha, precision,
         )
         self.kernel_ = AUTO_KERNELS[index]
         return alpha, factor

@@ -142,9 +142,11 @@ REGRESSOR_ALPHA = """\
         chooses it from the data at about the cost of one fit: the ridge of
         least generalized cross-validation error of the Nystroem model on 500
         landmarks that randomly pivoted Cholesky draws from the kernel matrix
-        (on at most 20,000 rows), among ridges from a tenth of that factor's
-        smallest eigenvalue to its largest that leave the model at most
-        ``n_samples / 2`` degrees of freedom; the solve then runs at that ridge, where
+        (on at most 20,000 rows, in float64), among ridges from a tenth of that
+        factor's smallest eigenvalue above rounding (float32's where
+        ``options={"dtype": "float32"}``, else float64's) to its largest that
+        leave the model at most ``n_samples / 2`` degrees of freedom; the solve
+        then runs at that ridge, where
         the same landmarks precondition it well. The rule reads repeated rows
         as one row of their summed weight, and sample weights as relative
         (scaling them all changes nothing). The value used is

@@ -164,8 +164,10 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
     loss = est._loss(Y.shape[1])
     alpha = est._alpha(rows.weight_total)
     landmarks = None
+    # the precision the fit resolves: float32 only where asked for (dtype "auto" goes on in float64)
+    precision = np.float32 if options["dtype"] in ("float32", np.float32) else np.float64
     if est._auto_kernel:
-        alpha, landmarks = est._choose_kernel(rows, alpha, loss, seed)
+        alpha, landmarks = est._choose_kernel(rows, alpha, loss, seed, precision)
     else:
         est.kernel_ = est.kernel
     est.sigma_ = est._resolve_sigma(rows.X, rows.w)
@@ -198,7 +200,7 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
     if alpha == "auto":
         alpha, landmarks = auto_alpha(
             rows.X, kernel, rows.Y, rows.w, rows.replicates, est.fit_intercept, np.random.RandomState(seed),
-            operator=operator if centers is None else None, precomputed=est._precomputed, loss=loss,
+            full_model=centers is None, precomputed=est._precomputed, loss=loss, precision=precision,
         )
     return FitProblem(rows=rows, loss=loss, kernel=kernel, alpha=alpha, solver=solver, operator=operator,
                       centers=centers, landmarks=landmarks, seed=seed, options=options)

@@ -9,6 +9,7 @@ from numpy.testing import assert_allclose
 from sklearn.datasets import load_breast_cancer, load_digits, load_iris, load_wine, make_friedman1
 from sklearn.preprocessing import StandardScaler
 
+import kernelgd._operator
 from kernelgd import KernelGDClassifier, KernelGDRegressor, _auto_alpha, _replicates, kernel_matrix
 
 
@@ -314,3 +315,36 @@ def test_balanced_class_weights_and_the_same_sample_weights_choose_the_same_ridg
     by_sample = KernelGDClassifier(random_state=0).fit(X, y, sample_weight=compute_sample_weight("balanced", y))
     assert by_class.alpha_ == by_sample.alpha_
     assert_allclose(by_class.decision_function(X), by_sample.decision_function(X), rtol=1e-8, atol=1e-10)
+
+
+def _noiseless(n, seed=0):
+    rng = np.random.RandomState(seed)
+    X = rng.uniform(-2, 2, size=(n, 3))
+    return X, np.sin(X[:, 0]) * np.cos(X[:, 1]) + 0.5 * X[:, 2]
+
+
+def test_a_float32_kernel_matrix_does_not_raise_the_ridge(monkeypatch):
+    # the rule reads float64 kernel columns whatever dtype the fit stores K in: a float32 K's rounding
+    # floor kept a near noiseless target from its small ridge (UCI naval: alpha 9e-7 and 28 times the
+    # test RMSE of the same kernel chosen by kernel="auto")
+    X, y = _noiseless(700)
+    X_test, y_test = _noiseless(300, seed=1)
+    exact = KernelGDRegressor(kernel="rbf", random_state=0, options={"dtype": "float64"}).fit(X, y)
+    monkeypatch.setattr(kernelgd._operator, "AUTO_FLOAT64_MAX_ENTRIES", 100)  # "auto" stores K in float32
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        auto = KernelGDRegressor(kernel="rbf", random_state=0).fit(X, y)
+    assert auto.alpha_ == exact.alpha_ < 1e-9
+    rmse = np.sqrt(np.mean((auto.predict(X_test) - y_test) ** 2))
+    assert rmse < 2 * np.sqrt(np.mean((exact.predict(X_test) - y_test) ** 2)) and rmse < 1e-3
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "auto"])
+def test_a_float32_fit_asked_for_chooses_a_ridge_float32_resolves(kernel):
+    # options={"dtype": "float32"} cannot go on in float64: below float32's floor its CG stopped on
+    # rounding and returned the intercept-only model, with two warnings
+    X, y = _noiseless(700)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = KernelGDRegressor(kernel=kernel, random_state=0, options={"dtype": "float32"}).fit(X, y)
+    assert model.alpha_ > 1e-9 and model.score(*_noiseless(300, seed=1)) > 0.999
