@@ -123,7 +123,7 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
     most ``MAX_ROWS``) by its rank-``RANK`` factor: at its own best ridge for
     ``alpha="auto"``, else at ``alpha``. ``factor``: the chosen kernel's where
     ``alpha="auto"`` and it covers every row (the full model's preconditioner
-    then reuses it, as ``auto_alpha``'s), else None.
+    then reuses it, as ``auto_alpha``'s), else None. ``precision``: as ``auto_alpha``'s.
     """
     xp = xp_of(w)
     Xs, Ys, ws, group_of, every_row = _subsample(xp, X, Y, w, group_of, rng, False)
