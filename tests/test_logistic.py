@@ -383,13 +383,45 @@ def test_newton_softmax_full_model_takes_exact_newton_steps(monkeypatch, interce
         monkeypatch.setattr(_directions, "COUPLED_MAX_CONDITION", 0.0)
         diagonal = KernelGDClassifier(**params).fit(X, labels, sample_weight=sw)
     assert exact.n_iter_ < diagonal.n_iter_
-    assert exact.loss_curve_[-1] <= diagonal.loss_curve_[-1] + 1e-12
+    # as low, to what the stopping test resolves: tol**2 of the intercept-only objective (at most log 6)
+    assert exact.loss_curve_[-1] <= diagonal.loss_curve_[-1] + params["tol"] ** 2 * np.log(6)
     w = sw / sw.sum()
     if intercept:
         F_ref = _dense_reference(kernel_matrix(X, sigma=2.0), np.eye(6)[labels], w, alpha, True)
         assert_allclose(exact.predict_proba(X), MultinomialLoss.probabilities(F_ref), atol=1e-5)
     assert_allclose(exact.predict_proba(X), diagonal.predict_proba(X), atol=1e-4)
     assert_allclose(exact.dual_coef_[sw == 0], 0.0, atol=1e-12)
+
+
+def _cg_iterations(model, X, y):
+    """Fit with verbose output; the CG iterations of its Newton steps, summed."""
+    import contextlib
+    import io
+    import re
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        model.set_params(verbose=1).fit(X, y)
+    return sum(int(v) for v in re.findall(r"cg iterations (\d+)", out.getvalue()))
+
+
+def test_newton_softmax_exact_steps_solve_the_null_space_exactly(monkeypatch):
+    # The coupled system is exactly 2 alpha I along each row's sqrt(p) (the softmax's null direction),
+    # where the diagonal model's factors see a confident row's curvature p (1 - p): preconditioned by
+    # them alone, CG took 1,697 iterations (7x the diagonal route) on these 8 blobs at alpha=1e-6.
+    from sklearn.datasets import make_blobs
+
+    from kernelgd._solvers.newton import _directions
+
+    X8, y8 = make_blobs(400, 4, centers=8, cluster_std=2.0, random_state=0)
+    params = dict(loss="logistic", alpha=1e-6, solver="newton", random_state=0)
+    routed = KernelGDClassifier(**params)
+    routed_cg = _cg_iterations(routed, X8, y8)
+    monkeypatch.setattr(_directions, "COUPLED_MAX_CONDITION", np.inf)
+    exact = KernelGDClassifier(**params)
+    exact_cg = _cg_iterations(exact, X8, y8)
+    assert exact_cg <= 1.5 * routed_cg
+    assert abs(exact.loss_curve_[-1] - routed.loss_curve_[-1]) <= 1e-6 * np.log(8)  # tol**2 of log(k)
 
 
 def _record_exact_steps(monkeypatch):

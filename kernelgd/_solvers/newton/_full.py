@@ -213,7 +213,8 @@ class FullCoupled:
     ``S``: ``(Q M'K M Q + 2 alpha I) x = Q (M'F - g)``, ``Q`` the projection
     that removes the intercepts (``B = M'1``: ``Q = I - B S^+ B'``,
     ``S = B'B = sum_i H_i``). Preconditioned by the diagonal model's
-    factors; warm-started from ``x0 = A / sqrt(w p)``, for which
+    factors on M's range and exactly on its null space (``2 alpha I``
+    there); warm-started from ``x0 = A / sqrt(w p)``, for which
     ``M x0 = A`` where A's rows and columns sum to zero.
     """
 
@@ -252,6 +253,19 @@ class FullCoupled:
                 return X
 
         inverse = preconditioner(operator, H, ridge, settings, steps)
+        # On M's null space (each row's sqrt(p), all of a row that does not weigh) the system is exactly
+        # ridge * I, where the diagonal model's factors see a confident row's curvature p (1 - p): they
+        # are applied on M's range only, the null part solved exactly.
+        unit = root_p / xp.sqrt(xp.sum(root_p * root_p, axis=1, keepdims=True))
+        weighs = xp.astype(root_w > 0, root_w.dtype)
+        unit = weighs * unit
+
+        def precondition(V):
+            null = unit * xp.sum(unit * V, axis=1, keepdims=True)
+            null = null + (1.0 - weighs) * V
+            inside = inverse(V - null)
+            inside = weighs * (inside - unit * xp.sum(unit * inside, axis=1, keepdims=True))
+            return project(inside) + null / ridge
 
         def flat(X):  # one CG run over every class's coefficients: a column of n * k entries
             return xp.reshape(X, (-1, 1))
@@ -281,7 +295,7 @@ class FullCoupled:
             AX0 = project(Mt(KA)) + ridge * X0
         rhs = project(Mt(F) - G * scale)
         u, n_inner, steps.status = block_pcg(
-            apply_A, flat(rhs), lambda v: flat(project(inverse(square(v)))), max_iter=steps.inner_cap,
+            apply_A, flat(rhs), lambda v: flat(precondition(square(v))), max_iter=steps.inner_cap,
             tol=steps.inner_tol, tol_from_start=steps.loose, tol_b=steps.exact_tol, on_iter=on_iter, x0=flat(X0),
             tracker=tracker, Ax0=None if AX0 is None else flat(AX0),
         )
