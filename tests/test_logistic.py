@@ -424,6 +424,37 @@ def test_newton_softmax_exact_steps_solve_the_null_space_exactly(monkeypatch):
     assert abs(exact.loss_curve_[-1] - routed.loss_curve_[-1]) <= 1e-6 * np.log(8)  # tol**2 of log(k)
 
 
+def test_newton_softmax_diagonal_steps_are_loose_after_a_shortened_step(monkeypatch):
+    # The diagonal model's steps converge linearly however exactly they are solved: after one of its
+    # steps the line search shortened, its next CG run is held to FORCING_MAX only (letter, 16,000 rows: 2,585
+    # CG iterations with every step after the first full one solved tightly, 601 with this and the
+    # exact steps' null-space preconditioning); after a full step, to the exact steps' tolerance.
+    from sklearn.datasets import make_blobs
+
+    from kernelgd._solvers.newton import _full, _run
+
+    record = []
+    original_call, original_take = _full.FullDiagonal.__call__, _run._NewtonRun._take
+
+    def call(self, *args):
+        record.append(("tol", self.steps.inner_tol))
+        return original_call(self, *args)
+
+    def take(self, step, *args):
+        record.append(("step" if not self.exact_model else "exact step", step))
+        return original_take(self, step, *args)
+
+    monkeypatch.setattr(_full.FullDiagonal, "__call__", call)
+    monkeypatch.setattr(_run._NewtonRun, "_take", take)
+    X8, y8 = make_blobs(400, 4, centers=8, cluster_std=2.0, random_state=0)
+    KernelGDClassifier(loss="logistic", alpha=1e-6, solver="newton", random_state=0).fit(X8, y8)
+    after = [(record[i - 1][1], record[i][1]) for i in range(1, len(record))
+             if record[i][0] == "tol" and record[i - 1][0] == "step"]
+    assert any(step < 1 for step, _ in after) and any(step == 1 for step, _ in after)
+    for step, tol in after:
+        assert tol >= _run.FORCING_MAX if step < 1 else tol <= 1e-3
+
+
 def _record_exact_steps(monkeypatch):
     """The softmax steps taken on all of X, in order: "e" an exact one, "d" one of the diagonal model."""
     from kernelgd._solvers.newton import _full

@@ -133,7 +133,7 @@ class _NewtonRun:
         self.noisy_run = 0  # accepted iterates in a row whose predictions are rounding
         self.inner_tol = steps.exact_tol = min(settings.tol, 1e-3)  # the full model's exact steps: relative to B
         # Inexact steps until a stopping test passes, which an exact step then retakes; the full
-        # model's diagonal-model softmax steps are inexact only until the first full step.
+        # model's diagonal-model softmax steps are inexact only after a shortened step (see _take).
         self.exact = not self.value0 > 0 or steps.dense is not None
         self.tighten = 1.0  # SOLVED_RETIGHTEN while a step is retaken (see _iterate)
         self.moved_decrement = np.inf  # the decrement of the last accepted step whose CG run iterated
@@ -450,7 +450,10 @@ class _NewtonRun:
         D, db, KD = direction
         self.previous = [(step * D, step * db, step * KD)] + self.previous[: SUBSPACE_MEMORY - 1]
         self.A, self.b, self.KA, self.value = trial
-        self.exact |= self.K_mm is None and step == 1.0 and not self.exact_model  # the softmax: damped phase over
+        if self.K_mm is None and not self.exact_model:
+            # the softmax's diagonal model: solved tightly after a full step only; a shortened one shows
+            # the model, not CG's residual, limits the step
+            self.exact = step == 1.0
         noisy = self.rounding.dominated(self.A)
         self.noisy_run = self.noisy_run + 1 if noisy else 0
         self.log.record(self.value, self.A, self.b, valid=not noisy)
