@@ -676,8 +676,10 @@ diagonal model, each kind forced, ``KernelGDClassifier(loss="logistic",
 alpha=1 / (2 C n))`` at ``sigma="scale"``. Each CG iteration is one product
 with K for every class. The exact steps converge in fewer steps
 (quadratically at the end), but their CG runs are preconditioned by the
-diagonal model's factors, which fit the coupled system only while the ridge
-is large against K's largest eigenvalue. From {data["subsample_min_rows"]:,} rows on, a fit starts
+diagonal model's factors (along each row's null direction of the softmax,
+where the system is the ridge alone, exactly), and without damping the
+steps from the start are shortened many times where the ridge is small
+against K's largest eigenvalue. From {data["subsample_min_rows"]:,} rows on, a fit starts
 from the fit on a random eighth of its rows, near the optimum, and the
 exact steps skip their damped phase. The solver takes exact steps where C
 times that eigenvalue is at most {data["max_condition"]:,.0f}, or

@@ -13,8 +13,8 @@ not: its steps converge linearly).
 * ``FullDiagonal`` / ``FullCoupled``: the full model; the softmax takes the
   coupled, exact steps only where the ridge is large against K's largest
   eigenvalue (``COUPLED_MAX_CONDITION``, or ``STARTED_MAX_CONDITION`` from a
-  subsample's fit), as the coupled system's CG, preconditioned by the
-  diagonal model's factors, needs ever more iterations as that ratio grows
+  subsample's fit), as the exact steps, taken without damping, need ever
+  more steps and CG iterations as that ratio grows
   (benchmarks/bench_softmax_steps.py).
 """
 
