@@ -133,7 +133,7 @@ class _NewtonRun:
         self.noisy_run = 0  # accepted iterates in a row whose predictions are rounding
         self.inner_tol = steps.exact_tol = min(settings.tol, 1e-3)  # the full model's exact steps: relative to B
         # Inexact steps until a stopping test passes, which an exact step then retakes; the full
-        # model's diagonal-model softmax steps are inexact only after a shortened step (see _take).
+        # model's diagonal-model softmax steps are inexact at first and after a shortened step (see _take).
         self.exact = not self.value0 > 0 or steps.dense is not None
         self.tighten = 1.0  # SOLVED_RETIGHTEN while a step is retaken (see _iterate)
         self.moved_decrement = np.inf  # the decrement of the last accepted step whose CG run iterated
