@@ -408,7 +408,8 @@ def _cg_iterations(model, X, y):
 def test_newton_softmax_exact_steps_solve_the_null_space_exactly(monkeypatch):
     # The coupled system is exactly 2 alpha I along each row's sqrt(p) (the softmax's null direction),
     # where the diagonal model's factors see a confident row's curvature p (1 - p): preconditioned by
-    # them alone, CG took 1,697 iterations (7x the diagonal route) on these 8 blobs at alpha=1e-6.
+    # them alone, CG took 1,697 iterations on these 8 blobs at alpha=1e-6 (25x the diagonal route's 69;
+    # with the null space solved, 180: exact steps from the start pay a longer damped phase).
     from sklearn.datasets import make_blobs
 
     from kernelgd._solvers.newton import _directions
@@ -420,7 +421,7 @@ def test_newton_softmax_exact_steps_solve_the_null_space_exactly(monkeypatch):
     monkeypatch.setattr(_directions, "COUPLED_MAX_CONDITION", np.inf)
     exact = KernelGDClassifier(**params)
     exact_cg = _cg_iterations(exact, X8, y8)
-    assert exact_cg <= 1.5 * routed_cg
+    assert exact_cg <= 3 * routed_cg
     assert abs(exact.loss_curve_[-1] - routed.loss_curve_[-1]) <= 1e-6 * np.log(8)  # tol**2 of log(k)
 
 
@@ -453,6 +454,33 @@ def test_newton_softmax_diagonal_steps_are_loose_after_a_shortened_step(monkeypa
     assert any(step < 1 for step, _ in after) and any(step == 1 for step, _ in after)
     for step, tol in after:
         assert tol >= _run.FORCING_MAX if step < 1 else tol <= 1e-3
+
+
+def test_newton_softmax_preconditioner_follows_the_hessian_weights(monkeypatch):
+    # Each CG run is preconditioned with factors made from Hessian weights within 1.25x of the
+    # current ones, row by row. Factors kept until the weights had moved by 25% (L1) or some row by 8x
+    # tripled the CG iterations of letter's softmax (16,000 rows: 600 against 208), for refactorings
+    # that cost about one product each.
+    from sklearn.datasets import make_blobs
+
+    from kernelgd._solvers.newton import _full
+
+    original, ratios = _full.preconditioner, []
+
+    def preconditioner(operator, H, ridge, settings, steps):
+        apply = original(operator, H, ridge, settings, steps)
+        factors, diag = steps.factors, np.asarray(operator.diag())
+        for c in range(H.shape[1]):
+            made = np.asarray(factors.weights[c]) * diag + factors.shifts[c]
+            now = np.asarray(H[:, c]) * diag + factors.shifts[c]
+            ratios.append(float(np.max(np.maximum(now / made, made / now))))
+        return apply
+
+    monkeypatch.setattr(_full, "preconditioner", preconditioner)
+    X8, y8 = make_blobs(400, 4, centers=8, cluster_std=2.0, random_state=0)
+    KernelGDClassifier(loss="logistic", alpha=1e-6, solver="newton", random_state=0).fit(X8, y8)
+    assert len(ratios) > 8 * 3
+    assert max(ratios) <= 1.25 * (1 + 1e-12)
 
 
 def _record_exact_steps(monkeypatch):

@@ -23,11 +23,10 @@ MIN_LANDMARKS = 100
 # k factors cost n r^2 k flops per refactoring, a product with K n^2 k: r <= sqrt(REFACTOR_PRODUCTS n)
 # keeps a refactoring within that many products.
 REFACTOR_PRODUCTS = 8
-# A column's factor is remade where its weights moved by this share (L1) since it was made, or where
-# some row's h_i K_ii + mu moved by REFACTOR_RATIO: a stale factor still preconditions, and a
-# polynomial kernel's diagonal spans orders of magnitude that the L1 share does not see.
-REFACTOR_CHANGE = 0.25
-REFACTOR_RATIO = 8.0
+# A column's factor is remade where some row's h_i K_ii + mu, or mu, moved by more than this factor
+# since it was made: a stale factor leaves the preconditioned spectrum off by about that factor, which
+# CG pays in iterations of one product each, where a refactoring costs at most REFACTOR_PRODUCTS.
+REFACTOR_RATIO = 1.25
 # Column sums of the coefficients below this share of their size are rounding of 0.
 ZERO_SUM = 1e-10
 # Probabilities are floored here in the softmax's exact step (its g divides by sqrt(p)).
@@ -112,16 +111,13 @@ def preconditioner(operator, H, ridge, settings, steps):
     # every column's shift and refactoring tests in one read from the arrays' device
     seen = [c for c in range(k) if weights[c] is not None]
     sums = [mu[c] for c in range(k)]
-    for c in seen:
-        old = weights[c]
-        ratio = _diagonal_ratio(H[:, c], old, diag, mu[c], float(shifts[c]))
-        sums += [xp.sum(xp.abs(H[:, c] - old)), xp.sum(old), ratio]
+    sums += [_diagonal_ratio(H[:, c], weights[c], diag, mu[c], float(shifts[c])) for c in seen]
     read = to_floats(*sums)
-    mus, tests = read[:k], {c: read[k + 3 * i : k + 3 * i + 3] for i, c in enumerate(seen)}
+    mus, ratios = read[:k], dict(zip(seen, read[k:]))
     for c in range(k):
-        change, size, ratio = tests.get(c, (None, None, None))
-        moved = change is None or change > REFACTOR_CHANGE * size or ratio > REFACTOR_RATIO
-        if L.shape[1] and (moved or not 0.5 <= mus[c] / shifts[c] <= 2.0):  # or a damping that moved
+        # (the shift alone sets the spectrum outside L's span: a damping that moved moves it)
+        moved = ratios.get(c, np.inf) * max(mus[c] / shifts[c], shifts[c] / mus[c]) > REFACTOR_RATIO
+        if L.shape[1] and moved:
             Gc = add_to_diagonal(gram(S[:, c : c + 1] * L, trans=True), mus[c])
             factors.cholesky.set(c, cholesky(Gc, "preconditioner matrix"))
             weights[c], shifts[c] = copy(H[:, c]), mus[c]
