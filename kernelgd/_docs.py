@@ -173,7 +173,7 @@ CLASSIFIER_ALPHA = """\
         Newton step is the smoother the rule chose. It is positive, so a
         minimiser exists even on separable data. The value used is
         ``alpha_``. On many classes the smaller ridge costs Newton steps:
-        letter (16,000 rows, 26 classes) takes 2 to 3 minutes, where
-        ``alpha=1 / (2 * n_samples)`` (``C=1``) takes 9 s and underfits
+        letter (16,000 rows, 26 classes) takes about a minute, where
+        ``alpha=1 / (2 * n_samples)`` (``C=1``) takes 8.5 s and underfits
         (the user guide's figures).
 """

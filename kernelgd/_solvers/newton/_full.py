@@ -23,9 +23,12 @@ MIN_LANDMARKS = 100
 # k factors cost n r^2 k flops per refactoring, a product with K n^2 k: r <= sqrt(REFACTOR_PRODUCTS n)
 # keeps a refactoring within that many products.
 REFACTOR_PRODUCTS = 8
-# A column's factor is remade where some row's h_i K_ii + mu, or mu, moved by more than this factor
-# since it was made: a stale factor leaves the preconditioned spectrum off by about that factor, which
-# CG pays in iterations of one product each, where a refactoring costs at most REFACTOR_PRODUCTS.
+# A column's factor is remade where its weights moved by REFACTOR_CHANGE (L1 share) since it was made,
+# or some row's h_i K_ii + mu, or mu, by more than REFACTOR_RATIO: a stale factor leaves the
+# preconditioned spectrum off by about the weights' change (the L1 share sees where mu dominates the
+# diagonal but not h times K's top eigenvalues), which CG pays in iterations of one product each,
+# where a refactoring costs at most REFACTOR_PRODUCTS.
+REFACTOR_CHANGE = 0.05
 REFACTOR_RATIO = 1.25
 # Column sums of the coefficients below this share of their size are rounding of 0.
 ZERO_SUM = 1e-10
@@ -111,12 +114,15 @@ def preconditioner(operator, H, ridge, settings, steps):
     # every column's shift and refactoring tests in one read from the arrays' device
     seen = [c for c in range(k) if weights[c] is not None]
     sums = [mu[c] for c in range(k)]
-    sums += [_diagonal_ratio(H[:, c], weights[c], diag, mu[c], float(shifts[c])) for c in seen]
+    for c in seen:
+        old = weights[c]
+        sums += [xp.sum(xp.abs(H[:, c] - old)) / xp.sum(old), _diagonal_ratio(H[:, c], old, diag, mu[c], float(shifts[c]))]
     read = to_floats(*sums)
-    mus, ratios = read[:k], dict(zip(seen, read[k:]))
+    mus, tests = read[:k], {c: read[k + 2 * i : k + 2 * i + 2] for i, c in enumerate(seen)}
     for c in range(k):
+        change, ratio = tests.get(c, (np.inf, np.inf))
         # (the shift alone sets the spectrum outside L's span: a damping that moved moves it)
-        moved = ratios.get(c, np.inf) * max(mus[c] / shifts[c], shifts[c] / mus[c]) > REFACTOR_RATIO
+        moved = change > REFACTOR_CHANGE or ratio * max(mus[c] / shifts[c], shifts[c] / mus[c]) > REFACTOR_RATIO
         if L.shape[1] and moved:
             Gc = add_to_diagonal(gram(S[:, c : c + 1] * L, trans=True), mus[c])
             factors.cholesky.set(c, cholesky(Gc, "preconditioner matrix"))
