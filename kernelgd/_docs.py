@@ -174,6 +174,6 @@ CLASSIFIER_ALPHA = """\
         minimiser exists even on separable data. The value used is
         ``alpha_``. On many classes the smaller ridge costs Newton steps:
         letter (16,000 rows, 26 classes) takes about a minute, where
-        ``alpha=1 / (2 * n_samples)`` (``C=1``) takes 8.5 s and underfits
+        ``alpha=1 / (2 * n_samples)`` (``C=1``) takes 7.4 s and underfits
         (the user guide's figures).
 """
