@@ -25,9 +25,9 @@ MIN_LANDMARKS = 100
 REFACTOR_PRODUCTS = 8
 # A column's factor is remade where its weights moved by REFACTOR_CHANGE (L1 share) since it was made,
 # or some row's h_i K_ii + mu, or mu, by more than REFACTOR_RATIO: a stale factor leaves the
-# preconditioned spectrum off by about the weights' change (the L1 share sees where mu dominates the
-# diagonal but not h times K's top eigenvalues), which CG pays in iterations of one product each,
-# where a refactoring costs at most REFACTOR_PRODUCTS.
+# preconditioned spectrum off by about the weights' change, which CG pays in iterations of one product
+# each, where a refactoring costs at most REFACTOR_PRODUCTS. Both tests: the row ratios miss weights
+# that move under a larger mu (they still scale h times K's top eigenvalues), the L1 share a single row.
 REFACTOR_CHANGE = 0.05
 REFACTOR_RATIO = 1.25
 # Column sums of the coefficients below this share of their size are rounding of 0.
@@ -116,7 +116,8 @@ def preconditioner(operator, H, ridge, settings, steps):
     sums = [mu[c] for c in range(k)]
     for c in seen:
         old = weights[c]
-        sums += [xp.sum(xp.abs(H[:, c] - old)) / xp.sum(old), _diagonal_ratio(H[:, c], old, diag, mu[c], float(shifts[c]))]
+        change = xp.sum(xp.abs(H[:, c] - old)) / xp.sum(old)
+        sums += [change, _diagonal_ratio(H[:, c], old, diag, mu[c], float(shifts[c]))]
     read = to_floats(*sums)
     mus, tests = read[:k], {c: read[k + 2 * i : k + 2 * i + 2] for i, c in enumerate(seen)}
     for c in range(k):
