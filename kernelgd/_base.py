@@ -543,15 +543,16 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
 
     @staticmethod
     def _fit_posterior(operator, Y, coef, intercept, w, alpha, n_observations, centers, y_scale, psd, seed,
-                       group_of=None):
-        """The posterior's scale and factors (``_posterior``), in the units of y; None for a kernel that is not PSD."""
+                       group_of=None, X=None):
+        """The posterior's scale and factors (``_posterior``), in the units of y; None for a kernel that is not PSD.
+        ``X``: the training rows in float64 (or the precomputed kernel), for the exact model."""
         if not psd:
             return None
         if centers:
             posterior = _posterior.fit_centers(operator, Y, coef, intercept, w, alpha, n_observations,
                                                np.random.RandomState(seed), group_of)
         else:
-            posterior = _posterior.fit_exact(operator, Y, coef, intercept, w, alpha, n_observations, group_of)
+            posterior = _posterior.fit_exact(operator, Y, coef, intercept, w, alpha, n_observations, group_of, X)
         return replace(posterior, signal_std=posterior.signal_std * y_scale)
 
     def _decision(self, X, method):

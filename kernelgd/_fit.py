@@ -308,7 +308,7 @@ def fit(est, X, Y, sample_weight, stratify, options, progress, ravel):
         est._posterior = est._fit_posterior(
             problem.operator, rows.Y, coef, intercept, rows.w, problem.alpha, n_observations,
             problem.centers is not None, rows.y_scale, problem.kernel is None or problem.kernel.psd, problem.seed,
-            rows.replicates)
+            rows.replicates, rows.X)
     export(est, problem, coef, intercept, n_iter, curve, result, ravel, monitor)
 
 

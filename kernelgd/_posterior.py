@@ -14,7 +14,9 @@ too few held-out rows: ``_loo_scale``). Unlike the marginal likelihood's
 alpha ~ 1e-8) the marginal likelihood's intervals covered 88% of test targets, these 96%.
 The exact model gets c from a dense factorization up to ``LOO_DENSE_MAX`` rows and keeps the
 marginal likelihood's s^2 above (on kin8nm's 7,373 rows the two gave the same test
-log-likelihood to 1e-3). The centers model ``f = K_xm beta`` is the subset-of-regressors process
+log-likelihood to 1e-3): ``(y - b)'a`` where the fit's coefficients resolve it (their residual
+bounds its shortfall), else solved anew by CG at the least ridge float64 resolves, which the
+posterior then takes (a near interpolating ridge: CG's coefficients stop far short there). The centers model ``f = K_xm beta`` is the subset-of-regressors process
 (prior ``Q = K_nm K_mm^-1 K_mn``), for which Woodbury gives ``a_i = w_i r_i / alpha`` and
 ``c_ii = w_i (1 - h_i) / alpha`` with the residual r and the leverage
 ``h_i = w_i k_i' H^-1 k_i``, ``H = K_mn W K_nm + alpha K_mm``: s^2 is their mean over at most
@@ -37,9 +39,11 @@ observations explain less, so it is never below the exact variance. The intercep
 """
 
 from dataclasses import dataclass
+from warnings import warn
 
 import numpy as np
 from scipy.linalg.blas import dsyrk
+from sklearn.exceptions import ConvergenceWarning
 from scipy.special import ndtri
 from sklearn.utils import gen_batches
 
@@ -48,6 +52,7 @@ from ._array_api import (
     take_rows, to_numpy, xp_of,
 )
 from ._array_api import solve_triangular as xp_solve_triangular
+from ._operator import KernelOperator
 from ._replicates import collapse
 from ._solvers._krylov import block_pcg
 from ._solvers._preconditioners import (
@@ -69,6 +74,10 @@ LOO_DENSE_MAX = 2000
 LOO_SAMPLE = 4096
 # Below this ridge (times the trace of S K S) the dense factorization is not to be trusted.
 LOO_MIN_RIDGE = 1e3 * np.finfo(np.float64).eps
+# Above LOO_DENSE_MAX rows, the fit's coefficients give the marginal likelihood's s^2 where their
+# shortfall is at most this share of it (a near interpolating ridge leaves CG's far larger); else it
+# is solved anew.
+QUADRATIC_RTOL = 1e-2
 # Where the likelihood's 95% intervals clearly hold too few held-out rows, the scale is the one whose
 # intervals hold 95%: on residuals mostly near 0 or +-1 (UCI wine's integer targets) they held 92%
 # of the test targets.
@@ -171,15 +180,20 @@ def _distinct(group_of, Y, w, coef=None):
     return like(Y_mean, Y), like(w_sum, w), coef, first
 
 
-def fit_exact(operator, Y, coef, intercept, w, alpha, n_observations, group_of=None):
+def fit_exact(operator, Y, coef, intercept, w, alpha, n_observations, group_of=None, X=None):
     """The exact model's posterior from its dual coefficients ``a = C^-1 (y - b)``.
 
     Up to ``LOO_DENSE_MAX`` rows, s^2 maximises the leave-one-out predictive likelihood, from
-    ``c = diag(C^-1)`` of a dense factorization; above, the marginal likelihood's ``(y - b)'a / n``.
-    Both read repeated rows (``group_of``) as one: a copy left out would be predicted by its twin.
+    ``c = diag(C^-1)`` of a dense factorization; above, the marginal likelihood's ``(y - b)'a / n``
+    where the coefficients resolve it (``_resolves_quadratic``), else ``(y - b)' C^-1 (y - b) / n``
+    solved anew at the least ridge float64 resolves, which the posterior then takes (``_quadratic``;
+    X the float64 training rows, or the precomputed kernel). Both read repeated rows (``group_of``) as one: a copy left out would be
+    predicted by its twin.
     """
     xp = xp_of(Y)
     weights = w
+    resolved = operator is None or operator.n <= LOO_DENSE_MAX or _resolves_quadratic(
+        operator, Y, coef, intercept, w, alpha)
     Y, w, coef, first = _distinct(group_of, Y, w, coef)
     positive = w > 0
     if operator is not None and operator.n <= LOO_DENSE_MAX:
@@ -195,8 +209,45 @@ def fit_exact(operator, Y, coef, intercept, w, alpha, n_observations, group_of=N
                 scale = _loo_scale(xp, xp.where(positive[:, None], coef * coef / c, 0.0), w)
                 return Posterior(scale, float(alpha), float(n_observations), weights=weights)
     n_rows = float(xp.sum(xp.astype(positive, xp.float64)))
-    s2 = xp.sum((Y - intercept) * coef, axis=0) / n_rows
+    if not resolved and X is not None:
+        alpha, quadratic = _quadratic(operator, X, Y - intercept, w, alpha, first)
+    else:
+        quadratic = xp.sum((Y - intercept) * coef, axis=0)
+    s2 = quadratic / n_rows
     return Posterior(xp.sqrt(xp.where(s2 > 0, s2, 0.0)), float(alpha), float(n_observations), weights=weights)
+
+
+def _resolves_quadratic(operator, Y, coef, intercept, w, alpha):
+    """Whether the coefficients give ``(y - b)' C^-1 (y - b)`` to ``QUADRATIC_RTOL``: ``(y - b)'a`` falls
+    short of it by ``r' C^-1 r <= sum_i w_i r_i^2 / alpha`` (``C >= alpha W^-1``), r their residual."""
+    xp = xp_of(Y)
+    if not alpha > 0:
+        return False
+    positive = (w > 0)[:, None]
+    share = xp.where(positive, coef / xp.where(positive, w[:, None], 1.0), 0.0)  # a_i / w_i
+    R = xp.where(positive, Y - intercept - operator.matvec(coef) - alpha * share, 0.0)
+    shortfall = xp.sum(w[:, None] * R * R, axis=0) / alpha
+    quadratic = xp.sum((Y - intercept) * coef, axis=0)
+    return bool(xp.all(shortfall <= QUADRATIC_RTOL * quadratic))
+
+
+def _quadratic(operator, X, R, w, alpha, first=None):
+    """``(alpha, R' C^-1 R)`` per column on the distinct rows (``first``), by CG to ``VARIANCE_TOL`` with K in
+    float64 (from X, the float64 rows or the precomputed kernel), at the least ridge float64 resolves
+    (``LOO_MIN_RIDGE`` times the trace)."""
+    xp = xp_of(R)
+    if first is not None:
+        X = block_of(X, first, first) if operator.kernel is None else take_rows(X, first)
+    exact = KernelOperator(X, operator.kernel, dtype="float64", memory_budget=operator.memory_budget)
+    alpha = max(float(alpha), LOO_MIN_RIDGE * float(xp.sum(w * exact.diag())))
+    apply_A, precond, s = _exact_system(exact, Posterior(None, alpha, 1.0, weights=w), np.random.RandomState(0))
+    B = s[:, None] * R
+    result = block_pcg(apply_A, B, precond, max_iter=VARIANCE_MAX_ITER, tol=VARIANCE_TOL)
+    if result.status == "max_iter":
+        warn("The marginal likelihood's solve did not reach its tolerance in "
+             f"{VARIANCE_MAX_ITER} iterations: the predictive standard deviations are underestimated. "
+             "A larger alpha conditions the system better.", ConvergenceWarning)
+    return alpha, xp.sum(B * result.x, axis=0)
 
 
 def weighted_gram(operator, w):
@@ -318,13 +369,17 @@ def block_rows(n_fit, memory_budget):
     return int(max(1, min(4096, memory_budget // (CG_ARRAYS * 8 * max(n_fit, 1)))))
 
 
-def _dense_factor(operator, posterior):
-    """Upper Cholesky factor of ``S K S + alpha I`` (K in float64), or None where the ridge is below
-    ``LOO_MIN_RIDGE`` or the factorization fails."""
+def _dense_factor(operator, posterior, X=None):
+    """Upper Cholesky factor of ``S K S + alpha I`` (K in float64, from X's float64 rows where given: the
+    operator's may be float32), or None where the ridge is below ``LOO_MIN_RIDGE`` or the factorization fails."""
     w = posterior.weights
     xp = xp_of(w)
     s = xp.sqrt(w)
-    K = operator.kernel(operator.X, operator.X) if operator.kernel is not None else operator.rows(slice(None))
+    if operator.kernel is None:
+        K = operator.rows(slice(None))
+    else:
+        X = operator.X if X is None else X
+        K = operator.kernel(X, X)
     K = as_float64(K, copy=True)  # scaled in place below where the namespace allows
     if not posterior.alpha >= LOO_MIN_RIDGE * float(xp.sum(w * diagonal(K))):
         return None
@@ -365,18 +420,18 @@ def _local_explained(kernel, X_fit, B, s, alpha, q):
     return xp.stack(out)
 
 
-def exact_system(operator, posterior, seed, n_test=1, memory_budget=np.inf):
+def exact_system(operator, posterior, seed, n_test=1, memory_budget=np.inf, X=None):
     """The exact model's system for :func:`reduction` (None for the centers model).
 
     ``("dense", U, s)`` for at least ``n / DENSE_BREAK_EVEN`` test points where ``DENSE_ARRAYS``
-    n x n arrays fit ``memory_budget`` and the ridge resolves a factor; else ``("cg", apply_A,
-    apply_P, s)``.
+    n x n arrays fit ``memory_budget`` and the ridge resolves a factor (its kernel from X's float64
+    rows where given); else ``("cg", apply_A, apply_P, s)``.
     """
     if posterior.weights is None:
         return None
     n = operator.n
     if n_test * DENSE_BREAK_EVEN >= n and DENSE_ARRAYS * 8.0 * n * n <= memory_budget:
-        U = _dense_factor(operator, posterior)
+        U = _dense_factor(operator, posterior, X)
         if U is not None:
             return "dense", U, xp_of(posterior.weights).sqrt(posterior.weights)
     return ("cg",) + _exact_system(operator, posterior, np.random.RandomState(seed))

@@ -238,7 +238,8 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
             if posterior.weights is not None and system is None:
                 operator = KernelOperator(self.X_fit_, kernel, memory_budget=budget, dtype=self._compute_dtype,
                                           threads=options["n_threads"])
-                system = _posterior.exact_system(operator, posterior, self._seed(), X.shape[0], budget)
+                system = _posterior.exact_system(operator, posterior, self._seed(), X.shape[0], budget,
+                                                     self.X_fit_)
             rows = X.shape[0] if full else _posterior.block_rows(self.X_fit_.shape[0], budget)
             parts, unresolved = [], False
             for batch in gen_batches(X.shape[0], rows):
