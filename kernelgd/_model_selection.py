@@ -366,7 +366,9 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         for name, candidate in (("search", model), ("rule", rule)):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                fit = clone(candidate).fit(X_fit, take_rows(y, fitted), sample_weight=take_rows(sw, fitted))
+                fit = clone(candidate)
+                fit._predictive = False  # scored on its predictions only: no posterior
+                fit.fit(X_fit, take_rows(y, fitted), sample_weight=take_rows(sw, fitted))
             warned |= bool(caught)
             scored = _OnHost(fit)
             scores[name] = float(scorer(scored, X_held, y_host[held], sample_weight=weights[held]))

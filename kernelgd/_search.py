@@ -228,6 +228,7 @@ def _fold_path(estimator_class, params, K, train, test, y_fit, w, y_host, w_host
     # the path's own symmetric blocks: no symmetry check, and each solve may keep the last one's
     # preconditioner (kernelgd._solvers._common.SolverSettings.reuse)
     model._path_state = {}
+    model._predictive = False  # scored on its predictions only: no posterior
     y_train, w_train = rows_of(y_fit, train), rows_of(w, train)
 
     def score(i):
