@@ -327,6 +327,36 @@ def test_near_interpolating_exact_model_solves_the_marginal_likelihood_scale_ane
     assert_allclose(model.noise_variance_, model.signal_variance_ * ridge * n, rtol=1e-12)
 
 
+@pytest.mark.parametrize("variant", ["weights", "zero weights", "replicates", "two targets", "precomputed", "sparse"])
+def test_marginal_likelihood_scale_solved_anew_reads_weights_copies_and_inputs(monkeypatch, variant):
+    import scipy.sparse as sp
+
+    import kernelgd._posterior as posterior
+
+    monkeypatch.setattr(posterior, "LOO_DENSE_MAX", 10)
+    rng = np.random.RandomState(1)
+    X = rng.uniform(-2, 2, size=(200, 2))
+    Y = np.column_stack([np.sin(2 * X[:, 0]) + X[:, 1] ** 2, np.cos(X[:, 1]) - X[:, 0]])
+    w = rng.uniform(0.5, 2.0, len(X)) if variant in ("weights", "zero weights") else np.ones(len(X))
+    if variant == "zero weights":
+        w[:30] = 0.0
+    X_fit, y_fit, w_fit = X, Y[:, :2] if variant == "two targets" else Y[:, 0], w
+    if variant == "replicates":  # the first 40 rows twice: read as one row of twice the weight
+        X_fit, y_fit, w_fit = np.vstack([X, X[:40]]), np.concatenate([Y[:, 0], Y[:40, 0]]), np.ones(len(X) + 40)
+        w[:40] = 2.0
+    K = rbf(X_fit, X_fit, 1.0)
+    given = {"precomputed": K, "sparse": sp.csr_matrix(X_fit)}.get(variant, X_fit)
+    kernel = "precomputed" if variant == "precomputed" else "rbf"
+    model = KernelGDRegressor(kernel=kernel, sigma=1.0, alpha=1e-13).fit(given, y_fit, sample_weight=w_fit)
+    keep = w > 0
+    w_keep = w[keep] / w[keep].sum()
+    ridge = posterior.LOO_MIN_RIDGE  # above alpha: the trace of S K S is 1 for the rbf
+    C = rbf(X[keep], X[keep], 1.0) + ridge * np.diag(1.0 / w_keep)
+    centred = np.atleast_2d((Y[keep, :2] if variant == "two targets" else Y[keep, :1]) - model.intercept_)
+    s2 = np.einsum("ij,ij->j", centred, np.linalg.solve(C, centred)) / keep.sum()
+    assert_allclose(np.atleast_1d(model.signal_variance_), s2, rtol=posterior.QUADRATIC_RTOL)
+
+
 @pytest.mark.parametrize("alpha", [1e-12, 1e-9, 1e-6])
 def test_dense_variance_of_a_float32_model_evaluates_its_kernel_in_float64(alpha):
     # The dense factor of S K S + alpha I was formed from the operator's float32 rows: at alpha 1e-12
