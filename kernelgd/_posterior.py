@@ -16,8 +16,9 @@ The exact model gets c from a dense factorization up to ``LOO_DENSE_MAX`` rows a
 marginal likelihood's s^2 above (on kin8nm's 7,373 rows the two gave the same test
 log-likelihood to 1e-3): ``(y - b)'a`` where the fit's coefficients resolve it (their residual
 bounds its shortfall), else solved anew by CG at the least ridge float64 resolves, which the
-posterior then takes (a near interpolating ridge: CG's coefficients stop far short there). The centers model ``f = K_xm beta`` is the subset-of-regressors process
-(prior ``Q = K_nm K_mm^-1 K_mn``), for which Woodbury gives ``a_i = w_i r_i / alpha`` and
+posterior then takes (a near interpolating ridge: CG's coefficients stop far short there).
+The centers model ``f = K_xm beta`` is the subset-of-regressors process (prior
+``Q = K_nm K_mm^-1 K_mn``), for which Woodbury gives ``a_i = w_i r_i / alpha`` and
 ``c_ii = w_i (1 - h_i) / alpha`` with the residual r and the leverage
 ``h_i = w_i k_i' H^-1 k_i``, ``H = K_mn W K_nm + alpha K_mm``: s^2 is their mean over at most
 ``LOO_SAMPLE`` rows. Its predictive variance is the DTC one (Quinonero-Candela and Rasmussen,
@@ -43,8 +44,8 @@ from warnings import warn
 
 import numpy as np
 from scipy.linalg.blas import dsyrk
-from sklearn.exceptions import ConvergenceWarning
 from scipy.special import ndtri
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import gen_batches
 
 from ._array_api import (
@@ -187,8 +188,8 @@ def fit_exact(operator, Y, coef, intercept, w, alpha, n_observations, group_of=N
     ``c = diag(C^-1)`` of a dense factorization; above, the marginal likelihood's ``(y - b)'a / n``
     where the coefficients resolve it (``_resolves_quadratic``), else ``(y - b)' C^-1 (y - b) / n``
     solved anew at the least ridge float64 resolves, which the posterior then takes (``_quadratic``;
-    X the float64 training rows, or the precomputed kernel). Both read repeated rows (``group_of``) as one: a copy left out would be
-    predicted by its twin.
+    X the float64 training rows, or the precomputed kernel). Both read repeated rows (``group_of``)
+    as one: a copy left out would be predicted by its twin.
     """
     xp = xp_of(Y)
     weights = w
