@@ -552,7 +552,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             posterior = _posterior.fit_centers(operator, Y, coef, intercept, w, alpha, n_observations,
                                                np.random.RandomState(seed), group_of)
         else:
-            posterior = _posterior.fit_exact(operator, Y, coef, intercept, w, alpha, n_observations, group_of, X)
+            posterior = _posterior.fit_exact(operator, X, Y, coef, intercept, w, alpha, n_observations, group_of)
         return replace(posterior, signal_std=posterior.signal_std * y_scale)
 
     def _decision(self, X, method):

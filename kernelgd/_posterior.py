@@ -181,7 +181,7 @@ def _distinct(group_of, Y, w, coef=None):
     return like(Y_mean, Y), like(w_sum, w), coef, first
 
 
-def fit_exact(operator, Y, coef, intercept, w, alpha, n_observations, group_of=None, X=None):
+def fit_exact(operator, X, Y, coef, intercept, w, alpha, n_observations, group_of=None):
     """The exact model's posterior from its dual coefficients ``a = C^-1 (y - b)``.
 
     Up to ``LOO_DENSE_MAX`` rows, s^2 maximises the leave-one-out predictive likelihood, from
@@ -210,7 +210,7 @@ def fit_exact(operator, Y, coef, intercept, w, alpha, n_observations, group_of=N
                 scale = _loo_scale(xp, xp.where(positive[:, None], coef * coef / c, 0.0), w)
                 return Posterior(scale, float(alpha), float(n_observations), weights=weights)
     n_rows = float(xp.sum(xp.astype(positive, xp.float64)))
-    if not resolved and X is not None:
+    if not resolved:
         alpha, quadratic = _quadratic(operator, X, Y - intercept, w, alpha, first, coef)
     else:
         quadratic = xp.sum((Y - intercept) * coef, axis=0)
@@ -237,9 +237,12 @@ def _quadratic(operator, X, R, w, alpha, first, coef):
     float64 (from X, the float64 rows or the precomputed kernel), at the least ridge float64 resolves
     (``LOO_MIN_RIDGE`` times the trace), from the fit's coefficients ``coef`` (naval: 82 iterations, not 107)."""
     xp = xp_of(R)
-    if first is not None:
-        X = block_of(X, first, first) if operator.kernel is None else take_rows(X, first)
-    exact = KernelOperator(X, operator.kernel, dtype="float64", memory_budget=operator.memory_budget)
+    if first is None and operator.dtype == np.float64:
+        exact = operator  # the fit's own K is already in float64
+    else:
+        if first is not None:
+            X = block_of(X, first, first) if operator.kernel is None else take_rows(X, first)
+        exact = KernelOperator(X, operator.kernel, dtype="float64", memory_budget=operator.memory_budget)
     alpha = max(float(alpha), LOO_MIN_RIDGE * float(xp.sum(w * exact.diag())))
     apply_A, precond, s = _exact_system(exact, Posterior(None, alpha, 1.0, weights=w), np.random.RandomState(0))
     B = s[:, None] * R
