@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from sklearn.utils import check_random_state
 
+from . import _loo_ridge as loo_ridge
 from ._array_api import add_at_rows, block_of, copy, rows_of, take_rows, to_numpy, xp_of, zeros
 from ._auto_alpha import auto_alpha
 from ._losses import SquaredLoss
@@ -260,10 +261,18 @@ def solve(est, problem, callback, monitor):
     """
     rows, operator, options = problem.rows, problem.operator, problem.options
     settings = solver_settings(est, problem, callback(problem))
+    path_iter = 0
+    if (est.alpha == "auto" and problem.loss is not SquaredLoss and problem.centers is None and monitor is None
+            and settings.psd):  # a small problem's ridge by leave-one-out; the path's fit there is its start
+        alpha, start, path_iter = loo_ridge.choose(problem, settings)
+        problem = replace(problem, alpha=alpha)
+        settings = replace(settings, alpha=alpha)
+        if start is not None:
+            settings = replace(settings, coef_init=start[0], intercept_init=start[1])
     retry = options["dtype"] == "auto" and operator.dtype == np.float32
     settings.rounding_stops = [] if retry else None
     result = run_solver(problem.solver, operator, rows.Y, rows.w, settings)
-    n_iter, curve = result.n_iter, list(result.loss_curve)
+    n_iter, curve = path_iter + result.n_iter, list(result.loss_curve)
     if settings.rounding_stops:
         operator = KernelOperator(
             rows.X, problem.kernel, centers=problem.centers, memory_budget=options["memory_budget"],

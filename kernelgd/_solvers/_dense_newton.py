@@ -67,11 +67,16 @@ class DenseFeatures(NamedTuple):
     penalty_map: object
 
 
-def _flops(operator, k, coupled):
+def _flops(n, m, k, coupled):
     """``(unknowns of the largest system, flops to form the systems)`` per Newton step."""
-    m, n = operator.m, operator.n
     unknowns, blocks = ((m + 1) * k, k * (k + 1) / 2) if coupled else (m + 1, k)
     return unknowns, 2 * n * (m + 1) ** 2 * blocks
+
+
+def tiny(n, k, coupled):
+    """Whether the full model's dense system on n rows is formed for at most ``TINY_FLOPS``."""
+    unknowns, flops = _flops(n, n, k, coupled)
+    return unknowns <= MAX_UNKNOWNS and flops <= TINY_FLOPS
 
 
 def features(operator, K_mm, k, alpha, coupled, jitter, confirm=False):
@@ -90,7 +95,7 @@ def features(operator, K_mm, k, alpha, coupled, jitter, confirm=False):
     """
     if not alpha > 0:
         return None
-    unknowns, flops = _flops(operator, k, coupled)
+    unknowns, flops = _flops(operator.n, operator.m, k, coupled)
     if unknowns > MAX_UNKNOWNS or flops > MAX_FLOPS:
         return None
     if operator.symmetric:  # the full model: its own centers, its penalty A'K A (no jitter); dense steps
@@ -127,6 +132,24 @@ def features(operator, K_mm, k, alpha, coupled, jitter, confirm=False):
     return DenseFeatures(V / root, KV / root, root[:, None] * V.T)
 
 
+def coordinates(dense, n, fit_intercept):
+    """``Psi = [Phi 1]`` (``Phi`` without an intercept): the predictions' map from the dense coordinates."""
+    Phi = dense.Phi
+    return concat([Phi, zeros(Phi, (n, 1)) + 1.0], axis=1) if fit_intercept else Phi
+
+
+def systems(Psi, F, w, alpha, r, fit_intercept, loss, shared=False):
+    """The Newton system(s) at the predictions F: one ``(q, q)`` per column where the loss's Hessian
+    is diagonal in F (one in all where ``shared``: the squared loss's), else one, the softmax's
+    ``(q k, q k)`` of every class at once; ``r``: the coordinates B (the penalty's) among Psi's q."""
+    ridge = zeros(F, (Psi.shape[1],))
+    ridge[:r] = 2.0 * alpha  # the penalty |B|^2: curvature 2 alpha on B, none on the intercepts
+    if loss.diagonal_hessian:
+        H = loss.hessian_diagonal(F, w)
+        return [add_to_diagonal(Psi.T @ (H[:, c:c + 1] * Psi), ridge) for c in range(1 if shared else F.shape[1])]
+    return [_coupled_system(Psi, loss.probabilities(F), w, ridge, fit_intercept)]
+
+
 def direction(dense, F, G, A, b, alpha, fit_intercept, loss, w):
     """The exact Newton step ``(D, e, K_nm D)`` of the objective at ``(A, b)``.
 
@@ -138,33 +161,35 @@ def direction(dense, F, G, A, b, alpha, fit_intercept, loss, w):
     xp = xp_of(F)
     n, k = F.shape
     r = Phi.shape[1]  # B's coordinates: K_mm's eigenvectors whose functions are above rounding
-    Psi = concat([Phi, zeros(F, (n, 1)) + 1.0], axis=1) if fit_intercept else Phi
-    q = Psi.shape[1]
-    # the penalty |B|^2 = A'(K_mm + jitter I) A: curvature 2 alpha on B, gradient 2 alpha Z'(K_mm + jitter I) A
-    ridge = zeros(F, (q,))
-    ridge[:r] = 2.0 * alpha
+    Psi = coordinates(dense, n, fit_intercept)
+    # the penalty |B|^2 = A'(K_mm + jitter I) A: gradient 2 alpha Z'(K_mm + jitter I) A
     g = Phi.T @ G + 2.0 * alpha * (penalty_map @ A)
     if fit_intercept:
         g = concat([g, xp.sum(G, axis=0)[None, :]], axis=0)
     if loss.diagonal_hessian:
         H = loss.hessian_diagonal(F, w)
         shared = bool(xp.all(H == H[:, :1]))  # the squared loss: one system for every column
-        steps = [solve_psd(add_to_diagonal(Psi.T @ (H[:, c:c + 1] * Psi), ridge), -(g if shared else g[:, c:c + 1]))
-                 for c in range(1 if shared else k)]
+        steps = [solve_psd(M, -(g if shared else g[:, c:c + 1]))
+                 for c, M in enumerate(systems(Psi, F, w, alpha, r, fit_intercept, loss, shared))]
         step = steps[0] if shared else concat(steps, axis=1)
-    else:
-        step = _coupled_step(Psi, loss.probabilities(F), w, ridge, g, fit_intercept)
+    else:  # g class by class, as the system's blocks
+        M = systems(Psi, F, w, alpha, r, fit_intercept, loss)[0]
+        step = xp.reshape(solve_psd(M, -xp.reshape(g.T, (-1, 1))), (k, Psi.shape[1])).T
     D = Z @ step[:r, :]
     e = step[r, :] if fit_intercept else zeros(F, (k,))
     return D, e, Phi @ step[:r, :]
 
 
-def _coupled_step(Psi, P, w, ridge, g, fit_intercept):
-    """The softmax's Newton step of every class at once, ``(q, k)``, from the blocks ``Psi' H_cd Psi``."""
-    xp = xp_of(g)
-    q, k = g.shape
+def _coupled_system(Psi, P, w, ridge, fit_intercept):
+    """The softmax's Newton system of every class at once, ``(q k, q k)``, from the blocks ``Psi' H_cd Psi``.
+
+    The invariance (every intercept moved alike changes nothing) is its null space; a rank-one
+    term along it makes the system definite without changing any step the gradient asks for.
+    """
+    xp = xp_of(P)
+    q, k = Psi.shape[1], P.shape[1]
     WP = w[:, None] * P
-    M = zeros(g, (q * k, q * k))
+    M = zeros(P, (q * k, q * k))
     for c in range(k):
         for d in range(c, k):
             h = (WP[:, c] if c == d else 0.0) - WP[:, c] * P[:, d]
@@ -172,11 +197,9 @@ def _coupled_step(Psi, P, w, ridge, g, fit_intercept):
             M[c * q:(c + 1) * q, d * q:(d + 1) * q] = block
             M[d * q:(d + 1) * q, c * q:(c + 1) * q] = block.T
     M = add_to_diagonal(M, concat([ridge] * k))
-    if fit_intercept:  # the invariance: every intercept moved alike changes nothing
-        u = zeros(g, (q * k,))
+    if fit_intercept:
+        u = zeros(P, (q * k,))
         u[q - 1::q] = 1.0 / float(np.sqrt(k))
         scale = float(xp.mean(diagonal(M)[q - 1::q]))
         M = M + max(scale, float(np.finfo(float).tiny)) * (u[:, None] * u[None, :])
-    return xp.reshape(solve_psd(M, -xp.reshape(g.T, (-1, 1))), (k, q)).T  # g class by class, as M's blocks
-
-
+    return M
