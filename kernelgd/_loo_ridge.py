@@ -73,6 +73,10 @@ def choose(problem, settings):
     if not scores:
         return problem.alpha, None, n_iter
     chosen = _one_standard_error(np.array(scores), W)
+    if settings.verbose:
+        means = ", ".join(f"{m:g}: {loss:.4g}" for m, loss in zip(MULTIPLES, np.array(scores) @ W))
+        print(f"[alpha] leave-one-out log-loss by multiple of {problem.alpha:.3e}: {means}; "
+              f"chosen {MULTIPLES[chosen]:g}")
     return float(problem.alpha * MULTIPLES[chosen]), fits[chosen], n_iter
 
 

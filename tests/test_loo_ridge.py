@@ -163,3 +163,14 @@ def test_larger_problems_keep_gcvs_ridge_without_evaluating_a_second_kernel_matr
                         or choose(problem, settings))
     est = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
     assert est.alpha_ == captured[0]
+
+
+def test_verbose_reports_each_ridges_leave_one_out_loss_and_the_choice(capsys):
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    est = KernelGDClassifier(loss="logistic", verbose=1, random_state=0).fit(X, y)
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[alpha]")]
+    multiple = float(line.rsplit("chosen ", 1)[1])
+    start = float(line.split("multiple of ", 1)[1].split(":", 1)[0])
+    assert est.alpha_ == pytest.approx(start * multiple, rel=1e-3)
+    assert line.count(":") == 1 + len(_loo_ridge.MULTIPLES)
