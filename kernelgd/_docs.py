@@ -172,7 +172,7 @@ CLASSIFIER_ALPHA = """\
         ``p_c (1 - p_c) / 2`` over the classes otherwise), so that the first
         Newton step is the smoother the rule chose. Where Newton's exact
         system of the distinct rows is small (a few hundred rows), that ridge
-        times 16, 4, 1, 1/4, 1/16 and 1/64 is fitted instead, and the largest
+        times 16, 4, 1, 1/4 and 1/16 is fitted instead, and the largest
         whose approximate leave-one-out log-loss exceeds the least by at most
         one standard error of that excess is kept. It is positive, so a
         minimiser exists even on separable data. The value used is

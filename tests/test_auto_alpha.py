@@ -367,7 +367,7 @@ def test_the_squared_loss_ridge_does_not_depend_on_how_the_kernel_matrix_is_stor
 def test_a_smooth_loss_on_a_float32_kernel_matrix_reads_the_spectrum_down_to_float32s_rounding(monkeypatch):
     # below it Newton's steps meet nearly separable problems: UCI power made binary took 86 s at
     # alpha 2e-9 (log-loss 0.133) against 3 s at 5e-7 (0.118)
-    # (on this small set the leave-one-out choice then takes a multiple of the rule's ridge, from 16 to 1/64)
+    # (on this small set the leave-one-out choice then takes a multiple of the rule's ridge, from 16 to 1/16)
     X, y = make_moons(400, noise=0.05, random_state=0)
     assert KernelGDClassifier(loss="logistic", random_state=0).fit(X, y).alpha_ < 1e-12
     monkeypatch.setattr(kernelgd._operator, "AUTO_FLOAT64_MAX_ENTRIES", 100)

@@ -27,7 +27,7 @@ def _captured_scores(monkeypatch, multiple):
 def test_approximate_leave_one_out_matches_refits_without_each_row(monkeypatch, n_classes, weighted, repeated):
     # Brute force: refit without each group of identical rows (its weight left out, the ridge per unit
     # of the rest's weight unchanged) and score the group's rows. At a ridge 4 times GCV's start the
-    # one-step approximation is within 1% of it (at 1/64 of it, a nearly interpolating fit, it is optimistic).
+    # one-step approximation is within 1% of it (at a far smaller ridge, a nearly interpolating fit, it is optimistic).
     X, y = make_classification(n_samples=50, n_features=4, n_informative=3, n_redundant=0, n_classes=n_classes,
                                n_clusters_per_class=1, flip_y=0.05, random_state=0)
     sw = np.random.RandomState(1).uniform(0.5, 2.0, len(y)) if weighted else np.ones(len(y))
