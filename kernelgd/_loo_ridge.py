@@ -64,8 +64,11 @@ def choose(problem, settings):
         if caught or not result.converged:  # a smaller ridge is harder still: the path ends here
             break
         F = np.asarray(to_numpy(problem.operator.matvec(result.dual_coef) + result.intercept))[first]
-        with np.errstate(all="ignore"):
-            losses = _scores(Psi, r, F, W, T, float(alpha), settings.fit_intercept, loss)
+        try:  # a score that rounding breaks (a singular I - H Q) ends the path as a warning does
+            with np.errstate(all="ignore"):
+                losses = _scores(Psi, r, F, W, T, float(alpha), settings.fit_intercept, loss)
+        except np.linalg.LinAlgError:
+            break
         if not np.all(np.isfinite(losses)):
             break
         fits.append((result.dual_coef, result.intercept))
