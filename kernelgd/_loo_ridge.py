@@ -30,6 +30,7 @@ import numpy as np
 
 from ._array_api import block_of, eye, log_expit, logsumexp, row_dot, rows_of, solve_psd, to_numpy
 from ._operator import KernelOperator
+from ._replicates import collapse, effective_count
 from ._solvers import run_solver
 from ._solvers._dense_newton import coordinates, features, systems, tiny
 
@@ -92,19 +93,16 @@ def _one_standard_error(losses, W):
     """
     excess = losses - losses[int(np.argmin(losses @ W))]
     mean = excess @ W
-    error = np.sqrt(((excess - mean[:, None]) ** 2 @ W) * (W @ W))
+    error = np.sqrt(((excess - mean[:, None]) ** 2 @ W) / effective_count(W))
     return int(np.flatnonzero(mean <= error)[0])
 
 
 def _groups(rows):
     """``(first, W, T)``: each group of identical rows' first row, summed weight and weighted mean label."""
     w = np.asarray(to_numpy(rows.w), dtype=np.float64)
-    Y = np.asarray(to_numpy(rows.Y), dtype=np.float64)
     group_of = np.arange(len(w)) if rows.replicates is None else rows.replicates
-    first = np.unique(group_of, return_index=True)[1]
-    W = np.bincount(group_of, weights=w, minlength=len(first))
-    T = np.stack([np.bincount(group_of, weights=w * Y[:, c], minlength=len(first)) for c in range(Y.shape[1])], 1)
-    return first, W, T / np.where(W > 0, W, 1.0)[:, None]
+    first, T, W = collapse(group_of, int(group_of.max()) + 1, to_numpy(rows.Y), w)
+    return first, W, T
 
 
 def _distinct_operator(problem, first):
