@@ -14,7 +14,14 @@ and two HIGGS-sized synthetic problems of 28 features, 10^7 rows and 5x10^4
 centers by default (--n-higgs, --higgs-centers): the same regressor, and a
 binary KernelGDClassifier(loss="logistic", n_centers=m) on labels drawn from a
 logistic model (not fitted on numpy: a CPU product over 10^7 x 5x10^4 entries
-takes minutes). ``--dtype float32`` moves the inputs as float32.
+takes minutes). ``--dtype float32`` moves the inputs as float32; ``--compute-dtype float32``
+sets the fits' ``options={"dtype": "float32"}`` (centers compute in float64
+by default).
+
+On CUDA, torch computes a recomputed rbf kernel's products with the fused
+Triton kernel where Triton imports; "torch-blocks" is the same fit with the
+generic blocks instead (not on the HIGGS-sized problems, where they take
+many minutes). --systems keeps only the named systems.
 
 Each (problem, system) fit runs in a fresh process with SCIPY_ARRAY_API=1,
 after a warm-up fit on a few thousand of its rows (a device's first fit in a
@@ -31,6 +38,7 @@ import json
 import os
 import sys
 import time
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
@@ -109,14 +117,20 @@ def _product_rate(model, X_d, sync):
     return X_d.shape[0] * C.shape[0] / seconds, seconds
 
 
-def worker(problem, system, device, data_dir, n_synthetic, n_centers, dtype="float64"):
+def worker(problem, system, device, data_dir, n_synthetic, n_centers, dtype="float64", compute="auto"):
     from sklearn import clone, config_context
     from sklearn.metrics import accuracy_score, log_loss, mean_squared_error
 
     X_tr, y_tr, X_te, y_te = _load(problem, data_dir, n_synthetic)
     X_tr, X_te = X_tr.astype(dtype), X_te.astype(dtype)
     model = _estimator(problem, n_centers)
+    if compute != "auto":
+        model.set_params(options={"dtype": compute})
     sync = lambda: None  # noqa: E731
+    if system == "torch-blocks":  # torch without the fused Triton product: the generic blocks
+        import kernelgd._triton
+
+        kernelgd._triton.ENABLED, system = False, "torch"
     if system == "numpy":
         to = lambda a: a  # noqa: E731
     elif system == "torch":
@@ -164,6 +178,9 @@ def _systems(device, problem):
 
         if device == "cpu" or torch.cuda.is_available():
             systems.append("torch")
+        # the generic blocks beside the fused product, where Triton is there to fuse
+        if device != "cpu" and problem not in HIGGS and torch.cuda.is_available() and find_spec("triton"):
+            systems.append("torch-blocks")
     except ImportError:
         pass
     if device != "cpu":
@@ -179,7 +196,8 @@ def _systems(device, problem):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", nargs=7, metavar=("PROBLEM", "SYSTEM", "DEVICE", "DATA_DIR", "N", "M", "DTYPE"))
+    parser.add_argument("--worker", nargs=8,
+                        metavar=("PROBLEM", "SYSTEM", "DEVICE", "DATA_DIR", "N", "M", "DTYPE", "COMPUTE"))
     parser.add_argument("--data-dir", default=str(HERE.parent.parent / "shared" / "data"))
     parser.add_argument("--problems", nargs="+", default=PROBLEMS, choices=PROBLEMS)
     parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"],
@@ -189,12 +207,15 @@ def main():
     parser.add_argument("--n-higgs", type=int, default=10_000_000, help="training rows of the HIGGS-sized problems")
     parser.add_argument("--higgs-centers", type=int, default=50_000, help="centers of the HIGGS-sized problems")
     parser.add_argument("--dtype", default="float64", choices=["float64", "float32"], help="the inputs' dtype")
+    parser.add_argument("--compute-dtype", default="auto", choices=["auto", "float64", "float32"],
+                        help="the fits' options['dtype'] (auto: the estimators' default)")
+    parser.add_argument("--systems", nargs="+", help="only these of numpy, torch, torch-blocks, cupy")
     parser.add_argument("--timeout", type=int, default=3600)
     parser.add_argument("--out", default=str(HERE / "results" / "gpu.json"))
     args = parser.parse_args()
     if args.worker:
-        problem, system, device, data_dir, n, m, dtype = args.worker
-        return worker(problem, system, device, data_dir, int(n), int(m), dtype)
+        problem, system, device, data_dir, n, m, dtype, compute = args.worker
+        return worker(problem, system, device, data_dir, int(n), int(m), dtype, compute)
 
     device = "cuda" if args.device == "auto" else args.device
     env = dict(os.environ, SCIPY_ARRAY_API="1")
@@ -203,8 +224,11 @@ def main():
         base = None
         n, m = (args.n_higgs, args.higgs_centers) if problem in HIGGS else (args.n_synthetic, args.n_centers)
         for system in _systems(device, problem):
+            if args.systems and system not in args.systems:
+                continue
             dev = "cpu" if system == "numpy" else device
-            result = run_worker(__file__, [problem, system, dev, args.data_dir, str(n), str(m), args.dtype],
+            result = run_worker(__file__, [problem, system, dev, args.data_dir, str(n), str(m), args.dtype,
+                                                  args.compute_dtype],
                                 args.timeout, env=env)
             row = {"problem": problem, "system": system, **result}
             if system == "numpy" and result["status"] == "ok":
@@ -217,7 +241,7 @@ def main():
     print(format_table(rows, COLUMNS))
     payload = {"machine": machine(), "device": device, "n_synthetic": args.n_synthetic,
                "n_centers": args.n_centers, "n_higgs": args.n_higgs, "higgs_centers": args.higgs_centers,
-               "dtype": args.dtype, "warm_up_rows": WARM_UP_ROWS, "rows": rows}
+               "dtype": args.dtype, "compute_dtype": args.compute_dtype, "warm_up_rows": WARM_UP_ROWS, "rows": rows}
     print(f"\nwrote {write_json(args.out, payload)}")
 
 

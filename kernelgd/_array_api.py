@@ -451,6 +451,11 @@ class _Host:
         """``V, trans -> T^-1 V`` (``T^-T V``) for an upper triangular T (numpy: LAPACK's trtrs per call)."""
         return lambda V, trans=False: _Host.solve_triangular(T, V, trans=trans)
 
+    def gaussian_product(X):
+        """A fused ``(A, B, |a|^2, |b|^2, V) -> exp(-|a_i - b_j|^2) @ V`` for arrays like X, or None (numpy:
+        the operator's tuned blocks)."""
+        return None
+
     def triangular_inverses(R, stack, c, k):
         """Column c's factor's triangular inverse, in ``stack`` (numpy: one (k, m, m) array)."""
         if stack is None or stack.shape != (k,) + R.shape:
@@ -500,6 +505,9 @@ class _Generic:
 
     def memory_budget(device, default):
         return default
+
+    def gaussian_product(X):
+        return None
 
     def cholesky_attempt(M):
         M = (M + M.T) / 2
@@ -708,6 +716,16 @@ class _Generic:
 
 
 class _Torch(_Generic):
+    def gaussian_product(X):
+        # Triton's fused kernel, for float32 on CUDA only
+        import torch
+
+        if X.device.type != "cuda" or X.dtype != torch.float32:
+            return None
+        from . import _triton
+
+        return _triton.gaussian_product if _triton.triton is not None and _triton.ENABLED else None
+
     def solve_triangular(T, B, *, upper=True, trans=False):
         import torch
 
@@ -814,6 +832,7 @@ blas_dot = _dispatched("blas_dot")  # A @ V in A's dtype (numpy: scipy's BLAS, n
 dot64 = _dispatched("dot64")  # block @ V in a given dtype, returned in float64
 solve_psd = _dispatched("solve_psd")  # M^-1 v for a symmetric PSD M (least squares where singular)
 GrowingFactor = _dispatched("GrowingFactor")  # a pivoted Cholesky's factor F (n x up to rank), column blocks
+gaussian_product = _dispatched("gaussian_product")  # a fused exp(-|a - b|^2) @ V for arrays like X, or None
 triangular_solver = _dispatched("triangular_solver")  # V, trans -> T^-1 V (T^-T V), T upper triangular
 _triangular_inverses, _stacked_cho_solve = _dispatched("triangular_inverses"), _dispatched("stacked_cho_solve")
 _concat, _sum_blocks = _dispatched("concat"), _dispatched("sum_blocks")

@@ -51,6 +51,9 @@ def replicate_groups(X):
         A = np.asarray(to_numpy(X))
         A = np.ascontiguousarray(A, dtype=A.dtype if A.dtype in (np.float32, np.float64) else np.float64)
         hashes = (_bits(A) * _column_multipliers(A.shape[1])[None, :]).sum(axis=1, dtype=np.uint64)
+    ordered = np.sort(hashes)
+    if not np.any(ordered[1:] == ordered[:-1]):  # distinct hashes, distinct rows: one sort, not three argsorts
+        return np.arange(A.shape[0]), A.shape[0]
     _, inverse, counts = np.unique(hashes, return_inverse=True, return_counts=True)
     inverse = inverse.reshape(-1)
     shared = np.flatnonzero(counts[inverse] > 1)

@@ -680,6 +680,16 @@ class BoundKernel:
                 "data. Scale the features or change the kernel parameters." + hint
             )
 
+    def gaussian_scale(self):
+        """``1 / sigma`` (per feature for an array sigma) where this is the rbf kernel, else None.
+
+        The rbf kernel is ``exp(-|a - b|^2)`` of the features times this scale: the form that a
+        fused device product (the operator's) evaluates.
+        """
+        if self.spec.function is not rbf:
+            return None
+        return _inverse_scale(self.params.get("sigma", 1.0), 1, "rbf")
+
     def diag(self, X):
         """``k(X[i], X[i])`` for every row, in float64."""
         if self.spec.diag is not None:
