@@ -417,6 +417,20 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
 
         return self._loo(X, Y, sw, scorer, rescore)
 
+    @property
+    def signal_variance_(self):
+        """``best_estimator_``'s (computed when first read)."""
+        if not hasattr(self, "best_estimator_"):
+            raise AttributeError("signal_variance_ is set by fit: the model is not fitted.")
+        return self.best_estimator_.signal_variance_
+
+    @property
+    def noise_variance_(self):
+        """``best_estimator_``'s (computed when first read)."""
+        if not hasattr(self, "best_estimator_"):
+            raise AttributeError("noise_variance_ is set by fit: the model is not fitted.")
+        return self.best_estimator_.noise_variance_
+
     def predict(self, X, return_std=False, return_cov=False):
         """Predictions of the refitted model, and how sure it is (see :meth:`KernelGDRegressor.predict`).
 

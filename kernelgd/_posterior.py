@@ -27,7 +27,7 @@ away from them:
 
     v(x) = k(x, x) - k_xm K_mm^-1 k_mx + alpha k_xm H^-1 k_mx,
 
-from two m x m Cholesky factors formed at fit time (``n m^2`` flops, one pass over K_nm). The
+from two m x m Cholesky factors (``n m^2`` flops, one pass over K_nm) formed when first asked for. The
 exact model's ``v(x) = k(x, x) - k_x' C^-1 k_x`` needs a solve per test point with
 ``S K S + alpha I`` (``S = W^1/2``, a zero-weight row drops out). For many test points (at least
 ``1 / DENSE_BREAK_EVEN`` of n) whose factor fits the memory budget, one dense Cholesky factor
@@ -259,11 +259,16 @@ def weighted_gram(operator, w):
     """``K_nm' W K_nm`` (m x m, float64) in one pass over the rows of K, on the operator's pool."""
     xp = xp_of(w)
     if operator.host:  # on the operator's pool
-        def part(rows):  # scipy's syrk: half the flops of a product, the upper triangle
-            block = np.asarray(operator.rows(rows), dtype=np.float64) * np.sqrt(w[rows])[:, None]
-            return dsyrk(1.0, block, trans=1)
+        def part(batch):  # one thread's rows, a block at a time, into one m x m sum (not one per block)
+            G = None
+            for rows in gen_batches(batch.stop - batch.start, operator.block_rows):
+                rows = slice(batch.start + rows.start, batch.start + rows.stop)
+                block = np.asarray(operator.rows(rows), dtype=np.float64) * np.sqrt(w[rows])[:, None]
+                # scipy's syrk: half the flops of a product, the upper triangle
+                G = dsyrk(1.0, block, trans=1) if G is None else dsyrk(1.0, block, beta=1.0, c=G, trans=1, overwrite_c=1)
+            return G
 
-        G = np.sum(operator._map_blocks(part, operator.n), axis=0)
+        G = np.sum([G for G in operator._run(part, operator._row_batches()) if G is not None], axis=0)
         return np.triu(G) + np.triu(G, 1).T
     G = None
     for rows in gen_batches(operator.n, operator.block_rows):

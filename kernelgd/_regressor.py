@@ -129,6 +129,8 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         self : KernelGDRegressor
             The fitted estimator.
         """
+        self.__dict__.pop("_deferred_posterior", None)  # a previous fit's
+        self._posterior = None
         if any(map(is_dask_collection, (X, y, sample_weight))):
             _dask.fit(self, X, y, sample_weight, classifier=False)
         else:
@@ -138,12 +140,36 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
             )
             y = xp.asarray(y, dtype=xp.float64)
             self._fit(X, xp.reshape(y, (y.shape[0], -1)), sample_weight, y, ravel=y.ndim == 1)
-        posterior = getattr(self, "_posterior", None)
-        self.signal_variance_ = self.noise_variance_ = None
-        if posterior is not None:
-            signal, noise = posterior.variances()
-            self.signal_variance_, self.noise_variance_ = _posterior.per_target(signal), _posterior.per_target(noise)
         return self
+
+    def _fitted_posterior(self):
+        """The fit's posterior (``_posterior``), computed from what the fit kept when first asked for; None
+        for a kernel that is not PSD."""
+        deferred = self.__dict__.get("_deferred_posterior")
+        if deferred is not None:
+            with single_threaded_blas():
+                self._posterior = deferred.compute(self)
+            del self._deferred_posterior
+        return getattr(self, "_posterior", None)
+
+    def _variances(self):
+        if "_posterior" not in self.__dict__ and "_deferred_posterior" not in self.__dict__:
+            raise AttributeError("signal_variance_ and noise_variance_ are set by fit: the model is not fitted.")
+        posterior = self._fitted_posterior()
+        if posterior is None:
+            return None, None
+        signal, noise = posterior.variances()
+        return _posterior.per_target(signal), _posterior.per_target(noise)
+
+    @property
+    def signal_variance_(self):
+        """The Gaussian process's scale ``s^2`` (computed when first read)."""
+        return self._variances()[0]
+
+    @property
+    def noise_variance_(self):
+        """The noise variance of a new observation (computed when first read)."""
+        return self._variances()[1]
 
     def predict(self, X, return_std=False, return_cov=False):
         """Predict with the fitted model, and how sure it is.
@@ -209,7 +235,7 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
 
     def _checked_posterior(self):
         """The fit's posterior, or a clear error where the model has none."""
-        posterior = getattr(self, "_posterior", None)
+        posterior = self._fitted_posterior()
         if self._precomputed:
             raise ValueError(
                 "return_std, return_cov and sample_y need k(x, x) at the new points, which a precomputed "

@@ -618,10 +618,8 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         else:
             progress.refit(model, refit)
             progress.end()
-        for name in ("dual_coef_", "intercept_", "X_fit_", "n_iter_", "loss_curve_", "signal_variance_",
-                     "noise_variance_"):
-            if hasattr(self.best_estimator_, name):  # the variances: the regressor's
-                setattr(self, name, getattr(self.best_estimator_, name))
+        for name in ("dual_coef_", "intercept_", "X_fit_", "n_iter_", "loss_curve_"):
+            setattr(self, name, getattr(self.best_estimator_, name))
         self.sigma_ = scales_like(self.sigma_, self.dual_coef_)  # per-feature scales: in X's namespace too
         return self
 

@@ -378,11 +378,11 @@ def test_centers_scale_from_a_sample_of_rows(monkeypatch):
 
     X, y = _data(n=6000, seed=8)
     params = dict(kernel="rbf", sigma=1.0, alpha=1e-4, n_centers=100, random_state=0)
-    sampled = KernelGDRegressor(**params).fit(X, y)  # 4,096 of the 6,000 rows
+    sampled = KernelGDRegressor(**params).fit(X, y).signal_variance_  # 4,096 of the 6,000 rows
     monkeypatch.setattr(posterior, "LOO_SAMPLE", 10**6)
-    every_row = KernelGDRegressor(**params).fit(X, y)
-    assert_allclose(sampled.signal_variance_, every_row.signal_variance_, rtol=0.05)
-    assert sampled.signal_variance_ != every_row.signal_variance_
+    every_row = KernelGDRegressor(**params).fit(X, y).signal_variance_
+    assert_allclose(sampled, every_row, rtol=0.05)
+    assert sampled != every_row
 
 
 @pytest.mark.parametrize("n_centers", [None, 40])
@@ -416,3 +416,31 @@ def test_heavy_tailed_residuals_widen_the_scale_to_hold_95_percent():
     assert s2 > 1.05 * np.mean(q)  # the rule widened the likelihood's scale
     assert_allclose(model.signal_variance_, s2, rtol=1e-6)
     assert np.mean(q <= norm.ppf(0.975) ** 2 * model.signal_variance_ * (1 + 1e-9)) >= 0.95
+
+
+@pytest.mark.parametrize("n_centers", [None, 50])
+def test_the_posterior_is_computed_when_first_asked_for(n_centers, monkeypatch):
+    # a fit pays nothing for the Gaussian-process view until it is asked for: its factors cost more
+    # than many fits (a centers model's K_nm' W K_nm, a small exact model's dense inverse)
+    import pickle
+
+    import kernelgd._posterior as posterior
+
+    name = "fit_exact" if n_centers is None else "fit_centers"
+    calls, original = [], getattr(posterior, name)
+    monkeypatch.setattr(posterior, name, lambda *args, **kwargs: calls.append(1) or original(*args, **kwargs))
+    X, y = _data(n=400, seed=3)
+    assert not hasattr(KernelGDRegressor(), "signal_variance_")
+    model = KernelGDRegressor(alpha=1e-3, n_centers=n_centers, random_state=0).fit(X, y)
+    restored = pickle.loads(pickle.dumps(model))  # the deferred state travels
+    assert calls == []
+    std = model.predict(X[:5], return_std=True)[1]
+    scale = model.signal_variance_
+    assert calls == [1]
+    assert_allclose(restored.predict(X[:5], return_std=True)[1], std, rtol=1e-12)
+    assert restored.signal_variance_ == scale and len(calls) == 2
+    # a refit's posterior is its own: targets twice as large, a scale four times as large
+    model.fit(X, 2 * y)
+    assert_allclose(model.signal_variance_, 4 * scale, rtol=1e-9)
+    cv = KernelGDRegressorCV(alphas=[1e-3], sigmas=[1.0]).fit(X, y)
+    assert cv.noise_variance_ == cv.best_estimator_.noise_variance_ > 0
