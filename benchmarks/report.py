@@ -414,10 +414,10 @@ def uncertainty():
     if large and large.get("status") == "ok":
         large_text = f"""
 At scale, on {large['n_train']:,} rows of a synthetic problem (``datasets.make_synthetic``),
-``KernelGDRegressor()`` takes the centers model ({large['n_centers']:,} centers): its fit, the
-posterior's factors included, takes {large['fit_time']:.1f} s, and the standard deviation of
-10,000 test points {large['std_time']:.2f} s; {large['coverage']:.1%} of the test targets fall in
-the 95% intervals.
+``KernelGDRegressor()`` takes the centers model ({large['n_centers']:,} centers): its fit takes
+{large['fit_time']:.1f} s, and the standard deviation of 10,000 test points {large['std_time']:.2f} s,
+the posterior's factors included (computed at that first request); {large['coverage']:.1%} of the
+test targets fall in the 95% intervals.
 """
     text = f"""
 ``predict(X, return_std=True)`` on the eight UCI regression sets, their
