@@ -358,7 +358,9 @@ class KernelOperator:
         product = None if scale is None or self.dtype != np.float32 else gaussian_product(self.X)
         if product is None:
             return None
-        return _GaussianProduct(product, self.X, None if self.symmetric else self.C, scale)
+        fused = _GaussianProduct(product, self.X, None if self.symmetric else self.C, scale)
+        # features past float32's range once divided by sigma: the generic blocks raise the clear error
+        return fused if all_finite(fused.x_norms) and all_finite(fused.c_norms) else None
 
     # ------------------------------------------------------------ blocks
 

@@ -646,8 +646,11 @@ def test_fused_gaussian_product_replaces_recomputed_blocks(centers, sigma, monke
     assert len(calls) == 4 and (calls[-1] == (m, 60) if centers else True)
     for got, expected in pairs:
         assert_allclose(to_numpy(got), expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
-    # stored, in float64, or another kernel: the generic blocks
+    # stored, in float64, another kernel, or squared norms past float32's range once divided by sigma
+    # (where the fused expansion would give NaN): the generic blocks
     with config_context(array_api_dispatch=True):
+        tiny = KernelOperator(xps.asarray(X), bind_kernel("rbf", sigma=1e-20), store=False, dtype="float32")
+        assert_allclose(to_numpy(tiny.matvec(xps.asarray(V))), V)  # K = I: every point far from the others
         for options in [dict(store=True, dtype="float32"), dict(store=False, dtype="float64")]:
             KernelOperator(xps.asarray(X), kernel, memory_budget=4096, **options).matvec(xps.asarray(V))
         KernelOperator(xps.asarray(X), bind_kernel("laplacian"), store=False, dtype="float32").matvec(xps.asarray(V))
