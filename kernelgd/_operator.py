@@ -359,7 +359,7 @@ class KernelOperator:
         if product is None:
             return None
         fused = _GaussianProduct(product, self.X, None if self.symmetric else self.C, scale)
-        # features past float32's range once divided by sigma: the generic blocks raise the clear error
+        # squared norms past float32's range once divided by sigma (the expansion would give NaN): the generic blocks
         return fused if all_finite(fused.x_norms) and all_finite(fused.c_norms) else None
 
     # ------------------------------------------------------------ blocks

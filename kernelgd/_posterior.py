@@ -264,11 +264,11 @@ def weighted_gram(operator, w):
             for rows in gen_batches(batch.stop - batch.start, operator.block_rows):
                 rows = slice(batch.start + rows.start, batch.start + rows.stop)
                 block = np.asarray(operator.rows(rows), dtype=np.float64) * np.sqrt(w[rows])[:, None]
-                # scipy's syrk: half the flops of a product, the upper triangle
-                G = dsyrk(1.0, block, trans=1) if G is None else dsyrk(1.0, block, beta=1.0, c=G, trans=1, overwrite_c=1)
+                # scipy's syrk: half the flops of a product, the upper triangle, added into G in place
+                G = dsyrk(1.0, block, beta=0.0 if G is None else 1.0, c=G, trans=1, overwrite_c=1)
             return G
 
-        G = np.sum([G for G in operator._run(part, operator._row_batches()) if G is not None], axis=0)
+        G = np.sum(operator._run(part, operator._row_batches()), axis=0)
         return np.triu(G) + np.triu(G, 1).T
     G = None
     for rows in gen_batches(operator.n, operator.block_rows):

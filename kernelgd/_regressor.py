@@ -153,7 +153,7 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         return getattr(self, "_posterior", None)
 
     def _variances(self):
-        if "_posterior" not in self.__dict__ and "_deferred_posterior" not in self.__dict__:
+        if "_posterior" not in self.__dict__:  # fit sets it first (None until the posterior is computed)
             raise AttributeError("signal_variance_ and noise_variance_ are set by fit: the model is not fitted.")
         posterior = self._fitted_posterior()
         if posterior is None:
