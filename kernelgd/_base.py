@@ -65,6 +65,10 @@ AUTO_KERNELS = ("rbf", "laplacian")
 AUTO_EXACT_MAX_ROWS = 20_000
 # Above those rows, the exact model still where its float32 kernel matrix takes at most this share of the budget.
 AUTO_EXACT_BUDGET_SHARE = 1.0
+# The fewest centers: for the squared loss twice the Nystroem(2000) features a user would fit instead
+# (on as many, the two models differ only in their ridge); for a smooth loss, whose Newton steps take
+# many products per class, fewer.
+AUTO_MIN_CENTERS_SQUARED = 4000
 AUTO_MIN_CENTERS = 1000
 AUTO_CENTERS_PER_ROOT = 2.0
 OPTION_DEFAULTS = {"memory_budget": "auto", "dtype": "auto", "n_threads": "auto"}
@@ -171,7 +175,7 @@ def _asymmetry(X, block=256):
     return float(xp.max(xp.stack(tiles))) if tiles else 0.0
 
 
-def auto_centers(n_samples, memory_budget=None):
+def auto_centers(n_samples, memory_budget=None, squared=False):
     """``n_centers="auto"``: None (the exact model) up to ``AUTO_EXACT_MAX_ROWS`` rows, else a count of centers.
 
     ``n_samples`` counts the training rows with positive weight. With a
@@ -179,21 +183,27 @@ def auto_centers(n_samples, memory_budget=None):
     wherever its kernel matrix, stored in float32, takes at most
     ``AUTO_EXACT_BUDGET_SHARE`` of the budget: centers lose accuracy that the
     stored matrix keeps at a few times their time (UCI protein, 41,157 rows:
-    1,000 centers' test RMSE 4.26 in 2.5 s, the exact model's 3.73 in 14.9 s,
-    benchmarks/bench_defaults.py).
+    1,000 centers' test RMSE 4.25 in 4.1 s, 4,000 centers' 3.94 in 10.5 s,
+    the exact model's 3.62 in 18.6 s).
 
     The exact model's memory and time per product grow as n^2 (20,000 rows: a
     1.6 GB kernel matrix in float32); the centers model's as n m. Its count
     grows as ``AUTO_CENTERS_PER_ROOT * sqrt(n)`` (FALKON's analysis: m of order
     sqrt(n) keeps the exact model's statistical rate), at least
-    ``AUTO_MIN_CENTERS`` (benchmarks/bench_large_logistic.py: 1,000 centers beat
-    Nystroem(1000) + LogisticRegression's log-loss and time at 50,000 and 200,000 rows).
+    ``AUTO_MIN_CENTERS_SQUARED`` for the squared loss (``squared``: 100,000
+    rows of a smooth problem, 1,000 centers' test RMSE 0.130 and 2,000's
+    0.115 against ``Nystroem(2000)`` + ``RidgeCV``'s 0.116; 4,000's 0.111 in
+    half its time, benchmarks/bench_auto_centers.py) and ``AUTO_MIN_CENTERS`` for a smooth loss
+    (benchmarks/bench_large_logistic.py: 1,000 centers beat
+    Nystroem(1000) + LogisticRegression's log-loss and time at 50,000 and
+    200,000 rows).
     """
     if n_samples <= AUTO_EXACT_MAX_ROWS:
         return None
     if memory_budget is not None and 4.0 * n_samples**2 <= AUTO_EXACT_BUDGET_SHARE * memory_budget:
         return None
-    return int(max(AUTO_MIN_CENTERS, np.ceil(AUTO_CENTERS_PER_ROOT * np.sqrt(n_samples))))
+    fewest = AUTO_MIN_CENTERS_SQUARED if squared else AUTO_MIN_CENTERS
+    return int(max(fewest, np.ceil(AUTO_CENTERS_PER_ROOT * np.sqrt(n_samples))))
 
 
 class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
@@ -450,10 +460,10 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         w = raw / top  # first by the largest, so that the sum cannot overflow
         return w / xp.sum(w), raw
 
-    def _choose_centers(self, X_tr, w_tr, rng, psd, memory_budget=None):
+    def _choose_centers(self, X_tr, w_tr, rng, psd, memory_budget=None, squared=False):
         """The indices of the rows of X_tr the model is restricted to (None: all of them).
 
-        ``memory_budget``: the host's, for ``n_centers="auto"`` (see ``auto_centers``).
+        ``memory_budget`` and ``squared`` (whether the loss is): for ``n_centers="auto"`` (see ``auto_centers``).
         """
         if isinstance(self.n_centers, (bool, np.bool_)):
             raise ValueError(
@@ -466,8 +476,8 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             # counted over the rows that carry weight: the others cannot shape the model, and centers as
             # many as those rows would interpolate them (without ridge, the least-squares interpolant)
             n_weighted = int(np.count_nonzero(w_tr > 0))
-            n_centers = (auto_centers(n_weighted, memory_budget) if solver_has_centers and not self._precomputed
-                         else None)
+            n_centers = (auto_centers(n_weighted, memory_budget, squared)
+                         if solver_has_centers and not self._precomputed else None)
         if n_centers is None or n_centers >= X_tr.shape[0]:
             return None
         previous = self._warm_start_centers(X_tr, n_centers)

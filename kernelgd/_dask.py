@@ -299,7 +299,7 @@ def _n_centers(est, n_positive):
             "on the inputs and fit those."
         )
     if isinstance(est.n_centers, str):  # "auto": None (the exact model) up to AUTO_EXACT_MAX_ROWS rows
-        return auto_centers(n_positive)
+        return auto_centers(n_positive, squared=getattr(est, "loss", "squared") == "squared")
     return min(int(est.n_centers), n_positive)
 
 

@@ -75,7 +75,8 @@ PARAMETERS = """\
         (the squared loss) wherever the kernel matrix, stored in float32,
         fits in ``options["memory_budget"]`` (on a CUDA device by default
         half its free memory); otherwise
-        ``max(1000, 2 sqrt(n))`` centers (with the solvers that support
+        ``max(4000, 2 sqrt(n))`` centers for the squared loss and
+        ``max(1000, 2 sqrt(n))`` for the logistic loss (with the solvers that support
         centers, and not for a precomputed kernel). The count used is
         ``n_centers_``.
     fit_intercept : bool, default=True

@@ -181,7 +181,7 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
     options = dict(options, memory_budget=est._device_budget(xp, getattr(rows.X, "device", None), options))
     budget = options["memory_budget"] if loss is SquaredLoss else None
     w_host = np.asarray(to_numpy(rows.w))
-    center_rows = est._choose_centers(rows.X, w_host, rng, psd, budget)
+    center_rows = est._choose_centers(rows.X, w_host, rng, psd, budget, squared=loss is SquaredLoss)
     est._center_rows = center_rows
     centers = None if center_rows is None else take_rows(rows.X, center_rows)
     if alpha == "auto" and not psd:  # the rule reads a PSD kernel's spectrum; gd as without ridge

@@ -213,9 +213,12 @@ def test_auto_centers_rule():
     assert auto_centers(100) is None and auto_centers(AUTO_EXACT_MAX_ROWS) is None
     assert auto_centers(AUTO_EXACT_MAX_ROWS + 1) == 1000 and auto_centers(200_000) == 1000
     assert auto_centers(10**6) == 2000 and auto_centers(10**8) == 20_000
+    # the squared loss: at least twice the Nystroem(2000) features a user would fit instead
+    assert auto_centers(AUTO_EXACT_MAX_ROWS + 1, squared=True) == 4000 and auto_centers(10**6, squared=True) == 4000
+    assert auto_centers(10**8, squared=True) == 20_000
     # with a budget, the exact model wherever its float32 kernel matrix fits it
-    assert auto_centers(40_000, memory_budget=4 * 40_000**2) is None
-    assert auto_centers(40_000, memory_budget=4 * 40_000**2 - 1) == 1000
+    assert auto_centers(40_000, memory_budget=4 * 40_000**2, squared=True) is None
+    assert auto_centers(40_000, memory_budget=4 * 40_000**2 - 1, squared=True) == 4000
 
 
 def test_n_centers_auto_is_exact_up_to_the_threshold_and_centers_above(monkeypatch):
@@ -228,6 +231,7 @@ def test_n_centers_auto_is_exact_up_to_the_threshold_and_centers_above(monkeypat
     monkeypatch.setattr(_base, "AUTO_EXACT_MAX_ROWS", 50)
     monkeypatch.setattr(_base, "AUTO_EXACT_BUDGET_SHARE", 0.0)
     monkeypatch.setattr(_base, "AUTO_MIN_CENTERS", 20)
+    monkeypatch.setattr(_base, "AUTO_MIN_CENTERS_SQUARED", 20)
     auto = KernelGDRegressor(**params).fit(X, y)
     assert auto.n_centers_ == 20 and auto.X_fit_.shape == (20, X.shape[1])
     explicit = KernelGDRegressor(n_centers=20, **params).fit(X, y)
@@ -248,6 +252,7 @@ def test_n_centers_auto_keeps_the_exact_model_where_its_kernel_matrix_fits_the_b
 
     monkeypatch.setattr(_base, "AUTO_EXACT_MAX_ROWS", 50)
     monkeypatch.setattr(_base, "AUTO_MIN_CENTERS", 15)
+    monkeypatch.setattr(_base, "AUTO_MIN_CENTERS_SQUARED", 15)
     m = _base.auto_centers(len(X))  # 16: their m x m matrices fit the budgets below
     params = dict(alpha=ALPHA, tol=1e-10, max_iter=500, random_state=0)
     fits = KernelGDRegressor(options={"memory_budget": 4 * len(X) ** 2}, **params).fit(X, y)
@@ -270,6 +275,7 @@ def test_n_centers_auto_counts_the_rows_that_carry_weight(monkeypatch):
     monkeypatch.setattr(_base, "AUTO_EXACT_MAX_ROWS", 100)
     monkeypatch.setattr(_base, "AUTO_EXACT_BUDGET_SHARE", 0.0)
     monkeypatch.setattr(_base, "AUTO_MIN_CENTERS", 60)
+    monkeypatch.setattr(_base, "AUTO_MIN_CENTERS_SQUARED", 60)
     r = np.random.RandomState(0)
     Xw = r.randn(400, 2)
     yw = np.sin(Xw[:, 0]) + 0.3 * r.randn(400)
