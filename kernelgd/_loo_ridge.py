@@ -56,13 +56,16 @@ def choose(problem, settings):
     fits, scores, n_iter = [], [], 0
     for alpha in problem.alpha * MULTIPLES:
         start = fits[-1] if fits else (None, None)
+        stops = []  # stops at the objective's rounding, recorded instead of warned
         path = replace(settings, alpha=float(alpha), coef_init=start[0], intercept_init=start[1], verbose=0,
-                       callback=None)
+                       callback=None, rounding_stops=stops)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = run_solver(problem.solver, problem.operator, rows.Y, rows.w, path)
         n_iter += result.n_iter
-        if caught or not result.converged:  # a smaller ridge is harder still: the path ends here
+        # a fit stopped at its objective's rounding (a tol below it, where the CPU's BLAS decides the
+        # stop) is at its optimum for scoring; any other failure ends the path: a smaller ridge is harder
+        if caught or not (result.converged or stops):
             break
         F = np.asarray(to_numpy(problem.operator.matvec(result.dual_coef) + result.intercept))[first]
         try:  # a score that rounding breaks (a singular I - H Q) ends the path as a warning does

@@ -174,3 +174,27 @@ def test_verbose_reports_each_ridges_leave_one_out_loss_and_the_choice(capsys):
     start = float(line.split("multiple of ", 1)[1].split(":", 1)[0])
     assert est.alpha_ == pytest.approx(start * multiple, rel=1e-3)
     assert line.count(":") == 1 + len(_loo_ridge.MULTIPLES)
+
+
+def test_the_path_goes_on_past_a_fit_stopped_at_rounding(monkeypatch):
+    # Regression: at tol=1e-9, path fits stopped at the objective's rounding on one CPU (Intel, OpenBLAS's
+    # SkylakeX kernels) and not on another, and such a stop ended the path: fitted with weights the rule
+    # chose 16 times GCV's ridge, on the same rows repeated it fell back to GCV's (predict_proba 0.38 apart).
+    # Every path fit is made to stop at rounding here; the rule must still score every multiple.
+    X, y = make_classification(n_samples=60, n_features=4, n_informative=3, n_redundant=0, n_classes=3,
+                               n_clusters_per_class=1, flip_y=0.1, random_state=0)
+    reference = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    scored = []
+    real_run, real_scores = _loo_ridge.run_solver, _loo_ridge._scores
+
+    def stopped_at_rounding(solver, operator, Y, w, settings):
+        result = real_run(solver, operator, Y, w, settings)
+        settings.rounding_stops.append("stopped at rounding")  # as warn_rounding records it
+        result.converged = False
+        return result
+
+    monkeypatch.setattr(_loo_ridge, "run_solver", stopped_at_rounding)
+    monkeypatch.setattr(_loo_ridge, "_scores", lambda *args: scored.append(1) or real_scores(*args))
+    est = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    assert len(scored) == len(_loo_ridge.MULTIPLES)
+    assert est.alpha_ == pytest.approx(reference.alpha_, rel=1e-12)
