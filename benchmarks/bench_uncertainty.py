@@ -142,13 +142,15 @@ def main(argv=None):
                 continue
             result = run_worker(__file__, [name, dataset, str(args.max_splits), "--data-dir", args.data_dir],
                                 args.timeout)
-            rows.append({**row, **result})
+            rows.append({**row, **result, "machine": machine()})
             print(f"  {dataset} {name}: {result}", file=sys.stderr, flush=True)
     if args.large_n:
-        large = run_worker(__file__, ["large", str(args.large_n), "0"], args.timeout)
+        large = {**run_worker(__file__, ["large", str(args.large_n), "0"], args.timeout), "machine": machine()}
         print(f"  large: {large}", file=sys.stderr, flush=True)
     done = {(r["set"], r["system"]) for r in rows}
-    rows = [r for r in old.get("rows", []) if (r["set"], r["system"]) not in done] + rows
+    # each row keeps the machine it was measured on (merged rows: their file's)
+    kept = [{"machine": old.get("machine"), **r} for r in old.get("rows", []) if (r["set"], r["system"]) not in done]
+    rows = kept + rows
     rows.sort(key=lambda r: (SETS.index(r["set"]), list(SYSTEMS).index(r["system"])))
     print(format_table(table_rows(rows), COLUMNS))
     if large:

@@ -413,6 +413,8 @@ def uncertainty():
     if not (RESULTS / "uncertainty.json").exists():
         return None
     run = load("uncertainty")
+    _read_machines.clear()  # the file's machine is its last run's: each row names its own
+    _read_machines.extend(r["machine"] for r in run["rows"] + [run.get("large") or {}] if r.get("machine"))
     rows = {(r["set"], r["system"]): r for r in run["rows"]}
 
     def ll(row, splits):
