@@ -132,7 +132,7 @@ def main(argv=None):
 
     out = Path(args.out)
     old = json.loads(out.read_text()) if args.merge and out.exists() else {}
-    rows, large = [], old.get("large")
+    rows, large, here = [], old.get("large"), machine()
     for dataset in args.sets:
         n_rows = sum(1 for _ in open(Path(args.data_dir) / "uci" / dataset / "data.txt"))
         for name in args.systems:
@@ -142,10 +142,10 @@ def main(argv=None):
                 continue
             result = run_worker(__file__, [name, dataset, str(args.max_splits), "--data-dir", args.data_dir],
                                 args.timeout)
-            rows.append({**row, **result, "machine": machine()})
+            rows.append({**row, **result, "machine": here})
             print(f"  {dataset} {name}: {result}", file=sys.stderr, flush=True)
     if args.large_n:
-        large = {**run_worker(__file__, ["large", str(args.large_n), "0"], args.timeout), "machine": machine()}
+        large = {**run_worker(__file__, ["large", str(args.large_n), "0"], args.timeout), "machine": here}
         print(f"  large: {large}", file=sys.stderr, flush=True)
     done = {(r["set"], r["system"]) for r in rows}
     # each row keeps the machine it was measured on (merged rows: their file's)
@@ -155,7 +155,7 @@ def main(argv=None):
     print(format_table(table_rows(rows), COLUMNS))
     if large:
         print(f"large: {large}")
-    path = write_json(out, {"machine": machine(), "rows": rows, "large": large})
+    path = write_json(out, {"machine": here, "rows": rows, "large": large})
     print(f"wrote {path}")
 
 
