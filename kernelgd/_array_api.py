@@ -221,27 +221,6 @@ def _index(idx, A):
     return namespace(A)[0].asarray(np.asarray(idx, dtype=np.int64), device=A.device)
 
 
-def _numpy_upper_factor(M, shift):
-    A = np.array(M, dtype=np.float64, order="K")  # potrf works in place on this copy
-    A.flat[:: A.shape[0] + 1] += shift  # the diagonal, without an m x m identity
-    try:
-        if A.flags.f_contiguous:
-            return scipy.linalg.cholesky(A, lower=False, overwrite_a=True, check_finite=False)
-        # C order: A.T is Fortran-ordered, and its lower triangle is A's upper
-        return scipy.linalg.cholesky(A.T, lower=True, overwrite_a=True, check_finite=False).T
-    except scipy.linalg.LinAlgError:
-        return None
-
-
-def _array_api_upper_factor(M, shift):
-    xp = xp_of(M)
-    try:
-        L = xp.linalg.cholesky(M + shift * xp.eye(M.shape[0], dtype=M.dtype, device=M.device))
-    except Exception:  # noqa: BLE001 - LinAlgError, torch's RuntimeError subclass, ...
-        return None
-    return L.T if bool(xp.all(xp.isfinite(L))) else None
-
-
 def _shifted(F, axis):
     """numpy's ``F`` less its largest entry along ``axis`` (where finite: scipy's convention), and that entry."""
     top = F.max(axis=axis, keepdims=True)
@@ -258,12 +237,14 @@ class _Host:
     def solve_triangular(T, B, *, upper=True, trans=False):
         return scipy.linalg.solve_triangular(T, B, trans=1 if trans else 0, lower=not upper, check_finite=False)
 
-    def cholesky_attempt(M):
-        return max(np.trace(M) / max(M.shape[0], 1), np.finfo(float).tiny), M, _numpy_upper_factor
-
-    def factor_in_place(M):
-        with single_threaded_blas():
-            try:  # M' = M in C order is M in Fortran order: potrf's lower factor of M.T is U'
+    def factor_in_place(M, shift=0.0):
+        M.flat[:: M.shape[0] + 1] += shift  # the diagonal, without an m x m identity
+        guard = single_threaded_blas() if M.shape[0] > THREADED_LAPACK_MAX else nullcontext()
+        with guard:
+            try:
+                if M.flags.f_contiguous:
+                    return scipy.linalg.cholesky(M, lower=False, overwrite_a=True, check_finite=False)
+                # C order: M.T is Fortran-ordered, and its lower triangle is M's upper
                 return scipy.linalg.cholesky(M.T, lower=True, overwrite_a=True, check_finite=False).T
             except scipy.linalg.LinAlgError:
                 return None
@@ -435,11 +416,25 @@ class _Host:
             return scipy.linalg.blas.dsyrk(alpha, A.T, trans=int(not trans), lower=0)
         return scipy.linalg.blas.dsyrk(alpha, A, trans=int(trans), lower=0)  # half a product's flops
 
-    def triangle_gram(T):
-        return scipy.linalg.lapack.dlauum(T, lower=0)[0]  # m^3/3 flops
+    def scaled_triangle_gram(T, s):
+        """``T diag(s)^2 T'`` (upper T) in one new matrix's upper triangle, LAPACK's lauum in place."""
+        G = np.ascontiguousarray(T * s[None, :])  # upper; G.T is Fortran-ordered and lower
+        scipy.linalg.lapack.dlauum(G.T, lower=1, overwrite_c=1)  # L'L of L = G': G G' in G's upper triangle
+        return G
 
     def minus_outer(M, v):
+        if M.flags.c_contiguous:  # in place, on the upper triangle: M.T is Fortran-ordered and lower
+            scipy.linalg.blas.dsyr(-1.0, v, lower=1, a=M.T, overwrite_a=1)
+            return M
         return scipy.linalg.blas.dsyr(-1.0, v, lower=0, a=M.copy(order="F"), overwrite_a=1)
+
+    def triangular_dot(T, V, trans=False):
+        """``T V`` (``T' V`` with trans) for an upper triangular T (numpy: BLAS's trmm, half a product's flops)."""
+        lower = not T.flags.f_contiguous  # a C-ordered T is read as its Fortran-ordered, lower transpose
+        a = T.T if lower else np.asfortranarray(T)
+        out = scipy.linalg.blas.dtrmm(1.0, a, np.asarray(V, dtype=np.float64).reshape(V.shape[0], -1),
+                                      lower=int(lower), trans_a=int(trans != lower))
+        return out.reshape(V.shape)
 
     def cho_solve(R, V):
         return scipy.linalg.cho_solve((R, False), V, check_finite=False)
@@ -509,13 +504,19 @@ class _Generic:
     def gaussian_product(X):
         return None
 
-    def cholesky_attempt(M):
-        M = (M + M.T) / 2
-        mean = float(xp_of(M).sum(diagonal(M))) / max(M.shape[0], 1)
-        return max(mean, float(np.finfo(np.float64).tiny)), M, _array_api_upper_factor
-
-    def factor_in_place(M):
-        return _array_api_upper_factor((M + M.T) / 2, 0.0)
+    def factor_in_place(M, shift=0.0):
+        xp = xp_of(M)
+        S = M + M.T  # both triangles are read: (M + M') / 2 + shift I, one m x m temporary at a time
+        S /= 2
+        shifted = eye(S, S.shape[0])
+        shifted *= shift
+        S += shifted
+        del shifted
+        try:
+            L = xp.linalg.cholesky(S)
+        except Exception:  # noqa: BLE001 - LinAlgError, torch's RuntimeError subclass, ...
+            return None
+        return L.T if bool(xp.all(xp.isfinite(L))) else None
 
     def scale_in_place(M, s):
         return s[:, None] * M * s[None, :]
@@ -661,11 +662,16 @@ class _Generic:
         product = A.T @ A if trans else A @ A.T
         return product if alpha == 1.0 else alpha * product
 
-    def triangle_gram(T):
-        return T @ T.T
+    def scaled_triangle_gram(T, s):
+        G = T * s[None, :]
+        return G @ G.T
 
     def minus_outer(M, v):
-        return M - v[:, None] * v[None, :]
+        M -= v[:, None] * v[None, :]  # M is the caller's own
+        return M
+
+    def triangular_dot(T, V, trans=False):
+        return (T.T if trans else T) @ V
 
     def cho_solve(R, V):
         return solve_triangular(R, solve_triangular(R, V, upper=True, trans=True), upper=True)
@@ -824,8 +830,9 @@ eigh = _dispatched("eigh")  # all eigenpairs of a symmetric M, ascending
 top_eigenpairs = _dispatched("top_eigenpairs")  # the q + 1 largest eigenpairs of a symmetric M, largest first
 add_to_diagonal = _dispatched("add_to_diagonal")  # M + diag(d), d a vector or a scalar (numpy: in place)
 gram = _dispatched("gram")  # alpha A A' (alpha A'A with trans), at least its upper triangle
-triangle_gram = _dispatched("triangle_gram")  # T T' of an upper triangular T, at least its upper triangle
-minus_outer = _dispatched("minus_outer")  # M - v v', at least on the upper triangle
+scaled_triangle_gram = _dispatched("scaled_triangle_gram")  # T diag(s)^2 T', at least its upper triangle
+minus_outer = _dispatched("minus_outer")  # M - v v', at least on the upper triangle, in M where the namespace allows
+triangular_dot = _dispatched("triangular_dot")  # T V (T' V with trans), T upper triangular
 cho_solve = _dispatched("cho_solve")  # (R'R)^-1 V for an upper Cholesky factor R
 fortran = _dispatched("fortran")  # Fortran order where the namespace has memory orders
 blas_dot = _dispatched("blas_dot")  # A @ V in A's dtype (numpy: scipy's BLAS, no copy of A)
@@ -836,7 +843,7 @@ gaussian_product = _dispatched("gaussian_product")  # a fused exp(-|a - b|^2) @ 
 triangular_solver = _dispatched("triangular_solver")  # V, trans -> T^-1 V (T^-T V), T upper triangular
 _triangular_inverses, _stacked_cho_solve = _dispatched("triangular_inverses"), _dispatched("stacked_cho_solve")
 _concat, _sum_blocks = _dispatched("concat"), _dispatched("sum_blocks")
-_to_floats, _cholesky_attempt = _dispatched("to_floats"), _dispatched("cholesky_attempt")
+_to_floats = _dispatched("to_floats")
 
 
 def total(A, B=None, w=None):
@@ -867,18 +874,28 @@ def all_finite(A):
 def cholesky(M, what="matrix", jitter=0.0):
     """Upper Cholesky factor of ``M + jitter I`` (M PSD), retried with ``JITTER_LADDER``'s extra jitter.
 
-    numpy reads only M's upper triangle (LAPACK potrf "U", on a copy; single-threaded BLAS above
+    numpy reads only M's upper triangle (LAPACK potrf, on a copy; single-threaded BLAS above
     ``THREADED_LAPACK_MAX``); other namespaces factor ``(M + M') / 2``, where a failed factorization
     raises in most and returns NaN in others (CuPy): both count as failure.
     """
-    host, jitter = on_host(M), float(jitter)  # a 0-d array of another namespace would not add to M's
-    scale, M, attempt = _cholesky_attempt(M)
-    guard = single_threaded_blas() if host and M.shape[0] > THREADED_LAPACK_MAX else nullcontext()
-    with guard:
-        for extra in JITTER_LADDER:
-            U = attempt(M, jitter + extra * scale)
-            if U is not None:
-                return U
+    host = on_host(M)  # numpy's potrf overwrites its input: it factors copies; the others leave M as it is
+    return cholesky_in_place(lambda: np.array(M, dtype=np.float64, order="K") if host else M, what, jitter)[0]
+
+
+def cholesky_in_place(build, what="matrix", jitter=0.0, M=None):
+    """``(U, shift)``: the upper Cholesky factor of ``build() + shift I``, in build()'s memory where the
+    namespace allows (numpy), and the shift that factored: ``jitter``, raised along ``JITTER_LADDER``.
+
+    A failed factorization has overwritten the matrix: each retry builds it anew, so no copy is kept.
+    ``M``: build()'s first result where the caller has it already.
+    """
+    M = build() if M is None else M
+    scale = max(float(xp_of(M).sum(diagonal(M))) / max(M.shape[0], 1), float(np.finfo(np.float64).tiny))
+    for k, extra in enumerate(JITTER_LADDER):
+        shift = float(jitter) + extra * scale
+        U = factor_in_place(M if k == 0 else build(), shift)
+        if U is not None:
+            return U, shift
     raise ValueError(
         f"The {what} is numerically singular even with jitter; the kernel may be "
         "degenerate on this data (duplicate points?). Increase alpha."

@@ -48,7 +48,7 @@ def choose(problem, settings):
         return problem.alpha, None, 0
     first, W, T = _groups(rows)
     distinct = _distinct_operator(problem, first)
-    dense = features(distinct, None, T.shape[1], problem.alpha, not loss.diagonal_hessian, 0.0, confirm=True)
+    dense = features(distinct, T.shape[1], problem.alpha, not loss.diagonal_hessian, confirm=True)
     if dense is None:
         return problem.alpha, None, 0
     Psi = np.asarray(to_numpy(coordinates(dense, distinct.n, settings.fit_intercept)), dtype=np.float64)

@@ -238,7 +238,7 @@ class MemoryBudgetError(ValueError):
     ...     reg.fit(X, y)
     ... except MemoryBudgetError as error:
     ...     print(str(error).split(" more")[0])
-    n_centers=200 (5 m x m matrices of float64) needs 1.53 MiB,
+    n_centers=200 (2 m x m matrices of float64) needs 625 KiB,
     """
 
 

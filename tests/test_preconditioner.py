@@ -185,8 +185,8 @@ def center_factors_peak(X, m):
                               center_rows=np.arange(m))
     tracemalloc.start()
     try:
-        K_mm, T, TTt = _preconditioners.center_factors(operator)
-        falkon = _preconditioners.FalkonPreconditioner(T, TTt, xp.asarray(rng.uniform(0.5, 1.5, m)), 1e-6, True)
+        factors = _preconditioners.center_factors(operator)
+        falkon = _preconditioners.FalkonPreconditioner(factors, xp.asarray(rng.uniform(0.5, 1.5, m)), 1e-6, True)
         falkon.apply_t(falkon.apply(xp.asarray(rng.normal(size=(m, 2)))))
         return tracemalloc.get_traced_memory()[1]
     finally:
@@ -202,3 +202,49 @@ def test_center_memory_check_counts_what_the_factors_hold():
     with pytest.raises(ValueError, match=f"n_centers={m} \\({count} m x m"):
         _preconditioners.check_center_memory(m, count * 8 * m * m - 1, X)
     _preconditioners.check_center_memory(m, count * 8 * m * m, X)
+
+
+@pytest.mark.parametrize("center", [False, True])
+def test_center_factors_and_falkon_factor_against_their_formulas(center):
+    # K_mm is kept only as its factor: products through it equal K_mm's own, and FALKON's second
+    # factor is that of T D T' / m (less the centring's rank one) + alpha I, by brute force
+    m = 60
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(3 * m, 3))
+    operator = KernelOperator(X, bind_kernel("rbf", sigma=1.5), centers=X[:m], dtype="float64", store=False)
+    K_mm = operator.center_matrix()
+    factors = _preconditioners.center_factors(operator)
+    T = factors.T
+    assert factors.jitter == _preconditioners.center_jitter(operator, K_mm)
+    assert_allclose(T.T @ T, K_mm + factors.jitter * np.eye(m), rtol=0, atol=1e-13)
+    V = rng.normal(size=(m, 3))
+    assert_allclose(factors.kmm_dot(V), K_mm @ V, rtol=0, atol=1e-12)
+    assert_allclose(factors.kmm_dot(V[:, 0]), K_mm @ V[:, 0], rtol=0, atol=1e-12)
+    assert_allclose(factors.solve_T(V), np.linalg.solve(T, V), rtol=1e-10)
+    d, alpha = rng.uniform(0.2, 3.0, m), 1e-3
+    M = T @ np.diag(d) @ T.T / m + alpha * np.eye(m)
+    if center:
+        v = T @ d / np.sqrt(m * d.sum())
+        M -= np.outer(v, v)
+    A = _preconditioners.FalkonPreconditioner(factors, d, alpha, center).A
+    assert_allclose(A.T @ A, M, rtol=0, atol=1e-12)
+    assert_allclose(np.tril(A, -1), 0.0)
+
+
+def test_a_factorization_in_place_that_fails_is_rebuilt_for_each_jitter():
+    # potrf overwrote the singular matrix it failed on: each rung of the ladder factors a new build
+    from kernelgd._array_api import JITTER_LADDER, cholesky_in_place
+
+    B = np.random.RandomState(0).normal(size=(40, 3))
+    builds = []
+
+    def build():
+        builds.append(1)
+        return B @ B.T
+
+    U, shift = cholesky_in_place(build, "test matrix", 0.0)
+    scale = np.trace(B @ B.T) / 40
+    assert shift in [extra * scale for extra in JITTER_LADDER[1:]] and len(builds) >= 2
+    assert_allclose(U.T @ U, B @ B.T + shift * np.eye(40), rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="test matrix is numerically singular"):
+        cholesky_in_place(lambda: -np.eye(3), "test matrix")

@@ -37,7 +37,7 @@ import numpy as np
 from .._array_api import (
     add_to_diagonal, concat, diagonal, eigh, solve_psd, take_columns, take_rows, to_numpy, xp_of, zeros,
 )
-from ._preconditioners import CENTERS_MIN_RIDGE
+from ._preconditioners import CENTERS_MIN_RIDGE, center_jitter
 
 # Forming and factoring the system, per Newton step: at most this many flops (about 0.1 s on
 # two cores) and unknowns; beyond, CG's products are the cheaper way to the step.
@@ -79,17 +79,17 @@ def tiny(n, k, coupled):
     return unknowns <= MAX_UNKNOWNS and flops <= TINY_FLOPS
 
 
-def features(operator, K_mm, k, alpha, coupled, jitter, confirm=False):
+def features(operator, k, alpha, coupled, confirm=False):
     """``DenseFeatures`` where the steps on these centers are formed densely, else None.
 
     Coordinates ``A = Z B`` in which the solver's penalty ``A'(K_mm + jitter I) A``
-    (``center_factors``' jitter) is ``|B|^2``, the features ``K_nm Z``, and the map of
+    (``center_jitter``'s jitter) is ``|B|^2``, the features ``K_nm Z``, and the map of
     coefficients A to the penalty's gradient in B, in K_mm's namespace and on its device.
     Dense steps need ``alpha > 0`` and a small system (``MAX_UNKNOWNS``, ``MAX_FLOPS``), and
     are taken where CG's are not to be trusted: K_mm has an eigenvalue within
     ``RESOLVED_JITTERS`` jitters, or alpha is below the centers' ridge floor (CG's residual
     then says little about the step), or the system costs at most ``TINY_FLOPS``. The full
-    model (a square operator, ``K_mm=None``, ``jitter=0``) takes them where it costs at most
+    model (a square operator: K itself, no jitter) takes them where it costs at most
     ``TINY_FLOPS`` and alpha is below that floor (where its stop moved ninefold with the BLAS), or,
     with ``confirm``, at any alpha (the softmax's exact steps after its diagonal model's stop).
     """
@@ -103,7 +103,8 @@ def features(operator, K_mm, k, alpha, coupled, jitter, confirm=False):
         if flops > TINY_FLOPS or (not confirm and 2.0 * alpha >= CENTERS_MIN_RIDGE * float(xp.mean(operator.diag()))):
             return None
     K_nm = operator.columns(np.arange(operator.m))
-    K_mm = K_nm if K_mm is None else K_mm
+    K_mm = K_nm if operator.symmetric else operator.center_matrix()
+    jitter = 0.0 if operator.symmetric else center_jitter(operator, K_mm)
     xp = xp_of(K_mm)
     lam, V = eigh((K_mm + K_mm.T) / 2)
     floor = CENTERS_MIN_RIDGE * float(xp.mean(diagonal(K_mm)))

@@ -12,8 +12,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .._array_api import (
-    add_to_diagonal, blas_dot, cho_solve, cholesky, diagonal, fortran, gram, minus_outer, on_host, outer,
-    single_threaded_blas, take_rows, triangle_gram, triangular_solver, xp_of,
+    add_to_diagonal, blas_dot, cho_solve, cholesky, cholesky_in_place, diagonal, fortran, gram, minus_outer,
+    on_host, outer, scaled_triangle_gram, single_threaded_blas, take_rows, triangular_dot, triangular_solver, xp_of,
 )
 from .._operator import POOLED_MIN_BYTES, check_budget
 from ._krylov import RPC_BLOCK, rp_cholesky
@@ -107,10 +107,10 @@ def center_jitter(operator, Kmm):
     return Kmm.shape[0] * np.finfo(operator.dtype).eps * float(xp_of(Kmm).mean(diagonal(Kmm)))
 
 
-# The m x m float64 matrices the centers' factors and FALKON's preconditioner hold at their peak
-# (tracemalloc, m = 500 to 2,000): K_mm, T, T T' / m, and FALKON's factor with its working copy
-# (numpy); other namespaces keep both factors' inverses too (triangular_solver), and one more copy.
-CENTER_MATRICES = {"host": 5, "device": 7}
+# The m x m float64 matrices a centers fit holds at its peak (tracemalloc, m = 500): numpy keeps T
+# and FALKON's factor A, each factored in its own memory (2.04); other namespaces also keep both
+# inverses (triangular_solver), and A's matrix, its symmetrised copy and its factor coexist (5.2).
+CENTER_MATRICES = {"host": 2, "device": 6}
 
 
 def check_center_memory(m, memory_budget, like=None):
@@ -127,66 +127,62 @@ def check_center_memory(m, memory_budget, like=None):
 
 
 class CenterFactors(NamedTuple):
-    """The centers' kernel matrix ``K_mm = T'T`` (upper T, with FALKON's jitter) and ``T T' / m``'s upper triangle."""
+    """The centers' kernel matrix through its upper Cholesky factor alone: ``K_mm + jitter I = T'T``.
 
-    K_mm: object
+    ``jitter`` is FALKON's, or the larger one the factorization needed; ``diag_mean`` the mean
+    ``k(c, c)`` (the ridge floor's scale); ``solve_T`` applies ``T^-1`` (``T^-T`` with trans).
+    """
+
     T: object
-    TTt: object
+    jitter: float
+    diag_mean: float
+    solve_T: object
+
+    def kmm_dot(self, V):
+        """``K_mm V`` as ``T'(T V) - jitter V``: K_mm itself is not kept (one m x m matrix fewer)."""
+        return triangular_dot(self.T, triangular_dot(self.T, V), trans=True) - self.jitter * V
 
 
-def center_factors(operator, Kmm=None):
-    """``CenterFactors`` of the operator's centers.
+def center_factors(operator):
+    """``CenterFactors`` of the operator's centers (or of a problem with ``center_matrix``).
 
     They depend on the centers only: a solver that solves several systems on
-    one operator (solver "newton") computes them once and keeps them. ``Kmm``:
-    ``operator.center_matrix()`` where the caller has it already.
+    one operator (solver "newton") computes them once and keeps them. K_mm is
+    factored in its own memory.
     """
-    Kmm = operator.center_matrix() if Kmm is None else Kmm
-    m = Kmm.shape[0]
+    Kmm = operator.center_matrix()
+    diag_mean = float(xp_of(Kmm).mean(diagonal(Kmm)))
     # FALKON's jitter m * eps(dtype) on K_mm: K_mm is nearly singular for
     # smooth kernels, and beta = B z is an exact change of variables, so
     # the jitter only shapes the preconditioner, never the solution.
-    T = cholesky(Kmm, "center kernel matrix", jitter=center_jitter(operator, Kmm))
-    TTt = triangle_gram(T) / m
-    return CenterFactors(Kmm, T, TTt)
+    T, jitter = cholesky_in_place(operator.center_matrix, "center kernel matrix", center_jitter(operator, Kmm), Kmm)
+    return CenterFactors(T, jitter, diag_mean, triangular_solver(T))
 
 
-def falkon_factor(T, TTt, d, alpha, center):
-    """The upper Cholesky factor of ``T D T' / m + alpha I``, FALKON's second factor.
+def falkon_factor(T, d, alpha, center):
+    """The upper Cholesky factor of ``T D T' / m + alpha I``, FALKON's second factor, in its own memory.
 
     ``K_nm'W K_nm ~ K_mm D K_mm / m`` with D the centers' weights relative to
     uniform (``n w_c``): Newton's Hessian weights spread over orders of
     magnitude, and the unweighted ``T T' / m`` then leaves CG many more
-    iterations. Uniform weights reuse ``TTt``, the upper triangle of ``T T' / m``.
+    iterations.
     """
     m = T.shape[0]
     xp = xp_of(T)
     if bool(xp.all(xp.abs(d - 1.0) <= 1e-3 + 1e-8)):  # np.allclose(d, 1, rtol=1e-3)
         d = xp.ones_like(d)
-    else:
-        TTt = gram(T * xp.sqrt(d), 1.0 / m)  # T D T' / m
-    if center:
-        # The centred system K_c'W K_c is approximated by K_mm (D - d d'/sum(d)) K_mm / m
-        # (positive semi-definite, a weighted covariance): without the rank-one downdate the
-        # preconditioner keeps the constant direction the centring removed, and CG needs many
-        # more iterations.
-        v = T @ d / float(np.sqrt(m * float(xp.sum(d))))
-        TTt = minus_outer(TTt, v)  # a copy: the cached TTt stays
-    return cholesky(TTt, "FALKON preconditioner", jitter=alpha)
 
+    def build():
+        M = scaled_triangle_gram(T, xp.sqrt(d / m))  # T D T' / m
+        if center:
+            # The centred system K_c'W K_c is approximated by K_mm (D - d d'/sum(d)) K_mm / m
+            # (positive semi-definite, a weighted covariance): without the rank-one downdate the
+            # preconditioner keeps the constant direction the centring removed, and CG needs many
+            # more iterations.
+            M = minus_outer(M, T @ d / float(np.sqrt(m * float(xp.sum(d)))))
+        return M
 
-def falkon_maps(T, A_fac):
-    """FALKON's change of variables ``B = T^-1 A^-1`` and its transpose, as two functions."""
-
-    solve_T, solve_A = triangular_solver(T), triangular_solver(A_fac)
-
-    def apply_B(V):  # B = T^-1 A^-1
-        return solve_T(solve_A(V))
-
-    def apply_Bt(V):  # B' = A^-T T^-T
-        return solve_A(solve_T(V, trans=True), trans=True)
-
-    return apply_B, apply_Bt
+    return cholesky_in_place(build, "FALKON preconditioner", alpha)[0]
 
 
 class FalkonPreconditioner:
@@ -196,10 +192,12 @@ class FalkonPreconditioner:
     CG then runs on ``B' H B`` in the variables ``z = B^-1 beta``.
     """
 
-    def __init__(self, T, TTt, d, alpha, center):
-        self.T = T
-        self.A = falkon_factor(T, TTt, d, alpha, center)
-        self.apply, self.apply_t = falkon_maps(T, self.A)
+    def __init__(self, factors, d, alpha, center):
+        self.T, solve_T = factors.T, factors.solve_T
+        self.A = falkon_factor(factors.T, d, alpha, center)
+        solve_A = triangular_solver(self.A)
+        self.apply = lambda V: solve_T(solve_A(V))  # B = T^-1 A^-1
+        self.apply_t = lambda V: solve_A(solve_T(V, trans=True), trans=True)  # B' = A^-T T^-T
 
     def variables(self, beta):
         """``z = B^-1 beta = A T beta``: a model's coefficients as CG's variables."""

@@ -27,7 +27,6 @@ gradient) keeps every iterate a decrease from the intercept-only model.
 import numpy as np
 from sklearn.utils import gen_batches
 
-from .._array_api import blas_dot
 from ._krylov import ProductTracker, block_pcg
 from ._objective import Objective
 from ._preconditioners import CENTERS_MIN_RIDGE, FalkonPreconditioner, center_factors
@@ -185,18 +184,17 @@ def _direction(problem, terms, beta, b, settings, factors, inner_tol, scale):
     loss, alpha = settings.loss, settings.alpha
     m, k = beta.shape
     center = settings.fit_intercept
-    Kmm, T, TTt = factors
     S, KH1 = _hessian_summary(loss, terms, m, k)
     total = np.maximum(np.diagonal(S).copy(), np.finfo(float).tiny)
-    floor = CENTERS_MIN_RIDGE * float(np.mean(np.diagonal(Kmm)))
+    floor = CENTERS_MIN_RIDGE * factors.diag_mean
     # one ridge for every column, solver "cg"'s floor in the Hessian's scale (see newton's coupled step)
     ridge = max(2.0 * alpha, floor * float(total.max()))
-    h_centers = loss.hessian_diagonal(blas_dot(Kmm, beta) + b, problem.center_weights)
+    h_centers = loss.hessian_diagonal(factors.kmm_dot(beta) + b, problem.center_weights)
     d = (problem.n * h_centers / total).mean(axis=1)
-    falkon = FalkonPreconditioner(T, TTt, d, float(np.exp(np.mean(np.log(ridge / total)))), center)
+    falkon = FalkonPreconditioner(factors, d, float(np.exp(np.mean(np.log(ridge / total)))), center)
     apply_B, apply_Bt = falkon.apply, falkon.apply_t
 
-    rhs = -(terms["KG"] + 2.0 * alpha * blas_dot(Kmm, beta))
+    rhs = -(terms["KG"] + 2.0 * alpha * factors.kmm_dot(beta))
     e0 = np.zeros(k)
     if center:
         S_pinv = np.diag(1.0 / total) if loss.diagonal_hessian else np.linalg.pinv(S, hermitian=True)
@@ -207,7 +205,7 @@ def _direction(problem, terms, beta, b, settings, factors, inner_tol, scale):
     def operator_D(D):
         parts = problem.hessp(beta, b, D)
         tracker.record(parts["sHU"])
-        out = parts["KHU"] + ridge * blas_dot(Kmm, D)
+        out = parts["KHU"] + ridge * factors.kmm_dot(D)
         if center:
             out -= KH1 @ (S_pinv @ parts["sHU"])
         return out
@@ -262,9 +260,7 @@ def solve(problem, settings):
     """
     loss, alpha, tol = settings.loss, settings.alpha, settings.tol
     factors = center_factors(problem)
-    T = factors[1]
-
-    penalty = Objective(loss, None, None, alpha, T=T).penalty  # the loss comes from the blocks' sums
+    penalty = Objective(loss, None, None, alpha, T=factors.T).penalty  # the loss comes from the blocks' sums
 
     k = len(problem.weighted_targets)
     b0 = baseline_intercept(loss, problem.weighted_targets, settings.fit_intercept)
@@ -300,7 +296,7 @@ def solve(problem, settings):
         D, e, n_inner, status = _direction(problem, terms, beta, b, settings, factors, inner_tol, scale)
         slope = float(np.sum(terms["KG"] * D) + terms["sG"] @ e)
         if alpha:
-            slope += 2.0 * alpha * float(np.sum(D * blas_dot(factors[0], beta)))
+            slope += 2.0 * alpha * float(np.sum(D * factors.kmm_dot(beta)))
         if not loose and tol > 0 and -slope <= tol**2 * value0:  # Newton's decrement: nothing left to gain
             it = n_inner if squared else it - 1
             converged = True

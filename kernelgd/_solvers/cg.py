@@ -37,13 +37,14 @@ right-hand side. One pass over K per iteration. ``tol`` bounds the relative
 residual of every column; the best iterate by the objective is returned.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .._array_api import (
-    colnorm, diagonal, full, outer, read_interval, sum_of, take_columns, take_rows, to_floats, to_numpy, total, weighted_sum,
+    colnorm, full, outer, read_interval, sum_of, take_columns, take_rows, to_floats, to_numpy, total, weighted_sum,
     xp_of, zeros,
 )
-from .._array_api import blas_dot
 from .._warnings import warn
 from . import _dense_newton
 from ._common import ROUNDING_EPS, IterateLog, finish, warn_not_converged, warn_rounding
@@ -57,7 +58,6 @@ from ._preconditioners import (
     FalkonPreconditioner,
     NystroemPreconditioner,
     center_factors,
-    center_jitter,
 )
 
 # What this solver minimises: its losses, and its models (all points as centers, or n_centers).
@@ -79,6 +79,17 @@ DENSE_CUTS = (1e-15, 1e-13, 1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6)
 SETTLE_WINDOW = 5
 # Iterations without a new best objective before stopping for lack of progress.
 NO_PROGRESS_PATIENCE = 20
+
+
+class _Solved(NamedTuple):
+    """One way's solution: coefficients, intercepts, CG iterations, its IterateLog, status and Objective."""
+
+    coef: object
+    intercept: object
+    n_iter: int
+    log: object
+    status: str
+    objective: object
 
 
 def _residual_targets(Y, w, y_bar):
@@ -123,7 +134,7 @@ def _solve_full_dense(operator, Y, w, settings, s, center):
         b = y_bar - weighted_sum(w, KA) if center else zeros(Y, Y.shape[1])
         log.record(objective.value(A, KA, b), A, b)
     A, b = log.best if log.best is not None else (zeros(Y, (len(s), Y.shape[1])), y_bar)
-    return A, b, 1, log, "converged", objective
+    return _Solved(A, b, 1, log, "converged", objective)
 
 
 def _solve_full(operator, Y, w, settings, rng):
@@ -136,13 +147,13 @@ def _solve_full(operator, Y, w, settings, rng):
     dense = None
     if alpha < LEAST_SQUARES_RIDGE * diag_mean and n <= DENSE_LEAST_SQUARES_MAX:
         dense = _solve_full_dense(operator, Y, w, settings, s, center)
-        if not dense[3].best_value < dense[5].baseline(center)[1]:  # rounding dominates its cuts
+        if not dense.log.best_value < dense.objective.baseline(center)[1]:  # rounding dominates its cuts
             dense = None
     solved = _solve_full_cg(operator, Y, w, settings, rng, s, center, diag_mean)
     # Neither way dominates: the cuts keep CG from the tiny eigenvalues' rounding (UCI energy: CG stopped
     # at 50 times the cuts' objective), CG reaches eigenvalues below the cuts (20 points of one feature,
     # rbf: the cuts stopped at 3.3 times CG's objective). The lower objective is kept.
-    if dense is not None and dense[3].best_value <= solved[3].best_value:
+    if dense is not None and dense.log.best_value <= solved.log.best_value:
         return dense
     return solved
 
@@ -213,7 +224,7 @@ def _solve_full_cg(operator, Y, w, settings, rng, s, center, diag_mean):
     if status == "stalled" and settle is not None and _settled(log.curve, tracker.residual, settle):
         status = "converged"  # conjugacy lost at the objective's rounding floor
     A, b, _ = combine(C, tracker.KX)
-    return A, b, n_iter, log, _status(status, on_iter), None
+    return _Solved(A, b, n_iter, log, _status(status, on_iter), None)
 
 
 
@@ -222,41 +233,38 @@ def _solve_centers_dense(dense, Y, w, settings):
     Newton step from the intercept-only model reaches it. Weights spanning 1e-4 to 1e4 left CG's
     residual at tol with the objective 1e-4 of var(y) above this minimiser, silently."""
     loss = settings.loss
-    objective = Objective(loss, Y, w, settings.alpha, T=dense[2])
+    objective = Objective(loss, Y, w, settings.alpha, T=dense.penalty_map)
     b0, _ = objective.baseline(settings.fit_intercept)
-    A0 = zeros(Y, (dense[0].shape[0], Y.shape[1]))
+    A0 = zeros(Y, (dense.Z.shape[0], Y.shape[1]))
     F0 = zeros(Y, Y.shape) + b0
     D, db, KD = _dense_newton.direction(dense, F0, loss.gradient(F0, Y, w), A0, b0, settings.alpha,
                                         settings.fit_intercept, loss, w)
     log = IterateLog()
     b = b0 + db
     log.record(objective.value(D, KD, b), D, b)
-    return D, b, 1, log, "converged", objective
+    return _Solved(D, b, 1, log, "converged", objective)
 
 
 def _solve_centers(operator, Y, w, settings, rng):
     n, t = Y.shape
-    xp = xp_of(Y)
     m = operator.m
     center = settings.fit_intercept
     check_center_memory(m, settings.memory_budget, Y)
-    Kmm = operator.center_matrix()
-    dense = _dense_newton.features(operator, Kmm, t, settings.alpha, False, center_jitter(operator, Kmm))
+    dense = _dense_newton.features(operator, t, settings.alpha, False)
     if dense is not None:  # small, and where CG's residual is not to be trusted: one exact solve
         return _solve_centers_dense(dense, Y, w, settings)
-    Kmm, T, TTt = center_factors(operator, Kmm)
-    diag_mean = float(xp.mean(diagonal(Kmm)))
+    factors = center_factors(operator)
     # FALKON needs a positive ridge: without one, K_nm'W K_nm is as singular
     # as K_mm and CG stalls. Where k's values are O(1) the floor is far below
     # any statistically useful ridge (documented with the alpha parameter).
-    alpha = max(settings.alpha, CENTERS_MIN_RIDGE * diag_mean)
+    alpha = max(settings.alpha, CENTERS_MIN_RIDGE * factors.diag_mean)
     floored = 0 < settings.alpha < alpha
     ridge = [alpha]  # the system's; the preconditioner keeps the floor
     if operator.center_rows is None:
         d = full(Y, m, 1.0)
     else:
         d = n * take_rows(w, operator.center_rows)
-    falkon = FalkonPreconditioner(T, TTt, d, alpha, center)
+    falkon = FalkonPreconditioner(factors, d, alpha, center)
     apply_B, apply_Bt = falkon.apply, falkon.apply_t
 
     # The intercept is eliminated by centring: for a given beta the best b is
@@ -272,14 +280,14 @@ def _solve_centers(operator, Y, w, settings, rng):
         tracker.record(KBV)
         if center:
             H = H - outer(k_w, k_w @ BV)
-        return apply_Bt(H + ridge[0] * blas_dot(Kmm, BV))
+        return apply_Bt(H + ridge[0] * factors.kmm_dot(BV))
 
     def combine(Z, KX):
         beta = apply_B(Z)
         b = y_bar - k_w @ beta if center else zeros(Y, t)
         return beta, b, KX + b
 
-    objective = Objective(settings.loss, Y, w, settings.alpha, T=T)
+    objective = Objective(settings.loss, Y, w, settings.alpha, T=factors.T)
     tracker = ProductTracker(zeros(Y, (n, t)))
     Z0 = None
     if settings.coef_init is not None:  # warm start: z = B^-1 beta
@@ -318,7 +326,7 @@ def _solve_centers(operator, Y, w, settings, rng):
             "alpha >= that value.",
         )
     beta, b, _ = combine(Z, tracker.KX)
-    return beta, b, n_iter, log, _status(status, on_iter), objective
+    return _Solved(beta, b, n_iter, log, _status(status, on_iter), objective)
 
 
 def _settled(curve, residual, settle):

@@ -8,7 +8,7 @@ Hessian's scale, as solver "cg" floors it, unless ``steps.unfloored``.
 
 import numpy as np
 
-from ..._array_api import blas_dot, clip_min, coldot, concat, diagonal, eye, rows_of, take_columns, xp_of, zeros
+from ..._array_api import clip_min, coldot, concat, diagonal, eye, rows_of, take_columns, xp_of, zeros
 from .._krylov import ProductTracker, block_pcg
 from .._preconditioners import CENTERS_MIN_RIDGE, FalkonPreconditioner
 from ._steps import Step
@@ -80,17 +80,17 @@ class CentersDiagonal:
         n, k = F.shape
         xp = xp_of(F)
         center = settings.fit_intercept
-        Kmm, T, TTt = steps.centers
+        factors = steps.centers
         total = xp.sum(H, axis=0)
         Z = F - G / H
         z_bar = coldot(H, Z) / total if center else zeros(F, k)
-        floor = CENTERS_MIN_RIDGE * float(xp.mean(diagonal(Kmm)))
+        floor = CENTERS_MIN_RIDGE * factors.diag_mean
         ridge = clip_min(floor * total, 2.0 * settings.alpha)  # solver "cg"'s floor, in H's scale
         mean_ridge = float(xp.exp(xp.mean(xp.log(ridge / total))))  # the preconditioner's, floored in any case
         if steps.unfloored:
             ridge = 2.0 * settings.alpha
         steps.floored = not steps.unfloored and 2.0 * settings.alpha < floor * float(xp.max(total))
-        falkon = FalkonPreconditioner(T, TTt, _center_weights(operator, H, total), mean_ridge, center)
+        falkon = FalkonPreconditioner(factors, _center_weights(operator, H, total), mean_ridge, center)
         apply_B, apply_Bt = falkon.apply, falkon.apply_t
 
         # one pass over K_nm for the right-hand side and k_h (K_c'H K_c = K'H K - k_h k_h' / total)
@@ -105,7 +105,7 @@ class CentersDiagonal:
             tracker.record(KBU)
             if center:
                 HK = HK - k_h * (coldot(k_h, BU) / total)
-            return apply_Bt(scale * (HK + ridge * blas_dot(Kmm, BU)))
+            return apply_Bt(scale * (HK + ridge * factors.kmm_dot(BU)))
 
         def on_iter(X, step):
             tracker.advance(step)
@@ -149,14 +149,14 @@ class CentersCoupled:
         xp = xp_of(F)
         m = operator.m
         center = settings.fit_intercept
-        Kmm, T, TTt = steps.centers
+        factors = steps.centers
         P = self.loss.probabilities(F)
         H = w[:, None] * P * (1.0 - P)  # the diagonal, for the preconditioner and the floor
         total = clip_min(xp.sum(H, axis=0), np.finfo(float).tiny)
-        floor = CENTERS_MIN_RIDGE * float(xp.mean(diagonal(Kmm)))
+        floor = CENTERS_MIN_RIDGE * factors.diag_mean
         ridge = max(2.0 * settings.alpha, floor * float(xp.max(total)))
         d = _center_weights(operator, H, total)
-        falkon = FalkonPreconditioner(T, TTt, d, float(xp.exp(xp.mean(xp.log(ridge / total)))), center)
+        falkon = FalkonPreconditioner(factors, d, float(xp.exp(xp.mean(xp.log(ridge / total)))), center)
         if steps.unfloored:
             ridge = 2.0 * settings.alpha
         steps.floored = 2.0 * settings.alpha < ridge
@@ -176,9 +176,9 @@ class CentersCoupled:
             ones = xp.ones_like(G[:, :1])
             # H(1 e0') is the intercept step's change of the gradient: the right-hand side's K'H 1 e0 term
             rhs = -(operator.rmatvec(G + hess(slice(None), ones * e0[None, :]))
-                    + 2.0 * settings.alpha * blas_dot(Kmm, A))
+                    + 2.0 * settings.alpha * factors.kmm_dot(A))
         else:
-            rhs = -(operator.rmatvec(G) + 2.0 * settings.alpha * blas_dot(Kmm, A))
+            rhs = -(operator.rmatvec(G) + 2.0 * settings.alpha * factors.kmm_dot(A))
         if center and not project:
             KH1 = intercept_coupling(operator, WP, P)
             rhs = rhs - KH1 @ e0
@@ -191,10 +191,10 @@ class CentersCoupled:
                 tracker.record(KD)
                 HKD = hess(slice(None), KD)
                 e = S_pinv @ xp.sum(HKD, axis=0)
-                return operator.rmatvec(HKD - hess(slice(None), ones * e[None, :])) + ridge * blas_dot(Kmm, D)
+                return operator.rmatvec(HKD - hess(slice(None), ones * e[None, :])) + ridge * factors.kmm_dot(D)
             HK, KD = operator.gram_matvec(D, hess)
             tracker.record(KD)
-            out = HK + ridge * blas_dot(Kmm, D)
+            out = HK + ridge * factors.kmm_dot(D)
             if center:
                 out = out - KH1 @ (S_pinv @ xp.sum(hess(slice(None), KD), axis=0))
             return out

@@ -10,7 +10,7 @@ from ..._warnings import warn
 from .. import _dense_newton
 from .._common import ROUNDING_EPS, IterateLog, RoundingCheck, finish, warn_not_converged, warn_rounding
 from .._objective import Objective
-from .._preconditioners import CENTERS_MIN_RIDGE, CenterFactors, center_factors, center_jitter, check_center_memory
+from .._preconditioners import CENTERS_MIN_RIDGE, center_factors, check_center_memory
 from . import _start as subsample
 from ._directions import Dense, choose
 from ._full import FullCoupled
@@ -100,22 +100,19 @@ class _NewtonRun:
         self.steps = steps = Steps(inner_cap=settings.max_iter)
         if not operator.symmetric:
             check_center_memory(operator.m, settings.memory_budget, Y)
-        self.K_mm = K_mm = None if operator.symmetric else operator.center_matrix()
+        self.on_centers = not operator.symmetric
         coupled = not loss.diagonal_hessian  # the softmax
         # dense steps where CG's are not to be trusted (few centers), or cost what CG's would (a tiny full
         # model below the ridge floor, where CG's stop moved with the BLAS's rounding)
-        if K_mm is not None:
-            steps.dense = _dense_newton.features(operator, K_mm, k, alpha, coupled, center_jitter(operator, K_mm))
-            # CG's factors only for CG's steps; dense steps read the penalty as |B|^2, exactly
-            steps.centers = center_factors(operator, K_mm) if steps.dense is None else CenterFactors(K_mm, None, None)
-        else:
-            steps.dense = _dense_newton.features(operator, None, k, alpha, coupled, 0.0)
+        steps.dense = _dense_newton.features(operator, k, alpha, coupled)
+        if self.on_centers and steps.dense is None:  # CG's factors only for CG's steps; dense steps
+            steps.centers = center_factors(operator)  # read the penalty as |B|^2, exactly
         # a warm-started fit on the same matrix keeps the last one's preconditioner: any preconditioner
         # leaves CG's solution unchanged (a stale factor is applied with the weights it was made for)
         self.state = settings.reuse if operator.symmetric else None
         if self.state is not None and self.state.get("shape") == (n, k):
             steps.L, steps.factors = self.state["preconditioner"]
-        penalty_factor = None if K_mm is None else steps.centers.T if steps.dense is None else steps.dense.penalty_map
+        penalty_factor = (steps.centers.T if steps.dense is None else steps.dense.penalty_map) if self.on_centers else None
         self.objective = Objective(loss, Y, w, alpha, T=penalty_factor)
         started = subsample.applies(operator, Y, w, settings)  # exact steps from near the optimum pay longer
         self.direction = choose(operator, settings, steps, loss, w, k, started)
@@ -181,14 +178,14 @@ class _NewtonRun:
     def inner(self, U, KV):
         """<U, V>_H summed over columns (a 0-d array), given K V (or V itself with centers: as the objective's
         penalty, through T'T = K_mm + jitter, which huge coefficients on a rank-deficient K_mm feel)."""
-        if self.K_mm is None:
+        if not self.on_centers:
             return sum_of(U, KV)
         T = self.objective.T
         return sum_of(blas_dot(T, U), blas_dot(T, KV))
 
     def pair(self, U, V, KV):
         """<U, V>_H (a 0-d array) given V and K V (whichever the model's norm needs)."""
-        return self.inner(U, KV if self.K_mm is None else V)
+        return self.inner(U, V if self.on_centers else KV)
 
     # ------------------------------------------------------------------ stopping tests
 
@@ -237,10 +234,10 @@ class _NewtonRun:
         ridge, no damping), on a tiny system formed densely (CG's residual on a rank-two linear
         kernel of entries ~1e6 passed a point 0.36% above the optimum, silently).
         """
-        if self.exact_model or self.K_mm is not None or not self.alpha > 0 or self.steps.damping:
+        if self.exact_model or self.on_centers or not self.alpha > 0 or self.steps.damping:
             return False
         steps = self.steps
-        steps.dense = _dense_newton.features(self.operator, None, self.k, self.alpha, True, 0.0, confirm=True)
+        steps.dense = _dense_newton.features(self.operator, self.k, self.alpha, True, confirm=True)
         step_type = FullCoupled if steps.dense is None else Dense  # too large to form: CG's exact steps
         self.direction = step_type(self.operator, self.settings, steps, self.loss, self.w)
         self.exact = True
@@ -335,7 +332,7 @@ class _NewtonRun:
         F = self.KA + self.b
         G = self.loss.gradient(F, self.Y, self.w)
         H = self._hessian(F)
-        if self.K_mm is None and steps.dense is None:  # damping where the model is (nearly) singular: see _damping
+        if not self.on_centers and steps.dense is None:  # damping where the model is (nearly) singular: see _damping
             steps.damping = damping(steps, self.operator, H, self.alpha)
         # saturated predictions (every row fitted with certainty) leave H at underflow: the diagonal
         # model's sums overflow there, a direction that fails below as no descent, without warnings
@@ -413,7 +410,7 @@ class _NewtonRun:
         """The objective's directional derivative along the step (inf where it overflowed: no descent)."""
         with np.errstate(over="ignore", invalid="ignore"):
             if self.alpha:  # the loss part's directional derivative and the penalty's, in one read
-                loss_part, penalty_part = to_floats(sum_of(G, KD + db), self.inner(D, self.KA if self.K_mm is None else self.A))
+                loss_part, penalty_part = to_floats(sum_of(G, KD + db), self.inner(D, self.A if self.on_centers else self.KA))
                 slope = loss_part + 2.0 * self.alpha * penalty_part
             else:
                 slope = total_of(G, KD + db)
@@ -450,7 +447,7 @@ class _NewtonRun:
         D, db, KD = direction
         self.previous = [(step * D, step * db, step * KD)] + self.previous[: SUBSPACE_MEMORY - 1]
         self.A, self.b, self.KA, self.value = trial
-        if self.K_mm is None and not self.exact_model:
+        if not self.on_centers and not self.exact_model:
             # the softmax's diagonal model: solved tightly after a full step only; a shortened one shows
             # the model, not CG's residual, limits the step
             self.exact = step == 1.0

@@ -36,7 +36,7 @@ class Steps:
     status: str = None  # the last CG run's status
     damping: float = 0.0  # Levenberg-Marquardt damping of the full model (0: none)
     lm: float = LM_START  # that damping relative to the weighted kernel's trace
-    centers: object = None  # center_factors' CenterFactors of a model on centers (dense steps: K_mm alone)
+    centers: object = None  # center_factors' CenterFactors of a model on centers (None for dense steps)
     L: object = None  # the full model's Nystroem factor of K
     rank: int = None  # the leading columns of L the preconditioner uses (None: all)
     factors: object = None  # the full model's per-column preconditioner factors (FullFactors)
