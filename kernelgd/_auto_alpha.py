@@ -22,6 +22,10 @@ solve at the chosen ridge is well conditioned (the preconditioner's residual
 eigenvalues are at most about the floor), so the fit costs about one solve.
 Of ridges whose error is within ``TIE`` of the least, the largest is chosen:
 the smoother model, and the faster solve.
+
+A classifier's targets are class codes, whose squared error is not the error
+rate: where a larger ridge classifies the left-out rows significantly better
+(``classification_ridge``), it is taken instead.
 """
 
 import numpy as np
@@ -29,7 +33,7 @@ import numpy as np
 from ._array_api import block_of, take_rows, to_numpy, xp_of
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
-from ._replicates import effective_count, pure_error, subset_groups
+from ._replicates import collapse, effective_count, pure_error, subset_groups
 from ._solvers._common import ROUNDING_EPS
 from ._solvers._preconditioners import N_LANDMARKS, landmark_factor
 
@@ -46,6 +50,8 @@ MAX_DF_SHARE = 0.5
 TIE = 1e-3
 # The ridge where the rule has nothing to read (a kernel zero on the data, or fewer than 3 rows).
 FALLBACK_ALPHA = 1.0
+# A classifier's larger ridge must cut the leave-one-out error rate by this many standard errors.
+SIGNIFICANCE = 2.0
 
 
 def ridge_grid(lam):
@@ -55,14 +61,16 @@ def ridge_grid(lam):
     return np.logspace(np.log10(top), np.log10(bottom), int(np.ceil(decades * STEPS_PER_DECADE)) + 1)
 
 
-def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0):
+def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, classify=False):
     """``(alpha, errors, alphas)``: the rule's ridge from the factor ``B`` of ``Q S K S Q ~ B B'``.
 
     ``w`` sums to 1; ``group_of``: each row's group of identical rows
     (``_replicates.replicate_groups``; None: every row distinct). ``alphas``:
     the ridges to score (default: ``ridge_grid`` of the factor's spectrum).
     ``floor``: ``rounding_floor``'s; eigenvalues at most it are the rounding of K's
-    entries (a kernel constant on the data), not directions.
+    entries (a kernel constant on the data), not directions. ``classify``: Y holds
+    class codes (``_targets.encode_labels``' +-1 columns): GCV's ridge is then
+    checked by ``classification_ridge``.
     """
     xp = xp_of(Y)
     w_host = np.asarray(to_numpy(w), dtype=np.float64)
@@ -77,7 +85,7 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0):
     keep &= lam > floor
     if not keep.any():
         return FALLBACK_ALPHA, None, None
-    lam, Z = lam[keep], Z[keep]
+    lam, Z, W = lam[keep], Z[keep], take_rows(W.T, np.flatnonzero(keep)).T
     projected = Z**2 / lam[:, None]  # |V'U|^2 per direction and column
     total = float(np.sum(np.asarray(to_numpy(U)) ** 2))
     alphas = ridge_grid(lam) if alphas is None else np.asarray(alphas, dtype=float)
@@ -92,7 +100,62 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0):
     if not np.isfinite(errors).any():
         return FALLBACK_ALPHA, errors, alphas
     tied = np.flatnonzero(errors <= np.min(errors) * (1.0 + TIE))
-    return float(alphas[tied[0]]), errors, alphas  # decreasing ridges: the first tied is the largest
+    alpha = float(alphas[tied[0]])  # decreasing ridges: the first tied is the largest
+    if classify:
+        V = np.asarray(to_numpy(factor @ W)) / np.sqrt(lam)  # orthonormal: B's left singular vectors
+        alpha = classification_ridge(V, lam, np.asarray(to_numpy(Y)), w_host, fit_intercept, alphas[: tied[0] + 1],
+                                     group_of, n_effective)
+    return alpha, errors, alphas
+
+
+def _left_out_errors(V, lam, Y, w, fit_intercept, alphas, group_of):
+    """Each row's misclassification by the model fitted without its group of identical rows, for every ridge:
+    shape (ridges, n), in closed form from the Nystroem model's ``S (f - ybar) = V diag(lam / (lam + alpha)) V'U``.
+
+    A group's hat block is of rank one (its rows have one feature row, scaled by ``sqrt(w_i)``), so
+    leaving it out moves its prediction f to ``(f - h Ybar) / (1 - h)``, with h the group's summed leverage
+    and Ybar its weighted mean target. Every ridge's predictions come from one product.
+    """
+    n, t = Y.shape
+    s = np.sqrt(w)
+    y_bar = w @ Y if fit_intercept else np.zeros(t)
+    shrink = lam[None, :] / (lam[None, :] + np.asarray(alphas)[:, None])  # (ridges, directions)
+    P = V.T @ (s[:, None] * (Y - y_bar))
+    scaled = (V @ (shrink[:, :, None] * P[None]).transpose(1, 0, 2).reshape(len(lam), -1)).reshape(n, len(alphas), t)
+    scaled += s[:, None, None] * y_bar  # S f, per ridge
+    h = (V * V) @ shrink.T + (w[:, None] if fit_intercept else 0.0)  # (n, ridges)
+    target = Y
+    if group_of is not None:
+        h = np.stack([np.bincount(group_of, weights=column) for column in h.T], axis=1)[group_of]
+        target = collapse(group_of, int(group_of.max()) + 1, Y, w)[1][group_of]
+    for c in range(t):  # S (f - h Ybar): the left-out prediction times s (1 - h) > 0, which keeps its sign and argmax
+        scaled[:, :, c] -= (s[:, None] * h) * target[:, c : c + 1]
+    labels = Y[:, 0] > 0 if t == 1 else np.argmax(Y, axis=1)
+    predicted = scaled[:, :, 0] > 0 if t == 1 else np.argmax(scaled, axis=2)
+    # a group of leverage 1 has no left-out prediction: a miss
+    return ((predicted != labels[:, None]) | (h >= 1.0)).T.astype(np.float64)
+
+
+def classification_ridge(V, lam, Y, w, fit_intercept, alphas, group_of, n_effective):
+    """GCV's ridge ``alphas[-1]``, or a larger one of ``alphas`` whose left-out error rate is significantly lower.
+
+    GCV scores a classifier's +-1 codes by squared error, which also charges a confident correct
+    prediction for overshooting its code; the error rate is what the classifier is judged by. Of the
+    ridges at least GCV's, the largest of least leave-one-out error (``_left_out_errors``) is taken where
+    it beats GCV's by ``SIGNIFICANCE`` standard errors of the paired difference over groups of identical
+    rows (so that repeating every row, or scaling every weight, decides alike). Only larger: a smaller
+    ridge than GCV's costs solve time where squared error already says the codes are overfitted.
+    """
+    wrong = _left_out_errors(V, lam, Y, w, fit_intercept, alphas, group_of)
+    errors = wrong @ w
+    best = int(np.flatnonzero(errors <= errors.min())[0])  # decreasing ridges: the largest of least error
+    groups = np.arange(len(w)) if group_of is None else group_of
+    W = np.bincount(groups, weights=w)
+    gain = np.bincount(groups, weights=w * (wrong[-1] - wrong[best]))  # per group, weighted
+    mean = float(gain.sum())
+    per_group = np.divide(gain, W, out=np.zeros_like(gain), where=W > 0)
+    error = np.sqrt(float(W @ (per_group - mean) ** 2) / n_effective)
+    return float(alphas[best]) if mean > SIGNIFICANCE * error else float(alphas[-1])
 
 
 def _subsample(xp, X, Y, w, group_of, rng, precomputed):
@@ -115,7 +178,8 @@ def _operator(X, kernel, precomputed):
     return KernelOperator(X, kernel, dtype="float64", store=False, memory_budget=1 << 28)
 
 
-def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto", precision=np.float64):
+def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto", precision=np.float64,
+                  classify=False):
     """``(index, alpha, factor)``: the candidate kernel of least GCV error, and its ridge.
 
     ``candidates``: bound PSD kernels; ``group_of``: X's groups of identical rows
@@ -123,7 +187,7 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
     most ``MAX_ROWS``) by its rank-``RANK`` factor: at its own best ridge for
     ``alpha="auto"``, else at ``alpha``. ``factor``: the chosen kernel's where
     ``alpha="auto"`` and it covers every row (the full model's preconditioner
-    then reuses it, as ``auto_alpha``'s), else None. ``precision``: as ``auto_alpha``'s.
+    then reuses it, as ``auto_alpha``'s), else None. ``precision``, ``classify``: as ``auto_alpha``'s.
     """
     xp = xp_of(w)
     Xs, Ys, ws, group_of, every_row = _subsample(xp, X, Y, w, group_of, rng, False)
@@ -132,8 +196,8 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
     for index, kernel in enumerate(candidates):
         operator = _operator(Xs, kernel, False)
         factor = _unstored_factor(operator, ws, fit_intercept, np.random.RandomState(seed))
-        chosen, errors, alphas = choose(factor, Ys, ws, fit_intercept, group_of,
-                                        None if alpha == "auto" else [alpha], rounding_floor(operator, ws, precision))
+        chosen, errors, alphas = choose(factor, Ys, ws, fit_intercept, group_of, None if alpha == "auto" else [alpha],
+                                        rounding_floor(operator, ws, precision), classify)
         error = np.inf if errors is None else float(np.min(errors))
         if best is None or error < best[0]:  # a factor is kept only where the full model's solve reuses it
             best = (error, index, chosen if alpha == "auto" else alpha,
@@ -187,7 +251,7 @@ def curvature_share(loss, Y, w, fit_intercept):
 
 
 def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, precomputed=False,
-               loss=SquaredLoss, precision=np.float64):
+               loss=SquaredLoss, precision=np.float64, classify=False):
     """``(alpha, factor)``: the rule's ridge, and its factor where the full model's preconditioner can reuse it.
 
     The rule reads at most ``MAX_ROWS`` weighted rows of X through an operator of
@@ -197,11 +261,13 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
     goes on in float64: ``options["dtype"]="auto"``). ``group_of``: X's groups of
     identical rows (``_replicates.distinct_groups``; of the points where X is a
     precomputed kernel). ``loss``: GCV's ridge for the targets Y is scaled by
-    ``curvature_share`` (a smooth loss's first Newton step is then GCV's smoother).
+    ``curvature_share`` (a smooth loss's first Newton step is then GCV's smoother). ``classify``: Y holds
+    a squared-loss classifier's class codes (``classification_ridge``).
     """
     scale = curvature_share(loss, Y, w, fit_intercept)
     Xs, Ys, ws, group_of, every_row = _subsample(xp_of(w), X, Y, w, group_of, rng, precomputed)
     operator = _operator(Xs, kernel, precomputed)
     factor = _unstored_factor(operator, ws, fit_intercept, rng)
-    alpha = choose(factor, Ys, ws, fit_intercept, group_of, floor=rounding_floor(operator, ws, precision))[0]
+    alpha = choose(factor, Ys, ws, fit_intercept, group_of, floor=rounding_floor(operator, ws, precision),
+                   classify=classify)[0]
     return alpha * scale, factor if full_model and every_row else None

@@ -6,7 +6,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, is_classifier
 
 try:  # scikit-learn >= 1.9: progress bars and monitors through sklearn.callback
     from sklearn.callback import CallbackSupportMixin, with_callbacks
@@ -407,6 +407,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         index, alpha, factor = choose_kernel(
             self._kernel_candidates(lambda: self._resolve_sigma(rows.X, rows.w)), rows.X, rows.Y, rows.w,
             rows.replicates, self.fit_intercept, np.random.RandomState(seed), alpha, precision,
+            classify=is_classifier(self),
         )
         self.kernel_ = AUTO_KERNELS[index]
         return alpha, factor

@@ -16,6 +16,7 @@ from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.base import is_classifier
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_feature_names
 
@@ -154,7 +155,8 @@ def fit(estimator, X, y, sample_weight, classifier):
     centers, center_weights, wY = dask.compute(X[rows], wn[rows], (wn[:, None] * Y).sum(axis=0))
     if alpha == "auto":
         alpha = _auto_alpha.auto_alpha(sample[0], kernel, *sample[1:], est.fit_intercept,
-                                       np.random.RandomState(seed), loss=loss)[0]
+                                       np.random.RandomState(seed), loss=loss,
+                                       classify=is_classifier(est) and loss is SquaredLoss)[0]
     est.alpha_ = alpha
     stored = _kernel_fits(n * m * 8 + X.nbytes + Y.nbytes)
     X_rows = X  # the inputs, where X becomes the kernel blocks

@@ -9,6 +9,7 @@ fitted attributes, in the units of y.
 from dataclasses import dataclass, replace
 
 import numpy as np
+from sklearn.base import is_classifier
 from sklearn.utils import check_random_state
 
 from . import _loo_ridge as loo_ridge
@@ -208,6 +209,7 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
         alpha, landmarks = auto_alpha(
             rows.X, kernel, rows.Y, rows.w, rows.replicates, est.fit_intercept, np.random.RandomState(seed),
             full_model=centers is None, precomputed=est._precomputed, loss=loss, precision=precision,
+            classify=is_classifier(est) and loss is SquaredLoss,
         )
     return FitProblem(rows=rows, loss=loss, kernel=kernel, alpha=alpha, solver=solver, operator=operator,
                       centers=centers, landmarks=landmarks, seed=seed, options=options)

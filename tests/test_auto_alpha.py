@@ -372,3 +372,89 @@ def test_a_smooth_loss_on_a_float32_kernel_matrix_reads_the_spectrum_down_to_flo
     assert KernelGDClassifier(loss="logistic", random_state=0).fit(X, y).alpha_ < 1e-12
     monkeypatch.setattr(kernelgd._operator, "AUTO_FLOAT64_MAX_ENTRIES", 100)
     assert KernelGDClassifier(loss="logistic", random_state=0).fit(X, y).alpha_ > 1e-10
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_left_out_errors_are_those_of_refits_without_each_group_of_identical_rows(n_classes):
+    # the closed form against brute force: the weighted ridge with intercept on features F (the
+    # Nystroem model of K ~ F F'), refitted with each group's weight set to zero, predicting that group
+    rng = np.random.RandomState(0)
+    copies = np.r_[np.arange(30), [0, 0, 4, 7, 7]]  # repeated rows, one of them with other labels
+    F = rng.normal(size=(30, 5))[copies]
+    codes = rng.randint(0, n_classes, len(copies))
+    codes[-1] = (codes[7] + 1) % n_classes
+    from kernelgd._targets import encode_labels
+
+    Y = encode_labels(codes, n_classes, one_hot=False)
+    w = rng.uniform(0.5, 2.0, len(copies))
+    w /= w.sum()
+    group_of = _replicates.replicate_groups(F)[0]
+    s = np.sqrt(w)
+    B = s[:, None] * F
+    B -= np.outer(s, s @ B)
+    lam, W = np.linalg.eigh(B.T @ B)
+    V = B @ W / np.sqrt(lam)
+    alphas = np.array([1.0, 0.1, 0.01, 1e-3])
+    wrong = _auto_alpha._left_out_errors(V, lam, Y, w, True, alphas, group_of)
+    labels = codes if n_classes > 2 else codes == 1
+    for k, alpha in enumerate(alphas):
+        expected = np.empty(len(w))
+        for g in np.unique(group_of):
+            out = group_of == g
+            v = np.where(out, 0.0, w)
+            A = np.hstack([np.ones((len(w), 1)), F])  # min sum_i v_i (y_i - A_i c)^2 + alpha |c[1:]|^2
+            c = np.linalg.solve(A.T @ (v[:, None] * A) + alpha * np.diag(np.r_[0.0, np.ones(5)]), A.T @ (v[:, None] * Y))
+            f = A[out] @ c
+            predicted = f.argmax(axis=1) if n_classes > 2 else f[:, 0] > 0
+            expected[out] = predicted != labels[out]
+        assert_allclose(wrong[k], expected)
+
+
+def _hastie(n, seed):
+    from sklearn.datasets import make_hastie_10_2
+
+    X, y = make_hastie_10_2(n, random_state=seed)
+    return StandardScaler().fit_transform(X), y
+
+
+def test_a_classifier_takes_a_larger_ridge_where_it_classifies_left_out_rows_significantly_better():
+    # Hastie's sphere in 10 dimensions: GCV's ridge fits the +-1 codes' values, a 30 times larger one
+    # classifies better; the estimator's ridge is the larger, and it predicts held-out rows better
+    X, y = _hastie(3000, 0)
+    X_test, y_test = _hastie(3000, 1)
+    model = KernelGDClassifier(random_state=0).fit(X, y)
+    Y = np.where(y > 0, 1.0, -1.0)[:, None]
+    w = np.full(len(y), 1.0 / len(y))
+    gcv = _auto_alpha.auto_alpha(X, model._bound_kernel(), Y, w, None, True, np.random.RandomState(0))[0]
+    assert model.alpha_ > 3 * gcv
+    at_gcv = KernelGDClassifier(alpha=gcv, random_state=0).fit(X, y)
+    assert model.score(X_test, y_test) > at_gcv.score(X_test, y_test) + 0.005
+    # the regressor on the same codes keeps GCV's ridge: squared error is what it is judged by
+    assert KernelGDRegressor(kernel="rbf", random_state=0).fit(X, Y[:, 0]).alpha_ < model.alpha_ / 3
+
+
+def test_the_classification_check_keeps_gcvs_ridge_where_no_larger_one_is_significantly_better():
+    # a tie, or a gain within two standard errors, keeps GCV's ridge (the last of the candidates)
+    rng = np.random.RandomState(0)
+    n = 200
+    V = np.linalg.qr(rng.normal(size=(n, 4)))[0]
+    lam = np.array([0.1, 0.2, 0.5, 1.0])
+    Y = np.where(rng.rand(n) > 0.5, 1.0, -1.0)[:, None]  # labels independent of V: no ridge classifies better
+    w = np.full(n, 1.0 / n)
+    alphas = np.logspace(1, -3, 9)
+    assert _auto_alpha.classification_ridge(V, lam, Y, w, True, alphas, None, float(n)) == alphas[-1]
+
+
+def test_the_classification_check_with_integer_weights_equals_repeated_rows():
+    # the check's left-out groups and standard errors read repeated rows as one: the same ridge either way
+    X, y = _hastie(600, 0)
+    counts = np.random.RandomState(1).randint(1, 4, len(y))
+    weighted = KernelGDClassifier(random_state=0).fit(X, y, sample_weight=counts)
+    repeated = KernelGDClassifier(random_state=0).fit(np.repeat(X, counts, axis=0), np.repeat(y, counts))
+    assert weighted.alpha_ == pytest.approx(repeated.alpha_, rel=1e-4)
+    Y = np.where(np.repeat(y, counts) > 0, 1.0, -1.0)[:, None]
+    Xr = np.repeat(X, counts, axis=0)
+    w = np.full(len(Xr), 1.0 / len(Xr))
+    groups = _replicates.replicate_groups(Xr)[0]
+    gcv = _auto_alpha.auto_alpha(Xr, repeated._bound_kernel(), Y, w, groups, True, np.random.RandomState(0))[0]
+    assert repeated.alpha_ > gcv  # the check took a larger ridge here: the equality above is the check's

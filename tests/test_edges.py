@@ -355,6 +355,23 @@ def test_a_negative_objective_is_a_failure_never_the_best_model():
     np.testing.assert_array_equal(result.dual_coef, coef)
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_iterates_after_a_negative_objective_are_neither_returned_nor_in_the_curve(seed):
+    # Four float32 rows 1e-6 apart at an offset of 1e3: the softmax's running predictions drift and an
+    # objective of -5.7 was logged; the fit went on, returned a later iterate, and loss_curve_ held the
+    # negative value (a hypothesis example of test_properties)
+    X = np.array([[1017.64052346], [1004.00157208], [1009.78737984], [1017.64052443]])
+    model = KernelGDClassifier(loss="logistic", alpha=1e-6, fit_intercept=False, max_iter=500,
+                               options={"dtype": "float32"}, random_state=seed)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X, np.arange(4))
+    curve = np.asarray(model.loss_curve_)
+    assert np.all(np.isfinite(curve)) and np.all(curve >= 0)
+    if any("negative objective" in str(w.message) for w in caught):
+        assert len(curve) < model.n_iter_  # the curve ends at an iterate before the break
+
+
 @pytest.mark.parametrize("weighted", [False, True])
 def test_regressor_cv_leave_one_out_equals_refits_without_each_row(weighted):
     # The search held n * alpha fixed, but the base estimator's alpha is per unit weight: each

@@ -107,7 +107,8 @@ class IterateLog:
         if value < 0:
             self.negative += 1
             return
-        if valid and np.isfinite(value) and value < self.best_value:
+        # an iterate after a negative objective came from a path rounding broke: never a best either
+        if valid and not self.negative and np.isfinite(value) and value < self.best_value:
             self.best_value, self.best_index = value, len(self.curve)
             self.best = (copy(coef), as_float64(b, copy=True))
 
@@ -156,19 +157,20 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
     # the best iterate where it is better, or where the last one's predictions are rounding; its
     # logged value came from the solver's running K A, which rounding can carry away (a linear
     # kernel on features offset by 1e6: logged 0.37, exactly 377), so it is recomputed too
-    if log.best is not None and (not log.best_value >= value - slack or check.dominated(coef)):
+    broken = log.negative > 0  # the iterates from the first negative objective on are rounding's
+    if log.best is not None and (broken or not log.best_value >= value - slack or check.dominated(coef)):
         best_coef, best_b = log.best
         with np.errstate(all="ignore"):
             best_value = objective.value(best_coef, operator.matvec(best_coef), best_b)
-        if not best_value >= value - slack or check.dominated(coef):
-            if converged:  # the iterate its stopping test passed is not the model returned
+        if broken or not best_value >= value - slack or check.dominated(coef):
+            if converged and not broken:  # the iterate its stopping test passed is not the model returned
                 warn_rounding(
                     settings, name, f"stopped at iteration {n_iter} on an iterate whose predictions are dominated "
                     "by rounding, or that an earlier one beats by its exact objective (huge coefficients that "
                     "cancel)", "The best earlier iterate is returned. Scale the features, or increase alpha.",
                 )
                 converged = False
-            coef, b = best_coef, best_b
+            coef, b, converged = best_coef, best_b, converged and not broken
             curve, value = list(log.curve[: log.best_index]), best_value
             curve[-1] = value
     noise = check.noise(coef)
