@@ -1,27 +1,28 @@
-"""``alpha="auto"`` for the squared loss: the ridge of least generalized cross-validation error.
+"""``alpha="auto"`` for the squared loss: the ridge of least leave-one-out error.
 
 The rank-r randomly pivoted Cholesky factor ``B`` of the centred, weighted
 kernel matrix ``Q S K S Q ~ B B'`` (the one the full model's CG preconditioner
-draws) gives, from the eigenpairs of ``B'B`` (O(n r^2)), the weighted residual
-and the degrees of freedom ``df = 1 + sum_j lam_j / (lam_j + alpha)`` of the
-Nystroem model on its pivots for every ridge at once, and with them the
-generalized cross-validation error (Golub, Heath & Wahba, 1979)
+draws) gives, from the eigenpairs of ``B'B`` (O(n r^2)), the predictions and
+the hat matrix's diagonal ``h_i`` of the Nystroem model on its pivots for every
+ridge, and with them each row's leave-one-out prediction in closed form (as
+scikit-learn's ``RidgeCV`` for a linear model): the fit without row i predicts
+``(f_i - h_i y_i) / (1 - h_i)``. The error is ``sum_i w_i (y_i - f_i^(-i))^2``
+(w sums to 1). Unlike generalized cross-validation, which replaces every
+``h_i`` by their mean, it charges the rows a model leans on most (isolated
+points, where a smooth kernel at a small ridge nearly interpolates) with
+their own leverage, which makes the kernel comparison of ``choose_kernel``
+decisive where GCV's two errors were within the factor's random variation.
 
-    GCV(alpha) = (sum_i w_i (y_i - f_i)^2 - E) / (1 - df / N)^2
-
-(w sums to 1). Repeated rows are read as one (``_replicates``): N is Kish's
-effective number of distinct rows, ``1 / sum_g W_g^2`` over the groups of
-identical rows and their summed weights W_g (the number of rows where they
-are distinct and weigh alike), and ``E`` is the targets' weighted spread
-within the groups, which no ridge changes. So scaling every weight, or
-repeating every row, chooses the same ridge, and integer weights choose the
-ridge of the rows repeated. The ridges tried span the factor's resolved
-spectrum, from a tenth of its smallest eigenvalue to its largest: below that
-floor the Nystroem model hardly changes with alpha, and at or above it the CG
-solve at the chosen ridge is well conditioned (the preconditioner's residual
-eigenvalues are at most about the floor), so the fit costs about one solve.
-Of ridges whose error is within ``TIE`` of the least, the largest is chosen:
-the smoother model, and the faster solve.
+Repeated rows are read as one (``_replicates``): a group of identical rows is
+left out together, so scaling every weight, or repeating every row, chooses
+the same ridge, and integer weights choose the ridge of the rows repeated.
+The ridges tried span the factor's resolved spectrum, from a tenth of its
+smallest eigenvalue to its largest: below that floor the Nystroem model hardly
+changes with alpha, and at or above it the CG solve at the chosen ridge is well
+conditioned (the preconditioner's residual eigenvalues are at most about the
+floor), so the fit costs about one solve. Of ridges whose error is within
+``TIE`` of the least, the largest is chosen: the smoother model, and the
+faster solve.
 
 A classifier's targets are class codes, whose squared error is not the error
 rate: where a larger ridge classifies the left-out rows significantly better
@@ -30,10 +31,10 @@ rate: where a larger ridge classifies the left-out rows significantly better
 
 import numpy as np
 
-from ._array_api import block_of, take_rows, to_numpy, xp_of
+from ._array_api import block_of, like, take_rows, to_numpy, xp_of
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
-from ._replicates import collapse, effective_count, pure_error, subset_groups
+from ._replicates import collapse, effective_count, subset_groups
 from ._solvers._common import ROUNDING_EPS
 from ._solvers._preconditioners import N_LANDMARKS, landmark_factor
 
@@ -44,9 +45,7 @@ MAX_ROWS = 20_000
 # Ridges tried per decade, and below the factor's smallest resolved eigenvalue.
 STEPS_PER_DECADE = 4
 FLOOR_BELOW_SPECTRUM = 10.0
-# The most degrees of freedom, as a share of N, of a ridge the rule may choose.
-MAX_DF_SHARE = 0.5
-# GCV errors within this relative margin of the least count as tied.
+# Leave-one-out errors within this relative margin of the least count as tied.
 TIE = 1e-3
 # The ridge where the rule has nothing to read (a kernel zero on the data, or fewer than 3 rows).
 FALLBACK_ALPHA = 1.0
@@ -69,84 +68,80 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     the ridges to score (default: ``ridge_grid`` of the factor's spectrum).
     ``floor``: ``rounding_floor``'s; eigenvalues at most it are the rounding of K's
     entries (a kernel constant on the data), not directions. ``classify``: Y holds
-    class codes (``_targets.encode_labels``' +-1 columns): GCV's ridge is then
-    checked by ``classification_ridge``.
+    class codes (``_targets.encode_labels``' +-1 columns): the ridge is then
+    checked by ``classification_ridge``. ``errors``: each ridge's leave-one-out
+    squared error (``_left_out``), inf where some group's leverage is 1.
     """
     xp = xp_of(Y)
     w_host = np.asarray(to_numpy(w), dtype=np.float64)
     n_effective = effective_count(w_host, group_of)
     if factor.shape[1] == 0 or n_effective < 3:
         return FALLBACK_ALPHA, None, None
-    s = xp.sqrt(w)
-    U = s[:, None] * (Y - w @ Y) if fit_intercept else s[:, None] * Y  # Q S y (s's = 1)
     lam, W = xp.linalg.eigh(factor.T @ factor)
-    lam, Z = np.asarray(to_numpy(lam)), np.asarray(to_numpy(W.T @ (factor.T @ U)))  # Z = sqrt(lam) V'U
+    lam = np.asarray(to_numpy(lam))
     keep = lam > max(lam[-1], 0.0) * len(lam) * np.finfo(float).eps
     keep &= lam > floor
     if not keep.any():
         return FALLBACK_ALPHA, None, None
-    lam, Z, W = lam[keep], Z[keep], take_rows(W.T, np.flatnonzero(keep)).T
-    projected = Z**2 / lam[:, None]  # |V'U|^2 per direction and column
-    total = float(np.sum(np.asarray(to_numpy(U)) ** 2))
+    lam, W = lam[keep], take_rows(W.T, np.flatnonzero(keep)).T
+    V = np.asarray(to_numpy(factor @ (W / like(np.sqrt(lam), W))))  # orthonormal: B's left singular vectors
+    Y_host = np.asarray(to_numpy(Y), dtype=np.float64)
     alphas = ridge_grid(lam) if alphas is None else np.asarray(alphas, dtype=float)
-    shrink = alphas[:, None] / (lam[None, :] + alphas[:, None])  # (ridges, directions)
-    outside = max(total - float(projected.sum()), 0.0)  # the energy outside the factor's span (>= 0 but for rounding)
-    # the spread within groups of identical rows is in every ridge's residual: it is not the fit's error
-    spread = pure_error(np.asarray(to_numpy(Y)), w_host, group_of)
-    residual = np.maximum(outside + (shrink**2 @ projected).sum(axis=1) - spread, 0.0)
-    df = float(fit_intercept) + (1.0 - shrink).sum(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        errors = np.where(df <= MAX_DF_SHARE * n_effective, residual / (1.0 - df / n_effective) ** 2, np.inf)
+    labels = (Y_host[:, 0] > 0 if Y_host.shape[1] == 1 else np.argmax(Y_host, axis=1)) if classify else None
+    errors, wrong = np.full(len(alphas), np.inf), np.ones((len(alphas), len(w_host)) if classify else (0, 0))
+    for i, (F, h) in enumerate(_left_out(V, lam, Y_host, w_host, fit_intercept, alphas, group_of)):
+        valid = h < 1.0  # a group of leverage 1 has no left-out prediction
+        if valid.all():
+            errors[i] = float(w_host @ np.sum((Y_host - F) ** 2, axis=1))
+        if classify:
+            predicted = F[:, 0] > 0 if F.shape[1] == 1 else np.argmax(F, axis=1)
+            wrong[i] = (predicted != labels) | ~valid
     if not np.isfinite(errors).any():
         return FALLBACK_ALPHA, errors, alphas
     tied = np.flatnonzero(errors <= np.min(errors) * (1.0 + TIE))
     alpha = float(alphas[tied[0]])  # decreasing ridges: the first tied is the largest
     if classify:
-        V = np.asarray(to_numpy(factor @ W)) / np.sqrt(lam)  # orthonormal: B's left singular vectors
-        alpha = classification_ridge(V, lam, np.asarray(to_numpy(Y)), w_host, fit_intercept, alphas[: tied[0] + 1],
-                                     group_of, n_effective)
+        alpha = classification_ridge(wrong[: tied[0] + 1], w_host, alphas[: tied[0] + 1], group_of, n_effective)
     return alpha, errors, alphas
 
 
-def _left_out_errors(V, lam, Y, w, fit_intercept, alphas, group_of):
-    """Each row's misclassification by the model fitted without its group of identical rows, for every ridge:
-    shape (ridges, n), in closed form from the Nystroem model's ``S (f - ybar) = V diag(lam / (lam + alpha)) V'U``.
+def _left_out(V, lam, Y, w, fit_intercept, alphas, group_of):
+    """Per ridge, ``(F, h)``: each row's prediction by the Nystroem model fitted without its group of
+    identical rows, and that group's summed leverage (host arrays, shapes (n, t) and (n,)).
 
-    A group's hat block is of rank one (its rows have one feature row, scaled by ``sqrt(w_i)``), so
-    leaving it out moves its prediction f to ``(f - h Ybar) / (1 - h)``, with h the group's summed leverage
-    and Ybar its weighted mean target. Every ridge's predictions come from one product.
+    The model is ``S (f - ybar) = V diag(lam / (lam + alpha)) V' S (y - ybar)``, its hat matrix's diagonal
+    ``h_i`` that plus ``w_i`` for the intercept. A group's hat block is of rank one (its rows have one
+    feature row, scaled by ``sqrt(w_i)``), so leaving it out moves its prediction f to
+    ``(f - h Ybar) / (1 - h)``, with h the group's summed leverage and Ybar its weighted mean target
+    (the rows' own targets where none repeats). Rows have positive weights.
     """
-    n, t = Y.shape
     s = np.sqrt(w)
-    y_bar = w @ Y if fit_intercept else np.zeros(t)
-    shrink = lam[None, :] / (lam[None, :] + np.asarray(alphas)[:, None])  # (ridges, directions)
+    y_bar = w @ Y if fit_intercept else np.zeros(Y.shape[1])
     P = V.T @ (s[:, None] * (Y - y_bar))
-    scaled = (V @ (shrink[:, :, None] * P[None]).transpose(1, 0, 2).reshape(len(lam), -1)).reshape(n, len(alphas), t)
-    scaled += s[:, None, None] * y_bar  # S f, per ridge
-    h = (V * V) @ shrink.T + (w[:, None] if fit_intercept else 0.0)  # (n, ridges)
     target = Y
     if group_of is not None:
-        h = np.stack([np.bincount(group_of, weights=column) for column in h.T], axis=1)[group_of]
         target = collapse(group_of, int(group_of.max()) + 1, Y, w)[1][group_of]
-    for c in range(t):  # S (f - h Ybar): the left-out prediction times s (1 - h) > 0, which keeps its sign and argmax
-        scaled[:, :, c] -= (s[:, None] * h) * target[:, c : c + 1]
-    labels = Y[:, 0] > 0 if t == 1 else np.argmax(Y, axis=1)
-    predicted = scaled[:, :, 0] > 0 if t == 1 else np.argmax(scaled, axis=2)
-    # a group of leverage 1 has no left-out prediction: a miss
-    return ((predicted != labels[:, None]) | (h >= 1.0)).T.astype(np.float64)
+    for shrink in lam[None, :] / (lam[None, :] + np.asarray(alphas)[:, None]):
+        F = (V @ (shrink[:, None] * P)) / s[:, None] + y_bar
+        h = np.einsum("ij,j,ij->i", V, shrink, V) + (w if fit_intercept else 0.0)  # no n x r temporary
+        if group_of is not None:
+            h = np.bincount(group_of, weights=h)[group_of]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            yield (F - h[:, None] * target) / (1.0 - h)[:, None], h
 
 
-def classification_ridge(V, lam, Y, w, fit_intercept, alphas, group_of, n_effective):
-    """GCV's ridge ``alphas[-1]``, or a larger one of ``alphas`` whose left-out error rate is significantly lower.
+def classification_ridge(wrong, w, alphas, group_of, n_effective):
+    """The squared error's ridge ``alphas[-1]``, or a larger one of ``alphas`` whose left-out error rate is
+    significantly lower.
 
-    GCV scores a classifier's +-1 codes by squared error, which also charges a confident correct
-    prediction for overshooting its code; the error rate is what the classifier is judged by. Of the
-    ridges at least GCV's, the largest of least leave-one-out error (``_left_out_errors``) is taken where
-    it beats GCV's by ``SIGNIFICANCE`` standard errors of the paired difference over groups of identical
-    rows (so that repeating every row, or scaling every weight, decides alike). Only larger: a smaller
-    ridge than GCV's costs solve time where squared error already says the codes are overfitted.
+    Squared error scores a classifier's +-1 codes, which also charges a confident correct prediction
+    for overshooting its code; the error rate is what the classifier is judged by. ``wrong``: each
+    row's left-out misclassification (``_left_out``) at each of the ridges. Of the ridges at least the
+    squared error's, the largest of least left-out error rate is taken where it beats the squared
+    error's by ``SIGNIFICANCE`` standard errors of the paired difference over groups of identical rows
+    (so that repeating every row, or scaling every weight, decides alike). Only larger: a smaller ridge
+    costs solve time where squared error already says the codes are overfitted.
     """
-    wrong = _left_out_errors(V, lam, Y, w, fit_intercept, alphas, group_of)
     errors = wrong @ w
     best = int(np.flatnonzero(errors <= errors.min())[0])  # decreasing ridges: the largest of least error
     groups = np.arange(len(w)) if group_of is None else group_of
@@ -180,7 +175,7 @@ def _operator(X, kernel, precomputed):
 
 def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto", precision=np.float64,
                   classify=False):
-    """``(index, alpha, factor)``: the candidate kernel of least GCV error, and its ridge.
+    """``(index, alpha, factor)``: the candidate kernel of least leave-one-out error, and its ridge.
 
     ``candidates``: bound PSD kernels; ``group_of``: X's groups of identical rows
     (``_replicates.distinct_groups``). Each is scored on the same rows (at
@@ -239,10 +234,10 @@ def curvature_share(loss, Y, w, fit_intercept):
     A smooth loss's first Newton step from that model is a kernel ridge
     regression with every row weighted by this curvature ``h`` (constant
     there), at the ridge ``2 alpha / h`` relative to the squared loss's
-    ``alpha``; scaling GCV's ridge by ``h / 2`` makes that step the smoother GCV
+    ``alpha``; scaling the rule's ridge by ``h / 2`` makes that step the smoother the rule
     chose. Averaged over the columns (classes).
     """
-    if loss is SquaredLoss:  # exactly: GCV's own ridge, not its rounding
+    if loss is SquaredLoss:  # exactly: the rule's own ridge, not its rounding
         return 1.0
     xp = xp_of(Y)
     b = loss.baseline(Y, w, fit_intercept)[0]
@@ -260,8 +255,8 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
     the dtype the fit resolves (float64 where float32 may stop it short and the fit
     goes on in float64: ``options["dtype"]="auto"``). ``group_of``: X's groups of
     identical rows (``_replicates.distinct_groups``; of the points where X is a
-    precomputed kernel). ``loss``: GCV's ridge for the targets Y is scaled by
-    ``curvature_share`` (a smooth loss's first Newton step is then GCV's smoother). ``classify``: Y holds
+    precomputed kernel). ``loss``: the rule's ridge for the targets Y is scaled by
+    ``curvature_share`` (a smooth loss's first Newton step is then the rule's smoother). ``classify``: Y holds
     a squared-loss classifier's class codes (``classification_ridge``).
     """
     scale = curvature_share(loss, Y, w, fit_intercept)

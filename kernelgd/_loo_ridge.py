@@ -1,7 +1,7 @@
 """``alpha="auto"`` for a logistic loss on a small full model: the ridge by approximate leave-one-out.
 
-The general rule (``_auto_alpha``) takes GCV's ridge for the labels read as a
-squared loss's targets, scaled by the logistic loss's curvature at the
+The general rule (``_auto_alpha``) takes the squared loss's ridge for the labels read as
+its targets, scaled by the logistic loss's curvature at the
 intercept-only model; the log-loss it leaves can be far from the best ridge's
 (UCI wine, 10 splits: 0.085 there, 0.051 at this rule's). Where Newton's exact
 system on the distinct rows is small (``_dense_newton.tiny``), the ridges
@@ -36,6 +36,9 @@ from ._solvers._dense_newton import coordinates, features, systems, tiny
 
 # The ridges fitted, as multiples of the general rule's, largest first: a decade and a fifth either side.
 MULTIPLES = 4.0 ** np.arange(2, -3, -1)
+# The path's fits are solved at least this tightly: the one-standard-error rule compares scores a few
+# 1e-4 apart, which fits stopped at tol=1e-3 do not resolve (weights and the rows repeated chose apart).
+PATH_TOL = 1e-5
 
 
 def choose(problem, settings):
@@ -57,7 +60,7 @@ def choose(problem, settings):
     for alpha in problem.alpha * MULTIPLES:
         start = fits[-1] if fits else (None, None)
         stops = []  # stops at the objective's rounding, recorded instead of warned
-        path = replace(settings, alpha=float(alpha), coef_init=start[0], intercept_init=start[1], verbose=0,
+        path = replace(settings, alpha=float(alpha), coef_init=start[0], intercept_init=start[1], verbose=0, tol=min(settings.tol, PATH_TOL),
                        callback=None, rounding_stops=stops)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

@@ -2,10 +2,11 @@
 
 A row repeated k times tells the model no more about the function than one
 row of k times its weight: a criterion that counts each copy as an observation
-of its own is fooled (generalized cross-validation and leave-one-out see the
-copies agree and choose an interpolating ridge). The rules therefore read the
-distinct rows, each with its copies' summed weight and weighted mean target,
-as R's ``smooth.spline`` reads tied x values.
+of its own is fooled (leaving one copy out, the others still fit it: the
+criterion sees the copies agree and chooses an interpolating ridge). The rules
+therefore leave a group of copies out together, or read the distinct rows
+each with its copies' summed weight and weighted mean target, as R's
+``smooth.spline`` reads tied x values.
 """
 
 import numpy as np
@@ -107,16 +108,6 @@ def effective_count(w, group_of=None):
     W = w if group_of is None else np.bincount(group_of, weights=w)
     total = float(W.sum())
     return total**2 / float(np.sum(W**2)) if total > 0 else 0.0
-
-
-def pure_error(Y, w, group_of):
-    """``sum_i w_i |y_i - ybar_g(i)|^2``: the targets' weighted spread within groups of identical rows,
-    which no function of the rows can fit (0 without repeated rows)."""
-    if group_of is None:
-        return 0.0
-    Y = np.asarray(Y, dtype=np.float64).reshape(len(w), -1)
-    means = collapse(group_of, int(group_of.max()) + 1, Y, w)[1]
-    return float(np.sum(np.asarray(w)[:, None] * (Y - means[group_of]) ** 2))
 
 
 def collapse(group_of, n_groups, Y, w):

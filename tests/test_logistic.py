@@ -272,7 +272,9 @@ def test_newton_softmax_on_centers_with_many_classes_eliminates_the_intercepts_p
         assert max(widths) == 10  # no pair columns
         monkeypatch.setattr(_centers, "PAIR_COLUMNS_MAX_CLASSES", 100)
         paired = KernelGDClassifier(**params).fit(X, labels, sample_weight=sw)
-    assert projected.n_iter_ == paired.n_iter_
+    # the same steps to the objective's rounding; whether one more step resolves a decrease there
+    # depends on the BLAS kernel's rounding (OPENBLAS_CORETYPE=Haswell: 6 against 7)
+    assert abs(projected.n_iter_ - paired.n_iter_) <= 1
     assert_allclose(projected.predict_proba(X), paired.predict_proba(X), atol=1e-8)
     F_ref = _centers_reference(projected, labels, sw, 1e-3, True)
     assert_allclose(projected.predict_proba(X), MultinomialLoss.probabilities(F_ref), atol=1e-4)

@@ -125,7 +125,7 @@ class _NewtonRun:
         self.log = IterateLog()
         self.previous = []  # the last steps taken: (D, db, K D), newest first
         self.converged, self.reason, self.it = False, None, 0
-        self.decrement = self.accepted_decrement = self.slope = np.inf
+        self.decrement = self.accepted_decrement = self.prior_decrement = self.slope = np.inf
         self.damped = False
         self.noisy_run = 0  # accepted iterates in a row whose predictions are rounding
         self.inner_tol = steps.exact_tol = min(settings.tol, 1e-3)  # the full model's exact steps: relative to B
@@ -262,14 +262,19 @@ class _NewtonRun:
         return True
 
     def _nearly_converged(self):
-        """Whether the last full step predicted almost no further decrease (see ``near``); before any
-        step, whether the last direction tried is flat to rounding at the start (a stationary start,
-        as the intercept-only model of a kernel constant on the data)."""
+        """Whether the last full step predicted almost no further decrease (see ``near``), or two full
+        exact steps in a row converge quadratically to below the threshold (the next decrement about
+        ``d (d / d_prior)^2``: under a tol whose threshold is below the objective's rounding, whether
+        rounding spoils that next step's descent test depends on the CPU's BLAS); before any step,
+        whether the last direction tried is flat to rounding at the start (a stationary start, as the
+        intercept-only model of a kernel constant on the data)."""
         if not self.settings.tol > 0:
             return False
         if not self.log.curve:
             return abs(self.slope) <= ROUNDING * (abs(self.value) + self.value0)
-        return self.accepted_decrement <= self.near * self.settings.tol**2 * self.value0
+        d, prior, threshold = self.accepted_decrement, self.prior_decrement, self.settings.tol**2 * self.value0
+        quadratic = self.exact_model and d < prior < np.inf and d * (d / prior) ** 2 <= threshold
+        return d <= self.near * threshold or quadratic
 
     def failed(self, exact_solved, n_inner, loose):
         """After a direction that does not descend, or along which no step decreases the objective:
@@ -437,7 +442,7 @@ class _NewtonRun:
         # exact direction before the fit gives up, are solved SOLVED_RETIGHTEN times tighter.
         # (a decrement at the objective's rounding is damped by that rounding, not by the model)
         self.full = step == 1.0 or self.decrement <= ROUNDING * (abs(self.value) + self.value0)
-        self.accepted_decrement = self.decrement if self.full else np.inf
+        self.prior_decrement, self.accepted_decrement = self.accepted_decrement, self.decrement if self.full else np.inf
         if n_inner:
             self.moved_decrement = self.decrement
         self.tighten = 1.0 if self.full or loose or not self.exact_model or steps.damping else SOLVED_RETIGHTEN
