@@ -1,21 +1,27 @@
-"""``alpha="auto"`` for the squared loss: the ridge of least leave-one-out error.
+"""``alpha="auto"`` for the squared loss: the ridge of least leave-one-out (or GCV) error.
 
-The rank-r randomly pivoted Cholesky factor ``B`` of the centred, weighted
-kernel matrix ``Q S K S Q ~ B B'`` (the one the full model's CG preconditioner
-draws) gives, from the eigenpairs of ``B'B`` (O(n r^2)), the predictions and
-the hat matrix's diagonal ``h_i`` of the Nystroem model on its pivots for every
-ridge, and with them each row's leave-one-out prediction in closed form (as
-scikit-learn's ``RidgeCV`` for a linear model): the fit without row i predicts
-``(f_i - h_i y_i) / (1 - h_i)``. The error is ``sum_i w_i (y_i - f_i^(-i))^2``
-(w sums to 1). Unlike generalized cross-validation, which replaces every
-``h_i`` by their mean, it charges the rows a model leans on most (isolated
-points, where a smooth kernel at a small ridge nearly interpolates) with
-their own leverage, which makes the kernel comparison of ``choose_kernel``
-decisive where GCV's two errors were within the factor's random variation.
+The randomly pivoted Cholesky factor ``B`` of the centred, weighted kernel
+matrix ``Q S K S Q ~ B B'`` (the one the full model's CG preconditioner
+draws) gives, from the eigenpairs of ``B'B``, the predictions and the hat
+matrix of the Nystroem model on its pivots for every ridge at once.
 
-Repeated rows are read as one (``_replicates``): a group of identical rows is
-left out together, so scaling every weight, or repeating every row, chooses
-the same ridge, and integer weights choose the ridge of the rows repeated.
+* Up to ``EXACT_MAX_ROWS`` rows the factor takes every row, so the model is
+  the exact one, and the error is its leave-one-out error in closed form (as
+  scikit-learn's ``RidgeCV`` computes it for a linear model): the fit without
+  row i predicts ``(f_i - h_i y_i) / (1 - h_i)``, ``h_i`` the hat matrix's
+  diagonal, and the error is ``sum_i w_i (y_i - f_i^(-i))^2`` (w sums to 1).
+  It charges the rows the model leans on most with their own leverage.
+* Beyond, the factor has rank ``RANK`` (O(n r^2)) and the error is the
+  generalized cross-validation error (Golub, Heath & Wahba, 1979), which
+  takes every row's leverage as their mean ``df / N``: the proxy's own
+  leverages single out its pivots, each of which has a basis function of its
+  own, which the exact model's rows do not share (its leave-one-out error
+  would charge the pivots for that with too large a ridge).
+
+Repeated rows are read as one (``_replicates``): leave-one-out leaves a group
+of identical rows out together, and GCV counts Kish's effective number of
+distinct rows, so scaling every weight, or repeating every row, chooses the
+same ridge, and integer weights choose the ridge of the rows repeated.
 The ridges tried span the factor's resolved spectrum, from a tenth of its
 smallest eigenvalue to its largest: below that floor the Nystroem model hardly
 changes with alpha, and at or above it the CG solve at the chosen ridge is well
@@ -34,18 +40,23 @@ import numpy as np
 from ._array_api import block_of, like, take_rows, to_numpy, xp_of
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
-from ._replicates import collapse, effective_count, subset_groups
+from ._replicates import collapse, effective_count, pure_error, subset_groups
 from ._solvers._common import ROUNDING_EPS
 from ._solvers._preconditioners import N_LANDMARKS, landmark_factor
 
 # The factor's rank: the full model's preconditioner landmarks, so that its factor serves both.
 RANK = N_LANDMARKS
+# Up to this many distinct rows the factor takes every row: it is then the kernel matrix itself, and the
+# rule its exact leave-one-out error (an n x n eigendecomposition: about 0.3 s per kernel at 1,000 rows).
+EXACT_MAX_ROWS = 1000
 # Rows the rule reads at most (a random subsample of the weighted rows beyond).
 MAX_ROWS = 20_000
 # Ridges tried per decade, and below the factor's smallest resolved eigenvalue.
 STEPS_PER_DECADE = 4
 FLOOR_BELOW_SPECTRUM = 10.0
-# Leave-one-out errors within this relative margin of the least count as tied.
+# The most degrees of freedom, as a share of N, of a ridge GCV may choose.
+MAX_DF_SHARE = 0.5
+# Errors within this relative margin of the least count as tied.
 TIE = 1e-3
 # The ridge where the rule has nothing to read (a kernel zero on the data, or fewer than 3 rows).
 FALLBACK_ALPHA = 1.0
@@ -60,7 +71,7 @@ def ridge_grid(lam):
     return np.logspace(np.log10(top), np.log10(bottom), int(np.ceil(decades * STEPS_PER_DECADE)) + 1)
 
 
-def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, classify=False):
+def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, classify=False, exact=False):
     """``(alpha, errors, alphas)``: the rule's ridge from the factor ``B`` of ``Q S K S Q ~ B B'``.
 
     ``w`` sums to 1; ``group_of``: each row's group of identical rows
@@ -69,8 +80,9 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     ``floor``: ``rounding_floor``'s; eigenvalues at most it are the rounding of K's
     entries (a kernel constant on the data), not directions. ``classify``: Y holds
     class codes (``_targets.encode_labels``' +-1 columns): the ridge is then
-    checked by ``classification_ridge``. ``errors``: each ridge's leave-one-out
-    squared error (``_left_out``), inf where some group's leverage is 1.
+    checked by ``classification_ridge``. ``exact``: B B' is the whole matrix (``EXACT_MAX_ROWS``);
+    ``errors`` are then each ridge's leave-one-out squared error (``_left_out``; inf where some
+    group's leverage is 1), else its GCV error (``_gcv_errors``).
     """
     xp = xp_of(Y)
     w_host = np.asarray(to_numpy(w), dtype=np.float64)
@@ -84,18 +96,21 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     if not keep.any():
         return FALLBACK_ALPHA, None, None
     lam, W = lam[keep], take_rows(W.T, np.flatnonzero(keep)).T
-    V = np.asarray(to_numpy(factor @ (W / like(np.sqrt(lam), W))))  # orthonormal: B's left singular vectors
     Y_host = np.asarray(to_numpy(Y), dtype=np.float64)
     alphas = ridge_grid(lam) if alphas is None else np.asarray(alphas, dtype=float)
-    labels = (Y_host[:, 0] > 0 if Y_host.shape[1] == 1 else np.argmax(Y_host, axis=1)) if classify else None
-    errors, wrong = np.full(len(alphas), np.inf), np.ones((len(alphas), len(w_host)) if classify else (0, 0))
-    for i, (F, h) in enumerate(_left_out(V, lam, Y_host, w_host, fit_intercept, alphas, group_of)):
-        valid = h < 1.0  # a group of leverage 1 has no left-out prediction
-        if valid.all():
-            errors[i] = float(w_host @ np.sum((Y_host - F) ** 2, axis=1))
-        if classify:
-            predicted = F[:, 0] > 0 if F.shape[1] == 1 else np.argmax(F, axis=1)
-            wrong[i] = (predicted != labels) | ~valid
+    errors = None if exact else _gcv_errors(factor, W, lam, Y, w_host, fit_intercept, group_of, n_effective, alphas)
+    if exact or classify:
+        V = np.asarray(to_numpy(factor @ (W / like(np.sqrt(lam), W))))  # orthonormal: B's left singular vectors
+        labels = (Y_host[:, 0] > 0 if Y_host.shape[1] == 1 else np.argmax(Y_host, axis=1)) if classify else None
+        loo, wrong = np.full(len(alphas), np.inf), np.ones((len(alphas), len(w_host)) if classify else (0, 0))
+        for i, (F, h) in enumerate(_left_out(V, lam, Y_host, w_host, fit_intercept, alphas, group_of)):
+            valid = h < 1.0  # a group of leverage 1 has no left-out prediction
+            if valid.all():
+                loo[i] = float(w_host @ np.sum((Y_host - F) ** 2, axis=1))
+            if classify:
+                predicted = F[:, 0] > 0 if F.shape[1] == 1 else np.argmax(F, axis=1)
+                wrong[i] = (predicted != labels) | ~valid
+        errors = loo if exact else errors
     if not np.isfinite(errors).any():
         return FALLBACK_ALPHA, errors, alphas
     tied = np.flatnonzero(errors <= np.min(errors) * (1.0 + TIE))
@@ -103,6 +118,30 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     if classify:
         alpha = classification_ridge(wrong[: tied[0] + 1], w_host, alphas[: tied[0] + 1], group_of, n_effective)
     return alpha, errors, alphas
+
+
+def _gcv_errors(factor, W, lam, Y, w, fit_intercept, group_of, n_effective, alphas):
+    """Each ridge's GCV error of the Nystroem model, ``(sum_i w_i (y_i - f_i)^2 - E) / (1 - df / N)^2``
+    (inf beyond ``MAX_DF_SHARE``), from B's eigenpairs ``(lam, W)`` (O(n r) beyond them).
+
+    Every row's leverage is taken as their mean, ``df / N``: a rank-r factor of more rows is a proxy
+    whose own leverages single out its pivots (each has a basis function of its own, the other rows
+    none), which the exact model's rows do not share. N is Kish's effective number of distinct rows
+    and E the targets' spread within groups of identical rows (``pure_error``), which no ridge changes.
+    """
+    xp = xp_of(Y)
+    s = xp.sqrt(like(w, Y))
+    U = s[:, None] * (Y - like(w, Y) @ Y) if fit_intercept else s[:, None] * Y  # Q S y (s's = 1)
+    Z = np.asarray(to_numpy(W.T @ (factor.T @ U)))  # sqrt(lam) V'U
+    projected = Z**2 / lam[:, None]  # |V'U|^2 per direction and column
+    total = float(np.sum(np.asarray(to_numpy(U)) ** 2))
+    shrink = alphas[:, None] / (lam[None, :] + alphas[:, None])  # (ridges, directions)
+    outside = max(total - float(projected.sum()), 0.0)  # the energy outside the factor's span (>= 0 but for rounding)
+    spread = pure_error(np.asarray(to_numpy(Y)), w, group_of)
+    residual = np.maximum(outside + (shrink**2 @ projected).sum(axis=1) - spread, 0.0)
+    df = float(fit_intercept) + (1.0 - shrink).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(df <= MAX_DF_SHARE * n_effective, residual / (1.0 - df / n_effective) ** 2, np.inf)
 
 
 def _left_out(V, lam, Y, w, fit_intercept, alphas, group_of):
@@ -175,7 +214,7 @@ def _operator(X, kernel, precomputed):
 
 def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto", precision=np.float64,
                   classify=False):
-    """``(index, alpha, factor)``: the candidate kernel of least leave-one-out error, and its ridge.
+    """``(index, alpha, factor)``: the candidate kernel of least error (``choose``'s), and its ridge.
 
     ``candidates``: bound PSD kernels; ``group_of``: X's groups of identical rows
     (``_replicates.distinct_groups``). Each is scored on the same rows (at
@@ -190,9 +229,10 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
     best = None
     for index, kernel in enumerate(candidates):
         operator = _operator(Xs, kernel, False)
-        factor = _unstored_factor(operator, ws, fit_intercept, np.random.RandomState(seed))
+        factor = _unstored_factor(operator, ws, fit_intercept, np.random.RandomState(seed), group_of)
         chosen, errors, alphas = choose(factor, Ys, ws, fit_intercept, group_of, None if alpha == "auto" else [alpha],
-                                        rounding_floor(operator, ws, precision), classify)
+                                        rounding_floor(operator, ws, precision), classify,
+                                        _exact(Xs.shape[0], group_of))
         error = np.inf if errors is None else float(np.min(errors))
         if best is None or error < best[0]:  # a factor is kept only where the full model's solve reuses it
             best = (error, index, chosen if alpha == "auto" else alpha,
@@ -217,15 +257,28 @@ def _center(F, s):
     return F
 
 
-def _unstored_factor(operator, w, fit_intercept, rng):
+def _unstored_factor(operator, w, fit_intercept, rng, group_of=None):
     """``Q B``, B the factor of ``S K S``: a factor of ``Q S K S Q`` from an operator that stores no K.
 
     Centring first (``landmark_factor``'s ``center``) takes the product ``K s``, a kernel
-    evaluation over every pair of rows; centring B costs O(n r).
+    evaluation over every pair of rows; centring B costs O(n r). Of rank ``RANK``, or of every distinct row
+    (``_exact``).
     """
     root = xp_of(w).sqrt(w)
-    factor = landmark_factor(operator, root, RANK, rng)[0]
+    factor = landmark_factor(operator, root, _distinct(operator.n, group_of) if _exact(operator.n, group_of) else RANK,
+                             rng)[0]
     return _center(factor, root) if fit_intercept else factor
+
+
+def _distinct(n, group_of):
+    """The number of distinct rows among n in the groups ``group_of`` (None: all distinct)."""
+    return n if group_of is None else int(group_of.max()) + 1
+
+
+def _exact(n, group_of):
+    """Whether the rule's factor of n rows takes every distinct row (``EXACT_MAX_ROWS``): a row repeated
+    adds no direction, and weights and repeats must decide alike."""
+    return _distinct(n, group_of) <= EXACT_MAX_ROWS
 
 
 def curvature_share(loss, Y, w, fit_intercept):
@@ -262,7 +315,7 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
     scale = curvature_share(loss, Y, w, fit_intercept)
     Xs, Ys, ws, group_of, every_row = _subsample(xp_of(w), X, Y, w, group_of, rng, precomputed)
     operator = _operator(Xs, kernel, precomputed)
-    factor = _unstored_factor(operator, ws, fit_intercept, rng)
+    factor = _unstored_factor(operator, ws, fit_intercept, rng, group_of)
     alpha = choose(factor, Ys, ws, fit_intercept, group_of, floor=rounding_floor(operator, ws, precision),
-                   classify=classify)[0]
+                   classify=classify, exact=_exact(Xs.shape[0], group_of))[0]
     return alpha * scale, factor if full_model and every_row else None

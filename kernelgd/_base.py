@@ -395,7 +395,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         """``kernel="auto"``: sets ``kernel_``; returns ``(alpha, landmarks)``.
 
         With the squared loss, the kernel of ``AUTO_KERNELS`` whose Nystroem
-        model has the least leave-one-out error (``_auto_alpha.choose_kernel``: at its own
+        model has the least error (``_auto_alpha.choose_kernel``: at its own
         best ridge for ``alpha="auto"``, which it then returns), each at its own
         ``sigma``; ``landmarks`` is the chosen factor where it can precondition
         the full model. Other losses have no such closed form: the rbf. ``rows``: ``_fit.TrainingRows``;

@@ -140,14 +140,16 @@ REGRESSOR_ALPHA = """\
     alpha : float or "auto", default="auto"
         Ridge strength (>= 0) in the objective below. ``alpha`` here equals
         scikit-learn's ``KernelRidge(alpha=n_samples * alpha)``. ``"auto"``
-        chooses it from the data at about the cost of one fit: the ridge of
-        least leave-one-out error (in closed form, from the hat matrix's
-        diagonal) of the Nystroem model on 500 landmarks that randomly pivoted
-        Cholesky draws from the kernel matrix (on at most 20,000 rows, in
-        float64), among ridges from a tenth of that factor's smallest
-        eigenvalue above rounding (float32's where
-        ``options={"dtype": "float32"}``, else float64's) to its largest; the
-        solve then runs at that ridge, where
+        chooses it from the data at about the cost of one fit: up to 1,000
+        distinct rows, the ridge of least exact leave-one-out error (in closed
+        form, from the hat matrix's diagonal); beyond, the ridge of least
+        generalized cross-validation error of the Nystroem model on 500
+        landmarks that randomly pivoted Cholesky draws from the kernel matrix
+        (on at most 20,000 rows, in float64), among ridges from a tenth of the
+        factor's smallest eigenvalue above rounding (float32's where
+        ``options={"dtype": "float32"}``, else float64's) to its largest that
+        leave the model at most ``n_samples / 2`` degrees of freedom; the solve
+        then runs at that ridge, where
         the same landmarks precondition it well. The rule reads repeated rows
         as one row of their summed weight, and sample weights as relative
         (scaling them all changes nothing). The value used is
@@ -164,7 +166,7 @@ CLASSIFIER_ALPHA = """\
     alpha : float or "auto", default="auto"
         Ridge strength (>= 0) in the objective below, as in
         :class:`KernelGDRegressor`. ``"auto"``: with the squared loss the
-        regressor's leave-one-out rule on the +-1 targets of every class,
+        regressor's rule on the +-1 targets of every class,
         or a larger ridge where that one's leave-one-out error rate (on the same
         Nystroem model) is lower by two standard errors;
         with the logistic loss that rule (its spectrum cut at the rounding of the

@@ -60,8 +60,8 @@ def choose(problem, settings):
     for alpha in problem.alpha * MULTIPLES:
         start = fits[-1] if fits else (None, None)
         stops = []  # stops at the objective's rounding, recorded instead of warned
-        path = replace(settings, alpha=float(alpha), coef_init=start[0], intercept_init=start[1], verbose=0, tol=min(settings.tol, PATH_TOL),
-                       callback=None, rounding_stops=stops)
+        path = replace(settings, alpha=float(alpha), coef_init=start[0], intercept_init=start[1], verbose=0,
+                       tol=min(settings.tol, PATH_TOL), callback=None, rounding_stops=stops)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = run_solver(problem.solver, problem.operator, rows.Y, rows.w, path)

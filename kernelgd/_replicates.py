@@ -110,6 +110,16 @@ def effective_count(w, group_of=None):
     return total**2 / float(np.sum(W**2)) if total > 0 else 0.0
 
 
+def pure_error(Y, w, group_of):
+    """``sum_i w_i |y_i - ybar_g(i)|^2``: the targets' weighted spread within groups of identical rows,
+    which no function of the rows can fit (0 without repeated rows)."""
+    if group_of is None:
+        return 0.0
+    Y = np.asarray(Y, dtype=np.float64).reshape(len(w), -1)
+    means = collapse(group_of, int(group_of.max()) + 1, Y, w)[1]
+    return float(np.sum(np.asarray(w)[:, None] * (Y - means[group_of]) ** 2))
+
+
 def collapse(group_of, n_groups, Y, w):
     """``(first, Y_mean, w_sum)``: each group's first row, its weighted mean target and its summed weight
     (host arrays; Y of shape (n, t), w summing to 1)."""

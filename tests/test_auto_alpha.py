@@ -13,6 +13,16 @@ import kernelgd._operator
 from kernelgd import KernelGDClassifier, KernelGDRegressor, _auto_alpha, _loo_ridge, _replicates, kernel_matrix
 
 
+def _brute_force_gcv(K, y, w, alpha, N):
+    """GCV of weighted kernel ridge with intercept (``f = K a + b`` minimising ``sum_i w_i (y_i - f_i)^2
+    + alpha ||f||^2``, w summing to 1) from its dense hat matrix, and its degrees of freedom."""
+    n = len(y)
+    # stationarity: (W K + alpha I) a + W 1 b = W y and w'K a + b = w'y
+    M = np.block([[w[:, None] * K + alpha * np.eye(n), w[:, None]], [(w @ K)[None, :], np.ones((1, 1))]])
+    H = np.hstack([K, np.ones((n, 1))]) @ np.linalg.solve(M, np.vstack([np.diag(w), w[None, :]]))
+    return w @ (y - H @ y) ** 2 / (1.0 - np.trace(H) / N) ** 2, np.trace(H)
+
+
 def _refit_without(A, Y, w, out, alpha, penalty):
     """The weighted ridge on features A (``min sum_i v_i |y_i - A_i c|^2 + alpha c' penalty c``, v = w with the
     rows ``out`` at zero), by a dense solve: its predictions on the rows ``out``."""
@@ -38,8 +48,8 @@ def _brute_force_loo(K, y, w, alpha, group_of=None):
 
 
 def test_rule_picks_the_least_brute_force_leave_one_out_error_of_the_groups_of_rows():
-    # With every direction of the weighted kernel matrix in the factor the Nystroem model is the
-    # exact one: its errors must be those of refits without each group of identical rows, and the
+    # Up to EXACT_MAX_ROWS rows the factor has every direction of the weighted kernel matrix, the Nystroem
+    # model is the exact one, and its errors must be those of refits without each group of identical rows, and the
     # choice the grid's largest ridge within TIE of the least.
     rng = np.random.RandomState(0)
     X = rng.randn(24, 2)
@@ -53,12 +63,48 @@ def test_rule_picks_the_least_brute_force_leave_one_out_error_of_the_groups_of_r
     lam, V = np.linalg.eigh(Q @ (s[:, None] * K * s[None, :]) @ Q)
     kept = lam > 1e-12 * lam[-1]
     group_of = _replicates.replicate_groups(X)[0]
-    alpha, errors, alphas = _auto_alpha.choose(V[:, kept] * np.sqrt(lam[kept]), y[:, None], w, True, group_of)
+    alpha, errors, alphas = _auto_alpha.choose(V[:, kept] * np.sqrt(lam[kept]), y[:, None], w, True, group_of,
+                                               exact=True)
     brute = np.array([_brute_force_loo(K, y, w, a, group_of) for a in alphas])
     assert_allclose(errors, brute, rtol=1e-6)
     tied = np.flatnonzero(brute <= brute.min() * (1 + _auto_alpha.TIE))
     assert alpha == alphas[tied[0]] == alphas[tied].max()
     assert 0 < tied[0] < len(alphas) - 1  # an inner minimum: the grid brackets it
+    assert alphas.max() == pytest.approx(lam.max())  # the grid spans the factor's spectrum
+    assert alphas.min() == pytest.approx(lam[kept].min() / _auto_alpha.FLOOR_BELOW_SPECTRUM)
+
+
+def test_beyond_the_exact_rows_the_rule_picks_the_least_brute_force_gcv_error_of_the_distinct_rows():
+    # A factor of more rows than EXACT_MAX_ROWS (exact=False) is scored by GCV. With every direction
+    # of the weighted kernel matrix in the factor the Nystroem model is the
+    # exact one: its errors must be the dense GCV of the distinct rows (each with its copies' summed
+    # weight and weighted mean target, N Kish's effective number of them) where df <= MAX_DF_SHARE * N
+    # (beyond, inf), and the choice the grid's largest ridge within TIE of the least.
+    rng = np.random.RandomState(0)
+    X = rng.randn(24, 2)
+    copies = np.r_[np.arange(24), [0, 0, 3, 5, 5, 5]]  # six repeats, their targets noisy
+    X, counts = X[copies], rng.randint(1, 4, len(copies))
+    y = np.sin(2 * X[:, 0]) + 0.3 * rng.randn(len(copies))
+    w = counts / counts.sum()
+    K = kernel_matrix(X, kernel="rbf", sigma=1.0)
+    s = np.sqrt(w)
+    Q = np.eye(len(w)) - np.outer(s, s)
+    lam, V = np.linalg.eigh(Q @ (s[:, None] * K * s[None, :]) @ Q)
+    kept = lam > 1e-12 * lam[-1]
+    group_of = _replicates.replicate_groups(X)[0]
+    alpha, errors, alphas = _auto_alpha.choose(V[:, kept] * np.sqrt(lam[kept]), y[:, None], w, True, group_of)
+    W = np.bincount(group_of, weights=w)
+    y_bar = np.bincount(group_of, weights=w * y) / W
+    first = np.unique(group_of, return_index=True)[1]
+    N = 1.0 / np.sum(W**2)
+    brute, df = np.array([_brute_force_gcv(K[np.ix_(first, first)], y_bar, W, a, N) for a in alphas]).T
+    allowed = df <= _auto_alpha.MAX_DF_SHARE * N
+    assert allowed.any() and not allowed.all()  # the cap binds on this grid
+    assert_allclose(errors[allowed], brute[allowed], rtol=1e-6)
+    assert np.all(np.isinf(errors[~allowed]))
+    brute[~allowed] = np.inf
+    tied = np.flatnonzero(brute <= brute.min() * (1 + _auto_alpha.TIE))
+    assert alpha == alphas[tied[0]] == alphas[tied].max()
     assert alphas.max() == pytest.approx(lam.max())  # the grid spans the factor's spectrum
     assert alphas.min() == pytest.approx(lam[kept].min() / _auto_alpha.FLOOR_BELOW_SPECTRUM)
 
