@@ -47,13 +47,12 @@ def _brute_force_loo(K, y, w, alpha, group_of=None):
     return error
 
 
-def test_rule_picks_the_least_brute_force_leave_one_out_error_of_the_groups_of_rows():
-    # Up to EXACT_MAX_ROWS rows the factor has every direction of the weighted kernel matrix, the Nystroem
-    # model is the exact one, and its errors must be those of refits without each group of identical rows, and the
-    # choice the grid's largest ridge within TIE of the least.
+def _repeated_rows_problem():
+    """``(y, w, K, lam, kept, group_of, factor)``: 30 weighted rows, six of them repeats with noisy targets,
+    and a factor of the centred, weighted rbf kernel matrix with every direction (the exact model)."""
     rng = np.random.RandomState(0)
     X = rng.randn(24, 2)
-    copies = np.r_[np.arange(24), [0, 0, 3, 5, 5, 5]]  # six repeats, their targets noisy
+    copies = np.r_[np.arange(24), [0, 0, 3, 5, 5, 5]]
     X, counts = X[copies], rng.randint(1, 4, len(copies))
     y = np.sin(2 * X[:, 0]) + 0.3 * rng.randn(len(copies))
     w = counts / counts.sum()
@@ -62,9 +61,15 @@ def test_rule_picks_the_least_brute_force_leave_one_out_error_of_the_groups_of_r
     Q = np.eye(len(w)) - np.outer(s, s)
     lam, V = np.linalg.eigh(Q @ (s[:, None] * K * s[None, :]) @ Q)
     kept = lam > 1e-12 * lam[-1]
-    group_of = _replicates.replicate_groups(X)[0]
-    alpha, errors, alphas = _auto_alpha.choose(V[:, kept] * np.sqrt(lam[kept]), y[:, None], w, True, group_of,
-                                               exact=True)
+    return y, w, K, lam, kept, _replicates.replicate_groups(X)[0], V[:, kept] * np.sqrt(lam[kept])
+
+
+def test_rule_picks_the_least_brute_force_leave_one_out_error_of_the_groups_of_rows():
+    # Up to EXACT_MAX_ROWS rows the factor has every direction of the weighted kernel matrix, so the
+    # Nystroem model is the exact one: its errors must be those of refits without each group of identical
+    # rows, and the choice the grid's largest ridge within TIE of the least.
+    y, w, K, lam, kept, group_of, factor = _repeated_rows_problem()
+    alpha, errors, alphas = _auto_alpha.choose(factor, y[:, None], w, True, group_of, exact=True)
     brute = np.array([_brute_force_loo(K, y, w, a, group_of) for a in alphas])
     assert_allclose(errors, brute, rtol=1e-6)
     tied = np.flatnonzero(brute <= brute.min() * (1 + _auto_alpha.TIE))
@@ -76,23 +81,12 @@ def test_rule_picks_the_least_brute_force_leave_one_out_error_of_the_groups_of_r
 
 def test_beyond_the_exact_rows_the_rule_picks_the_least_brute_force_gcv_error_of_the_distinct_rows():
     # A factor of more rows than EXACT_MAX_ROWS (exact=False) is scored by GCV. With every direction
-    # of the weighted kernel matrix in the factor the Nystroem model is the
-    # exact one: its errors must be the dense GCV of the distinct rows (each with its copies' summed
+    # of the weighted kernel matrix in the factor the Nystroem model is the exact one: its errors must
+    # be the dense GCV of the distinct rows (each with its copies' summed
     # weight and weighted mean target, N Kish's effective number of them) where df <= MAX_DF_SHARE * N
     # (beyond, inf), and the choice the grid's largest ridge within TIE of the least.
-    rng = np.random.RandomState(0)
-    X = rng.randn(24, 2)
-    copies = np.r_[np.arange(24), [0, 0, 3, 5, 5, 5]]  # six repeats, their targets noisy
-    X, counts = X[copies], rng.randint(1, 4, len(copies))
-    y = np.sin(2 * X[:, 0]) + 0.3 * rng.randn(len(copies))
-    w = counts / counts.sum()
-    K = kernel_matrix(X, kernel="rbf", sigma=1.0)
-    s = np.sqrt(w)
-    Q = np.eye(len(w)) - np.outer(s, s)
-    lam, V = np.linalg.eigh(Q @ (s[:, None] * K * s[None, :]) @ Q)
-    kept = lam > 1e-12 * lam[-1]
-    group_of = _replicates.replicate_groups(X)[0]
-    alpha, errors, alphas = _auto_alpha.choose(V[:, kept] * np.sqrt(lam[kept]), y[:, None], w, True, group_of)
+    y, w, K, lam, kept, group_of, factor = _repeated_rows_problem()
+    alpha, errors, alphas = _auto_alpha.choose(factor, y[:, None], w, True, group_of)
     W = np.bincount(group_of, weights=w)
     y_bar = np.bincount(group_of, weights=w * y) / W
     first = np.unique(group_of, return_index=True)[1]
