@@ -65,10 +65,16 @@ SIGNIFICANCE = 2.0
 
 
 def ridge_grid(lam):
-    """Decreasing ridges from the largest eigenvalue to ``FLOOR_BELOW_SPECTRUM`` below the smallest."""
+    """Decreasing ridges ``10 ** (k / STEPS_PER_DECADE)``, integer k, from the first at or above the
+    largest eigenvalue to the last at or below ``FLOOR_BELOW_SPECTRUM`` below the smallest.
+
+    A fixed lattice: the smallest eigenvalue is often at rounding, and a grid spaced between the ends
+    would move every ridge with it (and with the BLAS kernel that rounds).
+    """
     top, bottom = float(lam[-1]), float(lam[0]) / FLOOR_BELOW_SPECTRUM
-    decades = max(np.log10(top / bottom), 0.0)
-    return np.logspace(np.log10(top), np.log10(bottom), int(np.ceil(decades * STEPS_PER_DECADE)) + 1)
+    first = int(np.ceil(STEPS_PER_DECADE * np.log10(top)))
+    last = min(int(np.floor(STEPS_PER_DECADE * np.log10(bottom))), first)
+    return 10.0 ** (np.arange(first, last - 1, -1) / STEPS_PER_DECADE)
 
 
 def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, classify=False, exact=False):

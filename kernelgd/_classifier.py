@@ -321,7 +321,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         >>> X, y = make_moons(200, noise=0.2, random_state=0)
         >>> clf = KernelGDClassifier(loss="logistic", sigma=0.5, random_state=0).fit(X, y)
         >>> clf.predict_log_proba(X[:1]).round(2)
-        array([[-0.  , -6.19]])
+        array([[-0.  , -6.48]])
         """
         check_is_fitted(self)
         if is_dask_collection(X):

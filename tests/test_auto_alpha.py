@@ -64,6 +64,17 @@ def _repeated_rows_problem():
     return y, w, K, lam, kept, _replicates.replicate_groups(X)[0], V[:, kept] * np.sqrt(lam[kept])
 
 
+def _assert_the_grid_spans(alphas, top, floor):
+    # Lattice points 10 ** (k / STEPS_PER_DECADE), one step apart, from the first at or above the
+    # factor's largest eigenvalue to the first at or below the floor: the grid spans the spectrum
+    k = np.log10(alphas) * _auto_alpha.STEPS_PER_DECADE
+    assert_allclose(k, np.round(k), atol=1e-9)
+    assert_allclose(np.diff(np.round(k)), -1.0)
+    step = 10.0 ** (1.0 / _auto_alpha.STEPS_PER_DECADE)
+    assert top <= alphas.max() < top * step * (1 + 1e-12)
+    assert floor / step < alphas.min() * (1 + 1e-12) and alphas.min() <= floor
+
+
 def test_rule_picks_the_least_brute_force_leave_one_out_error_of_the_groups_of_rows():
     # Up to EXACT_MAX_ROWS rows the factor has every direction of the weighted kernel matrix, so the
     # Nystroem model is the exact one: its errors must be those of refits without each group of identical
@@ -75,8 +86,7 @@ def test_rule_picks_the_least_brute_force_leave_one_out_error_of_the_groups_of_r
     tied = np.flatnonzero(brute <= brute.min() * (1 + _auto_alpha.TIE))
     assert alpha == alphas[tied[0]] == alphas[tied].max()
     assert 0 < tied[0] < len(alphas) - 1  # an inner minimum: the grid brackets it
-    assert alphas.max() == pytest.approx(lam.max())  # the grid spans the factor's spectrum
-    assert alphas.min() == pytest.approx(lam[kept].min() / _auto_alpha.FLOOR_BELOW_SPECTRUM)
+    _assert_the_grid_spans(alphas, lam.max(), lam[kept].min() / _auto_alpha.FLOOR_BELOW_SPECTRUM)
 
 
 def test_beyond_the_exact_rows_the_rule_picks_the_least_brute_force_gcv_error_of_the_distinct_rows():
@@ -99,8 +109,7 @@ def test_beyond_the_exact_rows_the_rule_picks_the_least_brute_force_gcv_error_of
     brute[~allowed] = np.inf
     tied = np.flatnonzero(brute <= brute.min() * (1 + _auto_alpha.TIE))
     assert alpha == alphas[tied[0]] == alphas[tied].max()
-    assert alphas.max() == pytest.approx(lam.max())  # the grid spans the factor's spectrum
-    assert alphas.min() == pytest.approx(lam[kept].min() / _auto_alpha.FLOOR_BELOW_SPECTRUM)
+    _assert_the_grid_spans(alphas, lam.max(), lam[kept].min() / _auto_alpha.FLOOR_BELOW_SPECTRUM)
 
 
 @pytest.mark.parametrize("n_centers", [None, 40])
@@ -489,7 +498,7 @@ def test_the_classification_check_keeps_the_squared_errors_ridge_where_no_larger
 
 def test_the_classification_check_with_integer_weights_equals_repeated_rows():
     # the check's left-out groups and standard errors read repeated rows as one: the same ridge either way
-    X, y = _hastie(600, 0)
+    X, y = _hastie(600, 2)
     counts = np.random.RandomState(1).randint(1, 4, len(y))
     weighted = KernelGDClassifier(random_state=0).fit(X, y, sample_weight=counts)
     repeated = KernelGDClassifier(random_state=0).fit(np.repeat(X, counts, axis=0), np.repeat(y, counts))
