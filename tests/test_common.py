@@ -52,15 +52,6 @@ def _expected_failures(estimator):
                 "pairwise tag is set"
             )
         }
-    if getattr(estimator, "loss", None) == "logistic" and estimator.kernel == "linear":
-        # the check's 15 rows of 30 features are separable: at the ridge the default chooses (0.019) the
-        # Hessian is nearly singular along the margin, and a stop where the objective no longer resolves
-        # a decrease leaves decision values 4e-9 apart, not within the check's rtol of 1e-7 near 0
-        reason = "Newton's rounding-level stop resolves this separable problem's decision values to 4e-9"
-        return {
-            "check_sample_weight_equivalence_on_dense_data": reason,
-            "check_sample_weight_equivalence_on_sparse_data": reason,
-        }
     if getattr(estimator, "early_stopping", False):
         # As for scikit-learn's own early-stopping estimators: a random
         # validation split of repeated rows differs from one of weighted rows.
