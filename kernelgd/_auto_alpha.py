@@ -105,11 +105,15 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     Y_host = np.asarray(to_numpy(Y), dtype=np.float64)
     alphas = ridge_grid(lam) if alphas is None else np.asarray(alphas, dtype=float)
     errors = None if exact else _gcv_errors(factor, W, lam, Y, w_host, fit_intercept, group_of, n_effective, alphas)
+    if not exact and not np.isfinite(errors).any():
+        return FALLBACK_ALPHA, errors, alphas
+    # the classification check reads only the ridges at least GCV's choice: no smaller one is scored
+    scored = alphas if exact else alphas[: _first_tied(errors) + 1]
     if exact or classify:
         V = np.asarray(to_numpy(factor @ (W / like(np.sqrt(lam), W))))  # orthonormal: B's left singular vectors
         labels = (Y_host[:, 0] > 0 if Y_host.shape[1] == 1 else np.argmax(Y_host, axis=1)) if classify else None
-        loo, wrong = np.full(len(alphas), np.inf), np.ones((len(alphas), len(w_host)) if classify else (0, 0))
-        for i, (F, h) in enumerate(_left_out(V, lam, Y_host, w_host, fit_intercept, alphas, group_of)):
+        loo, wrong = np.full(len(scored), np.inf), np.ones((len(scored), len(w_host)) if classify else (0, 0))
+        for i, (F, h) in enumerate(_left_out(V, lam, Y_host, w_host, fit_intercept, scored, group_of)):
             valid = h < 1.0  # a group of leverage 1 has no left-out prediction
             if valid.all():
                 loo[i] = float(w_host @ np.sum((Y_host - F) ** 2, axis=1))
@@ -119,11 +123,16 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
         errors = loo if exact else errors
     if not np.isfinite(errors).any():
         return FALLBACK_ALPHA, errors, alphas
-    tied = np.flatnonzero(errors <= np.min(errors) * (1.0 + TIE))
-    alpha = float(alphas[tied[0]])  # decreasing ridges: the first tied is the largest
+    first = _first_tied(errors)
+    alpha = float(alphas[first])
     if classify:
-        alpha = classification_ridge(wrong[: tied[0] + 1], w_host, alphas[: tied[0] + 1], group_of, n_effective)
+        alpha = classification_ridge(wrong[: first + 1], w_host, alphas[: first + 1], group_of, n_effective)
     return alpha, errors, alphas
+
+
+def _first_tied(errors):
+    """The index of the largest ridge (decreasing ridges: the first) whose error is within ``TIE`` of the least."""
+    return int(np.flatnonzero(errors <= np.min(errors) * (1.0 + TIE))[0])
 
 
 def _gcv_errors(factor, W, lam, Y, w, fit_intercept, group_of, n_effective, alphas):
