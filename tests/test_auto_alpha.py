@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.datasets import load_breast_cancer, load_digits, load_iris, load_wine, make_friedman1, make_moons
 from sklearn.preprocessing import StandardScaler
 
@@ -73,6 +73,19 @@ def _assert_the_grid_spans(alphas, top, floor):
     step = 10.0 ** (1.0 / _auto_alpha.STEPS_PER_DECADE)
     assert top <= alphas.max() < top * step * (1 + 1e-12)
     assert floor / step < alphas.min() * (1 + 1e-12) and alphas.min() <= floor
+
+
+def test_the_ridges_do_not_move_with_the_smallest_eigenvalue():
+    # Regression: the grid was spaced evenly down to a tenth of the smallest eigenvalue, which sits at
+    # rounding; under OpenBLAS's Haswell kernels weights and repeated rows then chose ridges 0.13% apart
+    lam = np.logspace(-9.1, -0.1, 50)
+    for factor in (1.0 + 1e-6, 0.5, 2.0):  # the smallest eigenvalue's rounding, and more
+        moved = lam.copy()
+        moved[0] *= factor
+        a, b = _auto_alpha.ridge_grid(lam), _auto_alpha.ridge_grid(moved)
+        shared = min(len(a), len(b))
+        assert_array_equal(a[:shared], b[:shared])  # the same ridges, only more or fewer of them
+        assert abs(len(a) - len(b)) <= 2
 
 
 def test_rule_picks_the_least_brute_force_leave_one_out_error_of_the_groups_of_rows():
