@@ -26,7 +26,8 @@ The ridges tried span the factor's resolved spectrum, from a tenth of its
 smallest eigenvalue to its largest: below that floor the Nystroem model hardly
 changes with alpha, and at or above it the CG solve at the chosen ridge is well
 conditioned (the preconditioner's residual eigenvalues are at most about the
-floor), so the fit costs about one solve. Of ridges whose error is within
+floor), so the fit costs about one solve. None is below ``least_ridge``, where
+the model interpolates whatever the ridge. Of ridges whose error is within
 ``TIE`` of the least, the largest is chosen: the smoother model, and the
 faster solve.
 
@@ -43,6 +44,7 @@ from ._operator import KernelOperator
 from ._replicates import collapse, effective_count, pure_error, subset_groups
 from ._solvers._common import ROUNDING_EPS
 from ._solvers._preconditioners import N_LANDMARKS, landmark_factor
+from ._solvers.cg import LEAST_SQUARES_RIDGE
 
 # The factor's rank: the full model's preconditioner landmarks, so that its factor serves both.
 RANK = N_LANDMARKS
@@ -64,25 +66,29 @@ FALLBACK_ALPHA = 1.0
 SIGNIFICANCE = 2.0
 
 
-def ridge_grid(lam):
+def ridge_grid(lam, least=0.0):
     """Decreasing ridges ``10 ** (k / STEPS_PER_DECADE)``, integer k, from the first at or above the
-    largest eigenvalue to the last at or below ``FLOOR_BELOW_SPECTRUM`` below the smallest.
+    largest eigenvalue to the last at or below ``FLOOR_BELOW_SPECTRUM`` below the smallest, none below
+    ``least`` (``least_ridge``) but the largest.
 
     A fixed lattice: the smallest eigenvalue is often at rounding, and a grid spaced between the ends
     would move every ridge with it (and with the BLAS kernel that rounds).
     """
     top, bottom = float(lam[-1]), float(lam[0]) / FLOOR_BELOW_SPECTRUM
     first = int(np.ceil(STEPS_PER_DECADE * np.log10(top)))
-    last = min(int(np.floor(STEPS_PER_DECADE * np.log10(bottom))), first)
-    return 10.0 ** (np.arange(first, last - 1, -1) / STEPS_PER_DECADE)
+    last = int(np.floor(STEPS_PER_DECADE * np.log10(bottom)))
+    if least > 0:
+        last = max(last, int(np.ceil(STEPS_PER_DECADE * np.log10(least))))
+    return 10.0 ** (np.arange(first, min(last, first) - 1, -1) / STEPS_PER_DECADE)
 
 
-def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, classify=False, exact=False):
+def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, classify=False, exact=False,
+           least=0.0):
     """``(alpha, errors, alphas)``: the rule's ridge from the factor ``B`` of ``Q S K S Q ~ B B'``.
 
     ``w`` sums to 1; ``group_of``: each row's group of identical rows
     (``_replicates.replicate_groups``; None: every row distinct). ``alphas``:
-    the ridges to score (default: ``ridge_grid`` of the factor's spectrum).
+    the ridges to score (default: ``ridge_grid`` of the factor's spectrum, none below ``least``).
     ``floor``: ``rounding_floor``'s; eigenvalues at most it are the rounding of K's
     entries (a kernel constant on the data), not directions. ``classify``: Y holds
     class codes (``_targets.encode_labels``' +-1 columns): the ridge is then
@@ -103,7 +109,7 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
         return FALLBACK_ALPHA, None, None
     lam, W = lam[keep], take_rows(W.T, np.flatnonzero(keep)).T
     Y_host = np.asarray(to_numpy(Y), dtype=np.float64)
-    alphas = ridge_grid(lam) if alphas is None else np.asarray(alphas, dtype=float)
+    alphas = ridge_grid(lam, least) if alphas is None else np.asarray(alphas, dtype=float)
     errors = None if exact else _gcv_errors(factor, W, lam, Y, w_host, fit_intercept, group_of, n_effective, alphas)
     if not exact and not np.isfinite(errors).any():
         return FALLBACK_ALPHA, errors, alphas
@@ -247,13 +253,21 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
         factor = _unstored_factor(operator, ws, fit_intercept, np.random.RandomState(seed), group_of)
         chosen, errors, alphas = choose(factor, Ys, ws, fit_intercept, group_of, None if alpha == "auto" else [alpha],
                                         rounding_floor(operator, ws, precision), classify,
-                                        _exact(Xs.shape[0], group_of))
+                                        _exact(Xs.shape[0], group_of), least_ridge(operator, ws, X.shape[0]))
         error = np.inf if errors is None else float(np.min(errors))
         if best is None or error < best[0]:  # a factor is kept only where the full model's solve reuses it
             best = (error, index, chosen if alpha == "auto" else alpha,
                     factor if every_row and alpha == "auto" else None)
         del factor
     return best[1:]
+
+
+def least_ridge(operator, w, n_rows):
+    """The smallest ridge the rule tries: the CG solver's ``LEAST_SQUARES_RIDGE`` times the mean weighted
+    ``k(x, x)`` of the fit's ``n_rows`` rows (w sums to 1). Below it that solver takes the system as
+    singular and fits least squares (hundreds of products on separable classes), and the model is an
+    interpolant whatever the ridge; a smooth loss there meets no optimum within max_iter."""
+    return LEAST_SQUARES_RIDGE * float(w @ operator.diag()) / n_rows
 
 
 def rounding_floor(operator, w, precision=np.float64):
@@ -332,5 +346,6 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
     operator = _operator(Xs, kernel, precomputed)
     factor = _unstored_factor(operator, ws, fit_intercept, rng, group_of)
     alpha = choose(factor, Ys, ws, fit_intercept, group_of, floor=rounding_floor(operator, ws, precision),
-                   classify=classify, exact=_exact(Xs.shape[0], group_of))[0]
+                   classify=classify, exact=_exact(Xs.shape[0], group_of),
+                   least=least_ridge(operator, ws, X.shape[0]))[0]
     return alpha * scale, factor if full_model and every_row else None
