@@ -1,4 +1,4 @@
-"""``alpha="auto"`` for a logistic loss on a small full model: the ridge by approximate leave-one-out.
+"""``alpha="auto"`` for a logistic loss on a full model: the ridge by approximate leave-one-out.
 
 The general rule (``_auto_alpha``) takes the squared loss's ridge for the labels read as
 its targets, scaled by the logistic loss's curvature at the
@@ -21,6 +21,15 @@ paired one-standard-error rule, after Breiman et al., 1984): on a few hundred
 rows the least is partly chance, and the approximation is optimistic where the
 ridge nearly interpolates. The scoring is a small dense computation and runs on
 the host.
+
+A larger set's dense system is not small: there the path runs on a random
+subsample of the rows, the largest whose system is (at least
+``MIN_SUBSAMPLE`` rows; with many classes the coupled system allows fewer,
+and the rule's ridge stands), around the rule's ridge for the subsample,
+and the multiple it chooses scales the rule's ridge for the whole set. The
+multiple is what transfers: the rule misjudges the curvature at the fitted
+model the same way at either size (too large a ridge for classes a
+noiseless boundary splits, too small for overlapping ones).
 """
 
 import warnings
@@ -28,17 +37,22 @@ from dataclasses import replace
 
 import numpy as np
 
-from ._array_api import block_of, eye, log_expit, logsumexp, row_dot, rows_of, solve_psd, to_numpy
+from ._array_api import block_of, eye, log_expit, logsumexp, row_dot, rows_of, solve_psd, to_numpy, xp_of
+from ._auto_alpha import auto_alpha, curvature_share, least_ridge
 from ._operator import KernelOperator
-from ._replicates import collapse, effective_count
+from ._replicates import collapse, effective_count, subset_groups
 from ._solvers import run_solver
-from ._solvers._dense_newton import coordinates, features, systems, tiny
+from ._solvers._dense_newton import MAX_UNKNOWNS, coordinates, features, systems, tiny
 
 # The ridges fitted, as multiples of the general rule's, largest first: a decade and a fifth either side.
 MULTIPLES = 4.0 ** np.arange(2, -3, -1)
 # The path's fits are solved at least this tightly: the one-standard-error rule compares scores a few
 # 1e-4 apart, which fits stopped at tol=1e-3 do not resolve (weights and the rows repeated chose apart).
 PATH_TOL = 1e-5
+# The fewest rows a subsample's path may choose the multiple from (fewer say too little of the set).
+MIN_SUBSAMPLE = 200
+# Subsamples whose median multiple is taken (odd): one subsample's rule and path vary with its rows.
+DRAWS = 3
 
 
 def choose(problem, settings):
@@ -48,7 +62,7 @@ def choose(problem, settings):
     rows, loss = problem.rows, problem.loss
     n_distinct = rows.Y.shape[0] if rows.replicates is None else int(rows.replicates.max()) + 1
     if not tiny(n_distinct, rows.Y.shape[1], not loss.diagonal_hessian):  # before any kernel evaluation
-        return problem.alpha, None, 0
+        return _on_a_subsample(problem, settings), None, 0
     first, W, T = _groups(rows)
     distinct = _distinct_operator(problem, first)
     dense = features(distinct, T.shape[1], problem.alpha, not loss.diagonal_hessian, confirm=True)
@@ -88,6 +102,49 @@ def choose(problem, settings):
         print(f"[alpha] leave-one-out log-loss by multiple of {problem.alpha:.3e}: {means}; "
               f"chosen {MULTIPLES[chosen]:g}")
     return float(problem.alpha * MULTIPLES[chosen]), fits[chosen], n_iter
+
+
+def _on_a_subsample(problem, settings):
+    """The rule's ridge times the median multiple the path chooses on ``DRAWS`` random subsamples of
+    the rows (the largest whose dense system is small), each around the rule's ridge for it; never
+    below ``least_ridge``'s for this loss unless the rule's was. The rule's ridge where a subsample
+    would be under ``MIN_SUBSAMPLE`` rows."""
+    rows, loss = problem.rows, problem.loss
+    k, coupled = rows.Y.shape[1], not loss.diagonal_hessian
+    n = max((m for m in range(MIN_SUBSAMPLE, MAX_UNKNOWNS + 1) if tiny(m, k, coupled)), default=0)
+    positive = np.flatnonzero(np.asarray(to_numpy(rows.w)) > 0)
+    if n < MIN_SUBSAMPLE or len(positive) <= n:
+        return problem.alpha
+    rng = np.random.RandomState(problem.seed)
+    multiples = [_subsample_multiple(problem, settings, np.sort(rng.choice(positive, n, replace=False)), rng)
+                 for _ in range(DRAWS)]
+    multiple = float(np.median(multiples))  # DRAWS is odd: one of the multiples
+    if settings.verbose:
+        print(f"[alpha] on {DRAWS} subsamples of {n} rows the leave-one-out paths took {multiples} times "
+              f"the rule's ridge: {multiple:g}")
+    floor = least_ridge(problem.operator, rows.w, rows.Y.shape[0]) * curvature_share(
+        loss, rows.Y, rows.w, settings.fit_intercept)
+    return max(problem.alpha * multiple, min(problem.alpha, floor))
+
+
+def _subsample_multiple(problem, settings, idx, rng):
+    """The multiple of the rule's ridge the path chooses on the rows ``idx`` (1 where a class has none)."""
+    rows, loss, precomputed = problem.rows, problem.loss, problem.kernel is None
+    X = block_of(rows.X, idx, idx) if precomputed else rows_of(rows.X, idx)
+    Y, w = rows_of(rows.Y, idx), rows_of(rows.w, idx)
+    labels = np.asarray(to_numpy(Y))
+    if not np.all((labels > 0).any(axis=0) & (labels <= 0).any(axis=0)):
+        return 1.0  # a class without rows (or only them): the subsample cannot say how sharply to separate it
+    w, group_of = w / xp_of(w).sum(w), subset_groups(rows.replicates, idx)
+    precision = np.float32 if problem.operator.dtype == np.float32 else np.float64  # the set's rule's floor
+    alpha = auto_alpha(X, problem.kernel, Y, w, group_of, settings.fit_intercept, rng, precomputed=precomputed,
+                       loss=loss, precision=precision)[0]
+    sub_rows = replace(rows, X=X, Y=Y, w=w, replicates=group_of, train=None, validation=None, X_given=X)
+    sub = replace(problem, rows=sub_rows, alpha=alpha, landmarks=None,
+                  operator=KernelOperator(X, problem.kernel, dtype="float64"))
+    path = replace(settings, alpha=alpha, coef_init=None, intercept_init=None, callback=None, landmarks=None,
+                   reuse=None, verbose=0)
+    return choose(sub, path)[0] / alpha
 
 
 def _one_standard_error(losses, W):
