@@ -46,6 +46,8 @@ from ._solvers._dense_newton import MAX_UNKNOWNS, coordinates, features, systems
 
 # The ridges fitted, as multiples of the general rule's, largest first: a decade and a fifth either side.
 MULTIPLES = 4.0 ** np.arange(2, -3, -1)
+# A subsample's path goes on past an end it chooses, to at most this factor either side of its start.
+EXTEND_TO = 4.0**4
 # The path's fits are solved at least this tightly: the one-standard-error rule compares scores a few
 # 1e-4 apart, which fits stopped at tol=1e-3 do not resolve (weights and the rows repeated chose apart).
 PATH_TOL = 1e-5
@@ -55,10 +57,12 @@ MIN_SUBSAMPLE = 200
 DRAWS = 3
 
 
-def choose(problem, settings):
+def choose(problem, settings, extend=False, lowest=0.0):
     """``(alpha, start, n_iter)``: the ridge chosen around ``problem.alpha``, its fit's ``(coef, intercept)``
-    to start the solve from, and the iterations the path ran; ``(problem.alpha, None, 0)`` where the
-    dense system of the distinct rows is not small."""
+    to start the solve from, and the iterations the path ran; on a larger set, ``_on_a_subsample``'s
+    ridge, None and 0. ``extend``: a choice at an end of the path goes on past it, a factor of 4 at a
+    time, to at most ``EXTEND_TO`` times or a ``EXTEND_TO``-th of the start; no multiple is below
+    ``lowest``."""
     rows, loss = problem.rows, problem.loss
     n_distinct = rows.Y.shape[0] if rows.replicates is None else int(rows.replicates.max()) + 1
     if not tiny(n_distinct, rows.Y.shape[1], not loss.diagonal_hessian):  # before any kernel evaluation
@@ -70,11 +74,14 @@ def choose(problem, settings):
         return problem.alpha, None, 0
     Psi = np.asarray(to_numpy(coordinates(dense, distinct.n, settings.fit_intercept)), dtype=np.float64)
     r = dense.Phi.shape[1]
-    fits, scores, n_iter = [], [], 0
-    for alpha in problem.alpha * MULTIPLES:
-        start = fits[-1] if fits else (None, None)
+    n_iter = 0
+
+    def fit_at(multiple, start):
+        """``(fit, losses)`` at ``multiple`` times the start, from the fit ``start``; None where it fails."""
+        nonlocal n_iter
+        alpha = float(problem.alpha * multiple)
         stops = []  # stops at the objective's rounding, recorded instead of warned
-        path = replace(settings, alpha=float(alpha), coef_init=start[0], intercept_init=start[1], verbose=0,
+        path = replace(settings, alpha=alpha, coef_init=start[0], intercept_init=start[1], verbose=0,
                        tol=min(settings.tol, PATH_TOL), callback=None, rounding_stops=stops)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -83,52 +90,71 @@ def choose(problem, settings):
         # a fit stopped at its objective's rounding (a tol below it, where the CPU's BLAS decides the
         # stop) is at its optimum for scoring; any other failure ends the path: a smaller ridge is harder
         if caught or not (result.converged or stops):
-            break
+            return None
         F = np.asarray(to_numpy(problem.operator.matvec(result.dual_coef) + result.intercept))[first]
         try:  # a score that rounding breaks (a singular I - H Q) ends the path as a warning does
             with np.errstate(all="ignore"):
-                losses = _scores(Psi, r, F, W, T, float(alpha), settings.fit_intercept, loss)
+                losses = _scores(Psi, r, F, W, T, alpha, settings.fit_intercept, loss)
         except np.linalg.LinAlgError:
+            return None
+        return ((result.dual_coef, result.intercept), losses) if np.all(np.isfinite(losses)) else None
+
+    path = []  # (multiple, fit, losses), decreasing multiples
+    for multiple in MULTIPLES[MULTIPLES >= lowest]:
+        done = fit_at(multiple, path[-1][1] if path else (None, None))
+        if done is None:
             break
-        if not np.all(np.isfinite(losses)):
-            break
-        fits.append((result.dual_coef, result.intercept))
-        scores.append(losses)
-    if not scores:
+        path.append((multiple, *done))
+    if not path:
         return problem.alpha, None, n_iter
-    chosen = _one_standard_error(np.array(scores), W)
+    chosen = _one_standard_error(np.array([p[2] for p in path]), W)
+    broke = len(path) < len(MULTIPLES)
+    while extend:
+        if chosen == len(path) - 1 and not broke and path[-1][0] / 4 >= max(lowest, 1.0 / EXTEND_TO):
+            at, multiple, start = len(path), path[-1][0] / 4, path[-1][1]
+        elif chosen == 0 and path[0][0] < EXTEND_TO:
+            at, multiple, start = 0, path[0][0] * 4, path[0][1]
+        else:
+            break
+        done = fit_at(multiple, start)
+        if done is None:
+            break
+        path.insert(at, (multiple, *done))
+        chosen = _one_standard_error(np.array([p[2] for p in path]), W)
     if settings.verbose:
-        means = ", ".join(f"{m:g}: {loss:.4g}" for m, loss in zip(MULTIPLES, np.array(scores) @ W))
+        means = ", ".join(f"{m:g}: {losses @ W:.4g}" for m, _, losses in path)
         print(f"[alpha] leave-one-out log-loss by multiple of {problem.alpha:.3e}: {means}; "
-              f"chosen {MULTIPLES[chosen]:g}")
-    return float(problem.alpha * MULTIPLES[chosen]), fits[chosen], n_iter
+              f"chosen {path[chosen][0]:g}")
+    return float(problem.alpha * path[chosen][0]), path[chosen][1], n_iter
 
 
 def _on_a_subsample(problem, settings):
     """The rule's ridge times the median multiple the path chooses on ``DRAWS`` random subsamples of
-    the rows (the largest whose dense system is small), each around the rule's ridge for it; never
-    below ``least_ridge``'s for this loss unless the rule's was. The rule's ridge where a subsample
-    would be under ``MIN_SUBSAMPLE`` rows."""
+    the rows (the largest whose dense system is small), each around the rule's ridge for it, none
+    below ``least_ridge``'s for this loss. The rule's ridge where a subsample would be under
+    ``MIN_SUBSAMPLE`` rows."""
     rows, loss = problem.rows, problem.loss
     k, coupled = rows.Y.shape[1], not loss.diagonal_hessian
     n = max((m for m in range(MIN_SUBSAMPLE, MAX_UNKNOWNS + 1) if tiny(m, k, coupled)), default=0)
     positive = np.flatnonzero(np.asarray(to_numpy(rows.w)) > 0)
     if n < MIN_SUBSAMPLE or len(positive) <= n:
         return problem.alpha
+    # separable classes' paths would fall to ever smaller ridges, each slower: not past the least one
+    lowest = least_ridge(problem.operator, rows.w, rows.Y.shape[0]) * curvature_share(
+        loss, rows.Y, rows.w, settings.fit_intercept) / problem.alpha
     rng = np.random.RandomState(problem.seed)
-    multiples = [_subsample_multiple(problem, settings, np.sort(rng.choice(positive, n, replace=False)), rng)
-                 for _ in range(DRAWS)]
+    multiples = [_subsample_multiple(problem, settings, np.sort(rng.choice(positive, n, replace=False)), rng,
+                                     lowest) for _ in range(DRAWS)]
     multiple = float(np.median(multiples))  # DRAWS is odd: one of the multiples
     if settings.verbose:
         print(f"[alpha] on {DRAWS} subsamples of {n} rows the leave-one-out paths took {multiples} times "
               f"the rule's ridge: {multiple:g}")
-    floor = least_ridge(problem.operator, rows.w, rows.Y.shape[0]) * curvature_share(
-        loss, rows.Y, rows.w, settings.fit_intercept)
-    return max(problem.alpha * multiple, min(problem.alpha, floor))
+    return problem.alpha * multiple
 
 
-def _subsample_multiple(problem, settings, idx, rng):
-    """The multiple of the rule's ridge the path chooses on the rows ``idx`` (1 where a class has none)."""
+def _subsample_multiple(problem, settings, idx, rng, lowest):
+    """The multiple (at least ``lowest``) of the rule's ridge the path chooses on the rows ``idx``; 1 where a
+    class has none."""
     rows, loss, precomputed = problem.rows, problem.loss, problem.kernel is None
     X = block_of(rows.X, idx, idx) if precomputed else rows_of(rows.X, idx)
     Y, w = rows_of(rows.Y, idx), rows_of(rows.w, idx)
@@ -144,7 +170,7 @@ def _subsample_multiple(problem, settings, idx, rng):
                   operator=KernelOperator(X, problem.kernel, dtype="float64"))
     path = replace(settings, alpha=alpha, coef_init=None, intercept_init=None, callback=None, landmarks=None,
                    reuse=None, verbose=0)
-    return choose(sub, path)[0] / alpha
+    return choose(sub, path, extend=True, lowest=lowest)[0] / alpha
 
 
 def _one_standard_error(losses, W):

@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+from numpy.testing import assert_allclose
 from sklearn.datasets import load_wine, make_classification
 from sklearn.metrics import log_loss
 from sklearn.model_selection import train_test_split
@@ -156,14 +157,16 @@ def test_larger_problems_take_the_median_multiple_of_paths_on_subsamples_of_the_
     X, y = make_classification(n_samples=600, n_features=5, random_state=0)
     starts, sizes, multiples = [], [], []
     choose, multiple_of = _loo_ridge.choose, _loo_ridge._subsample_multiple
-    monkeypatch.setattr(_loo_ridge, "choose", lambda problem, settings: starts.append(problem.alpha)
-                        or choose(problem, settings))
-    monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda problem, settings, idx, rng: sizes.append(len(idx))
-                        or multiples.append(multiple_of(problem, settings, idx, rng)) or multiples[-1])
+    monkeypatch.setattr(_loo_ridge, "choose", lambda problem, settings, **extend: starts.append(problem.alpha)
+                        or choose(problem, settings, **extend))
+    monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda problem, settings, idx, *args: sizes.append(len(idx))
+                        or multiples.append(multiple_of(problem, settings, idx, *args)) or multiples[-1])
     est = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
     n = sizes[0]
     assert sizes == [n] * _loo_ridge.DRAWS and _loo_ridge.tiny(n, 1, False) and not _loo_ridge.tiny(n + 1, 1, False)
-    assert set(multiples) <= set(_loo_ridge.MULTIPLES)
+    powers = np.log(multiples) / np.log(4.0)  # the path's multiples, gone on past its ends by factors of 4
+    assert_allclose(powers, np.round(powers), atol=1e-12)
+    assert np.all(np.abs(powers) <= np.log(_loo_ridge.EXTEND_TO) / np.log(4.0) + 1e-12)
     assert est.alpha_ == pytest.approx(starts[0] * np.median(multiples), rel=1e-12)
 
 
