@@ -22,11 +22,12 @@ rows the least is partly chance, and the approximation is optimistic where the
 ridge nearly interpolates. The scoring is a small dense computation and runs on
 the host.
 
-A larger set's dense system is not small: there the path runs on a random
-subsample of the rows, the largest whose system is (at least
+A larger set's dense system is not small: there the path runs on ``DRAWS``
+random subsamples of the rows, the largest whose system is (at least
 ``MIN_SUBSAMPLE`` rows; with many classes the coupled system allows fewer,
-and the rule's ridge stands), around the rule's ridge for the subsample,
-and the multiple it chooses scales the rule's ridge for the whole set. The
+and the rule's ridge stands), around the rule's ridge for each subsample,
+going on past an end it chooses (``EXTEND_TO``) but not below the least
+ridge; the median multiple scales the rule's ridge for the whole set. The
 multiple is what transfers: the rule misjudges the curvature at the fitted
 model the same way at either size (too large a ridge for classes a
 noiseless boundary splits, too small for overlapping ones).
@@ -99,8 +100,8 @@ def choose(problem, settings, extend=False, lowest=0.0):
             return None
         return ((result.dual_coef, result.intercept), losses) if np.all(np.isfinite(losses)) else None
 
-    path = []  # (multiple, fit, losses), decreasing multiples
-    for multiple in MULTIPLES[MULTIPLES >= lowest]:
+    path, multiples = [], MULTIPLES[MULTIPLES >= lowest]  # path: (multiple, fit, losses), decreasing multiples
+    for multiple in multiples:
         done = fit_at(multiple, path[-1][1] if path else (None, None))
         if done is None:
             break
@@ -108,7 +109,7 @@ def choose(problem, settings, extend=False, lowest=0.0):
     if not path:
         return problem.alpha, None, n_iter
     chosen = _one_standard_error(np.array([p[2] for p in path]), W)
-    broke = len(path) < len(MULTIPLES)
+    broke = len(path) < len(multiples)
     while extend:
         if chosen == len(path) - 1 and not broke and path[-1][0] / 4 >= max(lowest, 1.0 / EXTEND_TO):
             at, multiple, start = len(path), path[-1][0] / 4, path[-1][1]
