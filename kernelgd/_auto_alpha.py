@@ -38,12 +38,12 @@ rate: where a larger ridge classifies the left-out rows significantly better
 
 import numpy as np
 
-from ._array_api import block_of, like, take_rows, to_numpy, xp_of
+from ._array_api import block_of, concat, like, sum_blocks, take_rows, to_numpy, xp_of
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
 from ._replicates import collapse, effective_count, pure_error, subset_groups
 from ._solvers._common import ROUNDING_EPS
-from ._solvers._preconditioners import N_LANDMARKS, landmark_factor
+from ._solvers._preconditioners import N_LANDMARKS, Landmarks, landmark_factor
 from ._solvers.cg import LEAST_SQUARES_RIDGE
 
 # The factor's rank: the full model's preconditioner landmarks, so that its factor serves both.
@@ -64,6 +64,8 @@ TIE = 1e-3
 FALLBACK_ALPHA = 1.0
 # A classifier's larger ridge must cut the leave-one-out error rate by this many standard errors.
 SIGNIFICANCE = 2.0
+# Left-out predictions of several ridges come from one product with the factor, this many entries at most.
+LEFT_OUT_BLOCK = 1 << 22
 
 
 def ridge_grid(lam, least=0.0):
@@ -83,7 +85,7 @@ def ridge_grid(lam, least=0.0):
 
 
 def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, classify=False, exact=False,
-           least=0.0):
+           least=0.0, pool=None, gram=None):
     """``(alpha, errors, alphas)``: the rule's ridge from the factor ``B`` of ``Q S K S Q ~ B B'``.
 
     ``w`` sums to 1; ``group_of``: each row's group of identical rows
@@ -94,14 +96,16 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     class codes (``_targets.encode_labels``' +-1 columns): the ridge is then
     checked by ``classification_ridge``. ``exact``: B B' is the whole matrix (``EXACT_MAX_ROWS``);
     ``errors`` are then each ridge's leave-one-out squared error (``_left_out``; inf where some
-    group's leverage is 1), else its GCV error (``_gcv_errors``).
+    group's leverage is 1), else its GCV error (``_gcv_errors``). ``pool``: ``(run, batches)``, as
+    ``factor_gram``'s; ``gram``: ``B'B`` where known already.
     """
     xp = xp_of(Y)
+    run, batches = pool or _one_call(factor)
     w_host = np.asarray(to_numpy(w), dtype=np.float64)
     n_effective = effective_count(w_host, group_of)
     if factor.shape[1] == 0 or n_effective < 3:
         return FALLBACK_ALPHA, None, None
-    lam, W = xp.linalg.eigh(factor.T @ factor)
+    lam, W = xp.linalg.eigh(factor_gram(factor, pool) if gram is None else gram)
     lam = np.asarray(to_numpy(lam))
     keep = lam > max(lam[-1], 0.0) * len(lam) * np.finfo(float).eps
     keep &= lam > floor
@@ -116,7 +120,8 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     # the classification check reads only the ridges at least GCV's choice: no smaller one is scored
     scored = alphas if exact else alphas[: _first_tied(errors) + 1]
     if exact or classify:
-        V = np.asarray(to_numpy(factor @ (W / like(np.sqrt(lam), W))))  # orthonormal: B's left singular vectors
+        M = W / like(np.sqrt(lam), W)
+        V = np.asarray(to_numpy(concat(run(lambda rows: factor[rows, ...] @ M, batches))))  # orthonormal: B's left singular vectors
         labels = (Y_host[:, 0] > 0 if Y_host.shape[1] == 1 else np.argmax(Y_host, axis=1)) if classify else None
         loo, wrong = np.full(len(scored), np.inf), np.ones((len(scored), len(w_host)) if classify else (0, 0))
         for i, (F, h) in enumerate(_left_out(V, lam, Y_host, w_host, fit_intercept, scored, group_of)):
@@ -134,6 +139,18 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     if classify:
         alpha = classification_ridge(wrong[: first + 1], w_host, alphas[: first + 1], group_of, n_effective)
     return alpha, errors, alphas
+
+
+def _one_call(factor):
+    """``(run, batches)`` without a pool: the function runs once, on every row."""
+    return (lambda func, parts: [func(rows) for rows in parts]), [slice(0, factor.shape[0])]
+
+
+def factor_gram(factor, pool=None):
+    """``B'B``; ``pool``: ``(run, batches)`` that run a function on row batches of B (an operator's
+    thread pool, as the preconditioner's products take it: one BLAS thread each); None: one call."""
+    run, batches = pool or _one_call(factor)
+    return sum_blocks(run(lambda rows: factor[rows, ...].T @ factor[rows, ...], batches))
 
 
 def _first_tied(errors):
@@ -181,13 +198,19 @@ def _left_out(V, lam, Y, w, fit_intercept, alphas, group_of):
     target = Y
     if group_of is not None:
         target = collapse(group_of, int(group_of.max()) + 1, Y, w)[1][group_of]
-    for shrink in lam[None, :] / (lam[None, :] + np.asarray(alphas)[:, None]):
-        F = (V @ (shrink[:, None] * P)) / s[:, None] + y_bar
-        h = np.einsum("ij,j,ij->i", V, shrink, V) + (w if fit_intercept else 0.0)  # no n x r temporary
-        if group_of is not None:
-            h = np.bincount(group_of, weights=h)[group_of]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            yield (F - h[:, None] * target) / (1.0 - h)[:, None], h
+    shrinks = lam[None, :] / (lam[None, :] + np.asarray(alphas)[:, None])  # (ridges, directions)
+    H = (V * V) @ shrinks.T + (w[:, None] if fit_intercept else 0.0)  # every ridge's leverages in one product
+    n, t = Y.shape
+    per_block = max(1, LEFT_OUT_BLOCK // (n * t))  # ridges whose predictions one product makes
+    for start in range(0, len(shrinks), per_block):
+        block = shrinks[start : start + per_block]
+        F_block = (V @ (block.T[:, :, None] * P[:, None, :]).reshape(len(lam), -1)).reshape(n, len(block), t)
+        for i in range(len(block)):
+            F, h = F_block[:, i] / s[:, None] + y_bar, H[:, start + i]
+            if group_of is not None:
+                h = np.bincount(group_of, weights=h)[group_of]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                yield (F - h[:, None] * target) / (1.0 - h)[:, None], h
 
 
 def classification_ridge(wrong, w, alphas, group_of, n_effective):
@@ -235,13 +258,13 @@ def _operator(X, kernel, precomputed):
 
 def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto", precision=np.float64,
                   classify=False):
-    """``(index, alpha, factor)``: the candidate kernel of least error (``choose``'s), and its ridge.
+    """``(index, alpha, landmarks)``: the candidate kernel of least error (``choose``'s), and its ridge.
 
     ``candidates``: bound PSD kernels; ``group_of``: X's groups of identical rows
     (``_replicates.distinct_groups``). Each is scored on the same rows (at
     most ``MAX_ROWS``) by its rank-``RANK`` factor: at its own best ridge for
-    ``alpha="auto"``, else at ``alpha``. ``factor``: the chosen kernel's where
-    ``alpha="auto"`` and it covers every row (the full model's preconditioner
+    ``alpha="auto"``, else at ``alpha``. ``landmarks``: the chosen kernel's factor and its Gram matrix
+    (``Landmarks``) where ``alpha="auto"`` and it covers every row (the full model's preconditioner
     then reuses it, as ``auto_alpha``'s), else None. ``precision``, ``classify``: as ``auto_alpha``'s.
     """
     xp = xp_of(w)
@@ -250,15 +273,18 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
     best = None
     for index, kernel in enumerate(candidates):
         operator = _operator(Xs, kernel, False)
+        pool = (operator._run, operator._row_batches())
         factor = _unstored_factor(operator, ws, fit_intercept, np.random.RandomState(seed), group_of)
+        gram = factor_gram(factor, pool)
         chosen, errors, alphas = choose(factor, Ys, ws, fit_intercept, group_of, None if alpha == "auto" else [alpha],
                                         rounding_floor(operator, ws, precision), classify,
-                                        _exact(Xs.shape[0], group_of), least_ridge(operator, ws, X.shape[0]))
+                                        _exact(Xs.shape[0], group_of), least_ridge(operator, ws, X.shape[0]), pool,
+                                        gram)
         error = np.inf if errors is None else float(np.min(errors))
         if best is None or error < best[0]:  # a factor is kept only where the full model's solve reuses it
             best = (error, index, chosen if alpha == "auto" else alpha,
-                    factor if every_row and alpha == "auto" else None)
-        del factor
+                    Landmarks(factor, gram) if every_row and alpha == "auto" else None)
+        del factor, gram
     return best[1:]
 
 
@@ -329,7 +355,8 @@ def curvature_share(loss, Y, w, fit_intercept):
 
 def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, precomputed=False,
                loss=SquaredLoss, precision=np.float64, classify=False):
-    """``(alpha, factor)``: the rule's ridge, and its factor where the full model's preconditioner can reuse it.
+    """``(alpha, landmarks)``: the rule's ridge, and its factor with its Gram matrix (``Landmarks``) where the
+    full model's preconditioner can reuse them.
 
     The rule reads at most ``MAX_ROWS`` weighted rows of X through an operator of
     their own, in float64: a float32 kernel's rounding would hide the small
@@ -344,8 +371,10 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
     scale = curvature_share(loss, Y, w, fit_intercept)
     Xs, Ys, ws, group_of, every_row = _subsample(xp_of(w), X, Y, w, group_of, rng, precomputed)
     operator = _operator(Xs, kernel, precomputed)
+    pool = (operator._run, operator._row_batches())
     factor = _unstored_factor(operator, ws, fit_intercept, rng, group_of)
+    gram = factor_gram(factor, pool)
     alpha = choose(factor, Ys, ws, fit_intercept, group_of, floor=rounding_floor(operator, ws, precision),
                    classify=classify, exact=_exact(Xs.shape[0], group_of),
-                   least=least_ridge(operator, ws, X.shape[0]))[0]
-    return alpha * scale, factor if full_model and every_row else None
+                   least=least_ridge(operator, ws, X.shape[0]), pool=pool, gram=gram)[0]
+    return alpha * scale, Landmarks(factor, gram) if full_model and every_row else None

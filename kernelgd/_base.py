@@ -404,13 +404,13 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         if loss is not SquaredLoss:
             self.kernel_ = AUTO_KERNELS[0]
             return alpha, None
-        index, alpha, factor = choose_kernel(
+        index, alpha, landmarks = choose_kernel(
             self._kernel_candidates(lambda: self._resolve_sigma(rows.X, rows.w)), rows.X, rows.Y, rows.w,
             rows.replicates, self.fit_intercept, np.random.RandomState(seed), alpha, precision,
             classify=is_classifier(self),
         )
         self.kernel_ = AUTO_KERNELS[index]
-        return alpha, factor
+        return alpha, landmarks
 
     def _warm_start_init(self, n_coef, n_targets):
         if not (self.warm_start and hasattr(self, "dual_coef_")):

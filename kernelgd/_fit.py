@@ -103,7 +103,7 @@ class FitProblem:
     solver: str
     operator: object
     centers: object  # the rows of X the model is restricted to; None: all of them
-    landmarks: object  # a factor of K to precondition the full model with, or None
+    landmarks: object  # Landmarks: a factor of K to precondition the full model with, or None
     seed: int
     options: dict  # resolved; memory_budget that of the arrays' device
 

@@ -129,12 +129,19 @@ def test_a_smooth_loss_on_nearly_separable_classes_converges_at_its_defaults():
     assert model.n_iter_ < 100 and model.score(X, y) > 0.98
 
 
-def test_rule_picks_the_least_brute_force_leave_one_out_error_of_the_groups_of_rows():
+@pytest.mark.parametrize("split", [False, True])
+def test_rule_picks_the_least_brute_force_leave_one_out_error_of_the_groups_of_rows(split, monkeypatch):
     # Up to EXACT_MAX_ROWS rows the factor has every direction of the weighted kernel matrix, so the
     # Nystroem model is the exact one: its errors must be those of refits without each group of identical
-    # rows, and the choice the grid's largest ridge within TIE of the least.
+    # rows, and the choice the grid's largest ridge within TIE of the least. split: the factor's products
+    # on two uneven row batches (as on a thread pool), the left-out predictions one ridge per product.
     y, w, K, lam, kept, group_of, factor = _repeated_rows_problem()
-    alpha, errors, alphas = _auto_alpha.choose(factor, y[:, None], w, True, group_of, exact=True)
+    pool = None
+    if split:
+        monkeypatch.setattr(_auto_alpha, "LEFT_OUT_BLOCK", 1)
+        n = factor.shape[0]
+        pool = (lambda func, parts: [func(rows) for rows in parts]), [slice(0, n // 3), slice(n // 3, n)]
+    alpha, errors, alphas = _auto_alpha.choose(factor, y[:, None], w, True, group_of, exact=True, pool=pool)
     brute = np.array([_brute_force_loo(K, y, w, a, group_of) for a in alphas])
     assert_allclose(errors, brute, rtol=1e-6)
     tied = np.flatnonzero(brute <= brute.min() * (1 + _auto_alpha.TIE))

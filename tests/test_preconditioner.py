@@ -98,6 +98,25 @@ def test_preconditioner_is_the_inverse_of_nystroem_plus_shift(block, pooled, mon
     assert_allclose(P(V), np.linalg.solve(dense, V), rtol=1e-6, atol=1e-8 * np.abs(P(V)).max())
 
 
+def test_landmarks_drawn_already_precondition_as_the_nystroem_model_of_their_pivots():
+    # alpha="auto" hands the preconditioner its factor and F'F, summed over the operator's row batches:
+    # the preconditioner must be the same dense inverse, and must not change the Gram matrix it was given
+    from kernelgd._auto_alpha import factor_gram
+
+    X = clustered(250)
+    op, s, _ = _system(X, 1e-3, 1.0, threads=2)
+    F, pivots = _preconditioners.landmark_factor(op, s, 40, np.random.RandomState(0))
+    gram = factor_gram(F, (op._run, op._row_batches()))
+    assert_allclose(gram, F.T @ F, rtol=1e-12, atol=1e-14)
+    given = gram.copy()
+    P = cg.NystroemPreconditioner(op, s, 1e-3, 40, None, factor=_preconditioners.Landmarks(F, gram))
+    assert_allclose(gram, given, rtol=0, atol=0)
+    A = kernel_matrix(X, kernel="rbf", sigma=1.0) / len(X)
+    dense = nystroem(A, pivots) + 1e-3 * np.eye(len(X))
+    V = np.random.RandomState(1).normal(size=(len(X), 2))
+    assert_allclose(P(V), np.linalg.solve(dense, V), rtol=1e-6, atol=1e-8 * np.abs(P(V)).max())
+
+
 def test_pivoted_preconditioner_needs_fewer_cg_iterations():
     X = clustered(600)
     y = np.sin(X[:, 0]) + np.cos(X[:, 1])

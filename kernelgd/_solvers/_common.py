@@ -65,8 +65,8 @@ class SolverSettings:
     # a dict a solver may keep state in between warm-started fits on one kernel matrix (a search's
     # alpha path): only what cannot change the result it converges to, such as a preconditioner
     reuse: dict = None
-    # the full model's Nystroem factor L of Q S K S Q (alpha="auto" drew it on this operator and
-    # these weights): the preconditioner reuses it
+    # the full model's Nystroem factor L of Q S K S Q and L'L (Landmarks; alpha="auto" drew it on this
+    # operator and these weights): the preconditioner reuses them
     landmarks: object = None
 
 

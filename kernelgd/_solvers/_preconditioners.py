@@ -12,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._array_api import (
-    add_to_diagonal, blas_dot, cho_solve, cholesky, cholesky_in_place, diagonal, fortran, gram, minus_outer,
+    add_to_diagonal, blas_dot, cho_solve, cholesky, cholesky_in_place, copy, diagonal, fortran, gram, minus_outer,
     on_host, outer, scaled_triangle_gram, single_threaded_blas, take_rows, triangular_dot, triangular_solver, xp_of,
 )
 from .._operator import POOLED_MIN_BYTES, check_budget
@@ -24,6 +24,13 @@ N_LANDMARKS = 500
 CENTERS_MIN_RIDGE = 1e-7
 # The full model's preconditioner shift is at least this times the mean weighted k(x, x).
 PRECONDITIONER_MIN_SHIFT = 1e-6
+
+
+class Landmarks(NamedTuple):
+    """A factor ``F`` of the weighted (centred) kernel matrix drawn already (``alpha="auto"``'s), and ``F'F``."""
+
+    F: object
+    gram: object
 
 
 class NystroemPreconditioner:
@@ -40,13 +47,14 @@ class NystroemPreconditioner:
     """
 
     def __init__(self, operator, s, mu, n_landmarks, rng, block=RPC_BLOCK, center=False, factor=None):
-        # factor: drawn already by landmark_factor, on this operator and weights (alpha="auto")
-        F, pivots = (factor, None) if factor is not None else landmark_factor(
-            operator, s, n_landmarks, rng, block, center)
-        self._finish(operator, F, pivots, mu)
+        # factor: Landmarks drawn already by landmark_factor, on this operator and weights (alpha="auto")
+        if factor is None:
+            self._finish(operator, *landmark_factor(operator, s, n_landmarks, rng, block, center), mu)
+        else:
+            self._finish(operator, factor.F, None, mu, factor.gram)
 
-    def _finish(self, operator, F, pivots, mu):
-        """Keep the factor F and factor ``G = mu I + F'F``."""
+    def _finish(self, operator, F, pivots, mu, F_gram=None):
+        """Keep the factor F and factor ``G = mu I + F'F`` (``F_gram``: F'F, where known already)."""
         self.F, self.pivots, self.mu = F, pivots, mu
         # a large F's products are memory-bound: split by rows over the operator's pool, one BLAS
         # thread each (Cal-16k, F of 16,000 x 500: 0.27 s of 13 applications on one thread)
@@ -55,7 +63,8 @@ class NystroemPreconditioner:
         if F.shape[1] == 0:  # nothing to approximate: P = mu I
             self.G_factor = None
             return
-        self.G_factor = cholesky(add_to_diagonal(gram(F, trans=True), mu), "preconditioner matrix")
+        G = gram(F, trans=True) if F_gram is None else copy(F_gram)  # (add_to_diagonal works in place)
+        self.G_factor = cholesky(add_to_diagonal(G, mu), "preconditioner matrix")
 
     def __call__(self, V):
         return self.apply(V)
