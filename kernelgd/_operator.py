@@ -48,6 +48,9 @@ DEVICE_BLOCK_BYTES = 256 << 20
 # Blocks written straight into a stored K need no buffer: larger ones prepare the
 # centers fewer times (adult, 32,560 rows: 4.4 s against 6.7-8.6 s at 32 MiB).
 STORE_BLOCK_BYTES = 256 << 20
+# ... but at least this many blocks per pool thread: a K of one block (hastie, 7,000 rows in
+# float32) was evaluated on one core (0.21 s against 0.082 s in 16 blocks on two).
+STORE_BLOCKS_PER_THREAD = 8
 # Sparse inputs are made dense where a dense GEMM is cheaper (benchmarks/bench_sparse.py):
 # per kernel entry a GEMM costs n_features multiply-adds, scipy's sparse product
 # SPARSE_OP_COST times (its fixed float64 work + sum_k d_X(k) d_C(k)) of them.
@@ -404,6 +407,8 @@ class KernelOperator:
         rows = self.block_rows
         if self.kernel.writes_out and not sp.issparse(self.X):  # sparse products make a dense buffer
             rows = max(rows, min(self.n, STORE_BLOCK_BYTES // (self.m * self.itemsize)))
+        if self.n * self.m * self.itemsize >= POOLED_MIN_BYTES:  # (smaller: the pool's hand-off costs more)
+            rows = min(rows, -(-self.n // (STORE_BLOCKS_PER_THREAD * self.n_threads)))
         self._run(fill, list(gen_batches(self.n, rows)))
         return K
 

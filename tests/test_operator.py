@@ -243,3 +243,22 @@ def test_the_block_pool_is_made_once(monkeypatch):
     for _ in range(20):
         assert_allclose(op.matvec(V6), kernel_matrix(X, sigma=2.0) @ V6, rtol=1e-12, atol=1e-12)
     assert len(made) == 1
+
+
+def test_a_stored_kernel_matrix_is_evaluated_in_blocks_for_every_thread(monkeypatch):
+    # Regression: a K within one STORE_BLOCK_BYTES block (7,000 rows in float32) was evaluated as one
+    # task, on one core while the pool's other thread idled
+    X = np.random.RandomState(0).normal(size=(800, 3))  # K of 5 MB: above POOLED_MIN_BYTES
+    tasks = []
+    run = KernelOperator._run
+
+    def counted(self, func, batches):
+        tasks.append(len(batches))
+        return run(self, func, batches)
+
+    monkeypatch.setattr(KernelOperator, "_run", counted)
+    op = KernelOperator(X, bind_kernel("rbf", sigma=1.0), threads=2)
+    assert op.stored and op.upper_only
+    assert tasks == [2 * operator_module.STORE_BLOCKS_PER_THREAD]
+    reference = kernel_matrix(X, kernel="rbf", sigma=1.0)
+    assert_allclose(np.triu(op.K), np.triu(reference), rtol=1e-12, atol=1e-15)
