@@ -37,6 +37,7 @@ import warnings
 from dataclasses import replace
 
 import numpy as np
+import scipy.linalg
 
 from ._array_api import block_of, eye, log_expit, logsumexp, row_dot, rows_of, solve_psd, to_numpy, xp_of
 from ._auto_alpha import auto_alpha, curvature_share, least_ridge
@@ -206,17 +207,28 @@ def _distinct_operator(problem, first):
 def _scores(Psi, r, F, W, T, alpha, fit_intercept, loss):
     """Each distinct row's approximate leave-one-out loss at its scores F (weights W, mean labels T)."""
     k = F.shape[1]
-    M_inv = [solve_psd(M, eye(M, M.shape[0])) for M in systems(Psi, F, W, alpha, r, fit_intercept, loss)]
+    M = systems(Psi, F, W, alpha, r, fit_intercept, loss)[0]
     if loss.diagonal_hessian:  # the binary logistic loss: one column of log-odds, labels +-1
-        Q = row_dot(Psi @ M_inv[0], Psi)
+        Q = _leverages(M, Psi)
         t, f = (T[:, 0] + 1.0) / 2.0, F[:, 0]
         p = np.exp(log_expit(f))
         f = f + Q * (W * (p - t)) / (1.0 - Q * W * p * (1.0 - p))
         return -(t * log_expit(f) + (1.0 - t) * log_expit(-f))
-    q = Psi.shape[1]
-    Q = np.stack([np.stack([row_dot(Psi @ M_inv[0][c * q:(c + 1) * q, d * q:(d + 1) * q], Psi)
+    q, M_inv = Psi.shape[1], solve_psd(M, eye(M, M.shape[0]))
+    Q = np.stack([np.stack([row_dot(Psi @ M_inv[c * q:(c + 1) * q, d * q:(d + 1) * q], Psi)
                             for d in range(k)], 1) for c in range(k)], 1)
     P = np.exp(F - logsumexp(F, axis=1, keepdims=True))
     H = W[:, None, None] * (P[:, :, None] * np.eye(k) - P[:, :, None] * P[:, None, :])
     f = F + (Q @ np.linalg.solve(np.eye(k) - H @ Q, (W[:, None] * (P - T))[:, :, None]))[:, :, 0]
     return logsumexp(f, axis=1) - np.sum(T * f, axis=1)
+
+
+def _leverages(M, Psi):
+    """Each row's ``Psi_i M^-1 Psi_i'``: by M's Cholesky factor ``R'R``, ``|R^-T Psi_i'|^2`` (a quarter of
+    the products of M's inverse); by the least-squares inverse where M is singular (as ``solve_psd``)."""
+    try:
+        R = scipy.linalg.cholesky(M, lower=False, check_finite=False)
+    except np.linalg.LinAlgError:
+        return row_dot(Psi @ solve_psd(M, eye(M, M.shape[0])), Psi)
+    Z = scipy.linalg.solve_triangular(R, Psi.T, trans="T", check_finite=False)
+    return np.einsum("ij,ij->j", Z, Z)
