@@ -203,6 +203,30 @@ def defaults():
     return section("Defaults against a newcomer's picks", "\n\n".join(text))
 
 
+def floor():
+    """Where a default misses its time goal: its kernel matrix's own cost against the goal (bench_floor.py)."""
+    if not (RESULTS / "floor.json").exists():
+        return ""
+    data = load("floor")
+    text = ["Where a default fit misses its time goal, how much of it is the kernel matrix's own cost: "
+            "the time to build the training rows' kernel operator (evaluating a stored K) plus the solver's "
+            "products with it, each one pass over K. Their sum is the floor of this way of fitting, before "
+            "choosing alpha, preconditioning or anything else (the rest). The goal is 1.5 times ``SVC()``'s "
+            "time for ``KernelGDClassifier()``, ``SVC(probability=True)``'s for the logistic loss, and 1.5 "
+            "times the faster of ``SVR()`` and ``Nystroem(2000)`` + ``RidgeCV()`` for ``KernelGDRegressor()``, "
+            "the peers fitted in the same run (UCI sets: the first split). A floor above the goal means the "
+            "goal needs fewer passes over K than the solver takes; below it, the rest is what to cut. "
+            f"Machine: {machine_line(data['machine'])}."]
+    rows = [[r["set"], f"{r['n_train']:,}", r["system"], fmt(r["fit_s"], ".2f"), fmt(r["build_s"], ".2f"),
+             str(r["products"]), fmt(r["products_s"], ".2f"), fmt(r["floor_s"], ".2f"), r["peer"],
+             fmt(r["peer_s"], ".2f"), fmt(r["bound_s"], ".2f"), fmt(r["floor_over_bound"], ".2f")]
+            for r in data["rows"]]
+    text.append(rst_table(["set", "n", "system", "fit s", "K built s", "products", "products s", "floor s", "peer",
+                           "peer s", "goal s", "floor / goal"], rows))
+    text.append(command("python benchmarks/bench_floor.py --data-dir ../shared/data"))
+    return section("What the defaults' time goals cost", "\n\n".join(text))
+
+
 def auto_centers():
     """``n_centers="auto"`` beyond the exact model's memory against Nystroem(2000) + RidgeCV (bench_auto_centers.py)."""
     if not (RESULTS / "auto_centers.json").exists():
@@ -1123,7 +1147,7 @@ UCI regression sets with the standard train/test splits of the
 ``index_features.txt``, ``index_target.txt``, ``splits/``).
 ``benchmarks/datasets.py`` says how each is read and split.
 """
-    parts = [intro.strip() + "\n", *filter(None, [defaults(), auto_centers()]), regression_one_fit(), regression_model_selection(), *filter(None, [uncertainty()]), classification_defaults(),
+    parts = [intro.strip() + "\n", *filter(None, [defaults(), floor(), auto_centers()]), regression_one_fit(), regression_model_selection(), *filter(None, [uncertainty()]), classification_defaults(),
              poly_scale(), softmax_steps(), subsample_start(), classification_probabilities(), classification_model_selection(), scale(), dask_section()]
     return "\n".join(parts)
 
