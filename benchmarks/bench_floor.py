@@ -16,9 +16,9 @@ passes over K cost, before choosing alpha, preconditioning or anything else
 faster of ``SVR()`` and ``Nystroem(2000)`` + ``RidgeCV()`` for
 ``KernelGDRegressor()`` (at most 1.5 times). A floor above the goal's bound
 means the goal needs fewer passes over K, or a cheaper K, than this solver
-takes; a floor below it, that the rest is what to cut. Default sets: those
-of at least 5,000 training rows where the last bench_defaults.py run missed a
-time goal. Writes benchmarks/results/floor.json.
+takes; a floor below it, that the rest is what to cut. Default sets: the sets
+of at least 5,000 training rows where bench_defaults.py has found a default
+past its time goal. Writes benchmarks/results/floor.json.
 """
 
 import argparse
