@@ -120,8 +120,8 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     # the classification check reads only the ridges at least GCV's choice: no smaller one is scored
     scored = alphas if exact else alphas[: _first_tied(errors) + 1]
     if exact or classify:
-        M = W / like(np.sqrt(lam), W)
-        V = np.asarray(to_numpy(concat(run(lambda rows: factor[rows, ...] @ M, batches))))  # orthonormal: B's left singular vectors
+        M = W / like(np.sqrt(lam), W)  # V = B M: orthonormal, B's left singular vectors
+        V = np.asarray(to_numpy(concat(run(lambda rows: factor[rows, ...] @ M, batches))))
         labels = (Y_host[:, 0] > 0 if Y_host.shape[1] == 1 else np.argmax(Y_host, axis=1)) if classify else None
         loo, wrong = np.full(len(scored), np.inf), np.ones((len(scored), len(w_host)) if classify else (0, 0))
         for i, (F, h) in enumerate(_left_out(V, lam, Y_host, w_host, fit_intercept, scored, group_of)):
