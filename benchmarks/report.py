@@ -227,6 +227,28 @@ def floor():
     return section("What the defaults' time goals cost", "\n\n".join(text))
 
 
+def ceiling():
+    """Where a default misses its accuracy or log-loss goal: the best nearby width and ridge (bench_ceiling.py)."""
+    if not (RESULTS / "ceiling.json").exists():
+        return ""
+    data = load("ceiling")
+    text = ["Where a default is behind its peer's accuracy or log-loss, the same estimator refitted at every "
+            "width ``sigma_ * 2**(j / 2)`` (j = -1, 0, 1) and ridge ``alpha_ * 4**i`` (i = -2 to 2) around what its "
+            "rules chose, each scored on the test rows: the best of these 15 (the ceiling) is an oracle's choice, "
+            "an upper bound on what any rule for sigma and alpha near the defaults' could reach with this model. "
+            "A ceiling behind the peer means the model itself (its loss, its kernel) falls short there; a ceiling "
+            "ahead of it, that better rules for sigma and alpha would meet the goal. The peer is fitted in the "
+            "same run (iris: the mean over 10 random splits). "
+            f"Machine: {machine_line(data['machine'])}."]
+    rows = [[r["set"], f"{r['n_train']:,}", r["system"], r["metric"].replace("_", "-"), fmt(r["default"], ".4f"),
+             fmt(r["ceiling"], ".4f"), fmt(r["ceiling_sigma_factor"], ".3g"), fmt(r["ceiling_alpha_factor"], ".3g"),
+             r["peer"], fmt(r["peer_score"], ".4f")] for r in data["rows"]]
+    text.append(rst_table(["set", "n", "system", "metric", "default", "ceiling", "its sigma x", "its alpha x", "peer",
+                           "peer's"], rows))
+    text.append(command("python benchmarks/bench_ceiling.py --data-dir ../shared/data"))
+    return section("What the defaults' accuracy goals need", "\n\n".join(text))
+
+
 def auto_centers():
     """``n_centers="auto"`` beyond the exact model's memory against Nystroem(2000) + RidgeCV (bench_auto_centers.py)."""
     if not (RESULTS / "auto_centers.json").exists():
@@ -1147,7 +1169,7 @@ UCI regression sets with the standard train/test splits of the
 ``index_features.txt``, ``index_target.txt``, ``splits/``).
 ``benchmarks/datasets.py`` says how each is read and split.
 """
-    parts = [intro.strip() + "\n", *filter(None, [defaults(), floor(), auto_centers()]), regression_one_fit(), regression_model_selection(), *filter(None, [uncertainty()]), classification_defaults(),
+    parts = [intro.strip() + "\n", *filter(None, [defaults(), floor(), ceiling(), auto_centers()]), regression_one_fit(), regression_model_selection(), *filter(None, [uncertainty()]), classification_defaults(),
              poly_scale(), softmax_steps(), subsample_start(), classification_probabilities(), classification_model_selection(), scale(), dask_section()]
     return "\n".join(parts)
 

@@ -1,0 +1,107 @@
+"""Where a default misses its accuracy or log-loss goal: the best any nearby width and ridge reach.
+
+    python benchmarks/bench_ceiling.py --data-dir ../shared/data
+    python benchmarks/bench_ceiling.py --sets gaussian_quantiles hastie iris     # no data folder needed
+
+Each default estimator is fitted as in bench_defaults.py (a StandardScaler
+pipeline, every argument at its default; iris: the mean over its 10 random
+splits), and then refitted with its own kernel at every width ``sigma_ *
+2**(j / 2)``, j = -1, 0, 1, and every ridge ``alpha_ * 4**i``, i = -2 to 2,
+around what its rules chose. The best of those 15 fits on the test rows is the
+ceiling: an oracle's choice (it reads the test rows), an upper bound on what
+any rule for sigma and alpha near the defaults' could reach with this model.
+The peer the goal names is fitted in the same run: ``SVC()`` for
+``KernelGDClassifier()`` (accuracy), ``SVC(probability=True)`` for the
+logistic loss (log-loss). A ceiling that misses the peer means no width or
+ridge near the rules' meets the goal, and the model (its loss, its kernel)
+is what would have to change; a ceiling past the peer, that the rules for
+sigma and alpha are what to improve. Default sets: those where
+bench_defaults.py has found a default behind its peer's accuracy or
+log-loss. Writes benchmarks/results/ceiling.json.
+"""
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _harness import format_table, machine, write_json  # noqa: E402
+
+SETS = {  # set: (system, peer, metric)
+    "gaussian_quantiles": ("KernelGDClassifier()", "SVC()", "accuracy"),
+    "mnist": ("KernelGDClassifier(loss='logistic')", "SVC(probability=True)", "log_loss"),
+    "hastie": ("KernelGDClassifier(loss='logistic')", "SVC(probability=True)", "log_loss"),
+    "iris": ("KernelGDClassifier(loss='logistic')", "SVC(probability=True)", "log_loss"),
+}
+WIDTHS = (-1, 0, 1)  # sigma_ * 2**(j / 2)
+RIDGES = (-2, -1, 0, 1, 2)  # alpha_ * 4**i
+
+
+def score(model, X_te, y_te, metric):
+    from sklearn.metrics import accuracy_score, log_loss
+
+    if metric == "accuracy":
+        return accuracy_score(y_te, model.predict(X_te))
+    return log_loss(y_te, model.predict_proba(X_te), labels=model.classes_)
+
+
+def fitted(make, preprocessor, X, y):
+    from sklearn.pipeline import make_pipeline
+
+    model = make_pipeline(preprocessor(), make())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # SVC(probability=True), deprecated in scikit-learn 1.9
+        return model.fit(X, y)
+
+
+def main():
+    import bench_defaults
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=None, help="the shared data folder (bundled and generated sets need none)")
+    parser.add_argument("--sets", nargs="+", default=None, help="default: " + " ".join(SETS))
+    parser.add_argument("--bundled-splits", type=int, default=10, help="random splits of iris averaged")
+    parser.add_argument("--out", default=str(HERE / "results" / "ceiling.json"))
+    args = parser.parse_args()
+    sets = args.sets or [name for name in SETS if args.data_dir or name not in ("mnist",)]
+    systems = bench_defaults.classifiers()
+    rows = []
+    for name in sets:
+        system, peer, metric = SETS[name]
+        _, parts, preprocessor = bench_defaults.load(name, args.data_dir, splits=1,
+                                                     bundled_splits=args.bundled_splits)
+        sign = 1.0 if metric == "accuracy" else -1.0  # higher is better
+        default, peers, grid = [], [], np.zeros((len(WIDTHS), len(RIDGES)))
+        for X_tr, y_tr, X_te, y_te in parts:
+            model = fitted(systems[system], preprocessor, X_tr, y_tr)
+            default.append(score(model, X_te, y_te, metric))
+            peers.append(score(fitted(systems[peer], preprocessor, X_tr, y_tr), X_te, y_te, metric))
+            base = model[-1]
+            for a, j in enumerate(WIDTHS):
+                for b, i in enumerate(RIDGES):
+                    params = dict(base.get_params(), sigma=base.sigma_ * 2.0 ** (j / 2), alpha=base.alpha_ * 4.0**i)
+                    grid[a, b] += score(fitted(lambda: type(base)(**params), preprocessor, X_tr, y_tr),
+                                        X_te, y_te, metric) / len(parts)
+        a, b = np.unravel_index(np.argmax(sign * grid), grid.shape)
+        row = {"set": name, "system": system, "metric": metric, "n_train": len(parts[0][1]), "splits": len(parts),
+               "default": float(np.mean(default)), "ceiling": float(grid[a, b]),
+               "ceiling_sigma_factor": float(2.0 ** (WIDTHS[a] / 2)), "ceiling_alpha_factor": float(4.0 ** RIDGES[b]),
+               "peer": peer, "peer_score": float(np.mean(peers)),
+               "ceiling_beats_peer": bool(sign * grid[a, b] >= sign * np.mean(peers))}
+        rows.append(row)
+        print(row, flush=True)
+    columns = [("set", "set", None), ("system", "system", None), ("metric", "metric", None),
+               ("default", "default", "{:.4f}"), ("ceiling", "ceiling", "{:.4f}"),
+               ("ceiling_sigma_factor", "sigma x", "{:.3g}"), ("ceiling_alpha_factor", "alpha x", "{:.3g}"),
+               ("peer", "peer", None), ("peer_score", "peer's", "{:.4f}")]
+    print(format_table(rows, columns))
+    write_json(args.out, {"machine": machine(), "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
