@@ -79,7 +79,9 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         rows for the exact model (``n_centers=None``, or ``"auto"`` where the
         kernel matrix fits), else the rows of ``X_fit_``.
     sigma_ : float, ndarray of shape (n_features,) or None
-        The bandwidth used, None for kernels without one.
+        The bandwidth used, None for kernels without one. With the logistic
+        loss, ``alpha="auto"`` and ``sigma="scale"`` on a small set, the
+        width the leave-one-out path chose (see ``alpha``).
     step_size_ : float
         The step size used.
     solver_ : str
@@ -290,8 +292,8 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         >>> X, y = make_moons(200, noise=0.2, random_state=0)
         >>> clf = KernelGDClassifier(loss="logistic", sigma=0.5, random_state=0).fit(X, y)
         >>> clf.predict_proba(X[:2]).round(2)
-        array([[1.  , 0.  ],
-               [0.01, 0.99]])
+        array([[0.99, 0.01],
+               [0.02, 0.98]])
         """
         check_is_fitted(self)
         if is_dask_collection(X):
@@ -321,7 +323,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         >>> X, y = make_moons(200, noise=0.2, random_state=0)
         >>> clf = KernelGDClassifier(loss="logistic", sigma=0.5, random_state=0).fit(X, y)
         >>> clf.predict_log_proba(X[:1]).round(2)
-        array([[-0.  , -6.48]])
+        array([[-0.01, -4.63]])
         """
         check_is_fitted(self)
         if is_dask_collection(X):

@@ -179,9 +179,17 @@ CLASSIFIER_ALPHA = """\
         ``p_c (1 - p_c) / 2`` over the classes otherwise), so that the first
         Newton step is the smoother the rule chose. Where Newton's exact
         system of the distinct rows is small (a few hundred rows), that ridge
-        times 16, 4, 1, 1/4 and 1/16 is fitted instead, and the largest
-        whose approximate leave-one-out log-loss exceeds the least by at most
-        one standard error of that excess is kept. On larger sets with up
+        times 16, 4, 1, 1/4 and 1/16 is fitted instead (going on past an end
+        chosen, to at most 256 or 1/256), and the largest whose leave-one-out
+        log-loss exceeds the least by at most one standard error of that
+        excess is kept: approximated by one Newton step without each row,
+        and computed exactly (Newton's iterations without the row) where that
+        step moves the row's loss by more than half a nat, for the ridges the
+        choice rests on. With ``sigma="scale"`` and the rbf, laplacian or
+        exponential kernel that path runs at 1, 1.41 and 2 times that width,
+        each from the rule's ridge for it, and the widest whose chosen ridge's
+        losses exceed the least by at most one standard error is kept
+        (``sigma_``). On larger sets with up
         to four classes, that path runs on three random subsamples of that
         size (going on past its ends, 256 to 1/256, but not below the least
         ridge) and their median multiple scales the rule's ridge. It is

@@ -206,13 +206,39 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
         # float32's on small sets moved breast cancer's log-loss above SVC(probability=True)'s
         if loss is not SquaredLoss and operator.dtype == np.float32:
             precision = np.float32
-        alpha, landmarks = auto_alpha(
-            rows.X, kernel, rows.Y, rows.w, rows.replicates, est.fit_intercept, np.random.RandomState(seed),
-            full_model=centers is None, precomputed=est._precomputed, loss=loss, precision=precision,
-            classify=is_classifier(est) and loss is SquaredLoss,
-        )
+        alpha, landmarks = _rule(est, rows, kernel, loss, seed, precision, full_model=centers is None)
     return FitProblem(rows=rows, loss=loss, kernel=kernel, alpha=alpha, solver=solver, operator=operator,
                       centers=centers, landmarks=landmarks, seed=seed, options=options)
+
+
+def _rule(est, rows, kernel, loss, seed, precision, full_model):
+    """``alpha="auto"``'s ``(alpha, landmarks)`` for ``kernel`` (``_auto_alpha.auto_alpha``)."""
+    return auto_alpha(
+        rows.X, kernel, rows.Y, rows.w, rows.replicates, est.fit_intercept, np.random.RandomState(seed),
+        full_model=full_model, precomputed=est._precomputed, loss=loss, precision=precision,
+        classify=is_classifier(est) and loss is SquaredLoss,
+    )
+
+
+def widener(est, problem):
+    """``widen(factor)`` for ``_loo_ridge.choose``: the full model's problem with its kernel ``factor`` times
+    as wide, its operator and rule's ridge anew; None where the width is the user's or not a distance's
+    scale (a given sigma, a polynomial's inner-product scale, a precomputed kernel)."""
+    kernel = problem.kernel
+    if (kernel is None or not kernel.spec.centred_scale or not isinstance(kernel.params.get("sigma"), float)
+            or not (isinstance(est.sigma, str) and est.sigma == "scale")):
+        return None
+    options, operator = problem.options, problem.operator
+
+    def widen(factor):
+        wider = type(kernel)(kernel.spec, dict(kernel.params, sigma=kernel.params["sigma"] * factor))
+        wide = KernelOperator(problem.rows.X, wider, memory_budget=options["memory_budget"], dtype=options["dtype"],
+                              threads=options["n_threads"])
+        precision = np.float32 if operator.dtype == np.float32 else np.float64  # as prepare_fit's smooth loss
+        alpha, landmarks = _rule(est, problem.rows, wider, problem.loss, problem.seed, precision, full_model=True)
+        return replace(problem, kernel=wider, operator=wide, alpha=alpha, landmarks=landmarks)
+
+    return widen
 
 
 def model_attributes(est, problem, coef, intercept, ravel):
@@ -263,19 +289,22 @@ def solve(est, problem, callback, monitor):
     """
     rows, operator, options = problem.rows, problem.operator, problem.options
     settings = solver_settings(est, problem, callback(problem))
-    path_iter = 0
+    path_iter, start = 0, None
     if (est.alpha == "auto" and problem.loss is not SquaredLoss and problem.centers is None and monitor is None
             and settings.psd):  # a small problem's ridge by leave-one-out; the path's fit there is its start
-        alpha, start, path_iter = loo_ridge.choose(problem, settings)
-        problem = replace(problem, alpha=alpha)
-        settings = replace(settings, alpha=alpha)
+        problem, start, path_iter = loo_ridge.choose(problem, settings, widener(est, problem))
+        operator = problem.operator
+        settings = replace(settings, alpha=problem.alpha, landmarks=problem.landmarks)
+        if problem.kernel is not None and "sigma" in problem.kernel.params:
+            est.sigma_ = problem.kernel.params["sigma"]
         if start is not None:
             settings = replace(settings, coef_init=start[0], intercept_init=start[1])
     retry = options["dtype"] == "auto" and operator.dtype == np.float32
-    settings.rounding_stops = [] if retry else None
+    # from the path's fit, converged at least as tightly, a stop at rounding returns that optimum or better
+    settings.rounding_stops = [] if retry or (start is not None and start[2]) else None
     result = run_solver(problem.solver, operator, rows.Y, rows.w, settings)
     n_iter, curve = path_iter + result.n_iter, list(result.loss_curve)
-    if settings.rounding_stops:
+    if settings.rounding_stops and retry:
         operator = KernelOperator(
             rows.X, problem.kernel, centers=problem.centers, memory_budget=options["memory_budget"],
             dtype="float64", threads=options["n_threads"], center_rows=est._center_rows,

@@ -388,7 +388,7 @@ def test_curvature_share_is_the_logistic_hessian_at_the_class_shares_over_two(la
 def test_logistic_auto_alpha_is_the_squared_loss_ridge_scaled_by_the_curvature_and_does_not_underfit(load, beats_platt):
     # The logistic default starts from the squared-loss classifier's GCV ridge (same landmarks: same
     # seed) times curvature_share: on digits it is that ridge; on iris and breast cancer, whose
-    # Newton systems are small, one of _loo_ridge's multiples of it. Its probabilities are not the
+    # Newton systems are small, a power of 4 of it at the width _loo_ridge chose. Its probabilities are not the
     # underfit of C=1. On iris and digits its held-out log-loss is below SVC(probability=True)'s
     # (Platt scaling), an independent reference; on breast cancer the two tie.
     from sklearn.metrics import log_loss
@@ -402,7 +402,7 @@ def test_logistic_auto_alpha_is_the_squared_loss_ridge_scaled_by_the_curvature_a
     scaler = StandardScaler().fit(X_tr)
     X_tr, X_te = scaler.transform(X_tr), scaler.transform(X_te)
     logistic = KernelGDClassifier(loss="logistic", random_state=0).fit(X_tr, y_tr)
-    squared = KernelGDClassifier(random_state=0).fit(X_tr, y_tr)
+    squared = KernelGDClassifier(sigma=logistic.sigma_, random_state=0).fit(X_tr, y_tr)  # at the width chosen
     classes = np.unique(y_tr)
     w = np.full(len(y_tr), 1.0 / len(y_tr))
     if len(classes) == 2:
@@ -412,8 +412,10 @@ def test_logistic_auto_alpha_is_the_squared_loss_ridge_scaled_by_the_curvature_a
     multiple = logistic.alpha_ / (squared.alpha_ * share)
     if load is load_digits:
         assert multiple == pytest.approx(1.0, rel=1e-9)
-    else:
-        assert np.min(np.abs(np.log(multiple / _loo_ridge.MULTIPLES))) < 1e-9
+    else:  # a power of 4, within the path's reach
+        power = np.log(multiple) / np.log(4.0)
+        assert power == pytest.approx(np.round(power), abs=1e-9)
+        assert abs(power) <= np.log(_loo_ridge.EXTEND_TO) / np.log(4.0)
     ours = log_loss(y_te, logistic.predict_proba(X_te))
     if beats_platt:
         with warnings.catch_warnings():
