@@ -1,11 +1,11 @@
 """Where a default misses its accuracy or log-loss goal: the best any nearby width and ridge reach.
 
     python benchmarks/bench_ceiling.py --data-dir ../shared/data
-    python benchmarks/bench_ceiling.py --sets gaussian_quantiles hastie iris     # no data folder needed
+    python benchmarks/bench_ceiling.py --sets gaussian_quantiles hastie     # no data folder needed
 
 Each default estimator is fitted as in bench_defaults.py (a StandardScaler
-pipeline, every argument at its default; iris: the mean over its 10 random
-splits), and then refitted with its own kernel at every width ``sigma_ *
+pipeline, every argument at its default; a bundled set: the mean over 10
+random splits), and then refitted with its own kernel at every width ``sigma_ *
 2**(j / 2)``, j = -1, 0, 1, and every ridge ``alpha_ * 4**i``, i = -2 to 2,
 around what its rules chose. The best of those 15 fits on the test rows is the
 ceiling: an oracle's choice (it reads the test rows), an upper bound on what
@@ -39,7 +39,6 @@ SETS = {  # set: (system, peer or peers (the better one counts), metric)
     "uci_wine-quality-red": ("KernelGDRegressor()", ("SVR()", "Nystroem(2000) + RidgeCV()"), "rmse"),
     "mnist": ("KernelGDClassifier(loss='logistic')", "SVC(probability=True)", "log_loss"),
     "hastie": ("KernelGDClassifier(loss='logistic')", "SVC(probability=True)", "log_loss"),
-    "iris": ("KernelGDClassifier(loss='logistic')", "SVC(probability=True)", "log_loss"),
 }
 WIDTHS = (-1, 0, 1)  # sigma_ * 2**(j / 2)
 RIDGES = (-2, -1, 0, 1, 2)  # alpha_ * 4**i
@@ -70,7 +69,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=None, help="the shared data folder (bundled sets need none)")
     parser.add_argument("--sets", nargs="+", default=None, help="default: " + " ".join(SETS))
-    parser.add_argument("--bundled-splits", type=int, default=10, help="random splits of iris averaged")
+    parser.add_argument("--bundled-splits", type=int, default=10, help="random splits of a bundled set averaged")
     parser.add_argument("--merge", action="store_true", help="keep the other sets' rows of an existing --out")
     parser.add_argument("--out", default=str(HERE / "results" / "ceiling.json"))
     args = parser.parse_args()

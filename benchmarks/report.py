@@ -239,7 +239,7 @@ def ceiling():
             "A ceiling behind the peer means the model itself (its loss, its kernel) falls short there; a ceiling "
             "ahead of it, that better rules for sigma and alpha would meet the goal. The peer is fitted in the "
             "same run (for the regressor the better of ``SVR()`` and ``Nystroem(2000)`` + ``RidgeCV()``, test RMSE; "
-            "iris: the mean over 10 random splits, UCI sets over their first 3). "
+            "UCI sets: the mean over their first 3 splits). "
             f"Machine: {machine_line(data['machine'])}."]
     rows = [[r["set"], f"{r['n_train']:,}", r["system"], r["metric"].replace("_", "-"), fmt(r["default"], ".4f"),
              fmt(r["ceiling"], ".4f"), fmt(r["ceiling_sigma_factor"], ".3g"), fmt(r["ceiling_alpha_factor"], ".3g"),
