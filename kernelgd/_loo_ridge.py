@@ -251,7 +251,8 @@ def _one_standard_error(losses, W):
     """
     excess = losses - losses[int(np.argmin(losses @ W))]
     mean = excess @ W
-    error = np.sqrt(((excess - mean[:, None]) ** 2 @ W) / effective_count(W))
+    with np.errstate(over="ignore"):  # a spread past float64's range (a left-out row at 1e160 nats) is inf
+        error = np.sqrt(((excess - mean[:, None]) ** 2 @ W) / effective_count(W))
     return int(np.flatnonzero(mean <= error)[0])
 
 
@@ -296,9 +297,12 @@ def _exact(Psi, r, F, W, T, alpha, fit_intercept, loss, approximate):
     binary = loss.diagonal_hessian
     losses, far = approximate.copy(), np.flatnonzero(approximate - _row_losses(F, T, binary) > FAR)
     if far.size:
-        with np.errstate(all="ignore"):
-            M = systems(Psi, F, W, alpha, r, fit_intercept, loss)[0]
-            exact = _refined(Psi, r, F, W, T, alpha, M, far, binary, fit_intercept, loss)
+        try:  # a singular system (a group alone in a direction of the kernel) keeps the approximation
+            with np.errstate(all="ignore"):
+                M = systems(Psi, F, W, alpha, r, fit_intercept, loss)[0]
+                exact = _refined(Psi, r, F, W, T, alpha, M, far, binary, fit_intercept, loss)
+        except np.linalg.LinAlgError:
+            exact = None
         if exact is not None and np.all(np.isfinite(exact)):
             losses[far] = exact
     return losses

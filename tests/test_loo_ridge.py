@@ -259,3 +259,26 @@ def test_the_path_goes_on_past_a_fit_stopped_at_rounding(monkeypatch):
     est = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
     assert len(scored) >= len(_loo_ridge.MULTIPLES) * len(_loo_ridge.WIDTHS)
     assert est.alpha_ == pytest.approx(reference.alpha_, rel=1e-12)
+
+
+def test_three_rows_a_boundary_splits_choose_quietly():
+    # Regression: at 1.41 and 2 times the width a left-out row's exact loss reached about 1e160 nats, and
+    # the one-standard-error rule's spread of the excess overflowed (a RuntimeWarning reached the user).
+    X = np.random.RandomState(1).randn(3, 20) * 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = KernelGDClassifier(loss="logistic", random_state=0, options={"dtype": "float32"}).fit(X, [1, 0, 0])
+    assert np.all(np.isfinite(est.predict_proba(X))) and est.alpha_ > 0
+
+
+def test_rows_alike_in_the_kernel_keep_the_approximate_scores_where_the_exact_ones_are_singular():
+    # Regression: every row the same point, the left-out groups' I - H Q was singular and _exact raised
+    # LinAlgError out of fit. The model is the intercept-only one: the labels' shares.
+    bits = ("0000001011010100110100110000000100001011111111100111001101001000010101000110100001010011100010101"
+            "00100101100110001110100001011011010001011110011010011")
+    y = np.array([int(b) for b in bits])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = KernelGDClassifier(loss="logistic", random_state=975).fit(np.ones((len(y), 1)), y)
+    assert_allclose(est.predict_proba([[1.0]])[0], [1 - y.mean(), y.mean()], atol=1e-6)
+
