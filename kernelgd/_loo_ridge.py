@@ -7,21 +7,15 @@ intercept-only model; the log-loss it leaves can be far from the best ridge's
 system on the distinct rows is small (``_dense_newton.tiny``), the ridges
 ``MULTIPLES`` times that start are fitted instead, from the largest down,
 each warm-started from the last, and each is scored by the approximate
-leave-one-out loss (Rad & Maleki, 2020): without row i the minimiser moves by
-one Newton step of the objective without that row, which moves its scores to
-
-    f_i^(-i) = f_i + Q_i (I - H_i Q_i)^-1 g_i,    Q_i = Psi_i M^-1 Psi_i'
-
-(g_i, H_i: the row's gradient and Hessian of the loss in its scores, weight
-included; M: the Newton system in the dense coordinates ``Psi = [K Z, 1]``).
-A group of identical rows is left out as one, with its summed weight and its
-mean label (the loss is linear in the label). The largest ridge whose mean loss
+leave-one-out loss (``_logistic_loo``: one Newton step without each row, Rad &
+Maleki, 2020). A group of identical rows is left out as one, with its summed
+weight and its mean label (the loss is linear in the label). The largest ridge whose mean loss
 exceeds the least by at most one standard error of that excess is chosen (a
 paired one-standard-error rule, after Breiman et al., 1984): on a few hundred
 rows the least is partly chance. The one step errs where it is long (a nearly
 interpolating fit, a row its neighbours contradict): there the ridges the
 choice rests on are scored exactly, by Newton's iterations on the objective
-without the row (``_exact``). The path runs at each of ``WIDTHS`` times
+without the row (``_logistic_loo.exact``). The path runs at each of ``WIDTHS`` times
 ``sigma="scale"``'s width, from the rule's ridge for it, and the widest whose
 chosen losses are within one standard error of the least is kept. The scoring
 is a small dense computation and runs on the host.
@@ -42,14 +36,15 @@ import warnings
 from dataclasses import replace
 
 import numpy as np
-import scipy.linalg
 
-from ._array_api import block_of, eye, log_expit, logsumexp, row_dot, rows_of, solve_psd, to_numpy, xp_of
+from ._array_api import block_of, rows_of, to_numpy, xp_of
 from ._auto_alpha import auto_alpha, curvature_share, least_ridge
+from ._logistic_loo import exact as _exact
+from ._logistic_loo import scores as _scores
 from ._operator import KernelOperator
 from ._replicates import collapse, effective_count, subset_groups
 from ._solvers import run_solver
-from ._solvers._dense_newton import MAX_UNKNOWNS, coordinates, features, systems, tiny
+from ._solvers._dense_newton import MAX_UNKNOWNS, coordinates, features, tiny
 
 # The ridges fitted, as multiples of the general rule's, largest first: a decade and a fifth either side.
 MULTIPLES = 4.0 ** np.arange(2, -3, -1)
@@ -67,24 +62,16 @@ DRAWS = 3
 # the test rows do (hastie: 2 and 1.41 ahead of 1), but a wider kernel's smaller ridge slows the whole
 # set's fit (gaussian quantiles at twice the width: 78 s against 8 s, log-loss 0.040 against 0.054).
 WIDTHS = (1.0, 2.0**0.5, 2.0)
-# A row whose one leave-one-out step raises its loss by more than this (nats) is left out exactly: the
-# step is optimistic where it is long (iris, 105 rows: 0.054 against the exact 0.094 at the ridge it chose).
-FAR = 0.5
-# The exact leave-one-out's Newton iterations: at most this many with the fit's Hessian (for every row
-# at once), then this many with their own, until the decrement is below the tolerance.
-CHORD_ITER = 20
-NEWTON_ITER = 20
-REFINE_TOL = 1e-12
 
 
 def choose(problem, settings, widen=None):
     """``(problem, start, n_iter)``: the problem at the chosen width and ridge, the chosen fit's
-    ``(coef, intercept)`` to start the solve from, and the iterations the paths ran; on a larger set,
+    ``(coef, intercept, converged)`` to start the solve from, and the iterations the paths ran; on a larger set,
     the problem at ``_on_a_subsample``'s ridge, None and 0.
 
     ``widen(factor)``: the problem with its kernel ``factor`` times as wide (its own rule's ridge); None
-    where the width is the user's. Then each of ``WIDTHS`` runs its path, and the width whose chosen
-    ridge leaves the least mean leave-one-out loss on the same rows is kept.
+    where the width is the user's. Then each of ``WIDTHS`` runs its path, and the widest width whose
+    chosen ridge's losses exceed the least by at most one standard error (on the same rows) is kept.
     """
     rows, loss = problem.rows, problem.loss
     n_distinct = rows.Y.shape[0] if rows.replicates is None else int(rows.replicates.max()) + 1
@@ -101,9 +88,10 @@ def choose(problem, settings, widen=None):
         return problem, None, n_iter
     # the widest kernel within one standard error of the least loss: the smoothest the rows cannot tell apart
     fits.sort(key=lambda fit: -fit[0])
-    chosen = fits[_one_standard_error(np.array([fit[3] for fit in fits]), _groups(rows)[1])]
+    W = _groups(rows)[1]
+    chosen = fits[_one_standard_error(np.array([fit[3] for fit in fits]), W)]
     if settings.verbose and widen is not None:
-        means = ", ".join(f"x{factor:.3g}: {losses @ _groups(rows)[1]:.4g}" for factor, _, _, losses in fits)
+        means = ", ".join(f"x{factor:.3g}: {losses @ W:.4g}" for factor, _, _, losses in fits)
         print(f"[sigma] leave-one-out log-loss by multiple of sigma='scale': {means}; chosen x{chosen[0]:.3g}")
     return chosen[1], chosen[2], n_iter
 
@@ -230,7 +218,7 @@ def _subsample_multiple(problem, settings, idx, rng, lowest):
 
 def _settled(path, W):
     """The ridge ``_one_standard_error`` chooses on the path, made again until the losses it rests on,
-    the least mean's and the chosen ridge's, are exact (``_exact``); the others stay approximate (making
+    the least mean's and the chosen ridge's, are exact (``_logistic_loo.exact``); the others stay approximate (making
     every ridge's exact cost 1.3-1.6 times the time on iris, wine and breast cancer, and chose no better)."""
     while True:
         losses = np.array([p[2] for p in path])
@@ -270,148 +258,3 @@ def _distinct_operator(problem, first):
     if len(first) < X.shape[0]:
         X = block_of(X, first, first) if precomputed else rows_of(X, first)
     return KernelOperator(X, problem.kernel, dtype="float64")
-
-
-def _scores(Psi, r, F, W, T, alpha, fit_intercept, loss):
-    """Each distinct row's approximate leave-one-out loss at its scores F (weights W, mean labels T)."""
-    k, binary = F.shape[1], loss.diagonal_hessian
-    M = systems(Psi, F, W, alpha, r, fit_intercept, loss)[0]
-    if binary:  # the binary logistic loss: one column of log-odds, labels +-1
-        Q = _leverages(M, Psi)
-        t, f = (T[:, 0] + 1.0) / 2.0, F[:, 0]
-        p = np.exp(log_expit(f))
-        f = (f + Q * (W * (p - t)) / (1.0 - Q * W * p * (1.0 - p)))[:, None]
-    else:
-        q, M_inv = Psi.shape[1], solve_psd(M, eye(M, M.shape[0]))
-        Q = np.stack([np.stack([row_dot(Psi @ M_inv[c * q:(c + 1) * q, d * q:(d + 1) * q], Psi)
-                                for d in range(k)], 1) for c in range(k)], 1)
-        P = np.exp(F - logsumexp(F, axis=1, keepdims=True))
-        H = W[:, None, None] * (P[:, :, None] * np.eye(k) - P[:, :, None] * P[:, None, :])
-        f = F + (Q @ np.linalg.solve(np.eye(k) - H @ Q, (W[:, None] * (P - T))[:, :, None]))[:, :, 0]
-    return _row_losses(f, T, binary)
-
-
-def _exact(Psi, r, F, W, T, alpha, fit_intercept, loss, approximate):
-    """The groups' leave-one-out losses: ``approximate``'s, exact (``_refined``) where the one step
-    raised a group's loss by more than ``FAR``."""
-    binary = loss.diagonal_hessian
-    losses, far = approximate.copy(), np.flatnonzero(approximate - _row_losses(F, T, binary) > FAR)
-    if far.size:
-        try:  # a singular system (a group alone in a direction of the kernel) keeps the approximation
-            with np.errstate(all="ignore"):
-                M = systems(Psi, F, W, alpha, r, fit_intercept, loss)[0]
-                exact = _refined(Psi, r, F, W, T, alpha, M, far, binary, fit_intercept, loss)
-        except np.linalg.LinAlgError:
-            exact = None
-        if exact is not None and np.all(np.isfinite(exact)):
-            losses[far] = exact
-    return losses
-
-
-def _row_losses(F, T, binary):
-    """Each row's log-loss at its scores F (``(..., n, k)``) for its mean labels T (+-1 where ``binary``)."""
-    if binary:
-        t = (T[..., 0] + 1.0) / 2.0
-        return -(t * log_expit(F[..., 0]) + (1.0 - t) * log_expit(-F[..., 0]))
-    return logsumexp(F, axis=-1) - np.sum(T * F, axis=-1)
-
-
-def _row_gradients(F, T, binary):
-    """The row losses' gradients in their scores: ``p - t``."""
-    if binary:
-        return np.exp(log_expit(F)) - (T + 1.0) / 2.0
-    return np.exp(F - logsumexp(F, axis=-1, keepdims=True)) - T
-
-
-def _refined(Psi, r, F, W, T, alpha, M, rows, binary, fit_intercept, loss):
-    """The exact leave-one-out losses of the groups ``rows`` (None where M has no Cholesky factor).
-
-    Without a group the minimiser is reached by Newton's iterations from the fit: first with the
-    Hessian without the group at the fit (M less the group's term, by Woodbury's identity: chord
-    steps, for every group at once), then, for a group still far from it, with the Hessian where it
-    is. Each step is backtracked to descend. The objective's change is read off the scores alone: at
-    the fit the penalty's gradient ``2 alpha B`` is ``-Phi' G`` (G: the rows' weighted gradients),
-    and G sums to 0 over the rows.
-    """
-    try:
-        factor = scipy.linalg.cho_factor(M, check_finite=False)
-    except np.linalg.LinAlgError:
-        return None
-    (n, k), q, m = F.shape, Psi.shape[1], len(rows)
-    G0 = W[:, None] * _row_gradients(F, T, binary)
-    base = _row_losses(F, T, binary)
-    kept = np.ones((m, n))
-    kept[np.arange(m), rows] = 0.0
-    kept *= W  # each group's rows' weights without it
-    # U: each group's term's columns (class c's block holds its Psi row); MU = M^-1 U
-    U = np.zeros((m, k, k * q))
-    for c in range(k):
-        U[:, c, c * q:(c + 1) * q] = Psi[rows]
-    MU = scipy.linalg.cho_solve(factor, U.reshape(m * k, k * q).T, check_finite=False).T.reshape(m, k, k * q)
-    P = np.exp(log_expit(F[rows])) if binary else np.exp(F[rows] - logsumexp(F[rows], axis=1, keepdims=True))
-    H = W[rows, None, None] * (P[:, :, None] * (1.0 - P[:, :, None]) if binary
-                               else P[:, :, None] * np.eye(k) - P[:, :, None] * P[:, None, :])
-    C = np.linalg.solve(np.eye(k) - H @ np.einsum("mcj,mdj->mcd", U, MU), H)  # (I - H Q)^-1 H
-
-    def chord(grad, S, at):
-        z = scipy.linalg.cho_solve(factor, grad.T, check_finite=False).T
-        return -(z + np.einsum("mcj,mc->mj", MU[at], np.einsum("mcd,md->mc", C[at], np.einsum("mcj,mj->mc", U[at], z))))
-
-    def newton(grad, S, at):
-        (j,) = at
-        exact = systems(Psi, S[0], kept[j], alpha, r, fit_intercept, loss)[0]
-        return -solve_psd(exact, grad.T).T
-
-    at = np.arange(m)
-    D, S, active = _descend(Psi, r, F, T, alpha, G0, base, kept, binary, chord, np.zeros((m, k, q)), at, CHORD_ITER)
-    for j in np.flatnonzero(active):
-        D[j:j + 1], S[j:j + 1], _ = _descend(Psi, r, F, T, alpha, G0, base, kept[j:j + 1], binary, newton,
-                                             D[j:j + 1], at[j:j + 1], NEWTON_ITER)
-    return _row_losses(S[at, rows], T[rows], binary)
-
-
-def _descend(Psi, r, F, T, alpha, G0, base, kept, binary, solve, D, at, iterations):
-    """``(D, S, active)``: at most ``iterations`` backtracked steps ``solve(grad, S, at)`` on the objectives
-    without each group (``kept``: the rows' weights in each), from the coordinate changes D ``(m, k, q)``;
-    S the scores there, ``active`` where the decrement is still above ``REFINE_TOL``."""
-    m, k, q = D.shape
-
-    def objective(D):  # each objective's change from the fit, and its scores
-        S = F + Psi @ np.swapaxes(D, 1, 2)
-        change = np.sum(kept * (_row_losses(S, T, binary) - base), axis=1)
-        return change - np.einsum("nk,mnk->m", G0, S - F) + alpha * np.sum(D[:, :, :r] ** 2, axis=(1, 2)), S
-
-    value, S = objective(D)
-    active = np.ones(m, dtype=bool)
-    for _ in range(iterations):
-        grad = np.einsum("nq,mnk->mkq", Psi, kept[:, :, None] * _row_gradients(S, T, binary) - G0)
-        grad[:, :, :r] += 2.0 * alpha * D[:, :, :r]
-        grad = grad.reshape(m, k * q)
-        step = solve(grad, S, at)
-        decrement = -np.sum(grad * step, axis=1)  # Newton's decrement squared: about twice the descent left
-        active = decrement > REFINE_TOL
-        if not active.any():
-            break
-        step, t = step.reshape(m, k, q), active.astype(float)
-        for _ in range(30):  # halve each step until it descends (Armijo's test)
-            trial, S_trial = objective(D + t[:, None, None] * step)
-            fails = (t > 0) & (trial > value - 1e-4 * t * decrement)
-            if not fails.any():
-                break
-            t = np.where(fails, t / 2.0, t)
-        if fails.any():  # no descent left along a step: that objective stays where it is
-            t = np.where(fails, 0.0, t)
-            trial, S_trial = objective(D + t[:, None, None] * step)
-        D, value, S = D + t[:, None, None] * step, trial, S_trial
-    return D, S, active
-
-
-def _leverages(M, Psi):
-    """Each row's ``Psi_i M^-1 Psi_i'``: by M's Cholesky factor ``R'R``, ``|R^-T Psi_i'|^2`` (a quarter of
-    the products of M's inverse); by the least-squares inverse where M is singular (as ``solve_psd``)."""
-    try:
-        R = scipy.linalg.cholesky(M, lower=False, check_finite=False)
-    except np.linalg.LinAlgError:
-        return row_dot(Psi @ solve_psd(M, eye(M, M.shape[0])), Psi)
-    Z = scipy.linalg.solve_triangular(R, Psi.T, trans="T", check_finite=False)
-    return np.einsum("ij,ij->j", Z, Z)

@@ -11,7 +11,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
-from kernelgd import KernelGDClassifier, _loo_ridge
+from kernelgd import KernelGDClassifier, _logistic_loo, _loo_ridge
 
 
 def _captured_scores(monkeypatch, multiple):
@@ -71,14 +71,14 @@ def test_approximate_leave_one_out_matches_refits_without_each_row(monkeypatch, 
 @pytest.mark.parametrize("multiple", [16.0, 1 / 16])
 def test_exact_leave_one_out_matches_refits_where_the_approximation_is_optimistic(monkeypatch, n_classes, weighted,
                                                                                    repeated, multiple):
-    # _exact's Newton iterations reach each refit's loss (every row refined here); at a sixteenth of the
+    # _logistic_loo.exact's Newton iterations reach each refit's loss (every row refined here); at a sixteenth of the
     # rule's start the one step's mean is off the brute force's by 7-19% (below it on two classes, above on three).
     X, y, sw = _classes(n_classes, weighted, repeated)
     captured = _captured_scores(monkeypatch, multiple)
     est = KernelGDClassifier(loss="logistic", tol=1e-8, random_state=0).fit(X, y, sample_weight=sw)
     args, approximate = captured[0]
-    monkeypatch.setattr(_loo_ridge, "FAR", -np.inf)
-    exact = _loo_ridge._exact(*args, approximate)
+    monkeypatch.setattr(_logistic_loo, "FAR", -np.inf)
+    exact = _logistic_loo.exact(*args, approximate)
     reference = _refits_without_each_group(X, y, sw, args[5], est.sigma_)
     assert_allclose(args[3] * exact, reference, atol=1e-5)
     if multiple < 1:
