@@ -250,6 +250,25 @@ def ceiling():
     return section("What the defaults' accuracy goals need", "\n\n".join(text))
 
 
+def loo_width():
+    """What the logistic default's small-set rule owes to each of its parts (bench_loo_width.py)."""
+    if not (RESULTS / "loo_width.json").exists():
+        return ""
+    data = load("loo_width")
+    text = ["On sets whose Newton system is small, ``KernelGDClassifier(loss=\"logistic\")`` keeps a ridge by "
+            "leave-one-out log-loss at 1, 1.41 and 2 times ``sigma=\"scale\"``'s width, the losses exact where "
+            "one Newton step without a row moves it far. Each variant takes a part away: ``sigma='scale' only`` "
+            "compares no widths, ``one-step scores only`` keeps the approximation everywhere, the last does "
+            "neither. Test log-loss and fit seconds after ``StandardScaler``, the mean over "
+            f"{data['rows'][0]['splits']} random stratified 70/30 splits, all in one run. "
+            f"Machine: {machine_line(data['machine'])}."]
+    rows = [[r["set"], f"{r['n_train']:,}", r["system"], fmt(r["log_loss"], ".4f"), fmt(r["fit_s"], ".2f")]
+            for r in data["rows"]]
+    text.append(rst_table(["set", "n", "system", "log-loss", "fit s"], rows))
+    text.append(command("python benchmarks/bench_loo_width.py"))
+    return section("The logistic default's width and exact scores", "\n\n".join(text))
+
+
 def auto_centers():
     """``n_centers="auto"`` beyond the exact model's memory against Nystroem(2000) + RidgeCV (bench_auto_centers.py)."""
     if not (RESULTS / "auto_centers.json").exists():
@@ -1170,7 +1189,7 @@ UCI regression sets with the standard train/test splits of the
 ``index_features.txt``, ``index_target.txt``, ``splits/``).
 ``benchmarks/datasets.py`` says how each is read and split.
 """
-    parts = [intro.strip() + "\n", *filter(None, [defaults(), floor(), ceiling(), auto_centers()]), regression_one_fit(), regression_model_selection(), *filter(None, [uncertainty()]), classification_defaults(),
+    parts = [intro.strip() + "\n", *filter(None, [defaults(), floor(), ceiling(), loo_width(), auto_centers()]), regression_one_fit(), regression_model_selection(), *filter(None, [uncertainty()]), classification_defaults(),
              poly_scale(), softmax_steps(), subsample_start(), classification_probabilities(), classification_model_selection(), scale(), dask_section()]
     return "\n".join(parts)
 
