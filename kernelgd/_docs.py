@@ -186,10 +186,11 @@ CLASSIFIER_ALPHA = """\
         and computed exactly (Newton's iterations without the row) where that
         step moves the row's loss by more than half a nat, for the ridges the
         choice rests on. With ``sigma="scale"`` and the rbf, laplacian or
-        exponential kernel that path runs at 1, 1.41 and 2 times that width,
-        each from the rule's ridge for it, and the widest whose chosen ridge's
-        losses exceed the least by at most one standard error is kept
-        (``sigma_``). On larger sets with up
+        exponential kernel, where that system has at most 512 unknowns (two
+        classes, or up to 169 rows of three classes, 127 of four), that path
+        runs at 1, 1.41 and 2 times that width, each from the rule's ridge for
+        it, and the widest whose chosen ridge's losses exceed the least by at
+        most one standard error is kept (``sigma_``). On larger sets with up
         to four classes, that path runs on three random subsamples of that
         size (going on past its ends, 256 to 1/256, but not below the least
         ridge) and their median multiple scales the rule's ridge. It is

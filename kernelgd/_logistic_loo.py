@@ -136,12 +136,12 @@ def _descend(Psi, r, F, T, alpha, G0, base, kept, binary, solve, D, at, iteratio
     def objective(D):  # each objective's change from the fit, and its scores
         S = F + Psi @ np.swapaxes(D, 1, 2)
         change = np.sum(kept * (_row_losses(S, T, binary) - base), axis=1)
-        return change - np.einsum("nk,mnk->m", G0, S - F) + alpha * np.sum(D[:, :, :r] ** 2, axis=(1, 2)), S
+        return change - np.sum(G0 * (S - F), axis=(1, 2)) + alpha * np.sum(D[:, :, :r] ** 2, axis=(1, 2)), S
 
     value, S = objective(D)
     active = np.ones(m, dtype=bool)
     for _ in range(iterations):
-        grad = np.einsum("nq,mnk->mkq", Psi, kept[:, :, None] * _row_gradients(S, T, binary) - G0)
+        grad = np.swapaxes(Psi.T @ (kept[:, :, None] * _row_gradients(S, T, binary) - G0), 1, 2)  # (m, k, q)
         grad[:, :, :r] += 2.0 * alpha * D[:, :, :r]
         grad = grad.reshape(m, k * q)
         step = solve(grad, S, at)

@@ -15,7 +15,8 @@ paired one-standard-error rule, after Breiman et al., 1984): on a few hundred
 rows the least is partly chance. The one step errs where it is long (a nearly
 interpolating fit, a row its neighbours contradict): there the ridges the
 choice rests on are scored exactly, by Newton's iterations on the objective
-without the row (``_logistic_loo.exact``). The path runs at each of ``WIDTHS`` times
+without the row (``_logistic_loo.exact``). On the smallest systems
+(``WIDTH_UNKNOWNS``) the path runs at each of ``WIDTHS`` times
 ``sigma="scale"``'s width, from the rule's ridge for it, and the widest whose
 chosen losses are within one standard error of the least is kept. The scoring
 is a small dense computation and runs on the host.
@@ -62,6 +63,10 @@ DRAWS = 3
 # the test rows do (hastie: 2 and 1.41 ahead of 1), but a wider kernel's smaller ridge slows the whole
 # set's fit (gaussian quantiles at twice the width: 78 s against 8 s, log-loss 0.040 against 0.054).
 WIDTHS = (1.0, 2.0**0.5, 2.0)
+# The widths are compared where Newton's dense system has at most this many unknowns (each width's path
+# costs a few times its cube in flops): three classes of 250 rows (753 unknowns) took 2.1 s with the
+# three widths against 0.6 s with one; two classes of 460 rows (461), 0.7 s against 0.2 s.
+WIDTH_UNKNOWNS = 512
 
 
 def choose(problem, settings, widen=None):
@@ -70,15 +75,18 @@ def choose(problem, settings, widen=None):
     the problem at ``_on_a_subsample``'s ridge, None and 0.
 
     ``widen(factor)``: the problem with its kernel ``factor`` times as wide (its own rule's ridge); None
-    where the width is the user's. Then each of ``WIDTHS`` runs its path, and the widest width whose
-    chosen ridge's losses exceed the least by at most one standard error (on the same rows) is kept.
+    where the width is the user's. Then, on at most ``WIDTH_UNKNOWNS`` unknowns, each of ``WIDTHS`` runs
+    its path, and the widest width whose chosen ridge's losses exceed the least by at most one standard
+    error (on the same rows) is kept.
     """
     rows, loss = problem.rows, problem.loss
     n_distinct = rows.Y.shape[0] if rows.replicates is None else int(rows.replicates.max()) + 1
     if not tiny(n_distinct, rows.Y.shape[1], not loss.diagonal_hessian):  # before any kernel evaluation
         return replace(problem, alpha=_on_a_subsample(problem, settings)), None, 0
+    unknowns = (n_distinct + 1) * (1 if loss.diagonal_hessian else rows.Y.shape[1])
+    widths = WIDTHS if widen is not None and unknowns <= WIDTH_UNKNOWNS else (1.0,)
     fits, n_iter = [], 0  # (factor, problem at its chosen ridge, start, its groups' losses there)
-    for factor in WIDTHS if widen is not None else (1.0,):
+    for factor in widths:
         candidate = problem if factor == 1.0 else widen(factor)
         alpha, start, iters, losses = _path(candidate, settings, extend=True, exact=True)
         n_iter += iters
@@ -90,7 +98,7 @@ def choose(problem, settings, widen=None):
     fits.sort(key=lambda fit: -fit[0])
     W = _groups(rows)[1]
     chosen = fits[_one_standard_error(np.array([fit[3] for fit in fits]), W)]
-    if settings.verbose and widen is not None:
+    if settings.verbose and len(widths) > 1:
         means = ", ".join(f"x{factor:.3g}: {losses @ W:.4g}" for factor, _, _, losses in fits)
         print(f"[sigma] leave-one-out log-loss by multiple of sigma='scale': {means}; chosen x{chosen[0]:.3g}")
     return chosen[1], chosen[2], n_iter

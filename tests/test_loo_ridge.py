@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
-from sklearn.datasets import load_wine, make_classification
+from sklearn.datasets import load_iris, load_wine, make_classification
 from sklearn.metrics import log_loss
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
@@ -223,7 +223,7 @@ def test_the_subsamples_multiple_beats_the_rules_ridge_on_held_out_rows(monkeypa
 
 
 def test_verbose_reports_each_ridges_leave_one_out_loss_and_the_choice(capsys):
-    X, y = load_wine(return_X_y=True)
+    X, y = load_iris(return_X_y=True)  # 453 unknowns: the widths are compared
     X = StandardScaler().fit_transform(X)
     est = KernelGDClassifier(loss="logistic", verbose=1, random_state=0).fit(X, y)
     out = capsys.readouterr().out.splitlines()
@@ -282,3 +282,18 @@ def test_rows_alike_in_the_kernel_keep_the_approximate_scores_where_the_exact_on
         est = KernelGDClassifier(loss="logistic", random_state=975).fit(np.ones((len(y), 1)), y)
     assert_allclose(est.predict_proba([[1.0]])[0], [1 - y.mean(), y.mean()], atol=1e-6)
 
+
+
+@pytest.mark.parametrize("n, n_classes, widths", [(150, 3, 3), (200, 3, 1), (460, 2, 3)])
+def test_widths_are_compared_where_the_system_is_smallest(monkeypatch, n, n_classes, widths):
+    # Each width's path costs a few times the cube of the unknowns (n + 1 per class, one column for two
+    # classes): past WIDTH_UNKNOWNS the path runs at sigma="scale"'s width alone.
+    X, y = make_classification(n_samples=n, n_features=6, n_informative=4, n_classes=n_classes, random_state=0)
+    sigmas = []
+    path = _loo_ridge._path
+    monkeypatch.setattr(_loo_ridge, "_path", lambda problem, settings, **kw: sigmas.append(
+        problem.kernel.params["sigma"]) or path(problem, settings, **kw))
+    est = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    assert len(sigmas) == widths
+    assert est.sigma_ in [pytest.approx(s, rel=1e-12) for s in sigmas]
+    assert sigmas[0] == pytest.approx(KernelGDClassifier(loss="logistic", alpha=1.0).fit(X, y).sigma_, rel=1e-12)
