@@ -18,6 +18,7 @@ import scipy.linalg
 
 from ._array_api import eye, log_expit, logsumexp, row_dot, solve_psd
 from ._solvers._dense_newton import systems
+from ._solvers.newton._run import ARMIJO, MAX_HALVINGS
 
 # A row whose one leave-one-out step raises its loss by more than this (nats) is left out exactly: the
 # step is optimistic where it is long (iris, 105 rows: 0.054 against the exact 0.094 at the ridge it chose).
@@ -150,9 +151,9 @@ def _descend(Psi, r, F, T, alpha, G0, base, kept, binary, solve, D, at, iteratio
         if not active.any():
             break
         step, t = step.reshape(m, k, q), active.astype(float)
-        for _ in range(30):  # halve each step until it descends (Armijo's test)
+        for _ in range(MAX_HALVINGS):  # halve each step until it descends (Armijo's test, as the solver's)
             trial, S_trial = objective(D + t[:, None, None] * step)
-            fails = (t > 0) & (trial > value - 1e-4 * t * decrement)
+            fails = (t > 0) & (trial > value - ARMIJO * t * decrement)
             if not fails.any():
                 break
             t = np.where(fails, t / 2.0, t)
