@@ -210,7 +210,9 @@ def main():
     if args.merge and Path(args.out).exists():
         import json
 
-        kept = json.loads(Path(args.out).read_text())["rows"]
+        previous = json.loads(Path(args.out).read_text())
+        kept = [dict(row, cpu=row.get("cpu", previous["machine"]["cpu"])) for row in previous["rows"]]
+    cpu = machine()["cpu"]  # each row names its machine: a merge may add rows from another
     for name in sets:
         task, parts, preprocessor = load(name, args.data_dir, args.splits, args.bundled_splits)
         systems = classifiers() if task == "classification" else regressors()
@@ -219,7 +221,7 @@ def main():
             if label in args.skip:
                 continue
             row = {"set": name, "task": task, "system": label, "n_train": len(parts[0][1]), "splits": len(parts),
-                   **evaluate(make, preprocessor, parts, task)}
+                   "cpu": cpu, **evaluate(make, preprocessor, parts, task)}
             rows.append(row)
             print({k: v for k, v in row.items() if k != "warning_texts"}, flush=True)
     ran = {(row["set"], row["system"]) for row in rows}

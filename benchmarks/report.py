@@ -81,7 +81,7 @@ def peer_wins(peer, ours, accuracy, log_loss=None):
 
 
 def machine_line(machine):
-    return (f"{machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB; Python {machine['python']}, "
+    return (f"{machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']:.0f} GiB; Python {machine['python']}, "
             f"numpy {machine['numpy']}, scipy {machine['scipy']}, scikit-learn {machine['scikit-learn']}")
 
 
@@ -160,6 +160,23 @@ def draw_peer_charts(folder):
         plt.close(fig)
 
 
+def _machines(data):
+    """The machine line of a merged file whose rows name their processor: the most rows' processor,
+    and the sets measured on another (the versions and size are the file's)."""
+    cpus = [row.get("cpu", data["machine"]["cpu"]) for row in data["rows"]]
+    line = machine_line(data["machine"])
+    if len(set(cpus)) <= 1:
+        return line
+    main = max(dict.fromkeys(cpus), key=cpus.count)
+    others = {}
+    for row, cpu in zip(data["rows"], cpus):
+        if cpu != main:
+            others.setdefault(cpu, []).append(row["set"])
+    elsewhere = "; ".join(f"{', '.join(dict.fromkeys(sets))} on {cpu}" for cpu, sets in others.items())
+    return (f"{main}{line[len(data['machine']['cpu']):]}; {elsewhere}, a machine of the same size "
+            "(a set's systems always in one run)")
+
+
 def defaults():
     """The estimators with no arguments against a newcomer's picks (bench_defaults.py)."""
     if not (RESULTS / "defaults.json").exists():
@@ -182,7 +199,7 @@ def defaults():
             "regression) on the same set, and the warnings the fit raised. The charts put every set's systems "
             "against that peer: the time ratio across; up, the test accuracy minus the peer's (classification: "
             "higher is better) or the RMSE ratio to the peer's (regression: lower is better). Machine: "
-            f"{machine_line(data['machine'])}."]
+            f"{_machines(data)}."]
     for task, header, keys in (
             ("classification", ["set", "n", "system", "accuracy", "log-loss", "fit s", "time / SVC()'s", "warnings"],
              [("accuracy", ".4f"), ("log_loss", ".3f")]),

@@ -257,34 +257,43 @@ def _operator(X, kernel, precomputed):
 
 
 def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto", precision=np.float64,
-                  classify=False):
+                  classify=False, widen=None):
     """``(index, alpha, landmarks)``: the candidate kernel of least error (``choose``'s), and its ridge.
 
     ``candidates``: bound PSD kernels; ``group_of``: X's groups of identical rows
     (``_replicates.distinct_groups``). Each is scored on the same rows (at
     most ``MAX_ROWS``) by its rank-``RANK`` factor: at its own best ridge for
-    ``alpha="auto"``, else at ``alpha``. ``landmarks``: the chosen kernel's factor and its Gram matrix
+    ``alpha="auto"``, else at ``alpha``. ``widen(kernel)``: where the rule is exact (``every_row_rule``),
+    the kernels to walk to in turn from the best candidate while each is the best so far, indexed
+    after the candidates.
+    ``landmarks``: the chosen kernel's factor and its Gram matrix
     (``Landmarks``) where ``alpha="auto"`` and it covers every row (the full model's preconditioner
     then reuses it, as ``auto_alpha``'s), else None. ``precision``, ``classify``: as ``auto_alpha``'s.
     """
     xp = xp_of(w)
     Xs, Ys, ws, group_of, every_row = _subsample(xp, X, Y, w, group_of, rng, False)
     seed = rng.randint(np.iinfo(np.int32).max)
-    best = None
-    for index, kernel in enumerate(candidates):
+    exact = every_row_rule(Xs.shape[0], group_of)
+
+    def score(index, kernel):
         operator = _operator(Xs, kernel, False)
         pool = (operator._run, operator._row_batches())
         factor = _unstored_factor(operator, ws, fit_intercept, np.random.RandomState(seed), group_of)
         gram = factor_gram(factor, pool)
-        chosen, errors, alphas = choose(factor, Ys, ws, fit_intercept, group_of, None if alpha == "auto" else [alpha],
-                                        rounding_floor(operator, ws, precision), classify,
-                                        _exact(Xs.shape[0], group_of), least_ridge(operator, ws, X.shape[0]), pool,
-                                        gram)
-        error = np.inf if errors is None else float(np.min(errors))
-        if best is None or error < best[0]:  # a factor is kept only where the full model's solve reuses it
-            best = (error, index, chosen if alpha == "auto" else alpha,
-                    Landmarks(factor, gram) if every_row and alpha == "auto" else None)
-        del factor, gram
+        chosen, errors, _ = choose(factor, Ys, ws, fit_intercept, group_of, None if alpha == "auto" else [alpha],
+                                   rounding_floor(operator, ws, precision), classify, exact,
+                                   least_ridge(operator, ws, X.shape[0]), pool, gram)
+        # a factor is kept only where the full model's solve reuses it
+        return (np.inf if errors is None else float(np.min(errors)), index, chosen if alpha == "auto" else alpha,
+                Landmarks(factor, gram) if every_row and alpha == "auto" else None)
+
+    best = min((score(index, kernel) for index, kernel in enumerate(candidates)), key=lambda found: found[:2])
+    if widen is not None and exact:
+        for index, kernel in enumerate(widen(candidates[best[1]]), len(candidates)):
+            found = score(index, kernel)
+            if not found[0] < best[0]:  # the walk goes on only while each wider kernel is the best
+                break
+            best = found
     return best[1:]
 
 
@@ -317,10 +326,10 @@ def _unstored_factor(operator, w, fit_intercept, rng, group_of=None):
 
     Centring first (``landmark_factor``'s ``center``) takes the product ``K s``, a kernel
     evaluation over every pair of rows; centring B costs O(n r). Of rank ``RANK``, or of every distinct row
-    (``_exact``).
+    (``every_row_rule``).
     """
     root = xp_of(w).sqrt(w)
-    factor = landmark_factor(operator, root, _distinct(operator.n, group_of) if _exact(operator.n, group_of) else RANK,
+    factor = landmark_factor(operator, root, _distinct(operator.n, group_of) if every_row_rule(operator.n, group_of) else RANK,
                              rng)[0]
     return _center(factor, root) if fit_intercept else factor
 
@@ -330,7 +339,7 @@ def _distinct(n, group_of):
     return n if group_of is None else int(group_of.max()) + 1
 
 
-def _exact(n, group_of):
+def every_row_rule(n, group_of):
     """Whether the rule's factor of n rows takes every distinct row (``EXACT_MAX_ROWS``): a row repeated
     adds no direction, and weights and repeats must decide alike."""
     return _distinct(n, group_of) <= EXACT_MAX_ROWS
@@ -375,6 +384,6 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
     factor = _unstored_factor(operator, ws, fit_intercept, rng, group_of)
     gram = factor_gram(factor, pool)
     alpha = choose(factor, Ys, ws, fit_intercept, group_of, floor=rounding_floor(operator, ws, precision),
-                   classify=classify, exact=_exact(Xs.shape[0], group_of),
+                   classify=classify, exact=every_row_rule(Xs.shape[0], group_of),
                    least=least_ridge(operator, ws, X.shape[0]), pool=pool, gram=gram)[0]
     return alpha * scale, Landmarks(factor, gram) if full_model and every_row else None

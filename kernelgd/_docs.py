@@ -8,11 +8,17 @@ PARAMETERS = """\
         :func:`kernelgd.register_kernel`), ``"precomputed"`` (X is then the
         kernel matrix), a callable ``f(X, Y, **kernel_params)`` returning
         the ``(len(X), len(Y))`` block, or ``"auto"``: with the squared
-        loss, the smooth rbf or the rough laplacian kernel, whichever gives
-        the 500-landmark Nystroem model the smaller generalized
-        cross-validation error (each at its own ``sigma="scale"`` width and,
-        with ``alpha="auto"``, at its own best ridge; the rule of ``alpha``
-        below); with the logistic loss, the rbf. The kernel used is
+        loss, the smooth rbf or the rough laplacian kernel, whichever has
+        the smaller error by the rule of ``alpha`` below (the exact model's
+        leave-one-out error up to 1,000 distinct rows, else the
+        generalized cross-validation error of a 500-landmark Nystroem
+        model), each at its own ``sigma="scale"`` width and, with
+        ``alpha="auto"``, at its own best ridge. Up to 1,000 distinct rows,
+        with ``sigma="scale"`` and the exact model (no centers), the
+        better kernel is then tried at 2
+        and at 4 times its width, the second only if the first lowered
+        the leave-one-out error, and the width of least error is kept
+        (``sigma_``). With the logistic loss, the rbf. The kernel used is
         ``kernel_``.
     sigma : float, array-like of shape (n_features,) or "scale", default="scale"
         Bandwidth of the rbf, exponential and laplacian kernels, and the
@@ -23,7 +29,8 @@ PARAMETERS = """\
         divides distances by ``sigma**2``, ``sigma**4``; for polynomial,
         X's mean square about 0, ``X.var() + X.mean()**2``, so that
         ``x'x / sigma**2`` is 1 on average: predictions then do not change
-        when X is scaled); the value used is ``sigma_``. An
+        when X is scaled); the value used is ``sigma_`` (``kernel="auto"``
+        may widen it on a small set: see ``kernel``). An
         array gives each feature its own scale (feature j is divided by
         ``sigma[j]``, by ``sigma[j]**2`` for exponential),
         as for a Gaussian process's anisotropic RBF.

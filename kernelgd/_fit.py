@@ -169,17 +169,20 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
     # the squared loss's ridge rule cuts the spectrum at float64's rounding where the fit can go on in
     # float64 (dtype "auto"), at float32's where float32 is asked for
     precision = np.float32 if options["dtype"] in ("float32", np.float32) else np.float64
+    options = dict(options, memory_budget=est._device_budget(xp, getattr(rows.X, "device", None), options))
+    width = 1.0  # kernel="auto"'s multiple of sigma="scale"
     if est._auto_kernel:
-        alpha, landmarks = est._choose_kernel(rows, alpha, loss, seed, precision)
+        alpha, landmarks, width = est._choose_kernel(rows, alpha, loss, seed, precision, options["memory_budget"])
     else:
         est.kernel_ = est.kernel
     est.sigma_ = est._resolve_sigma(rows.X, rows.w)
+    if width != 1.0:
+        est.sigma_ = est.sigma_ * width
     kernel = est._bound_kernel()
     psd = True if kernel is None else kernel.psd
     est._warn_if_not_psd(kernel, rows.X)
     # the budget's exact model for the squared loss only: a smooth loss's Newton steps take many
     # products with K, each n^2 per class (50,000 rows, 7 classes: past 300 s against 12 s on centers)
-    options = dict(options, memory_budget=est._device_budget(xp, getattr(rows.X, "device", None), options))
     budget = options["memory_budget"] if loss is SquaredLoss else None
     w_host = np.asarray(to_numpy(rows.w))
     center_rows = est._choose_centers(rows.X, w_host, rng, psd, budget, squared=loss is SquaredLoss)

@@ -346,8 +346,35 @@ def test_auto_kernel_is_the_one_of_least_brute_force_leave_one_out_error(rough):
         K = kernel_matrix(X, kernel=kernel, sigma=single.sigma_)
         best[kernel] = min(_brute_force_loo(K, y, np.full(200, 1 / 200), a) for a in np.logspace(-8, 0, 17))
     assert reg.kernel_ == min(best, key=best.get) == ("laplacian" if rough else "rbf")
-    given = KernelGDRegressor(kernel=reg.kernel_, alpha=reg.alpha_, tol=1e-8).fit(X, y)
+    given = KernelGDRegressor(kernel=reg.kernel_, sigma=reg.sigma_, alpha=reg.alpha_, tol=1e-8).fit(X, y)
     assert_allclose(reg.predict(X), given.predict(X), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("smooth", [True, False])
+def test_auto_kernel_widens_while_brute_force_leave_one_out_falls(smooth):
+    # Under EXACT_MAX_ROWS the chosen kernel is refitted at 2 and then 4 times sigma="scale"'s width while
+    # each lowers the leave-one-out error at its best ridge: a near-linear target takes the widest, a
+    # checkerboard of signs keeps the scale.
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-2, 2, (60, 3))
+    f = X[:, 0] + 0.5 * X[:, 1] if smooth else np.sign(X[:, 0]) * np.sign(X[:, 1])
+    y = f + 0.1 * rng.randn(60)
+    reg = KernelGDRegressor().fit(X, y)
+    scale = KernelGDRegressor(kernel=reg.kernel_).fit(X, y).sigma_
+    errors = {}
+    for width in (1.0, 2.0, 4.0):
+        K = kernel_matrix(X, kernel=reg.kernel_, sigma=scale * width)
+        errors[width] = min(_brute_force_loo(K, y, np.full(60, 1 / 60), a) for a in np.logspace(-8, 0, 33))
+    walked = 1.0
+    for width in (2.0, 4.0):
+        if not errors[width] < errors[walked]:
+            break
+        walked = width
+    assert walked == (4.0 if smooth else 1.0)
+    assert reg.sigma_ == pytest.approx(scale * walked, rel=1e-12)
+    # a given sigma, or a centers model (which the exact leave-one-out does not score), is not widened
+    assert KernelGDRegressor(sigma=scale).fit(X, y).sigma_ == scale
+    assert KernelGDRegressor(n_centers=30).fit(X, y).sigma_ == scale
 
 
 def test_auto_kernel_takes_the_rbf_for_the_logistic_loss_and_names_a_given_kernel():

@@ -90,7 +90,10 @@ def test_centers_at_the_floor_ridge_converge_while_the_residual_still_falls():
         warnings.simplefilter("error", ConvergenceWarning)
         model = KernelGDClassifier(alpha=0.0, n_centers=500, random_state=0).fit(Xc, yc)
     tight = quiet_fit(KernelGDClassifier(alpha=0.0, n_centers=500, tol=1e-5, max_iter=3000, random_state=0), Xc, yc)
-    assert model.loss_curve_[-1] <= tight.loss_curve_[-1] * (1 + 1e-4)
+    # at most tol (1e-3) of the decrease from the intercept-only model (the codes' variance) to the tight
+    # fit is left: the tight fit's own rounding floor moves with the BLAS kernel (1e-4 of it on SkylakeX)
+    codes = np.where(yc == 1, 1.0, -1.0)
+    assert model.loss_curve_[-1] - tight.loss_curve_[-1] <= 1e-3 * (codes.var() - tight.loss_curve_[-1])
 
 
 def test_centers_objective_matches_a_dense_solve():
