@@ -53,9 +53,9 @@ def problems(draw):
     if draw(st.booleans()):
         X = X.astype(np.float32)
     params = dict(
-        kernel=draw(st.sampled_from(KERNELS)),
+        kernel=draw(st.sampled_from(KERNELS + ["auto"])),
         solver=draw(st.sampled_from(["auto", "gd", "cg", "eigenpro", "newton"])),
-        alpha=draw(st.sampled_from(ALPHAS)),
+        alpha=draw(st.sampled_from(ALPHAS + ["auto"])),
         fit_intercept=draw(st.booleans()),
         n_centers=draw(st.sampled_from([None, None, max(1, n // 3)])),
         degree=2,
@@ -92,14 +92,14 @@ def test_a_fit_is_right_or_an_error(problem):
     warned = any(issubclass(w.category, (ConvergenceWarning, NonPSDKernelWarning)) for w in caught)
     well_posed = (
         # cg without ridge solves the objective's normal equations: its least-squares fit counts too
-        (params["alpha"] >= 1e-3 or model.solver_ == "cg")
+        (model.alpha_ >= 1e-3 or model.solver_ == "cg")
         and params["n_centers"] is None
-        and params["kernel"] in WIDTH_KERNELS
+        and model.kernel_ in WIDTH_KERNELS
         and model._compute_dtype == np.float64
     )
     if well_posed and not warned:
-        K = kernel_matrix(X.astype(np.float64), kernel=params["kernel"], sigma=model.sigma_)
-        best = dense_optimum(K, y64, params["alpha"], params["fit_intercept"])
+        K = kernel_matrix(X.astype(np.float64), kernel=model.kernel_, sigma=model.sigma_)
+        best = dense_optimum(K, y64, model.alpha_, params["fit_intercept"])
         value = model.loss_curve_[-1]
         # a converged fit is within 1% of the optimum's gain over the baseline
         assert value - best <= 1e-2 * (base - best) + 1e-12 * scale
