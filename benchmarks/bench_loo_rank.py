@@ -38,7 +38,7 @@ def main(argv=None):
 
     from kernelgd._loo import _eigen_system, _loo_scores, _low_rank_system
     from kernelgd._operator import KernelOperator
-    from kernelgd._solvers.cg import rp_cholesky
+    from kernelgd._solvers._krylov import rp_cholesky
     from kernelgd.kernels import bind_kernel
 
     for k, (X, y, *_) in enumerate(datasets.load_uci(args.data_dir, args.set)):

@@ -40,7 +40,7 @@ def main(argv=None):
         parser.error(f"no california_housing/housing.csv under --data-dir {args.data_dir}")
 
     from kernelgd._operator import KernelOperator, cross_kernel_dot
-    from kernelgd._solvers import cg
+    from kernelgd._solvers import _krylov, cg
     from kernelgd.kernels import bind_kernel
 
     X, y, X_test, y_test = load_cal16k(args.data_dir)
@@ -54,7 +54,7 @@ def main(argv=None):
 
     rows = []
     for m in args.landmarks:
-        for name, block in (("uniform", m), ("pivoted", cg.RPC_BLOCK)):
+        for name, block in (("uniform", m), ("pivoted", _krylov.RPC_BLOCK)):
             runs = []
             for seed in range(args.seeds):
                 start = time.perf_counter()

@@ -11,7 +11,7 @@ from sklearn.kernel_ridge import KernelRidge
 
 from kernelgd import KernelGDRegressor, kernel_matrix
 from kernelgd._operator import KernelOperator
-from kernelgd._solvers import _preconditioners, cg
+from kernelgd._solvers import _krylov, _preconditioners, cg
 from kernelgd.kernels import bind_kernel
 
 
@@ -26,7 +26,7 @@ def clustered(n=400, seed=0):
 def rpc(K, rank, block, seed=0, diag=None):
     columns = lambda idx: np.asfortranarray(K[:, idx])  # noqa: E731
     d = np.diag(K).copy() if diag is None else diag
-    return cg.rp_cholesky(columns, d, rank, np.random.RandomState(seed), block=block)
+    return _krylov.rp_cholesky(columns, d, rank, np.random.RandomState(seed), block=block)
 
 
 def nystroem(K, pivots):

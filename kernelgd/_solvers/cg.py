@@ -49,7 +49,7 @@ from .._warnings import warn
 from . import _dense_newton
 from ._common import ROUNDING_EPS, IterateLog, finish, warn_not_converged, warn_rounding
 from ._objective import Objective
-from ._krylov import RPC_BLOCK, ProductTracker, block_pcg, rp_cholesky  # noqa: F401 (re-exported for the tests)
+from ._krylov import ProductTracker, block_pcg
 from ._preconditioners import (
     CENTERS_MIN_RIDGE,
     N_LANDMARKS,
