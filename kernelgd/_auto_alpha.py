@@ -329,8 +329,8 @@ def _unstored_factor(operator, w, fit_intercept, rng, group_of=None):
     (``every_row_rule``).
     """
     root = xp_of(w).sqrt(w)
-    factor = landmark_factor(operator, root, _distinct(operator.n, group_of) if every_row_rule(operator.n, group_of) else RANK,
-                             rng)[0]
+    rank = _distinct(operator.n, group_of) if every_row_rule(operator.n, group_of) else RANK
+    factor = landmark_factor(operator, root, rank, rng)[0]
     return _center(factor, root) if fit_intercept else factor
 
 

@@ -15,11 +15,10 @@ PARAMETERS = """\
         model), each at its own ``sigma="scale"`` width and, with
         ``alpha="auto"``, at its own best ridge. Up to 1,000 distinct rows,
         with ``sigma="scale"`` and the exact model (no centers), the
-        better kernel is then tried at 2
-        and at 4 times its width, the second only if the first lowered
-        the leave-one-out error, and the width of least error is kept
-        (``sigma_``). With the logistic loss, the rbf. The kernel used is
-        ``kernel_``.
+        better kernel is then tried at 2 and at 4 times its width, the
+        second only if the first lowered the leave-one-out error, and the
+        width of least error is kept (``sigma_``). With the logistic loss,
+        the rbf. The kernel used is ``kernel_``.
     sigma : float, array-like of shape (n_features,) or "scale", default="scale"
         Bandwidth of the rbf, exponential and laplacian kernels, and the
         polynomial kernel's scale (``x'z / sigma**2``: ``1 / sigma**2`` is
