@@ -6,11 +6,14 @@ A bare :class:`~kernelgd.KernelGDRegressor` chooses its ridge ``alpha`` and
 its kernel from the training data alone: for the smooth rbf and the rough
 laplacian kernel, each at its default width, the leave-one-out error of a
 500-landmark Nystroem model is known in closed form for every ridge at
-once, and the fit keeps the kernel and ridge where it is least. This example draws that curve for both kernels on scikit-learn's
-diabetes data (442 patients, 10 features; 309 training rows, fewer than the
-landmarks, so the factor is exact and the curve is the dense formula below),
-next to the test error of the model fitted at every ridge, and marks the
-default's choice.
+once, and the fit keeps the kernel and ridge where it is least. On a set
+this small (309 training rows of scikit-learn's diabetes data, fewer than
+the landmarks, so the factor is exact and the curve is the dense formula
+below) the kept kernel is then tried at twice its width, and at four
+times where twice was better. This example draws the leave-one-out curve
+for both kernels at their default width, and for the default's kernel at
+the width it kept, next to the test error of the model fitted at every
+ridge, and marks the default's choice.
 
 Too large a ridge underfits (both errors high on the left); too small a
 ridge fits the noise (the test error climbs on the right, while the
@@ -47,20 +50,27 @@ print(f"default: kernel_={default.kernel_!r}, alpha_={default.alpha_:.3g}, "
       f"test RMSE {mean_squared_error(y_test, default.predict(X_test)) ** 0.5:.1f}")
 
 alphas = np.logspace(-6, 0, 25)
+scale = {kernel: KernelGDRegressor(kernel=kernel).fit(X_train, y_train).sigma_ for kernel in ("rbf", "laplacian")}
+width = default.sigma_ / scale[default.kernel_]  # the multiple of sigma="scale" the default kept
+curves = [("C0", "rbf", 1.0), ("C1", "laplacian", 1.0)]
+if width != 1.0:
+    curves.append(("C2", default.kernel_, width))
 fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
-for color, kernel in (("C0", "rbf"), ("C1", "laplacian")):
-    sigma = KernelGDRegressor(kernel=kernel).fit(X_train, y_train).sigma_  # sigma="scale" for this kernel
+for color, kernel, multiple in curves:
+    sigma = scale[kernel] * multiple
     K = kernel_matrix(X_train, kernel=kernel, sigma=sigma)
     kept = [(a, loo(K, y_train, a)) for a in alphas]
-    test = [mean_squared_error(y_test, KernelGDRegressor(kernel=kernel, alpha=a, tol=1e-6).fit(
+    test = [mean_squared_error(y_test, KernelGDRegressor(kernel=kernel, sigma=sigma, alpha=a, tol=1e-6).fit(
         X_train, y_train).predict(X_test)) ** 0.5 for a in alphas]
-    ax.plot(*zip(*[(a, e**0.5) for a, e in kept]), "--", color=color, label=f"{kernel}: leave-one-out estimate")
-    ax.plot(alphas, test, "-", color=color, label=f"{kernel}: test error")
+    name = kernel if multiple == 1.0 else f"{kernel} at {multiple:g}x width"
+    ax.plot(*zip(*[(a, e**0.5) for a, e in kept]), "--", color=color, label=f"{name}: leave-one-out estimate")
+    ax.plot(alphas, test, "-", color=color, label=f"{name}: test error")
     best = min(kept, key=lambda pair: pair[1])
-    print(f"{kernel}: least leave-one-out error {best[1] ** 0.5:.1f} at alpha={best[0]:.2g}; "
+    print(f"{name}: least leave-one-out error {best[1] ** 0.5:.1f} at alpha={best[0]:.2g}; "
           f"least test error {min(test):.1f} at alpha={alphas[int(np.argmin(test))]:.2g}")
 ax.axvline(default.alpha_, color="black", lw=0.8)
-ax.text(default.alpha_, 0.98, f" default: {default.kernel_}", transform=ax.get_xaxis_transform(), va="top")
+ax.text(default.alpha_, 0.98, f" default: {default.kernel_} at {width:g}x width", transform=ax.get_xaxis_transform(),
+        va="top")
 ax.set_xscale("log")
 ax.set_xlabel("ridge alpha")
 ax.set_ylabel("RMSE")
