@@ -186,7 +186,7 @@ CLASSIFIER_ALPHA = """\
         Newton step is the smoother the rule chose. Where Newton's exact
         system of the distinct rows is small (a few hundred rows), that ridge
         times 16, 4, 1, 1/4 and 1/16 is fitted instead (going on past an end
-        chosen, to at most 256 or 1/256), and the largest whose leave-one-out
+        chosen, to at most 65,536 or 1/256), and the largest whose leave-one-out
         log-loss exceeds the least by at most one standard error of that
         excess is kept: approximated by one Newton step without each row,
         and computed exactly (Newton's iterations without the row) where that
@@ -198,7 +198,7 @@ CLASSIFIER_ALPHA = """\
         it, and the widest whose chosen ridge's losses exceed the least by at
         most one standard error is kept (``sigma_``). On larger sets with up
         to four classes, that path runs on three random subsamples of that
-        size (going on past its ends, 256 to 1/256, but not below the least
+        size (going on past its ends, 65,536 to 1/256, but not below the least
         ridge) and their median multiple scales the rule's ridge. It is
         positive, so a minimiser exists even on separable data. The value used is
         ``alpha_``. On many classes the smaller ridge costs Newton steps:
