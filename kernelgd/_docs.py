@@ -13,12 +13,14 @@ PARAMETERS = """\
         leave-one-out error up to 1,000 distinct rows, else the
         generalized cross-validation error of a 500-landmark Nystroem
         model), each at its own ``sigma="scale"`` width and, with
-        ``alpha="auto"``, at its own best ridge. Up to 1,000 distinct rows,
-        with ``sigma="scale"`` and the exact model (no centers), the
-        better kernel is then tried at 2 and at 4 times its width, the
-        second only if the first lowered the leave-one-out error, and the
-        width of least error is kept (``sigma_``). With the logistic loss,
-        the rbf. The kernel used is ``kernel_``.
+        ``alpha="auto"``, at its own best ridge; a classifier takes the
+        other kernel instead where its rows' left-out error rate at its
+        ridge is lower by two standard errors of the paired difference. Up
+        to 1,000 distinct rows, with ``sigma="scale"`` and the exact model
+        (no centers), the kernel kept is then tried at 2 and at 4 times its
+        width, the second only if the first lowered the leave-one-out error,
+        and the width of least error is kept (``sigma_``). With the logistic
+        loss, the rbf. The kernel used is ``kernel_``.
     sigma : float, array-like of shape (n_features,) or "scale", default="scale"
         Bandwidth of the rbf, exponential and laplacian kernels, and the
         polynomial kernel's scale (``x'z / sigma**2``: ``1 / sigma**2`` is
