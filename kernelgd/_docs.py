@@ -188,7 +188,7 @@ CLASSIFIER_ALPHA = """\
         Newton step is the smoother the rule chose. Where Newton's exact
         system of the distinct rows is small (a few hundred rows), that ridge
         times 16, 4, 1, 1/4 and 1/16 is fitted instead (going on past an end
-        chosen, to at most 65,536 or 1/256), and the largest whose leave-one-out
+        chosen, to at most 256 or 1/256), and the largest whose leave-one-out
         log-loss exceeds the least by at most one standard error of that
         excess is kept: approximated by one Newton step without each row,
         and computed exactly (Newton's iterations without the row) where that

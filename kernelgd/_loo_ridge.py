@@ -25,8 +25,8 @@ A larger set's dense system is not small: there the path runs on ``DRAWS``
 random subsamples of the rows, the largest whose system is (at least
 ``MIN_SUBSAMPLE`` rows; with many classes the coupled system allows fewer,
 and the rule's ridge stands), around the rule's ridge for each subsample,
-going on past an end it chooses (``EXTEND_UP``, ``EXTEND_DOWN``) but not below the least
-ridge; the median multiple scales the rule's ridge for the whole set. The
+going on past an end it chooses (``EXTEND_TO``, upward ``SUBSAMPLE_EXTEND_UP``) but not below
+the least ridge; the median multiple scales the rule's ridge for the whole set. The
 multiple is what transfers: the rule misjudges the curvature at the fitted
 model the same way at either size (too large a ridge for classes a
 noiseless boundary splits, too small for overlapping ones). There
@@ -49,11 +49,13 @@ from ._solvers._dense_newton import MAX_UNKNOWNS, coordinates, features, tiny
 
 # The ridges fitted, as multiples of the general rule's, largest first: a decade and a fifth either side.
 MULTIPLES = 4.0 ** np.arange(2, -3, -1)
-# A path goes on past an end it chooses, to at most these factors above and below its start. Upward
-# further: each larger ridge's fit is cheaper than the last, and classes a noiseless boundary splits
-# (make_circles) took the old common cap of 4**4, where their held-out log-loss still fell 1.5 times.
-EXTEND_UP = 4.0**8
-EXTEND_DOWN = 4.0**4
+# A path goes on past an end it chooses, to at most this factor either side of its start.
+EXTEND_TO = 4.0**4
+# A subsample's path goes further upward, where each fit is cheaper than the last: on separated circles
+# every subsample's path stopped at EXTEND_TO, where the held-out log-loss was 1.5 times that at 4**6.
+# (Not a small set's own: on 15 rows of noise the longer path's near-ties chose apart for weights and
+# the rows repeated.)
+SUBSAMPLE_EXTEND_UP = 4.0**8
 # The path's fits are solved at least this tightly: the one-standard-error rule compares scores a few
 # 1e-4 apart, which fits stopped at tol=1e-3 do not resolve (weights and the rows repeated chose apart).
 PATH_TOL = 1e-5
@@ -107,12 +109,12 @@ def choose(problem, settings, widen=None):
     return chosen[1], chosen[2], n_iter
 
 
-def _path(problem, settings, extend=False, lowest=0.0, exact=False):
+def _path(problem, settings, extend=False, lowest=0.0, exact=False, highest=EXTEND_TO):
     """``(alpha, start, n_iter, losses)``: the ridge chosen around ``problem.alpha`` on a small set, its
     fit ``(coef, intercept, converged)`` (None where no fit was scored), the iterations the path ran, and
     the groups' leave-one-out losses at the ridge chosen (None where none was scored). ``extend``: a
-    choice at an end of the path goes on past it, a factor of 4 at a time, to at most ``EXTEND_UP``
-    times or an ``EXTEND_DOWN``-th of the start; no multiple is below ``lowest``. ``exact``: the choice
+    choice at an end of the path goes on past it, a factor of 4 at a time, to at most ``highest``
+    times or an ``EXTEND_TO``-th of the start; no multiple is below ``lowest``. ``exact``: the choice
     rests on exact losses (``_settled``); a subsample's path, whose multiple is what transfers, keeps the
     approximation (hastie's and gaussian quantiles' multiples did not move, at 1.7 and 1.5 times the time)."""
     rows, loss = problem.rows, problem.loss
@@ -163,9 +165,9 @@ def _path(problem, settings, extend=False, lowest=0.0, exact=False):
     chosen = _settled(path, W)
     broke = len(path) < len(multiples)
     while extend:
-        if chosen == len(path) - 1 and not broke and path[-1][0] / 4 >= max(lowest, 1.0 / EXTEND_DOWN):
+        if chosen == len(path) - 1 and not broke and path[-1][0] / 4 >= max(lowest, 1.0 / EXTEND_TO):
             at, multiple, start = len(path), path[-1][0] / 4, path[-1][1]
-        elif chosen == 0 and path[0][0] < EXTEND_UP:
+        elif chosen == 0 and path[0][0] < highest:
             at, multiple, start = 0, path[0][0] * 4, path[0][1]
         else:
             break
@@ -224,7 +226,7 @@ def _subsample_multiple(problem, settings, idx, rng, lowest):
                   operator=KernelOperator(X, problem.kernel, dtype="float64"))
     path = replace(settings, alpha=alpha, coef_init=None, intercept_init=None, callback=None, landmarks=None,
                    reuse=None, verbose=0)
-    return _path(sub, path, extend=True, lowest=lowest)[0] / alpha
+    return _path(sub, path, extend=True, lowest=lowest, highest=SUBSAMPLE_EXTEND_UP)[0] / alpha
 
 
 def _settled(path, W):

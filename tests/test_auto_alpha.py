@@ -442,7 +442,7 @@ def test_logistic_auto_alpha_is_the_squared_loss_ridge_scaled_by_the_curvature_a
     else:  # a power of 4, within the path's reach
         power = np.log(multiple) / np.log(4.0)
         assert power == pytest.approx(np.round(power), abs=1e-9)
-        assert -np.log(_loo_ridge.EXTEND_DOWN) <= power * np.log(4.0) <= np.log(_loo_ridge.EXTEND_UP)
+        assert abs(power) <= np.log(_loo_ridge.EXTEND_TO) / np.log(4.0)
     ours = log_loss(y_te, logistic.predict_proba(X_te))
     if beats_platt:
         with warnings.catch_warnings():

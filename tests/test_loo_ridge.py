@@ -126,8 +126,7 @@ def test_small_logistic_default_fits_quietly_at_a_multiple_of_gcvs_ridge_and_bea
     assert sorted(starts) == pytest.approx([scale * f for f in _loo_ridge.WIDTHS], rel=1e-12)
     start = starts[min(starts, key=lambda s: abs(s - est.sigma_))]
     powers = np.log(est.alpha_ / start) / np.log(4.0)
-    assert powers == pytest.approx(np.round(powers), abs=1e-9)
-    assert -np.log(_loo_ridge.EXTEND_DOWN) <= powers * np.log(4) <= np.log(_loo_ridge.EXTEND_UP)
+    assert powers == pytest.approx(np.round(powers), abs=1e-9) and abs(powers) <= np.log(_loo_ridge.EXTEND_TO) / np.log(4)
     gcv = KernelGDClassifier(loss="logistic", alpha=starts[scale], sigma=scale).fit(X_tr, y_tr)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # probability=True, deprecated in scikit-learn 1.9
@@ -202,8 +201,8 @@ def test_larger_problems_take_the_median_multiple_of_paths_on_subsamples_of_the_
     assert sizes == [n] * _loo_ridge.DRAWS and _loo_ridge.tiny(n, 1, False) and not _loo_ridge.tiny(n + 1, 1, False)
     powers = np.log(multiples) / np.log(4.0)  # the path's multiples, gone on past its ends by factors of 4
     assert_allclose(powers, np.round(powers), atol=1e-12)
-    assert np.all(-np.log(_loo_ridge.EXTEND_DOWN) - 1e-12 <= powers * np.log(4.0))
-    assert np.all(powers * np.log(4.0) <= np.log(_loo_ridge.EXTEND_UP) + 1e-12)
+    assert np.all(-np.log(_loo_ridge.EXTEND_TO) - 1e-12 <= powers * np.log(4.0))
+    assert np.all(powers * np.log(4.0) <= np.log(_loo_ridge.SUBSAMPLE_EXTEND_UP) + 1e-12)
     assert est.alpha_ == pytest.approx(starts[0] * np.median(multiples), rel=1e-12)
 
 
@@ -224,16 +223,16 @@ def test_the_subsamples_multiple_beats_the_rules_ridge_on_held_out_rows(monkeypa
     assert log_loss(y_te, chosen.predict_proba(X_te)) < 0.9 * log_loss(y_te, rule.predict_proba(X_te))
 
 
-def test_the_subsamples_paths_go_up_past_the_downward_reach_while_the_loss_falls(monkeypatch):
-    # Regression: the paths went on past their ends to at most 4**4 either way, and on separated
+def test_the_subsamples_paths_go_up_past_the_small_sets_reach_while_the_loss_falls(monkeypatch):
+    # Regression: a subsample's path went on past its ends to at most 4**4 either way, and on separated
     # circles every subsample's chose that cap, where the held-out log-loss was still 1.5 times the
-    # one at 4**6 (a larger ridge's fit is the cheaper one: upward the reach is 4**8).
+    # one at 4**6 (a larger ridge's fit is the cheaper one: upward its reach is 4**8).
     from sklearn.datasets import make_circles
 
     X, y = make_circles(3000, noise=0.1, factor=0.5, random_state=1)
     X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=1 / 3, random_state=0, stratify=y)
     chosen = KernelGDClassifier(loss="logistic", random_state=0).fit(X_tr, y_tr)
-    monkeypatch.setattr(_loo_ridge, "EXTEND_UP", _loo_ridge.EXTEND_DOWN)
+    monkeypatch.setattr(_loo_ridge, "SUBSAMPLE_EXTEND_UP", _loo_ridge.EXTEND_TO)
     capped = KernelGDClassifier(loss="logistic", random_state=0).fit(X_tr, y_tr)
     assert chosen.alpha_ >= 4 * capped.alpha_
     assert log_loss(y_te, chosen.predict_proba(X_te)) < 0.8 * log_loss(y_te, capped.predict_proba(X_te))
