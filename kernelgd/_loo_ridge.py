@@ -25,12 +25,12 @@ A larger set's dense system is not small: there the path runs on ``DRAWS``
 random subsamples of the rows, the largest whose system is (at least
 ``MIN_SUBSAMPLE`` rows; with many classes the coupled system allows fewer,
 and the rule's ridge stands), around the rule's ridge for each subsample,
-going on past an end it chooses (``EXTEND_TO``, upward ``SUBSAMPLE_EXTEND_UP``) but not below
-the least ridge; the median multiple scales the rule's ridge for the whole set. The
-multiple is what transfers: the rule misjudges the curvature at the fitted
-model the same way at either size (too large a ridge for classes a
-noiseless boundary splits, too small for overlapping ones). There
-``sigma="scale"``'s width stands (see ``WIDTHS``).
+going on past an end it chooses (``EXTEND_TO``; upward ``SUBSAMPLE_EXTEND_UP``)
+but not below the least ridge; the median multiple scales the rule's ridge for
+the whole set. The multiple is what transfers: the rule misjudges the
+curvature at the fitted model the same way at either size (too large a ridge
+for classes a noiseless boundary splits, too small for overlapping ones).
+There ``sigma="scale"``'s width stands (see ``WIDTHS``).
 """
 
 import warnings
