@@ -36,6 +36,7 @@ from _harness import format_table, machine, write_json  # noqa: E402
 
 SETS = {  # set: (system, peer or peers (the better one counts), metric)
     "gaussian_quantiles": ("KernelGDClassifier()", "SVC()", "accuracy"),
+    "noisy_classes": ("KernelGDClassifier()", "SVC()", "accuracy"),
     "uci_wine-quality-red": ("KernelGDRegressor()", ("SVR()", "Nystroem(2000) + RidgeCV()"), "rmse"),
     "mnist": ("KernelGDClassifier(loss='logistic')", "SVC(probability=True)", "log_loss"),
     "hastie": ("KernelGDClassifier(loss='logistic')", "SVC(probability=True)", "log_loss"),
@@ -76,7 +77,7 @@ def main():
     bundled = bench_defaults.BUNDLED + bench_defaults.GENERATED
     sets = args.sets or [name for name in SETS if args.data_dir or name in bundled]
     systems = {**bench_defaults.classifiers(), **bench_defaults.regressors()}
-    rows = []
+    rows, cpu = [], machine()["cpu"]  # each row names its machine: a merge may add rows from another
     for name in sets:
         system, peer_names, metric = SETS[name]
         peer_names = (peer_names,) if isinstance(peer_names, str) else peer_names
@@ -99,6 +100,7 @@ def main():
         a, b = np.unravel_index(np.argmax(sign * grid), grid.shape)
         peer = max(peer_names, key=lambda p: sign * np.mean(peers[p]))
         row = {"set": name, "system": system, "metric": metric, "n_train": len(parts[0][1]), "splits": len(parts),
+               "cpu": cpu,
                "default": float(np.mean(default)), "ceiling": float(grid[a, b]),
                "ceiling_sigma_factor": float(2.0 ** (WIDTHS[a] / 2)), "ceiling_alpha_factor": float(4.0 ** RIDGES[b]),
                "peer": peer, "peer_score": float(np.mean(peers[peer])),
@@ -108,8 +110,9 @@ def main():
     if args.merge and Path(args.out).exists():
         import json
 
-        ran = {row["set"] for row in rows}
-        kept = [row for row in json.loads(Path(args.out).read_text())["rows"] if row["set"] not in ran]
+        ran, previous = {row["set"] for row in rows}, json.loads(Path(args.out).read_text())
+        kept = [dict(row, cpu=row.get("cpu", previous["machine"]["cpu"])) for row in previous["rows"]
+                if row["set"] not in ran]
         rows = sorted(kept + rows, key=lambda row: list(SETS).index(row["set"]))
     columns = [("set", "set", None), ("system", "system", None), ("metric", "metric", None),
                ("default", "default", "{:.4f}"), ("ceiling", "ceiling", "{:.4f}"),

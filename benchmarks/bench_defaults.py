@@ -20,7 +20,9 @@ first 8,000 / last 2,000 of MNIST's test images, pixels / 255), adult
 (adult.data / adult.test), hastie (scikit-learn's ``make_hastie_10_2``: 10,000 rows of 10
 Gaussian features, the class whether their squared norm passes the chi-squared median) and
 gaussian_quantiles (``make_gaussian_quantiles``: 8,000 rows of 6 features, three classes in
-nested shells), both generated here and split 70/30 once, california (16,000 / 4,640 rows, 7 features, targets
+nested shells) and noisy_classes (``make_classification``: 8,000 rows of 20 features, 4
+informative, five classes of one cluster each, 10% of the labels drawn at random), each
+generated here and split 70/30 once, california (16,000 / 4,640 rows, 7 features, targets
 in 1e5 dollars), ``uci_<name>`` (a UCI regression set with its standard splits,
 the mean over the first ``--splits``; targets in their own units) and
 synthetic (a smooth 8-feature regression, 10,000 / 5,000 rows). Where a set
@@ -59,7 +61,7 @@ sys.path.insert(0, str(HERE))
 from _harness import format_table, machine, write_json  # noqa: E402
 
 BUNDLED = ["iris", "wine", "breast_cancer", "digits"]
-GENERATED = ["hastie", "gaussian_quantiles"]  # scikit-learn's generators: sets the defaults were not tuned on
+GENERATED = ["hastie", "gaussian_quantiles", "noisy_classes"]  # scikit-learn's generators: not tuned on
 CLASSIFICATION = BUNDLED + ["letter", "mnist", "adult"] + GENERATED
 UCI = ["yacht", "energy", "concrete", "wine-quality-red", "kin8nm", "power-plant", "naval-propulsion-plant",
        "protein-tertiary-structure"]
@@ -120,6 +122,9 @@ def bundled_generated(name):
 
     if name == "hastie":
         return generators.make_hastie_10_2(10_000, random_state=0)
+    if name == "noisy_classes":
+        return generators.make_classification(8_000, 20, n_informative=4, n_classes=5, n_clusters_per_class=1,
+                                              flip_y=0.1, random_state=7)
     return generators.make_gaussian_quantiles(n_samples=8_000, n_features=6, n_classes=3, random_state=0)
 
 

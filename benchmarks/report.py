@@ -193,9 +193,10 @@ def defaults():
             "would pick instead, each fitted in the same run (one after another, in one process). Accuracy and log-loss on the test rows (RMSE for "
             "regression, in the target's units; UCI sets: the mean over the first "
             f"{splits} standard splits; iris, wine, breast cancer and digits: the mean over {bundled} random "
-            "stratified 70/30 splits; hastie and gaussian_quantiles: scikit-learn's ``make_hastie_10_2`` "
-            "(10,000 rows) and ``make_gaussian_quantiles`` (8,000 rows, 6 features, 3 classes), sets the "
-            "defaults were not tuned on, one stratified 70/30 split), fit seconds, the time as a multiple of ``SVC()``'s (``SVR()``'s for "
+            "stratified 70/30 splits; hastie, gaussian_quantiles and noisy_classes: scikit-learn's "
+            "``make_hastie_10_2`` (10,000 rows), ``make_gaussian_quantiles`` (8,000 rows, 6 features, 3 classes) "
+            "and ``make_classification`` (8,000 rows, 20 features, 5 classes, 10% of the labels at random), sets "
+            "the defaults were not tuned on, one stratified 70/30 split), fit seconds, the time as a multiple of ``SVC()``'s (``SVR()``'s for "
             "regression) on the same set, and the warnings the fit raised. The charts put every set's systems "
             "against that peer: the time ratio across; up, the test accuracy minus the peer's (classification: "
             "higher is better) or the RMSE ratio to the peer's (regression: lower is better). Machine: "
@@ -257,7 +258,7 @@ def ceiling():
             "ahead of it, that better rules for sigma and alpha would meet the goal. The peer is fitted in the "
             "same run (for the regressor the better of ``SVR()`` and ``Nystroem(2000)`` + ``RidgeCV()``, test RMSE; "
             "UCI sets: the mean over their first 3 splits). "
-            f"Machine: {machine_line(data['machine'])}."]
+            f"Machine: {_machines(data)}."]
     rows = [[r["set"], f"{r['n_train']:,}", r["system"], r["metric"].replace("_", "-"), fmt(r["default"], ".4f"),
              fmt(r["ceiling"], ".4f"), fmt(r["ceiling_sigma_factor"], ".3g"), fmt(r["ceiling_alpha_factor"], ".3g"),
              r["peer"], fmt(r["peer_score"], ".4f")] for r in data["rows"]]
