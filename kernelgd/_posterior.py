@@ -55,6 +55,7 @@ from ._array_api import (
 from ._array_api import solve_triangular as xp_solve_triangular
 from ._operator import KernelOperator
 from ._replicates import collapse
+from ._solvers._common import mean_diagonal
 from ._solvers._krylov import block_pcg
 from ._solvers._preconditioners import (
     CENTERS_MIN_RIDGE,
@@ -333,8 +334,7 @@ def _exact_system(operator, posterior, rng):
     xp = xp_of(w)
     s = xp.sqrt(w)
     alpha = posterior.alpha
-    diag_mean = float(xp.mean(operator.diag() * w))
-    mu = float(max(alpha, PRECONDITIONER_MIN_SHIFT * diag_mean, np.finfo(float).tiny))
+    mu = float(max(alpha, PRECONDITIONER_MIN_SHIFT * mean_diagonal(operator, w), np.finfo(float).tiny))
     precond = NystroemPreconditioner(operator, s, mu, N_LANDMARKS, rng)
 
     def apply_A(V):

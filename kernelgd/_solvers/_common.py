@@ -82,6 +82,18 @@ class SolverResult:
     converged: bool = True
 
 
+def mean_diagonal(operator, w):
+    """The mean of ``w_i k(x_i, x_i)`` over the rows of positive weight (w sums to 1): the scale of
+    ``S K S``'s eigenvalues, below a multiple of which a ridge is singular to the solvers. A row of
+    weight zero does not count: the fit with it is the fit without it."""
+    return float(total(operator.diag() * w)) / max(positive_rows(w), 1)
+
+
+def positive_rows(w):
+    """The number of rows of positive weight."""
+    return int(np.count_nonzero(np.asarray(to_numpy(w)) > 0))
+
+
 def baseline(Y, w, fit_intercept, loss=SquaredLoss):
     """The model every fit must beat: the best constant (or zero), and its objective."""
     return loss.baseline(Y, w, fit_intercept)

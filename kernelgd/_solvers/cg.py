@@ -47,7 +47,7 @@ from .._array_api import (
 )
 from .._warnings import warn
 from . import _dense_newton
-from ._common import ROUNDING_EPS, IterateLog, finish, warn_not_converged, warn_rounding
+from ._common import ROUNDING_EPS, IterateLog, finish, mean_diagonal, warn_not_converged, warn_rounding
 from ._objective import Objective
 from ._krylov import ProductTracker, block_pcg
 from ._preconditioners import (
@@ -143,7 +143,7 @@ def _solve_full(operator, Y, w, settings, rng):
     alpha = settings.alpha
     s = xp.sqrt(w)
     center = settings.fit_intercept
-    diag_mean = float(xp.mean(operator.diag() * w))
+    diag_mean = mean_diagonal(operator, w)
     dense = None
     if alpha < LEAST_SQUARES_RIDGE * diag_mean and n <= DENSE_LEAST_SQUARES_MAX:
         dense = _solve_full_dense(operator, Y, w, settings, s, center)
