@@ -24,8 +24,12 @@ nested shells) and noisy_classes (``make_classification``: 8,000 rows of 20 feat
 informative, five classes of one cluster each, 10% of the labels drawn at random), each
 generated here and split 70/30 once, california (16,000 / 4,640 rows, 7 features, targets
 in 1e5 dollars), ``uci_<name>`` (a UCI regression set with its standard splits,
-the mean over the first ``--splits``; targets in their own units) and
-synthetic (a smooth 8-feature regression, 10,000 / 5,000 rows). Where a set
+the mean over the first ``--splits``; targets in their own units),
+synthetic (a smooth 8-feature regression, 10,000 / 5,000 rows), and two regression
+sets the defaults were not tuned on: diabetes (scikit-learn's bundled copy, 442 rows
+of 10 features, the mean over ``--bundled-splits`` random 70/30 splits) and friedman1
+(``make_friedman1``: 8,000 rows of 10 features, 5 of them used, noise of standard
+deviation 1, split 70/30 once). Where a set
 has more training rows than the exact model's default limit (so that
 ``n_centers="auto"`` fits a centers model), the base estimator with
 ``n_centers=None`` (the exact model) is fitted too, to show what the centers
@@ -65,7 +69,9 @@ GENERATED = ["hastie", "gaussian_quantiles", "noisy_classes"]  # scikit-learn's 
 CLASSIFICATION = BUNDLED + ["letter", "mnist", "adult"] + GENERATED
 UCI = ["yacht", "energy", "concrete", "wine-quality-red", "kin8nm", "power-plant", "naval-propulsion-plant",
        "protein-tertiary-structure"]
-REGRESSION = ["california"] + [f"uci_{name}" for name in UCI] + ["synthetic"]
+# scikit-learn's diabetes and make_friedman1: regression sets the defaults were not tuned on
+REGRESSION_UNTUNED = ["diabetes", "friedman1"]
+REGRESSION = ["california"] + [f"uci_{name}" for name in UCI] + ["synthetic"] + REGRESSION_UNTUNED
 
 
 def classifiers():
@@ -157,12 +163,29 @@ def load(name, data_dir, splits, bundled_splits=1):
         return "regression", [datasets.load_cal16k(data_dir)], StandardScaler
     if name == "synthetic":
         return "regression", [datasets.make_synthetic(10_000)], StandardScaler
+    if name == "diabetes":
+        from sklearn.datasets import load_diabetes
+
+        X, y = load_diabetes(return_X_y=True)
+        return "regression", [_split(X, y, seed) for seed in range(bundled_splits)], StandardScaler
+    if name == "friedman1":
+        from sklearn.datasets import make_friedman1
+
+        return "regression", [_split(*make_friedman1(8_000, 10, noise=1.0, random_state=0), 0)], StandardScaler
     parts = []
     for k, (X_tr, y_tr, X_te, y_te, y_std) in enumerate(datasets.load_uci(data_dir, name[len("uci_"):])):
         if k == splits:
             break
         parts.append((X_tr, y_tr * y_std, X_te, y_te * y_std))  # the target in its own units
     return "regression", parts, StandardScaler
+
+
+def _split(X, y, seed):
+    """A random 70/30 split of a regression set, as ``(X_train, y_train, X_test, y_test)``."""
+    from sklearn.model_selection import train_test_split
+
+    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, random_state=seed)
+    return X_tr, y_tr, X_te, y_te
 
 
 def evaluate(make, preprocessor, parts, task):
@@ -208,7 +231,8 @@ def main():
     parser.add_argument("--out", default=str(HERE / "results" / "defaults.json"))
     parser.add_argument("--merge", action="store_true", help="keep the other sets' rows of an existing --out")
     args = parser.parse_args()
-    sets = args.sets or (BUNDLED + GENERATED if args.data_dir is None else CLASSIFICATION + REGRESSION)
+    sets = args.sets or (BUNDLED + GENERATED + REGRESSION_UNTUNED if args.data_dir is None
+                         else CLASSIFICATION + REGRESSION)
     sets = [name for name in sets if name not in args.skip_sets]
     rows = []
     kept = []
