@@ -41,8 +41,8 @@ import numpy as np
 from ._array_api import block_of, concat, like, sum_blocks, take_rows, to_numpy, xp_of
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
-from ._replicates import collapse, effective_count, pure_error, subset_groups
-from ._solvers._common import ROUNDING_EPS, positive_rows
+from ._replicates import collapse, distinct_rows, effective_count, pure_error, subset_groups
+from ._solvers._common import ROUNDING_EPS
 from ._solvers._preconditioners import N_LANDMARKS, Landmarks, landmark_factor
 from ._solvers.cg import LEAST_SQUARES_RIDGE
 
@@ -281,6 +281,7 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
     then reuses it, as ``auto_alpha``'s), else None. ``precision``, ``classify``: as ``auto_alpha``'s.
     """
     xp = xp_of(w)
+    n_distinct = distinct_rows(w, group_of)  # the fit's, for its least ridge
     Xs, Ys, ws, group_of, every_row = _subsample(xp, X, Y, w, group_of, rng, False)
     seed = rng.randint(np.iinfo(np.int32).max)
     exact = every_row_rule(Xs.shape[0], group_of)
@@ -292,7 +293,7 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
         gram = factor_gram(factor, pool)
         chosen, errors, _, wrong = choose(factor, Ys, ws, fit_intercept, group_of,
                                           None if alpha == "auto" else [alpha], rounding_floor(operator, ws, precision),
-                                          classify, exact, least_ridge(operator, ws, positive_rows(w)), pool, gram)
+                                          classify, exact, least_ridge(operator, ws, n_distinct), pool, gram)
         # a factor is kept only where the full model's solve reuses it
         return (np.inf if errors is None else float(np.min(errors)), index, chosen if alpha == "auto" else alpha,
                 Landmarks(factor, gram) if every_row and alpha == "auto" else None, wrong)
@@ -315,7 +316,7 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
 
 def least_ridge(operator, w, n_rows):
     """The smallest ridge the rule tries: the CG solver's ``LEAST_SQUARES_RIDGE`` times the mean weighted
-    ``k(x, x)`` over the fit's ``n_rows`` rows of positive weight (w sums to 1), as its ``mean_diagonal``.
+    ``k(x, x)`` over the fit's ``n_rows`` distinct rows of positive weight (``distinct_rows``; w sums to 1).
     Below it that solver takes the system as singular and fits least squares (hundreds of products on
     separable classes), and the model is an interpolant whatever the ridge; a smooth loss there meets no
     optimum within max_iter."""
@@ -395,6 +396,7 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
     a squared-loss classifier's class codes (``classification_ridge``).
     """
     scale = curvature_share(loss, Y, w, fit_intercept)
+    n_distinct = distinct_rows(w, group_of)  # the fit's, for its least ridge
     Xs, Ys, ws, group_of, every_row = _subsample(xp_of(w), X, Y, w, group_of, rng, precomputed)
     operator = _operator(Xs, kernel, precomputed)
     pool = (operator._run, operator._row_batches())
@@ -402,5 +404,5 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
     gram = factor_gram(factor, pool)
     alpha = choose(factor, Ys, ws, fit_intercept, group_of, floor=rounding_floor(operator, ws, precision),
                    classify=classify, exact=every_row_rule(Xs.shape[0], group_of),
-                   least=least_ridge(operator, ws, positive_rows(w)), pool=pool, gram=gram)[0]
+                   least=least_ridge(operator, ws, n_distinct), pool=pool, gram=gram)[0]
     return alpha * scale, Landmarks(factor, gram) if full_model and every_row else None

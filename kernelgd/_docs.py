@@ -157,8 +157,9 @@ REGRESSOR_ALPHA = """\
         factor's smallest eigenvalue above rounding (float32's where
         ``options={"dtype": "float32"}``, else float64's) to its largest that
         leave the model at most ``n_samples / 2`` degrees of freedom, none
-        below 1e-6 times the mean weighted ``k(x, x)`` (the least ridge, where
-        solver "cg" reads the system as singular); the solve
+        below 1e-6 times the mean weighted ``k(x, x)`` over the distinct rows
+        of positive weight (the least ridge, where solver "cg" reads the
+        system as singular); the solve
         then runs at that ridge, where
         the same landmarks precondition it well. The rule reads repeated rows
         as one row of their summed weight, and sample weights as relative

@@ -43,9 +43,8 @@ from ._auto_alpha import auto_alpha, curvature_share, least_ridge
 from ._logistic_loo import exact as _exact
 from ._logistic_loo import scores as _scores
 from ._operator import KernelOperator
-from ._replicates import collapse, effective_count, subset_groups
+from ._replicates import collapse, distinct_rows, effective_count, subset_groups
 from ._solvers import run_solver
-from ._solvers._common import positive_rows
 from ._solvers._dense_newton import MAX_UNKNOWNS, coordinates, features, tiny
 
 # The ridges fitted, as multiples of the general rule's, largest first: a decade and a fifth either side.
@@ -197,7 +196,7 @@ def _on_a_subsample(problem, settings):
     if n < MIN_SUBSAMPLE or len(positive) <= n:
         return problem.alpha
     # separable classes' paths would fall to ever smaller ridges, each slower: not past the least one
-    lowest = least_ridge(problem.operator, rows.w, positive_rows(rows.w)) * curvature_share(
+    lowest = least_ridge(problem.operator, rows.w, distinct_rows(rows.w, rows.replicates)) * curvature_share(
         loss, rows.Y, rows.w, settings.fit_intercept) / problem.alpha
     rng = np.random.RandomState(problem.seed)
     multiples = [_subsample_multiple(problem, settings, np.sort(rng.choice(positive, n, replace=False)), rng,

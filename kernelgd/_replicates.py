@@ -110,6 +110,13 @@ def effective_count(w, group_of=None):
     return total**2 / float(np.sum(W**2)) if total > 0 else 0.0
 
 
+def distinct_rows(w, group_of=None):
+    """The number of distinct rows of positive weight: a group of identical rows counts once, a row of
+    weight zero not at all (weights and the rows repeated, or dropped, count alike)."""
+    positive = np.asarray(to_numpy(w)) > 0
+    return int(np.count_nonzero(positive)) if group_of is None else len(np.unique(group_of[positive]))
+
+
 def pure_error(Y, w, group_of):
     """``sum_i w_i |y_i - ybar_g(i)|^2``: the targets' weighted spread within groups of identical rows,
     which no function of the rows can fit (0 without repeated rows)."""

@@ -286,6 +286,23 @@ def test_auto_with_integer_weights_equals_repeated_rows():
     assert_allclose(weighted.predict(X), repeated.predict(X), atol=1e-3)  # solves at a small ridge
 
 
+@pytest.mark.parametrize("seed", [108, 111, 113])
+def test_the_least_ridge_counts_distinct_rows_of_positive_weight(seed):
+    # nearly noiseless targets choose the grid's least ridge, which once counted every copy of a row
+    # (and every row of weight zero): the rows repeated chose 1e-8 where their integer weights chose 1.8e-8
+    rng = np.random.RandomState(seed)
+    n = int(rng.randint(40, 90))
+    X = rng.randn(n, 3)
+    y = np.sin(2 * X[:, 0]) + X[:, 1] + 0.001 * rng.randn(n)
+    counts = rng.randint(1, 4, n)
+    weights = np.append(counts, [0.0, 0.0])  # and two rows of weight zero, anywhere
+    X_zero, y_zero = np.vstack([X, rng.randn(2, 3)]), np.append(y, [5.0, -5.0])
+    weighted = KernelGDRegressor(kernel="rbf", random_state=0).fit(X_zero, y_zero, sample_weight=weights)
+    repeated = KernelGDRegressor(kernel="rbf", random_state=0).fit(np.repeat(X, counts, axis=0), np.repeat(y, counts))
+    assert weighted.alpha_ == pytest.approx(repeated.alpha_, rel=1e-6)
+    assert_allclose(weighted.predict(X), repeated.predict(X), atol=1e-2)
+
+
 @pytest.mark.parametrize("y_kind", ["constant", "two rows"])
 def test_auto_at_the_edges_is_finite(y_kind):
     X = np.arange(6.0)[:, None] if y_kind == "constant" else np.array([[0.0], [1.0]])
