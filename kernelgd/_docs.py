@@ -159,7 +159,10 @@ REGRESSOR_ALPHA = """\
         leave the model at most ``n_samples / 2`` degrees of freedom, none
         below 1e-6 times the mean weighted ``k(x, x)`` over the distinct rows
         of positive weight (the least ridge, where solver "cg" reads the
-        system as singular); the solve
+        system as singular), and where GCV's error still falls there, none
+        below the exact leave-one-out ridge of 500 random rows times 500
+        over the number of distinct rows (GCV misses the rows a small ridge
+        interpolates); the solve
         then runs at that ridge, where
         the same landmarks precondition it well. The rule reads repeated rows
         as one row of their summed weight, and sample weights as relative

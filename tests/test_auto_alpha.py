@@ -653,3 +653,32 @@ def test_the_classification_check_with_integer_weights_equals_repeated_rows():
     groups = _replicates.replicate_groups(Xr)[0]
     squared = _auto_alpha.auto_alpha(Xr, repeated._bound_kernel(), Y, w, groups, True, np.random.RandomState(0))[0]
     assert repeated.alpha_ > squared  # the check took a larger ridge here: the equality above is the check's
+
+
+def _kink(seed, noise):
+    rng = np.random.RandomState(seed)
+    X = rng.randn(3000, 3)
+    return X, np.abs(X[:, 0]) + noise * rng.randn(3000)
+
+
+@pytest.mark.parametrize("seed", [3, 6])
+def test_gcv_falling_to_its_least_ridge_is_bounded_by_a_subsample_s_leave_one_out(seed):
+    # |x_0| in three Gaussian features with 1% noise: the rbf's GCV error fell down to its least ridge
+    # (5.6e-10), where the exact model's test R^2 was 0.11 (seed 6) and 0.57 (seed 3); exact leave-one-out
+    # of 500 rows bounds the ridge from below there
+    X, y = _kink(seed, 0.01)
+    model = KernelGDRegressor(kernel="rbf", random_state=0).fit(X[:2100], y[:2100])
+    assert model.alpha_ > 1e-8
+    assert model.score(X[2100:], y[2100:]) > 0.95
+
+
+def test_a_noiseless_target_keeps_gcv_s_least_ridge(monkeypatch):
+    # the check's own error still falls at its least ridge: it bounds nothing, and the smallest ridge stays
+    bounds = []
+    check = _auto_alpha.check_floor
+    monkeypatch.setattr(_auto_alpha, "check_floor", lambda *args: bounds.append(check(*args)) or bounds[-1])
+    rng = np.random.RandomState(0)
+    X = rng.randn(2100, 3)
+    model = KernelGDRegressor(kernel="rbf", random_state=0).fit(X, np.sin(X[:, 0]))
+    assert bounds == [0.0]
+    assert model.alpha_ < 1e-8
