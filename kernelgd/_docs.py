@@ -159,9 +159,10 @@ REGRESSOR_ALPHA = """\
         leave the model at most ``n_samples / 2`` degrees of freedom, none
         below 1e-6 times the mean weighted ``k(x, x)`` over the distinct rows
         of positive weight (the least ridge, where solver "cg" reads the
-        system as singular), and where GCV's error still falls there, none
-        below the exact leave-one-out ridge of 500 random rows times 500
-        over the number of distinct rows (GCV misses the rows a small ridge
+        system as singular); where GCV's error still falls there and its
+        choice leaves 500 random rows out significantly worse than their
+        exact leave-one-out ridge, none below that ridge times 500 over the
+        number of distinct rows (GCV misses the rows a small ridge
         interpolates); the solve
         then runs at that ridge, where
         the same landmarks precondition it well. The rule reads repeated rows

@@ -682,3 +682,22 @@ def test_a_noiseless_target_keeps_gcv_s_least_ridge(monkeypatch):
     model = KernelGDRegressor(kernel="rbf", random_state=0).fit(X, np.sin(X[:, 0]))
     assert bounds == [0.0]
     assert model.alpha_ < 1e-8
+
+
+def test_the_check_overrules_only_a_ridge_that_leaves_its_rows_out_significantly_worse():
+    from kernelgd.kernels import bind_kernel
+
+    X, y = _kink(6, 0.01)
+    X, y = X[:2100], y[:2100]
+    Y = ((y - y.mean()) / y.std())[:, None]
+    w = np.full(len(y), 1.0 / len(y))
+    kernel = bind_kernel("rbf", kernel_params={"sigma": float(np.sqrt(3 * X.var(axis=0).mean()))})
+
+    def check(chosen):
+        return _auto_alpha.check_floor(X, kernel, Y, w, None, True, np.random.RandomState(0), False, len(y),
+                                       np.float64, False, chosen)
+
+    bound = check(5.6e-10)  # GCV's choice here: 0.05 of the rows' best total ridge
+    assert bound > 1e-8
+    assert check(bound) == 0.0  # the check's own ridge
+    assert check(bound / 2) == 0.0  # half of it: no worse than noise on 500 rows
