@@ -159,11 +159,10 @@ REGRESSOR_ALPHA = """\
         leave the model at most ``n_samples / 2`` degrees of freedom, none
         below 1e-6 times the mean weighted ``k(x, x)`` over the distinct rows
         of positive weight (the least ridge, where solver "cg" reads the
-        system as singular); where GCV's error still falls there and its
-        choice leaves 500 random rows out significantly worse than their
-        exact leave-one-out ridge, none below that ridge times 500 over the
-        number of distinct rows (GCV misses the rows a small ridge
-        interpolates); the solve
+        system as singular); where GCV's choice leaves 500 random rows out
+        with at least twice the error of their exact leave-one-out ridge,
+        none below that ridge times 500 over the number of distinct rows
+        (GCV misses the rows a small ridge interpolates); the solve
         then runs at that ridge, where
         the same landmarks precondition it well. The rule reads repeated rows
         as one row of their summed weight, and sample weights as relative
