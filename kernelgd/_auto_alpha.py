@@ -300,6 +300,7 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
         pool = (operator._run, operator._row_batches())
         factor = _unstored_factor(operator, ws, fit_intercept, np.random.RandomState(seed), group_of)
         gram = factor_gram(factor, pool)
+
         def at(least):
             return choose(factor, Ys, ws, fit_intercept, group_of, None if alpha == "auto" else [alpha],
                           rounding_floor(operator, ws, precision), classify, exact, least, pool, gram)
@@ -332,7 +333,7 @@ def _checked(at, least, exact, floor):
     """``at(least)``, ``choose``'s result with ridges from ``least`` up; where GCV chose it (not ``exact``),
     made again from ``floor(chosen)`` up (``check_floor``) where that is higher than GCV's choice."""
     result = at(least)
-    chosen, errors, alphas, _ = result
+    chosen, _, alphas, _ = result
     if exact or alphas is None:
         return result
     bound = floor(chosen)
@@ -357,7 +358,7 @@ def check_floor(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, n_di
     (the far rows of a Gaussian cloud), whose left-out errors explode: on 2,100 rows of ``|x_0|`` in
     three Gaussian features with 1% noise the exact model's GCV error fell down to 1e-10, where the
     test R^2 was 0.1, while its exact leave-one-out error was least at 1e-7 (R^2 0.99); on 1,200 rows
-    of ``tanh(3 x_0 x_1)`` in four, GCV's least was at 5.6e-8 (R^2 0.77), the test's near 1e-5. On a few
+    of ``tanh(3 x_0 x_1)`` in four, GCV's least was inside its grid, at 1e-7 (R^2 0.75). On a few
     hundred rows exact leave-one-out is cheap, and its ridge transfers as a bound: under the usual
     rates the best total ridge grows with the rows. Only as a bound on such a failure, though: on noisy
     sets a few hundred rows can call for a larger total ridge than the whole set (protein: 1e-3 on 500
