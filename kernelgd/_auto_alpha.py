@@ -260,9 +260,14 @@ def _subsample(xp, X, Y, w, group_of, rng, precomputed):
         return X, Y, w / xp.sum(w), group_of, True
     if len(rows) > MAX_ROWS:
         rows = np.sort(rng.choice(rows, MAX_ROWS, replace=False))
-    Xs = block_of(X, rows, rows) if precomputed else take_rows(X, rows) if not hasattr(X, "tocsr") else X[rows]
+    Xs = _take(X, rows, precomputed)
     Ys, ws = take_rows(Y, rows), take_rows(w, rows)
     return Xs, Ys, ws / xp.sum(ws), subset_groups(group_of, rows), False
+
+
+def _take(X, rows, precomputed):
+    """The rows ``rows`` of X (dense, CSR or a precomputed kernel matrix, whose columns go with them)."""
+    return block_of(X, rows, rows) if precomputed else take_rows(X, rows) if not hasattr(X, "tocsr") else X[rows]
 
 
 def _operator(X, kernel, precomputed):
@@ -366,7 +371,7 @@ def check_floor(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, n_di
     a check whose own error still falls at its least ridge (a noiseless target) bound anything.
     """
     rows = np.sort(rng.choice(X.shape[0], CHECK_ROWS, replace=False))
-    Xc = block_of(X, rows, rows) if precomputed else take_rows(X, rows) if not hasattr(X, "tocsr") else X[rows]
+    Xc = _take(X, rows, precomputed)
     wc, groups = take_rows(w, rows), subset_groups(group_of, rows)
     wc = wc / xp_of(wc).sum(wc)
     operator = _operator(Xc, kernel, precomputed)

@@ -8,6 +8,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .._array_api import as_float64, copy, from_numpy, outer, to_numpy, total, weighted_sum, xp_of
 from .._losses import SquaredLoss
+from .._replicates import distinct_rows
 from ._objective import Objective
 from .._warnings import warn
 
@@ -86,12 +87,7 @@ def mean_diagonal(operator, w):
     """The mean of ``w_i k(x_i, x_i)`` over the rows of positive weight (w sums to 1): the scale of
     ``S K S``'s eigenvalues, below a multiple of which a ridge is singular to the solvers. A row of
     weight zero does not count: the fit with it is the fit without it."""
-    return float(total(operator.diag() * w)) / max(positive_rows(w), 1)
-
-
-def positive_rows(w):
-    """The number of rows of positive weight."""
-    return int(np.count_nonzero(np.asarray(to_numpy(w)) > 0))
+    return float(total(operator.diag() * w)) / max(distinct_rows(w), 1)
 
 
 def baseline(Y, w, fit_intercept, loss=SquaredLoss):
