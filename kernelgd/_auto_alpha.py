@@ -17,8 +17,9 @@ matrix of the Nystroem model on its pivots for every ridge at once.
   leverages single out its pivots, each of which has a basis function of its
   own, which the exact model's rows do not share (its leave-one-out error
   would charge the pivots for that with too large a ridge). Mean leverages also miss the rows a
-  small ridge interpolates: exact leave-one-out on ``CHECK_ROWS`` random rows may bound GCV's ridge
-  from below (``check_floor``).
+  small ridge interpolates: where exact leave-one-out on ``CHECK_ROWS`` random rows says GCV's
+  ridge makes their left-out errors explode, that of ``FLOOR_ROWS`` rows bounds it from below
+  (``check_floor``).
 
 Repeated rows are read as one (``_replicates``): leave-one-out leaves a group
 of identical rows out together, and GCV counts Kish's effective number of
@@ -69,6 +70,10 @@ CHECK_ROWS = 500
 # multiple of their least error: exploding left-out errors (30 times, on the Gaussian cloud), not the
 # check's noise or its rows' own smaller size (protein: 1.1 times).
 CHECK_FACTOR = 2.0
+# Where it fails, the random rows whose exact leave-one-out ridge bounds GCV's from below: as many as the rule
+# reads exactly, about 0.3 s, where 500 rows' best total ridge can be a hundred times the whole set's (a kernel
+# too wide for the data, whose bias falls as the rows grow).
+FLOOR_ROWS = EXACT_MAX_ROWS
 # The ridge where the rule has nothing to read (a kernel zero on the data, or fewer than 3 rows).
 FALLBACK_ALPHA = 1.0
 # A classifier's larger ridge must cut the leave-one-out error rate by this many standard errors.
@@ -354,42 +359,58 @@ def _falls_to_the_end(errors):
 def check_floor(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, n_distinct, precision, classify,
                 chosen):
     """A least ridge for GCV's choice ``chosen`` on rows X (weights w, ``n_distinct`` distinct rows of
-    positive weight): on ``CHECK_ROWS`` of the rows drawn at random, their exact leave-one-out ridge
-    times their number of distinct rows over ``n_distinct``, where ``chosen`` at the same total ridge
-    (``n_samples * alpha``) leaves them out with at least ``CHECK_FACTOR`` times their least error;
-    else 0.
+    positive weight), or 0.
+
+    On ``CHECK_ROWS`` of the rows drawn at random, GCV's choice at the same total ridge
+    (``n_samples * alpha``) is scored by exact leave-one-out. Where it leaves them out with at least
+    ``CHECK_FACTOR`` times their least error, the bound is the exact leave-one-out ridge of
+    ``FLOOR_ROWS`` random rows times their number of distinct rows over ``n_distinct`` (the same total
+    ridge); else 0.
 
     GCV reads every row's leverage as their mean, so it misses the rows a small ridge interpolates
     (the far rows of a Gaussian cloud), whose left-out errors explode: on 2,100 rows of ``|x_0|`` in
     three Gaussian features with 1% noise the exact model's GCV error fell down to 1e-10, where the
     test R^2 was 0.1, while its exact leave-one-out error was least at 1e-7 (R^2 0.99); on 1,200 rows
     of ``tanh(3 x_0 x_1)`` in four, GCV's least was inside its grid, at 1e-7 (R^2 0.75). On a few
-    hundred rows exact leave-one-out is cheap, and its ridge transfers as a bound: under the usual
-    rates the best total ridge grows with the rows. Only as a bound on such a failure, though: on noisy
-    sets a few hundred rows can call for a larger total ridge than the whole set (protein: 1e-3 on 500
-    rows, where 1e-5 suits 20,000, and leaves the 500 out with 1.1 times their least error). Nor does
-    a check whose own error still falls at its least ridge (a noiseless target) bound anything.
+    hundred rows exact leave-one-out is cheap enough to check every choice. It only detects the
+    failure: the best total ridge of a few hundred rows is no bound for the whole set's, which can be
+    smaller (protein: 1e-3 on 500 rows, where 1e-5 suits 20,000, and leaves the 500 out with 1.1 times
+    their least error) or far smaller (a kernel too wide for the data), so the bound comes from more
+    rows. Nor does a check whose own error still falls at its least ridge (a noiseless target) bound
+    anything.
     """
-    rows = np.sort(rng.choice(X.shape[0], CHECK_ROWS, replace=False))
-    Xc = _take(X, rows, precomputed)
-    wc, groups = take_rows(w, rows), subset_groups(group_of, rows)
-    wc = wc / xp_of(wc).sum(wc)
-    operator = _operator(Xc, kernel, precomputed)
-    factor = _unstored_factor(operator, wc, fit_intercept, rng, groups)
-    gram, m = factor_gram(factor), distinct_rows(wc, groups)
-
-    def left_out(alphas=None):  # (alpha, errors, alphas, wrong) of exact leave-one-out on the check's rows
-        return choose(factor, take_rows(Y, rows), wc, fit_intercept, groups, alphas=alphas, classify=classify,
-                      exact=True, floor=rounding_floor(operator, wc, precision),
-                      least=least_ridge(operator, wc, m), gram=gram)
-
+    left_out, m = _exact_left_out(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, precision, classify,
+                                  CHECK_ROWS)
     alpha, errors = left_out()[:2]
     transferred = chosen * n_distinct / m  # GCV's choice at the same total ridge
     if errors is None or _falls_to_the_end(errors) or not transferred < alpha:
         return 0.0
     at_chosen = left_out([transferred])[1]
-    failed = at_chosen is None or not at_chosen[0] < CHECK_FACTOR * np.min(errors[np.isfinite(errors)])
-    return alpha * m / n_distinct if failed else 0.0
+    if at_chosen is not None and at_chosen[0] < CHECK_FACTOR * np.min(errors[np.isfinite(errors)]):
+        return 0.0
+    left_out, m = _exact_left_out(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, precision, classify,
+                                  FLOOR_ROWS)
+    alpha, errors = left_out()[:2]
+    return 0.0 if errors is None or _falls_to_the_end(errors) else alpha * m / n_distinct
+
+
+def _exact_left_out(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, precision, classify, n_rows):
+    """``(left_out, m)``: on ``n_rows`` of the rows drawn at random (all, where fewer), ``left_out(alphas=None)``
+    is ``choose``'s result by their exact leave-one-out, and m their number of distinct rows of positive weight."""
+    rows = np.sort(rng.choice(X.shape[0], min(n_rows, X.shape[0]), replace=False))
+    Xc = _take(X, rows, precomputed)
+    wc, groups = take_rows(w, rows), subset_groups(group_of, rows)
+    wc = wc / xp_of(wc).sum(wc)
+    operator = _operator(Xc, kernel, precomputed)
+    factor = _unstored_factor(operator, wc, fit_intercept, rng, groups, every_row=True)
+    gram, m = factor_gram(factor), distinct_rows(wc, groups)
+
+    def left_out(alphas=None):
+        return choose(factor, take_rows(Y, rows), wc, fit_intercept, groups, alphas=alphas, classify=classify,
+                      exact=True, floor=rounding_floor(operator, wc, precision),
+                      least=least_ridge(operator, wc, m), gram=gram)
+
+    return left_out, m
 
 
 def least_ridge(operator, w, n_rows):
@@ -417,15 +438,15 @@ def _center(F, s):
     return F
 
 
-def _unstored_factor(operator, w, fit_intercept, rng, group_of=None):
+def _unstored_factor(operator, w, fit_intercept, rng, group_of=None, every_row=False):
     """``Q B``, B the factor of ``S K S``: a factor of ``Q S K S Q`` from an operator that stores no K.
 
     Centring first (``landmark_factor``'s ``center``) takes the product ``K s``, a kernel
     evaluation over every pair of rows; centring B costs O(n r). Of rank ``RANK``, or of every distinct row
-    (``every_row_rule``).
+    (``every_row``, or ``every_row_rule``).
     """
     root = xp_of(w).sqrt(w)
-    rank = _distinct(operator.n, group_of) if every_row_rule(operator.n, group_of) else RANK
+    rank = _distinct(operator.n, group_of) if every_row or every_row_rule(operator.n, group_of) else RANK
     factor = landmark_factor(operator, root, rank, rng)[0]
     return _center(factor, root) if fit_intercept else factor
 

@@ -161,8 +161,9 @@ REGRESSOR_ALPHA = """\
         of positive weight (the least ridge, where solver "cg" reads the
         system as singular); where GCV's choice leaves 500 random rows out
         with at least twice the error of their exact leave-one-out ridge,
-        none below that ridge times 500 over the number of distinct rows
-        (GCV misses the rows a small ridge interpolates); the solve
+        none below the exact leave-one-out ridge of 1,000 random rows times
+        1,000 over the number of distinct rows (GCV misses the rows a small
+        ridge interpolates); the solve
         then runs at that ridge, where
         the same landmarks precondition it well. The rule reads repeated rows
         as one row of their summed weight, and sample weights as relative

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from numpy.testing import assert_allclose, assert_array_equal
-from sklearn.datasets import load_breast_cancer, load_digits, load_iris, load_wine, make_friedman1, make_moons
+from sklearn.datasets import (
+    load_breast_cancer, load_digits, load_iris, load_wine, make_friedman1, make_gaussian_quantiles, make_moons,
+)
 from sklearn.preprocessing import StandardScaler
 
 import kernelgd._operator
@@ -697,10 +699,21 @@ def test_the_check_overrules_only_a_ridge_that_doubles_its_rows_left_out_error()
         return _auto_alpha.check_floor(X, kernel, Y, w, None, True, np.random.RandomState(0), False, len(y),
                                        np.float64, False, chosen)
 
-    bound = check(5.6e-10)  # GCV's choice here: 0.05 of the rows' best total ridge
+    bound = check(5.6e-10)  # GCV's choice here: the check's rows' left-out errors explode at it
     assert bound > 1e-8
-    assert check(bound) == 0.0  # the check's own ridge
-    assert check(bound / 2) == 0.0  # half of it: short of twice the rows' least left-out error
+    assert check(1e-9) == bound  # the bound is the larger draw's ridge, whatever choice it overrules
+    assert check(1e-6) == 0.0  # short of twice the check's rows' least left-out error: kept
+
+
+def test_a_kernel_too_wide_is_not_bounded_by_a_few_hundred_rows_ridge():
+    # 5,600 rows of three nested Gaussian shells in six features, with the rbf three times the default
+    # width: GCV's choice explodes on the check's 500 rows, whose own best total ridge (0.3) is a hundred
+    # times the whole set's; bounded by it, the classifier took alpha=0.03 and 0.74 of the test rows
+    X, y = make_gaussian_quantiles(n_samples=8000, n_features=6, n_classes=3, random_state=0)
+    X = StandardScaler().fit_transform(X)
+    model = KernelGDClassifier(sigma=3 * np.sqrt(6), random_state=0).fit(X[:5600], y[:5600])
+    assert model.alpha_ < 1e-5
+    assert model.score(X[5600:], y[5600:]) > 0.85
 
 
 def test_heavy_tailed_features_do_not_let_gcv_interpolate():
