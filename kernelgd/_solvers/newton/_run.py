@@ -248,9 +248,10 @@ class _NewtonRun:
         ``DRIFT_RESUMES`` are spent). The softmax's diagonal model goes on with exact steps
         (``confirm_exactly``); otherwise the exact K A decides: from running products that had
         drifted, their objective an understatement, the fit goes on."""
-        # (only where the stop would count as convergence: a stop that warns stays one, rather than
-        # exact steps that cannot resolve what rounding hides, as near-duplicate rows at a tiny ridge)
-        if self._nearly_converged() and self.confirm_exactly():
+        # (only where the stop would count as convergence, or the diagonal model's direction failed by
+        # more than rounding: a stop that warns stays one, rather than exact steps that cannot resolve
+        # what rounding hides, as near-duplicate rows at a tiny ridge)
+        if (self._nearly_converged() or self._model_failed()) and self.confirm_exactly():
             return False
         if self.exact_state():
             self.reason = Stop.NO_DESCENT
@@ -260,6 +261,12 @@ class _NewtonRun:
             return False
         self.reason = Stop.DRIFT
         return True
+
+    def _model_failed(self):
+        """Whether the softmax's diagonal model failed beyond rounding: its last direction's slope is above
+        the objective's rounding (not a descent direction, or one no step decreases), which says the model,
+        not the optimum, ended the steps."""
+        return not self.exact_model and abs(self.slope) > ROUNDING * (abs(self.value) + self.value0)
 
     def _nearly_converged(self):
         """Whether the last full step predicted almost no further decrease (see ``near``), or two full
