@@ -271,6 +271,47 @@ def ceiling():
     return section("What the defaults' accuracy goals need", "\n\n".join(text))
 
 
+def generated():
+    """The defaults on random problems they were not tuned on (bench_generated.py)."""
+    if not (RESULTS / "generated.json").exists():
+        return ""
+    data = load("generated")
+    metric = {"regression": "test R^2", "classification": "test accuracy", "logistic": "test log-loss"}
+    peers = {"regression": "``SVR()``", "classification": "``SVC()``", "logistic": "``SVC(probability=True)``"}
+    systems = {"regression": "``KernelGDRegressor()``", "classification": "``KernelGDClassifier()``",
+               "logistic": "``KernelGDClassifier(loss=\"logistic\")``"}
+    text = ["Each estimator with no arguments on random problems drawn by the script (600 to 4,000 training "
+            "rows of 2 to 8 Gaussian, Student-t or uniform features; a target of one feature or a product or "
+            "sum of two, with noise or with labels drawn at random; 2, 3 or 5 classes), against its peer "
+            "fitted in the same run and against the best of its kernel and width refitted at fixed ridges "
+            "from 1e-8 (1e-7 for classes) to 1e-3, judged on the test rows (an oracle: the most a ridge rule "
+            "could reach). A gap is how far the default trails, in its metric (0 where it leads). "
+            f"Machine: {machine_line(data['machine'])}."]
+    rows = []
+    for task in ("regression", "classification", "logistic"):
+        own = [r for r in data["rows"] if r["task"] == task]
+        if not own:
+            continue
+        rows.append([systems[task], metric[task], peers[task], str(len(own)),
+                     str(sum(r["behind_peer"] > 0 for r in own)), fmt(max(max(r["behind_peer"] for r in own), 0), ".4f"),
+                     fmt(max(max(r["behind_best"] for r in own), 0), ".4f"), str(sum(r["warnings"] > 0 for r in own)),
+                     fmt(max(r["fit_s"] for r in own), ".1f"), fmt(max(r["peer_s"] for r in own), ".1f")])
+    text.append(rst_table(["system", "metric", "peer", "problems", "behind the peer", "largest gap to the peer",
+                           "largest gap to the best ridge", "fits that warned", "slowest fit s", "peer's slowest s"],
+                          rows))
+    trailing = [r for r in data["rows"] if r["behind_best"] > 0.05 * max(abs(r["best_fixed"]), 0.01)
+                or r["warnings"] or r["behind_peer"] > 0.05 * max(abs(r["peer_score"]), 0.01)]
+    if trailing:
+        text.append("The problems where a default trails the best fixed ridge or its peer by more than 5%, or warned:")
+        text.append(rst_table(
+            ["system", "seed", "case", "n", "d", "problem", "default", "peer", "best fixed", "alpha", "fit s", "warned"],
+            [[systems[r["task"]], str(r["seed"]), str(r["case"]), f"{r['n_train']:,}", str(r["n_features"]),
+              r["problem"], fmt(r["score"], ".4f"), fmt(r["peer_score"], ".4f"), fmt(r["best_fixed"], ".4f"),
+              fmt(r["alpha"], ".2g"), fmt(r["fit_s"], ".2f"), str(r["warnings"])] for r in trailing]))
+    text.append(command("python benchmarks/bench_generated.py"))
+    return section("The defaults on generated problems", "\n\n".join(text))
+
+
 def loo_width():
     """What the logistic default's small-set rule owes to each of its parts (bench_loo_width.py)."""
     if not (RESULTS / "loo_width.json").exists():
@@ -1210,7 +1251,7 @@ UCI regression sets with the standard train/test splits of the
 ``index_features.txt``, ``index_target.txt``, ``splits/``).
 ``benchmarks/datasets.py`` says how each is read and split.
 """
-    parts = [intro.strip() + "\n", *filter(None, [defaults(), floor(), ceiling(), loo_width(), auto_centers()]), regression_one_fit(), regression_model_selection(), *filter(None, [uncertainty()]), classification_defaults(),
+    parts = [intro.strip() + "\n", *filter(None, [defaults(), floor(), ceiling(), generated(), loo_width(), auto_centers()]), regression_one_fit(), regression_model_selection(), *filter(None, [uncertainty()]), classification_defaults(),
              poly_scale(), softmax_steps(), subsample_start(), classification_probabilities(), classification_model_selection(), scale(), dask_section()]
     return "\n".join(parts)
 
