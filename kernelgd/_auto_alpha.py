@@ -35,8 +35,8 @@ the model interpolates whatever the ridge. Of ridges whose error is within
 faster solve.
 
 A classifier's targets are class codes, whose squared error is not the error
-rate: where a larger ridge classifies the left-out rows significantly better
-(``classification_ridge``), it is taken instead.
+rate: where a larger ridge (up to ``EXACT_MAX_ROWS``, or a smaller one) classifies
+the left-out rows significantly better (``classification_ridge``), it is taken instead.
 """
 
 import numpy as np
@@ -152,7 +152,7 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     first = _first_tied(errors)
     if not classify:
         return float(alphas[first]), errors, alphas, None
-    chosen = classification_ridge(wrong[: first + 1], w_host, group_of, n_effective)
+    chosen = classification_ridge(wrong, first, w_host, group_of, n_effective)
     return float(alphas[chosen]), errors, alphas, wrong[chosen]
 
 
@@ -228,21 +228,22 @@ def _left_out(V, lam, Y, w, fit_intercept, alphas, group_of):
                 yield (F - h[:, None] * target) / (1.0 - h)[:, None], h
 
 
-def classification_ridge(wrong, w, group_of, n_effective):
-    """The index of the ridge taken, of decreasing ridges whose last is the squared error's: that one,
-    or a larger one whose left-out error rate is significantly lower.
+def classification_ridge(wrong, first, w, group_of, n_effective):
+    """The index of the ridge taken, of decreasing ridges whose ``first`` is the squared error's: that
+    one, or another whose left-out error rate is significantly lower.
 
     Squared error scores a classifier's +-1 codes, which also charges a confident correct prediction
     for overshooting its code; the error rate is what the classifier is judged by. ``wrong``: each
-    row's left-out misclassification (``_left_out``) at each of the ridges. Of the ridges at least the
-    squared error's, the largest of least left-out error rate is taken where it beats the squared
-    error's by ``SIGNIFICANCE`` standard errors of the paired difference over groups of identical rows
-    (so that repeating every row, or scaling every weight, decides alike). Only larger: a smaller ridge
-    costs solve time where squared error already says the codes are overfitted.
+    row's left-out misclassification (``_left_out``) at each ridge scored: beyond ``EXACT_MAX_ROWS``
+    only those at least the squared error's (a smaller one costs CG iterations), up to it every ridge
+    (one eigendecomposition scores them all, and a dense solve costs the same at any ridge). The
+    largest of least left-out error rate is taken where it beats the squared error's by
+    ``SIGNIFICANCE`` standard errors of the paired difference over groups of identical rows (so that
+    repeating every row, or scaling every weight, decides alike).
     """
     errors = wrong @ w
     best = int(np.flatnonzero(errors <= errors.min())[0])  # decreasing ridges: the largest of least error
-    return best if significantly_fewer(wrong[best], wrong[-1], w, group_of, n_effective) else len(wrong) - 1
+    return best if significantly_fewer(wrong[best], wrong[first], w, group_of, n_effective) else first
 
 
 def significantly_fewer(wrong, than, w, group_of, n_effective):

@@ -182,8 +182,9 @@ CLASSIFIER_ALPHA = """\
         Ridge strength (>= 0) in the objective below, as in
         :class:`KernelGDRegressor`. ``"auto"``: with the squared loss the
         regressor's rule on the +-1 targets of every class,
-        or a larger ridge where that one's leave-one-out error rate (on the same
-        Nystroem model) is lower by two standard errors;
+        or another ridge where that one's leave-one-out error rate (on the same
+        Nystroem model) is lower by two standard errors (a larger one; up
+        to 1,000 distinct rows, a smaller one too);
         with the logistic loss that rule (its spectrum cut at the rounding of the
         precision K is stored in: below float32's, Newton's steps slow on nearly
         separable problems) scaled by the loss's curvature at the
