@@ -207,10 +207,11 @@ CLASSIFIER_ALPHA = """\
         most one standard error is kept (``sigma_``). On larger sets with up
         to four classes, that path runs on three random subsamples of that
         size (going on past its ends, 65,536 to 1/256, but not below the least
-        ridge) and their median multiple scales the rule's ridge; with more
-        classes, where the rule's ridge is the least it tries, the ridge of
-        least log-loss on a fifth of the rows held out (from 65,536 times it
-        down by factors of 4 while that loss falls). It is
+        ridge) and their median multiple scales the rule's ridge. Beyond the
+        small systems, where the rule's ridge is within ten times the least
+        it tries, the ridge of least log-loss on a fifth of the rows held
+        out instead (from 4^10 times the least down by factors of 4 while
+        that loss falls). It is
         positive, so a minimiser exists even on separable data. The value used is
         ``alpha_``. On many classes the smaller ridge costs Newton steps:
         letter (16,000 rows, 26 classes) takes one to two minutes, where

@@ -23,14 +23,17 @@ is a small dense computation and runs on the host.
 
 A larger set's dense system is not small: there the path runs on ``DRAWS``
 random subsamples of the rows, the largest whose system is (at least
-``MIN_SUBSAMPLE`` rows; with many classes the coupled system allows fewer,
-and the rule's ridge stands), around the rule's ridge for each subsample,
+``MIN_SUBSAMPLE`` rows), around the rule's ridge for each subsample,
 going on past an end it chooses (``EXTEND_TO``; upward ``SUBSAMPLE_EXTEND_UP``)
 but not below the least ridge; the median multiple scales the rule's ridge for
 the whole set. The multiple is what transfers: the rule misjudges the
 curvature at the fitted model the same way at either size (too large a ridge
 for classes a noiseless boundary splits, too small for overlapping ones).
-There ``sigma="scale"``'s width stands (see ``WIDTHS``).
+There ``sigma="scale"``'s width stands (see ``WIDTHS``). With many classes the
+coupled system allows fewer rows, and the rule's ridge stands. But where the
+rule's ridge is near the least (``NEAR_LEAST``), it says nothing (its error fell
+to the floor where the model interpolates), nor does a multiple of it: there the
+ridge is chosen on held-out rows instead (``_on_held_out_rows``).
 """
 
 import warnings
@@ -39,7 +42,7 @@ from dataclasses import replace
 import numpy as np
 
 from ._array_api import block_of, like, rows_of, to_numpy, xp_of
-from ._auto_alpha import STEPS_PER_DECADE, auto_alpha, curvature_share, least_ridge
+from ._auto_alpha import auto_alpha, curvature_share, least_ridge
 from ._logistic_loo import exact as _exact
 from ._logistic_loo import scores as _scores
 from ._operator import KernelOperator
@@ -59,10 +62,16 @@ SUBSAMPLE_EXTEND_UP = 4.0**8
 # The path's fits are solved at least this tightly: the one-standard-error rule compares scores a few
 # 1e-4 apart, which fits stopped at tol=1e-3 do not resolve (weights and the rows repeated chose apart).
 PATH_TOL = 1e-5
-# Where no subsample's path can be run (many classes) and the rule's ridge is its least (its error still fell
-# there), the share of the rows held out to score the ridges on: the rule's ridge times the curvature then
-# overfits (five overlapping classes on 1,500 rows: log-loss 0.83 in 82 s, where 1e-6 gave 0.50 in 0.3 s).
+# Where the rule's ridge is within this factor of the least (``_least``), its error fell to the floor where the
+# model interpolates: the rule's ridge times the curvature overfits there (five overlapping classes on 1,500
+# rows: log-loss 0.83 in 82 s, where 1e-6 gave 0.50 in 0.3 s), and so do the subsamples' multiples of their own
+# rule's (two classes on 600 rows: 0.36, where 1e-4 gave 0.13); the ridge is scored on held-out rows instead.
+# The generated problems' rules sat at 1.5 times the least or above 3,000 times it.
+NEAR_LEAST = 10.0
+# The share of the rows held out there, and the powers of 4 times the least ridge the path starts at and
+# goes up to at most.
 HELD_OUT = 0.2
+HELD_OUT_POWERS = (10, 16)
 # The fewest rows a subsample's path may choose the multiple from (fewer say too little of the set).
 MIN_SUBSAMPLE = 200
 # Subsamples whose median multiple is taken (odd): one subsample's rule and path vary with its rows.
@@ -81,7 +90,8 @@ WIDTH_UNKNOWNS = 512
 def choose(problem, settings, widen=None):
     """``(problem, start, n_iter)``: the problem at the chosen width and ridge, the chosen fit's
     ``(coef, intercept, converged)`` to start the solve from, and the iterations the paths ran; on a larger set,
-    the problem at ``_on_a_subsample``'s ridge, None and 0.
+    ``_on_held_out_rows``'s where the rule's ridge is near the least (``NEAR_LEAST``), else the problem at
+    ``_on_a_subsample``'s ridge, None and 0.
 
     ``widen(factor)``: the problem with its kernel ``factor`` times as wide (its own rule's ridge); None
     where the width is the user's. Then, on at most ``WIDTH_UNKNOWNS`` unknowns, each of ``WIDTHS`` runs
@@ -91,10 +101,9 @@ def choose(problem, settings, widen=None):
     rows, loss = problem.rows, problem.loss
     n_distinct = rows.Y.shape[0] if rows.replicates is None else int(rows.replicates.max()) + 1
     if not tiny(n_distinct, rows.Y.shape[1], not loss.diagonal_hessian):  # before any kernel evaluation
-        alpha = _on_a_subsample(problem, settings)
-        if alpha is None and _at_least_ridge(problem, settings):
+        if problem.alpha < NEAR_LEAST * _least(problem, settings):
             return _on_held_out_rows(problem, settings)
-        return replace(problem, alpha=problem.alpha if alpha is None else alpha), None, 0
+        return replace(problem, alpha=_on_a_subsample(problem, settings)), None, 0
     unknowns = (n_distinct + 1) * (1 if loss.diagonal_hessian else rows.Y.shape[1])
     widths = WIDTHS if widen is not None and unknowns <= WIDTH_UNKNOWNS else (1.0,)
     fits, n_iter = [], 0  # (factor, problem at its chosen ridge, start, its groups' losses there)
@@ -194,14 +203,13 @@ def _path(problem, settings, extend=False, lowest=0.0, exact=False, highest=EXTE
 def _on_a_subsample(problem, settings):
     """The rule's ridge times the median multiple the path chooses on ``DRAWS`` random subsamples of
     the rows (the largest whose dense system is small), each around the rule's ridge for it, none
-    below ``least_ridge``'s for this loss. None where a subsample would be under ``MIN_SUBSAMPLE`` rows."""
+    below ``least_ridge``'s for this loss. The rule's ridge where a subsample would be under
+    ``MIN_SUBSAMPLE`` rows."""
     rows, loss = problem.rows, problem.loss
     k, coupled = rows.Y.shape[1], not loss.diagonal_hessian
     n = max((m for m in range(MIN_SUBSAMPLE, MAX_UNKNOWNS + 1) if tiny(m, k, coupled)), default=0)
     positive = np.flatnonzero(np.asarray(to_numpy(rows.w)) > 0)
-    if n < MIN_SUBSAMPLE:
-        return None
-    if len(positive) <= n:
+    if n < MIN_SUBSAMPLE or len(positive) <= n:
         return problem.alpha
     # separable classes' paths would fall to ever smaller ridges, each slower: not past the least one
     lowest = _least(problem, settings) / problem.alpha
@@ -222,20 +230,17 @@ def _least(problem, settings):
         problem.loss, rows.Y, rows.w, settings.fit_intercept)
 
 
-def _at_least_ridge(problem, settings):
-    """Whether the rule's ridge is its grid's least (``ridge_grid``'s last): its error still fell there."""
-    return problem.alpha < _least(problem, settings) * 10.0 ** (1.0 / STEPS_PER_DECADE)
-
-
 def _on_held_out_rows(problem, settings):
     """``(problem, start, n_iter)``: the problem at the ridge of least log-loss on ``HELD_OUT`` of the
     groups of identical rows drawn at random, fitted on the others; its fit to start from.
 
-    The ridges are the rule's times ``SUBSAMPLE_EXTEND_UP``, then a factor of 4 smaller while the
-    held-out loss falls (each smaller ridge's fit is the slower), or a factor of 4 larger while it falls
-    where the first is the best; that of least held-out loss is taken (the one-standard-error rule's
-    larger ridge gave 0.30 test log-loss where the least's gave 0.25). A held-out row weighs zero in the
-    fits: its coefficient is then zero, and one operator serves every fit and its predictions.
+    The ridges are the least one (``_least``) times ``4 ** HELD_OUT_POWERS[0]``, then a factor of 4
+    smaller while the held-out loss falls (each smaller ridge's fit is the slower), or larger while
+    it falls where the first is the best, up to ``4 ** HELD_OUT_POWERS[1]``; that of least held-out loss
+    is taken (the one-standard-error rule's larger ridge gave a test log-loss of 0.30 where the least's
+    gave 0.25). Powers of 4 from the least ridge, not from the rule's: weights and the rows repeated
+    then try the same ridges. A held-out row weighs zero in the fits: its coefficient is then zero,
+    and one operator serves every fit and its predictions.
     """
     rows, loss = problem.rows, problem.loss
     w = np.asarray(to_numpy(rows.w), dtype=np.float64)
@@ -249,11 +254,12 @@ def _on_held_out_rows(problem, settings):
     W = w[out] / w[out].sum()
     labels = np.asarray(to_numpy(rows.Y))[out]
     labels = (labels[:, 0] > 0).astype(int) if labels.shape[1] == 1 else np.argmax(labels, axis=1)
-    path, n_iter = [], 0  # [alpha, fit, held-out losses] by decreasing ridges
+    least, (top, highest) = _least(problem, settings), HELD_OUT_POWERS
+    path, n_iter = [], 0  # [power of 4, fit, held-out losses] by decreasing ridges
 
-    def fit_at(alpha, start):
+    def fit_at(power, start):
         nonlocal n_iter
-        fit = replace(settings, alpha=alpha, coef_init=start[0], intercept_init=start[1], verbose=0,
+        fit = replace(settings, alpha=least * 4.0**power, coef_init=start[0], intercept_init=start[1], verbose=0,
                       callback=None, rounding_stops=[], landmarks=None, reuse=None)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -264,20 +270,18 @@ def _on_held_out_rows(problem, settings):
         F = problem.operator.matvec(result.dual_coef) + result.intercept
         log_p = np.asarray(to_numpy(loss.log_probabilities(F)), dtype=np.float64)[out]
         losses = -log_p[np.arange(len(labels)), labels]
-        return [alpha, (result.dual_coef, result.intercept, False), losses] if np.all(np.isfinite(losses)) else None
+        return [power, (result.dual_coef, result.intercept, False), losses] if np.all(np.isfinite(losses)) else None
 
-    alpha = problem.alpha * SUBSAMPLE_EXTEND_UP
-    while alpha >= problem.alpha:
-        done = fit_at(alpha, path[-1][1] if path else (None, None, False))
+    for power in range(top, -1, -1):
+        done = fit_at(power, path[-1][1] if path else (None, None, False))
         if done is None:
             break
         path.append(done)
         if len(path) > 1 and done[2] @ W > path[-2][2] @ W:
             break
-        alpha /= 4.0
     # where the largest ridge has the least loss, larger ones too while it falls (each fit the cheaper)
-    while len(path) > 1 and path[0][2] @ W < path[1][2] @ W and path[0][0] < problem.alpha * EXTEND_TO**3:
-        done = fit_at(path[0][0] * 4.0, path[0][1])
+    while len(path) > 1 and path[0][2] @ W < path[1][2] @ W and path[0][0] < highest:
+        done = fit_at(path[0][0] + 1, path[0][1])
         if done is None or not done[2] @ W < path[0][2] @ W:
             break
         path.insert(0, done)
@@ -285,9 +289,10 @@ def _on_held_out_rows(problem, settings):
         return problem, None, n_iter
     chosen = min(path, key=lambda p: p[2] @ W)
     if settings.verbose:
-        means = ", ".join(f"{a:.3g}: {losses @ W:.4g}" for a, _, losses in path)
-        print(f"[alpha] held-out log-loss on {int(out.sum())} rows by ridge: {means}; chosen {chosen[0]:.3g}")
-    return replace(problem, alpha=float(chosen[0])), chosen[1], n_iter
+        means = ", ".join(f"{least * 4.0**power:.3g}: {losses @ W:.4g}" for power, _, losses in path)
+        print(f"[alpha] held-out log-loss on {int(out.sum())} rows by ridge: {means}; "
+              f"chosen {least * 4.0**chosen[0]:.3g}")
+    return replace(problem, alpha=float(least * 4.0 ** chosen[0])), chosen[1], n_iter
 
 
 def _subsample_multiple(problem, settings, idx, rng, lowest):
