@@ -208,7 +208,7 @@ CLASSIFIER_ALPHA = """\
         to four classes, that path runs on three random subsamples of that
         size (going on past its ends, 65,536 to 1/256, but not below the least
         ridge) and their median multiple scales the rule's ridge. Beyond the
-        small systems, where the rule's ridge is within ten times the least
+        small systems, where the rule's ridge is within 100 times the least
         it tries, the ridge of least log-loss on a fifth of the rows held
         out instead (from 4^10 times the least down by factors of 4 while
         that loss falls). It is
