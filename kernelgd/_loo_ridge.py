@@ -246,14 +246,14 @@ def _on_held_out_rows(problem, settings):
     w = np.asarray(to_numpy(rows.w), dtype=np.float64)
     groups = np.arange(len(w)) if rows.replicates is None else rows.replicates
     out = (np.random.RandomState(problem.seed).rand(int(groups.max()) + 1)[groups] < HELD_OUT) & (w > 0)
-    fitted = np.asarray(to_numpy(rows.Y))[(w > 0) & ~out]
+    Y = np.asarray(to_numpy(rows.Y))
+    fitted = Y[(w > 0) & ~out]
     if not out.any() or not len(fitted) or np.any(fitted.max(axis=0) == fitted.min(axis=0)):
         return problem, None, 0  # a class without fitted rows (or only them): nothing to separate it from
     w_fit = np.where(out, 0.0, w)
     w_fit = like(w_fit / w_fit.sum(), rows.Y)
     W = w[out] / w[out].sum()
-    labels = np.asarray(to_numpy(rows.Y))[out]
-    labels = (labels[:, 0] > 0).astype(int) if labels.shape[1] == 1 else np.argmax(labels, axis=1)
+    labels = (Y[out, 0] > 0).astype(int) if Y.shape[1] == 1 else np.argmax(Y[out], axis=1)
     least, (top, highest) = _least(problem, settings), HELD_OUT_POWERS
     path, n_iter = [], 0  # [power of 4, fit, held-out losses] by decreasing ridges
 
