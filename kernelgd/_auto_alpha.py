@@ -284,7 +284,7 @@ def _operator(X, kernel, precomputed):
 
 
 def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto", precision=np.float64,
-                  classify=False, widen=None):
+                  classify=False, walk=None):
     """``(index, alpha, landmarks)``: the candidate kernel of least error (``choose``'s), and its ridge; with
     ``classify``, one whose rows' left-out error rate at its ridge is significantly lower
     (``significantly_fewer``) instead: squared error on class codes can rank kernels apart from the
@@ -293,9 +293,9 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
     ``candidates``: bound PSD kernels; ``group_of``: X's groups of identical rows
     (``_replicates.distinct_groups``). Each is scored on the same rows (at
     most ``MAX_ROWS``) by its rank-``RANK`` factor: at its own best ridge for
-    ``alpha="auto"``, else at ``alpha``. ``widen(kernel)``: where the rule is exact (``every_row_rule``),
-    the kernels to walk to in turn from the best candidate while each is the best so far, indexed
-    after the candidates.
+    ``alpha="auto"``, else at ``alpha``. ``walk(kernel, exact)``: the kernels to walk to in turn from the
+    best candidate while each is the best so far (of the two, as the candidates are compared), indexed
+    after the candidates; ``exact``: whether the rule is exact (``every_row_rule``).
     ``landmarks``: the chosen kernel's factor and its Gram matrix
     (``Landmarks``) where ``alpha="auto"`` and it covers every row (the full model's preconditioner
     then reuses it, as ``auto_alpha``'s), else None. ``precision``, ``classify``: as ``auto_alpha``'s.
@@ -324,19 +324,23 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
         return (np.inf if errors is None else float(np.min(errors)), index, chosen if alpha == "auto" else alpha,
                 Landmarks(factor, gram) if every_row and alpha == "auto" else None, wrong)
 
-    scored = [score(index, kernel) for index, kernel in enumerate(candidates)]
-    best = min(scored, key=lambda found: found[:2])
-    if classify and best[4] is not None:  # a kernel that classifies the left-out rows significantly better
-        w_host, rivals = np.asarray(to_numpy(ws), dtype=np.float64), [found for found in scored if found[4] is not None]
-        fewest = min(rivals, key=lambda found: (float(found[4] @ w_host), found[:2]))
-        if significantly_fewer(fewest[4], best[4], w_host, group_of, effective_count(w_host, group_of)):
-            best = fewest
-    if widen is not None and exact:
-        for index, kernel in enumerate(widen(candidates[best[1]]), len(candidates)):
-            found = score(index, kernel)
-            if not found[0] < best[0]:  # the walk goes on only while each wider kernel is the best
-                break
-            best = found
+    ws_host = np.asarray(to_numpy(ws), dtype=np.float64)
+
+    def pick(scored):  # least error; with classify, one of significantly fewer left-out errors instead
+        best = min(scored, key=lambda found: found[:2])
+        rivals = [found for found in scored if found[4] is not None]
+        if classify and best[4] is not None:
+            fewest = min(rivals, key=lambda found: (float(found[4] @ ws_host), found[:2]))
+            if significantly_fewer(fewest[4], best[4], ws_host, group_of, effective_count(ws_host, group_of)):
+                return fewest
+        return best
+
+    best = pick([score(index, kernel) for index, kernel in enumerate(candidates)])
+    for index, kernel in enumerate(walk(candidates[best[1]], exact) if walk is not None else (), len(candidates)):
+        found = score(index, kernel)
+        if pick([best, found]) is not found:  # the walk goes on only while each kernel is the best
+            break
+        best = found
     return best[1:4]
 
 

@@ -385,50 +385,59 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             return (X + X.T) / 2
         return X
 
-    def _kernel_candidates(self, sigma_of):
-        """The bound kernels ``kernel="auto"`` compares, each at the sigma ``sigma_of()`` resolves for it."""
+    def _kernel_candidates(self, names, sigma_of):
+        """The bound kernels ``names`` to compare, each at the sigma ``sigma_of()`` resolves for it."""
         candidates = []
-        for name in AUTO_KERNELS:
+        for name in names:
             self.kernel_ = name
             self.sigma_ = sigma_of()
             candidates.append(self._bound_kernel())
         return candidates
 
     def _choose_kernel(self, rows, alpha, loss, seed, precision, memory_budget):
-        """``kernel="auto"``: sets ``kernel_``; returns ``(alpha, landmarks, width)``.
+        """``kernel="auto"``, and a squared-loss classifier's width: sets ``kernel_``; returns
+        ``(alpha, landmarks, width)``.
 
-        With the squared loss, the kernel of ``AUTO_KERNELS`` whose Nystroem
-        model has the least error (``_auto_alpha.choose_kernel``: at its own
-        best ridge for ``alpha="auto"``, which it then returns), each at its own
-        ``sigma``. Where that error is the exact model's leave-one-out error, the model fitted is the
-        exact one and the width is ``sigma="scale"``'s, the best kernel walks on to the wider
-        ``AUTO_WIDTHS`` while each lowers it; ``width`` is the multiple kept (1 where none did).
-        ``landmarks`` is the chosen factor where it can precondition
-        the full model. Other losses have no such closed form: the rbf. ``rows``: ``_fit.TrainingRows``;
-        ``precision``: the dtype the fit resolves (``_auto_alpha.rounding_floor``); ``memory_budget``:
-        the fit's, which ``n_centers="auto"`` reads.
+        With the squared loss, the kernel of ``AUTO_KERNELS`` (``kernel="auto"``, else the one given) whose
+        Nystroem model has the least error (``_auto_alpha.choose_kernel``: at its own best ridge for
+        ``alpha="auto"``, which it then returns), each at its own ``sigma``. With ``sigma="scale"`` and the
+        exact model, the best kernel then walks on to the multiples ``_walk_widths`` of its width while each
+        lowers that error; ``width`` is the multiple kept (1 where none did). ``landmarks`` is the chosen
+        factor where it can precondition the full model. Other losses have no such closed form: the rbf
+        for ``kernel="auto"``. ``rows``: ``_fit.TrainingRows``; ``precision``: the dtype the fit resolves
+        (``_auto_alpha.rounding_floor``); ``memory_budget``: the fit's, which ``n_centers="auto"`` reads.
         """
+        names = AUTO_KERNELS if self._auto_kernel else (self.kernel,)
         if loss is not SquaredLoss:
-            self.kernel_ = AUTO_KERNELS[0]
+            self.kernel_ = names[0]
             return alpha, None, 1.0
-        candidates, wider = self._kernel_candidates(lambda: self._resolve_sigma(rows.X, rows.w)), []
+        candidates, walked = self._kernel_candidates(names, lambda: self._resolve_sigma(rows.X, rows.w)), []
         # leave-one-out scores the exact model: widths are walked only for it (on 40 centers a wider
         # kernel at the exact model's ridge raised a test RMSE from 0.34 to 0.40)
         exact_model = self._n_centers_for(np.asarray(to_numpy(rows.w)), True, memory_budget, True) is None
         walks = isinstance(self.sigma, str) and self.sigma == "scale" and exact_model
 
-        def widen(kernel):  # the best candidate at each wider width, recorded as (name, width)
-            name = AUTO_KERNELS[candidates.index(kernel)]
-            wider.extend((name, width) for width in AUTO_WIDTHS)
+        def walk(kernel, exact):  # the best candidate at each width walked to, recorded as (name, width)
+            widths = self._walk_widths(exact)
+            walked.extend((names[candidates.index(kernel)], width) for width in widths)
             return [type(kernel)(kernel.spec, dict(kernel.params, sigma=kernel.params["sigma"] * width))
-                    for width in AUTO_WIDTHS]
+                    for width in widths]
 
         index, alpha, landmarks = choose_kernel(
             candidates, rows.X, rows.Y, rows.w, rows.replicates, self.fit_intercept, np.random.RandomState(seed),
-            alpha, precision, classify=is_classifier(self), widen=widen if walks else None,
+            alpha, precision, classify=is_classifier(self), walk=walk if walks else None,
         )
-        self.kernel_, width = ([(name, 1.0) for name in AUTO_KERNELS] + wider)[index]
+        self.kernel_, width = ([(name, 1.0) for name in names] + walked)[index]
         return alpha, landmarks, width
+
+    def _chooses_kernel(self, loss):
+        """Whether the fit's kernel or width is chosen by the rule (``_choose_kernel``): ``kernel="auto"``."""
+        return self._auto_kernel
+
+    def _walk_widths(self, exact):
+        """The multiples of sigma="scale"'s width ``_choose_kernel`` walks to: wider ones
+        (``AUTO_WIDTHS``) where the rule is exact leave-one-out (``exact``)."""
+        return AUTO_WIDTHS if exact else ()
 
     def _warm_start_init(self, n_coef, n_targets):
         if not (self.warm_start and hasattr(self, "dual_coef_")):

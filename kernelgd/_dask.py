@@ -137,7 +137,7 @@ def fit(estimator, X, y, sample_weight, classifier):
     if est._auto_kernel:
         est.kernel_ = _base.AUTO_KERNELS[0]
         if loss is SquaredLoss:  # each kernel at its own sigma, scored on the sample
-            candidates = est._kernel_candidates(lambda: _sigma(est, X, wn, float(found["top"])))
+            candidates = est._kernel_candidates(_base.AUTO_KERNELS, lambda: _sigma(est, X, wn, float(found["top"])))
             index, alpha, _ = _auto_alpha.choose_kernel(candidates, *sample, est.fit_intercept,
                                                         np.random.RandomState(seed), alpha)
             est.kernel_ = _base.AUTO_KERNELS[index]

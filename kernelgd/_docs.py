@@ -17,9 +17,11 @@ PARAMETERS = """\
         other kernel instead where its rows' left-out error rate at its
         ridge is lower by two standard errors of the paired difference. Up
         to 1,000 distinct rows, with ``sigma="scale"`` and the exact model
-        (no centers), the kernel kept is then tried at 2 and at 4 times its
-        width, the second only if the first lowered the leave-one-out error,
-        and the width of least error is kept (``sigma_``). With the logistic
+        (no centers), a regressor's kernel kept is then tried at 2 and at 4
+        times its width, the second only if the first lowered the
+        leave-one-out error, and the width of least error is kept
+        (``sigma_``); a classifier's, at 1/2 and 1/4 of it (see ``sigma``).
+        With the logistic
         loss, the rbf. The kernel used is ``kernel_``.
     sigma : float, array-like of shape (n_features,) or "scale", default="scale"
         Bandwidth of the rbf, exponential and laplacian kernels, and the
@@ -31,7 +33,11 @@ PARAMETERS = """\
         X's mean square about 0, ``X.var() + X.mean()**2``, so that
         ``x'x / sigma**2`` is 1 on average: predictions then do not change
         when X is scaled); the value used is ``sigma_`` (``kernel="auto"``
-        may widen it on a small set: see ``kernel``). An
+        may widen it on a small set: see ``kernel``; with the squared loss
+        and the exact model, a classifier's rbf, laplacian or exponential
+        kernel is also tried at 1/2 and then 1/4 of that width, each while
+        it lowers the error of ``alpha``'s rule, or classifies the left-out
+        rows significantly better, as between kernels). An
         array gives each feature its own scale (feature j is divided by
         ``sigma[j]``, by ``sigma[j]**2`` for exponential),
         as for a Gaussian process's anisotropic RBF.

@@ -171,7 +171,7 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
     precision = np.float32 if options["dtype"] in ("float32", np.float32) else np.float64
     options = dict(options, memory_budget=est._device_budget(xp, getattr(rows.X, "device", None), options))
     width = 1.0  # kernel="auto"'s multiple of sigma="scale"
-    if est._auto_kernel:
+    if est._chooses_kernel(loss):
         alpha, landmarks, width = est._choose_kernel(rows, alpha, loss, seed, precision, options["memory_budget"])
     else:
         est.kernel_ = est.kernel

@@ -604,10 +604,11 @@ def test_up_to_the_exact_rules_rows_a_classifier_takes_a_smaller_ridge_where_it_
     # scored by the exact rule's one eigendecomposition, and the error rate takes the smaller one.
     X, y = _bands(600, 0)
     X_test, y_test = _bands(4000, 100)
-    model = KernelGDClassifier(random_state=0).fit(X, y)
+    scale = KernelGDClassifier()._resolve_sigma(X, np.full(len(y), 1.0 / len(y)))  # a given width: no walk
+    model = KernelGDClassifier(sigma=scale, random_state=0).fit(X, y)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_auto_alpha, "significantly_fewer", lambda *args: False)
-        by_squared_error = KernelGDClassifier(random_state=0).fit(X, y)
+        by_squared_error = KernelGDClassifier(sigma=scale, random_state=0).fit(X, y)
     assert model.alpha_ < by_squared_error.alpha_ / 100
     assert model.score(X_test, y_test) > by_squared_error.score(X_test, y_test) + 0.04
 
@@ -760,3 +761,34 @@ def test_a_flat_gcv_minimum_at_a_tiny_ridge_is_checked_too():
     y = y + 0.003 * y.std() * rng.randn(2200)
     model = KernelGDRegressor(random_state=0).fit(X[:1200], y[:1200])
     assert model.score(X[1200:], y[1200:]) > 0.9
+
+
+@pytest.mark.parametrize("fine", [True, False])
+def test_a_classifier_walks_its_width_narrower_while_brute_force_leave_one_out_falls(fine):
+    # A squared-loss classifier at sigma="scale" is refitted at 1/2 and then 1/4 of that width while each
+    # lowers the leave-one-out squared error of its class codes at its best ridge (the error-rate check off
+    # here): a checkerboard of classes takes a narrower kernel, a straight boundary blurred by noise keeps
+    # the scale's.
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-2, 2, (100, 2))
+    y = (np.sin(2 * X[:, 0]) * np.sin(2 * X[:, 1]) > 0) if fine else (X[:, 0] + 0.5 * X[:, 1] + 0.8 * rng.randn(100) > 0)
+    w = np.full(100, 1 / 100)
+    scale = KernelGDClassifier()._resolve_sigma(X, w)
+    errors = {}
+    for width in (1.0, 0.5, 0.25):
+        K = kernel_matrix(X, kernel="rbf", sigma=scale * width)
+        errors[width] = min(_brute_force_loo(K, np.where(y, 1.0, -1.0), w, a) for a in np.logspace(-8, 0, 33))
+    walked = 1.0
+    for width in (0.5, 0.25):
+        if not errors[width] < errors[walked]:
+            break
+        walked = width
+    assert walked == (0.25 if fine else 1.0)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_auto_alpha, "significantly_fewer", lambda *args: False)
+        model = KernelGDClassifier().fit(X, y)
+    assert model.sigma_ == pytest.approx(scale * walked, rel=1e-12)
+    # a given sigma, a centers model, or the logistic loss is not walked
+    assert KernelGDClassifier(sigma=scale).fit(X, y).sigma_ == scale
+    assert KernelGDClassifier(n_centers=30).fit(X, y).sigma_ == pytest.approx(scale, rel=1e-12)
+    assert KernelGDClassifier(loss="logistic").fit(X, y).sigma_ >= scale * (1 - 1e-12)
