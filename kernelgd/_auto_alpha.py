@@ -78,6 +78,9 @@ FLOOR_ROWS = EXACT_MAX_ROWS
 FALLBACK_ALPHA = 1.0
 # A classifier's larger ridge must cut the leave-one-out error rate by this many standard errors.
 SIGNIFICANCE = 2.0
+# A classifier's walk to another width on exact leave-one-out errors must cut their squared error by this many
+# standard errors (the one-standard-error rule): on iris's 105 rows it walked on noise.
+WALK_SIGNIFICANCE = 1.0
 # Left-out predictions of several ridges come from one product with the factor, this many entries at most.
 LEFT_OUT_BLOCK = 1 << 22
 
@@ -100,8 +103,9 @@ def ridge_grid(lam, least=0.0):
 
 def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, classify=False, exact=False,
            least=0.0, pool=None, gram=None):
-    """``(alpha, errors, alphas, wrong)``: the rule's ridge from the factor ``B`` of ``Q S K S Q ~ B B'``,
-    and with ``classify`` each row's left-out misclassification at it (else None).
+    """``(alpha, errors, alphas, wrong, residuals)``: the rule's ridge from the factor ``B`` of ``Q S K S Q ~ B B'``,
+    with ``classify`` each row's left-out misclassification at it (else None), and with ``exact`` each row's
+    left-out squared error at it (else None).
 
     ``w`` sums to 1; ``group_of``: each row's group of identical rows
     (``_replicates.replicate_groups``; None: every row distinct). ``alphas``:
@@ -119,19 +123,19 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     w_host = np.asarray(to_numpy(w), dtype=np.float64)
     n_effective = effective_count(w_host, group_of)
     if factor.shape[1] == 0 or n_effective < 3:
-        return FALLBACK_ALPHA, None, None, None
+        return FALLBACK_ALPHA, None, None, None, None
     lam, W = xp.linalg.eigh(factor_gram(factor, pool) if gram is None else gram)
     lam = np.asarray(to_numpy(lam))
     keep = lam > max(lam[-1], 0.0) * len(lam) * np.finfo(float).eps
     keep &= lam > floor
     if not keep.any():
-        return FALLBACK_ALPHA, None, None, None
+        return FALLBACK_ALPHA, None, None, None, None
     lam, W = lam[keep], take_rows(W.T, np.flatnonzero(keep)).T
     Y_host = np.asarray(to_numpy(Y), dtype=np.float64)
     alphas = ridge_grid(lam, least) if alphas is None else np.asarray(alphas, dtype=float)
     errors = None if exact else _gcv_errors(factor, W, lam, Y, w_host, fit_intercept, group_of, n_effective, alphas)
     if not exact and not np.isfinite(errors).any():
-        return FALLBACK_ALPHA, errors, alphas, None
+        return FALLBACK_ALPHA, errors, alphas, None, None
     # the classification check reads only the ridges at least GCV's choice: no smaller one is scored
     scored = alphas if exact else alphas[: _first_tied(errors) + 1]
     if exact or classify:
@@ -139,21 +143,24 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
         V = np.asarray(to_numpy(concat(run(lambda rows: factor[rows, ...] @ M, batches))))
         labels = (Y_host[:, 0] > 0 if Y_host.shape[1] == 1 else np.argmax(Y_host, axis=1)) if classify else None
         loo, wrong = np.full(len(scored), np.inf), np.ones((len(scored), len(w_host)) if classify else (0, 0))
+        squared = np.full((len(scored), len(w_host)) if exact else (0, 0), np.inf)
         for i, (F, h) in enumerate(_left_out(V, lam, Y_host, w_host, fit_intercept, scored, group_of)):
             valid = h < 1.0  # a group of leverage 1 has no left-out prediction
             if valid.all():
-                loo[i] = float(w_host @ np.sum((Y_host - F) ** 2, axis=1))
+                row_errors = np.sum((Y_host - F) ** 2, axis=1)
+                loo[i] = float(w_host @ row_errors)
+                if exact:
+                    squared[i] = row_errors
             if classify:
                 predicted = F[:, 0] > 0 if F.shape[1] == 1 else np.argmax(F, axis=1)
                 wrong[i] = (predicted != labels) | ~valid
         errors = loo if exact else errors
     if not np.isfinite(errors).any():
-        return FALLBACK_ALPHA, errors, alphas, None
+        return FALLBACK_ALPHA, errors, alphas, None, None
     first = _first_tied(errors)
-    if not classify:
-        return float(alphas[first]), errors, alphas, None
-    chosen = classification_ridge(wrong, first, w_host, group_of, n_effective)
-    return float(alphas[chosen]), errors, alphas, wrong[chosen]
+    chosen = classification_ridge(wrong, first, w_host, group_of, n_effective) if classify else first
+    return (float(alphas[chosen]), errors, alphas, wrong[chosen] if classify else None,
+            squared[chosen] if exact else None)
 
 
 def _one_call(factor):
@@ -246,16 +253,16 @@ def classification_ridge(wrong, first, w, group_of, n_effective):
     return best if significantly_fewer(wrong[best], wrong[first], w, group_of, n_effective) else first
 
 
-def significantly_fewer(wrong, than, w, group_of, n_effective):
-    """Whether the left-out misclassifications ``wrong`` (per row) are fewer than ``than``'s, on the same
-    rows, by ``SIGNIFICANCE`` standard errors of the paired difference over groups of identical rows."""
+def significantly_fewer(wrong, than, w, group_of, n_effective, by=SIGNIFICANCE):
+    """Whether the left-out misclassifications (or other errors) ``wrong`` (per row) are fewer than ``than``'s,
+    on the same rows, by ``by`` standard errors of the paired difference over groups of identical rows."""
     groups = np.arange(len(w)) if group_of is None else group_of
     W = np.bincount(groups, weights=w)
     gain = np.bincount(groups, weights=w * (than - wrong))  # per group, weighted
     mean = float(gain.sum())
     per_group = np.divide(gain, W, out=np.zeros_like(gain), where=W > 0)
     error = np.sqrt(float(W @ (per_group - mean) ** 2) / n_effective)
-    return mean > SIGNIFICANCE * error
+    return mean > by * error
 
 
 def _subsample(xp, X, Y, w, group_of, rng, precomputed):
@@ -316,13 +323,13 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
             return choose(factor, Ys, ws, fit_intercept, group_of, None if alpha == "auto" else [alpha],
                           rounding_floor(operator, ws, precision), classify, exact, least, pool, gram)
 
-        chosen, errors, _, wrong = _checked(at, least_ridge(operator, ws, n_distinct), exact or alpha != "auto",
+        chosen, errors, _, wrong, residuals = _checked(at, least_ridge(operator, ws, n_distinct), exact or alpha != "auto",
                                             lambda gcv: check_floor(Xs, kernel, Ys, ws, group_of, fit_intercept,
                                                                     np.random.RandomState(seed + 1), False, n_distinct,
                                                                     precision, classify, gcv))
         # a factor is kept only where the full model's solve reuses it
         return (np.inf if errors is None else float(np.min(errors)), index, chosen if alpha == "auto" else alpha,
-                Landmarks(factor, gram) if every_row and alpha == "auto" else None, wrong)
+                Landmarks(factor, gram) if every_row and alpha == "auto" else None, wrong, residuals)
 
     ws_host = np.asarray(to_numpy(ws), dtype=np.float64)
 
@@ -335,10 +342,19 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
                 return fewest
         return best
 
+    def beyond_chance(found, best):  # a classifier's walk on exact left-out errors: by WALK_SIGNIFICANCE of them
+        if not (classify and found[5] is not None and best[5] is not None and found[4] is not None):
+            return True
+        if significantly_fewer(found[4], best[4], ws_host, group_of, effective_count(ws_host, group_of)):
+            return True
+        return significantly_fewer(found[5], best[5], ws_host, group_of, effective_count(ws_host, group_of),
+                                   WALK_SIGNIFICANCE)
+
     best = pick([score(index, kernel) for index, kernel in enumerate(candidates)])
     for index, kernel in enumerate(walk(candidates[best[1]], exact) if walk is not None else (), len(candidates)):
         found = score(index, kernel)
-        if pick([best, found]) is not found:  # the walk goes on only while each kernel is the best
+        # the walk goes on only while each kernel is the best
+        if pick([best, found]) is not found or not beyond_chance(found, best):
             break
         best = found
     return best[1:4]
@@ -348,7 +364,7 @@ def _checked(at, least, exact, floor):
     """``at(least)``, ``choose``'s result with ridges from ``least`` up; where GCV chose it (not ``exact``),
     made again from ``floor(chosen)`` up (``check_floor``) where that is higher than GCV's choice."""
     result = at(least)
-    chosen, _, alphas, _ = result
+    chosen, _, alphas = result[:3]
     if exact or alphas is None:
         return result
     bound = floor(chosen)
