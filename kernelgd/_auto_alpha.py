@@ -323,10 +323,12 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
             return choose(factor, Ys, ws, fit_intercept, group_of, None if alpha == "auto" else [alpha],
                           rounding_floor(operator, ws, precision), classify, exact, least, pool, gram)
 
-        chosen, errors, _, wrong, residuals = _checked(at, least_ridge(operator, ws, n_distinct), exact or alpha != "auto",
-                                            lambda gcv: check_floor(Xs, kernel, Ys, ws, group_of, fit_intercept,
-                                                                    np.random.RandomState(seed + 1), False, n_distinct,
-                                                                    precision, classify, gcv))
+        def floor(gcv):
+            return check_floor(Xs, kernel, Ys, ws, group_of, fit_intercept, np.random.RandomState(seed + 1), False,
+                               n_distinct, precision, classify, gcv)
+
+        chosen, errors, _, wrong, residuals = _checked(at, least_ridge(operator, ws, n_distinct),
+                                                       exact or alpha != "auto", floor)
         # a factor is kept only where the full model's solve reuses it
         return (np.inf if errors is None else float(np.min(errors)), index, chosen if alpha == "auto" else alpha,
                 Landmarks(factor, gram) if every_row and alpha == "auto" else None, wrong, residuals)
@@ -342,13 +344,18 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
                 return fewest
         return best
 
-    def beyond_chance(found, best):  # a classifier's walk on exact left-out errors: by WALK_SIGNIFICANCE of them
-        if not (classify and found[5] is not None and best[5] is not None and found[4] is not None):
+    def beyond_chance(found, best):
+        """Whether a classifier's walk may go on to ``found``: never to more left-out errors, and on exact
+        left-out errors only by ``WALK_SIGNIFICANCE`` of their squared error (or significantly fewer errors)."""
+        if not (classify and found[4] is not None and best[4] is not None):
             return True
-        if significantly_fewer(found[4], best[4], ws_host, group_of, effective_count(ws_host, group_of)):
+        n_effective = effective_count(ws_host, group_of)
+        if significantly_fewer(found[4], best[4], ws_host, group_of, n_effective):
             return True
-        return significantly_fewer(found[5], best[5], ws_host, group_of, effective_count(ws_host, group_of),
-                                   WALK_SIGNIFICANCE)
+        if float(found[4] @ ws_host) > float(best[4] @ ws_host):
+            return False
+        return found[5] is None or best[5] is None or significantly_fewer(
+            found[5], best[5], ws_host, group_of, n_effective, WALK_SIGNIFICANCE)
 
     best = pick([score(index, kernel) for index, kernel in enumerate(candidates)])
     for index, kernel in enumerate(walk(candidates[best[1]], exact) if walk is not None else (), len(candidates)):

@@ -37,9 +37,9 @@ PARAMETERS = """\
         and the exact model, a classifier's rbf, laplacian or exponential
         kernel is also tried at 1/2 and then 1/4 of that width, each while
         it lowers the error of ``alpha``'s rule (where that is exact
-        leave-one-out, by one standard error of the paired difference), or
-        classifies the left-out rows significantly better, as between
-        kernels). An
+        leave-one-out, by one standard error of the paired difference)
+        without misclassifying more left-out rows, or classifies them
+        significantly better, as between kernels). An
         array gives each feature its own scale (feature j is divided by
         ``sigma[j]``, by ``sigma[j]**2`` for exponential),
         as for a Gaussian process's anisotropic RBF.
