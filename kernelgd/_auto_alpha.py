@@ -334,22 +334,22 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
                 Landmarks(factor, gram) if every_row and alpha == "auto" else None, wrong, residuals)
 
     ws_host = np.asarray(to_numpy(ws), dtype=np.float64)
+    n_effective = effective_count(ws_host, group_of)
 
     def pick(scored):  # least error; with classify, one of significantly fewer left-out errors instead
         best = min(scored, key=lambda found: found[:2])
         rivals = [found for found in scored if found[4] is not None]
         if classify and best[4] is not None:
             fewest = min(rivals, key=lambda found: (float(found[4] @ ws_host), found[:2]))
-            if significantly_fewer(fewest[4], best[4], ws_host, group_of, effective_count(ws_host, group_of)):
+            if significantly_fewer(fewest[4], best[4], ws_host, group_of, n_effective):
                 return fewest
         return best
 
-    def beyond_chance(found, best):
+    def may_walk(found, best):
         """Whether a classifier's walk may go on to ``found``: never to more left-out errors, and on exact
         left-out errors only by ``WALK_SIGNIFICANCE`` of their squared error (or significantly fewer errors)."""
         if not (classify and found[4] is not None and best[4] is not None):
             return True
-        n_effective = effective_count(ws_host, group_of)
         if significantly_fewer(found[4], best[4], ws_host, group_of, n_effective):
             return True
         if float(found[4] @ ws_host) > float(best[4] @ ws_host):
@@ -361,7 +361,7 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
     for index, kernel in enumerate(walk(candidates[best[1]], exact) if walk is not None else (), len(candidates)):
         found = score(index, kernel)
         # the walk goes on only while each kernel is the best
-        if pick([best, found]) is not found or not beyond_chance(found, best):
+        if pick([best, found]) is not found or not may_walk(found, best):
             break
         best = found
     return best[1:4]
