@@ -9,11 +9,12 @@
 3. K @ V for thin V (2 columns): one gemv per column against one gemm.
 4. scipy's symv right after a numpy product, against after a scipy product:
    numpy and scipy ship separate OpenBLAS builds whose idle threads spin.
-5. K @ V for wide V (3, 6, 10 and 26 columns, one per class of a
-   multinomial fit): a symv per column or one symm over the triangle, on
-   one thread, against a GEMM per row half of the whole K on two pool
-   threads (numpy's matmul, which releases the GIL; scipy's BLAS wrappers
-   hold it), and the one-off cost of mirroring the triangle.
+5. K @ V for wide V (3, 4, 6, 10 and 26 columns, one per class of a
+   multinomial fit; and 2 to 6 on a float64 K of 4,000 rows): a symv per
+   column or one symm over the triangle, on one thread, against a GEMM per
+   row half of the whole K on two pool threads (numpy's matmul, which
+   releases the GIL; scipy's BLAS wrappers hold it), and the one-off cost
+   of mirroring the triangle. ``--wide-only`` runs this part alone.
 6. K_nm.T (w * K_nm V), the centers solvers' product (--gram-rows x 2,000
    float64, 1 and 7 columns): a product with K_nm then one with K_nm.T,
    against KernelOperator.gram_matvec's one pass, which multiplies each
@@ -155,6 +156,47 @@ def thread_rows(sizes, columns, rng, n_symv=16000):
     return rows
 
 
+def wide_rows(K, rng, columns=(3, 4, 6, 10, 26)):
+    """Part 5 on the symmetric K: a symv per column and one symm over its triangle on one thread,
+    against a GEMM per row half of the whole K on two pool threads."""
+    n, kind = K.shape[0], "float32" if K.dtype == np.float32 else "float64"
+    symv, symm = blas.get_blas_funcs(("symv", "symm"), (K,))
+    halves = [slice(0, n // 2), slice(n // 2, n)]
+    rows = []
+    with ThreadPoolExecutor(2) as pool:
+
+        def row_halves(W):
+            out = np.empty_like(W)
+
+            def product(batch):
+                out[batch] = K[batch] @ W
+
+            with threadpool_limits(1):
+                list(pool.map(product, halves))
+            return out
+
+        for k in columns:
+            W = rng.normal(size=(n, k)).astype(K.dtype)
+            label = f"K @ V ({n:,} rows, {kind}, {k} columns)"
+            with threadpool_limits(1):
+                rows += [
+                    {"measure": f"{label}: a symv per column", "seconds": median_time(
+                        lambda: [symv(1.0, K.T, W[:, j], lower=1) for j in range(k)])},
+                    {"measure": f"{label}: one symm", "seconds": median_time(
+                        lambda: symm(1.0, K.T, W, side=0, lower=1))},
+                ]
+            rows.append({"measure": f"{label}: row halves on two threads", "seconds": median_time(
+                lambda: row_halves(W))})
+    return rows
+
+
+def small_wide_rows(rng, n=4000):
+    """Part 5 on a float64 K of ``n`` rows (the most "auto" computes in float64)."""
+    X = rng.normal(size=(n, 8))
+    sq = np.einsum("ij,ij->i", X, X)
+    return wide_rows(np.exp(-0.5 * np.maximum(sq[:, None] + sq[None, :] - 2 * X @ X.T, 0.0) / 8), rng, (2, 3, 4, 6))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=16000)
@@ -163,10 +205,20 @@ def main(argv=None):
     parser.add_argument("--gram-centers", type=int, default=2000)
     parser.add_argument("--gram-only", action="store_true", help="only the centers' product (part 6)")
     parser.add_argument("--threads-only", action="store_true", help="only the threads of small products and symv (7, 8)")
+    parser.add_argument("--wide-only", action="store_true", help="only the products with several columns (5)")
     args = parser.parse_args(argv)
     table = [("measure", "measure", None), ("seconds", "median time (s)", "{:.5f}")]
     if args.threads_only:
         rows = thread_rows((500, 1000, 2000, 4000), (6, 10, 26), np.random.RandomState(0), args.n)
+        print(format_table(rows, table))
+        print(f"wrote {write_json(args.out, {'machine': machine(), 'rows': rows})}")
+        return
+    if args.wide_only:
+        rng = np.random.RandomState(0)
+        X = rng.normal(size=(args.n, 8)).astype(np.float32)
+        sq = np.einsum("ij,ij->i", X, X)
+        K = np.exp(-0.5 * np.maximum(sq[:, None] + sq[None, :] - 2 * X @ X.T, 0.0) / 8)
+        rows = wide_rows(K, rng) + small_wide_rows(rng)
         print(format_table(rows, table))
         print(f"wrote {write_json(args.out, {'machine': machine(), 'rows': rows})}")
         return
@@ -222,29 +274,7 @@ def main(argv=None):
         {"measure": "symv after a numpy product", "seconds": median_time(
             lambda: blas.ssymv(1.0, K.T, v, lower=1), before=lambda: C.T @ r)},
     ]
-    pool = ThreadPoolExecutor(2)
-    halves = [slice(0, n // 2), slice(n // 2, n)]
-
-    def row_halves(W):
-        out = np.empty_like(W)
-
-        def product(batch):
-            out[batch] = K[batch] @ W
-
-        with threadpool_limits(1):
-            list(pool.map(product, halves))
-        return out
-
-    for k in [3, 6, 10, 26]:
-        W = rng.normal(size=(n, k)).astype(np.float32)
-        rows += [
-            {"measure": f"K @ V ({k} columns): a symv per column", "seconds": median_time(
-                lambda: [blas.ssymv(1.0, K.T, W[:, j], lower=1) for j in range(k)])},
-            {"measure": f"K @ V ({k} columns): one symm", "seconds": median_time(
-                lambda: blas.ssymm(1.0, K.T, W, side=0, lower=1))},
-            {"measure": f"K @ V ({k} columns): row halves on two threads", "seconds": median_time(
-                lambda: row_halves(W))},
-        ]
+    rows += wide_rows(K, rng)
 
     def mirror():
         for start in range(0, n, block):
@@ -252,6 +282,7 @@ def main(argv=None):
 
     rows.append({"measure": "mirroring the upper triangle (once per fit)", "seconds": median_time(mirror, 3)})
     K = None  # frees the 1 GiB matrix before part 6
+    rows += small_wide_rows(rng)
     rows += gram_rows(args.gram_rows, rng, args.gram_centers)
     print(f"n = {n:,}, float32\n")
     print(format_table(rows, [("measure", "measure", None), ("seconds", "median time (s)", "{:.4f}")]))

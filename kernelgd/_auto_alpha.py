@@ -5,38 +5,24 @@ matrix ``Q S K S Q ~ B B'`` (the one the full model's CG preconditioner
 draws) gives, from the eigenpairs of ``B'B``, the predictions and the hat
 matrix of the Nystroem model on its pivots for every ridge at once.
 
-* Up to ``EXACT_MAX_ROWS`` rows the factor takes every row, so the model is
-  the exact one, and the error is its leave-one-out error in closed form (as
-  scikit-learn's ``RidgeCV`` computes it for a linear model): the fit without
-  row i predicts ``(f_i - h_i y_i) / (1 - h_i)``, ``h_i`` the hat matrix's
-  diagonal, and the error is ``sum_i w_i (y_i - f_i^(-i))^2`` (w sums to 1).
-  It charges the rows the model leans on most with their own leverage.
-* Beyond, the factor has rank ``RANK`` (O(n r^2)) and the error is the
-  generalized cross-validation error (Golub, Heath & Wahba, 1979), which
-  takes every row's leverage as their mean ``df / N``: the proxy's own
-  leverages single out its pivots, each of which has a basis function of its
-  own, which the exact model's rows do not share (its leave-one-out error
-  would charge the pivots for that with too large a ridge). Mean leverages also miss the rows a
-  small ridge interpolates: where exact leave-one-out on ``CHECK_ROWS`` random rows says GCV's
-  ridge makes their left-out errors explode, that of ``FLOOR_ROWS`` rows bounds it from below
-  (``check_floor``).
+* Up to ``EXACT_MAX_ROWS`` distinct rows the factor takes every row and the
+  error is the exact model's closed-form leave-one-out error (as
+  scikit-learn's ``RidgeCV``): the fit without row i predicts
+  ``(f_i - h_i y_i) / (1 - h_i)``.
+* Beyond, the factor has rank ``RANK`` and the error is GCV's (Golub, Heath
+  & Wahba, 1979), every row's leverage taken as their mean ``df / N``: the
+  proxy's own leverages would single out its pivots. GCV misses rows a small
+  ridge interpolates; ``check_floor`` bounds its choice from below by exact
+  leave-one-out on a random subset.
 
-Repeated rows are read as one (``_replicates``): leave-one-out leaves a group
-of identical rows out together, and GCV counts Kish's effective number of
-distinct rows, so scaling every weight, or repeating every row, chooses the
-same ridge, and integer weights choose the ridge of the rows repeated.
-The ridges tried span the factor's resolved spectrum, from a tenth of its
-smallest eigenvalue to its largest: below that floor the Nystroem model hardly
-changes with alpha, and at or above it the CG solve at the chosen ridge is well
-conditioned (the preconditioner's residual eigenvalues are at most about the
-floor), so the fit costs about one solve. None is below ``least_ridge``, where
-the model interpolates whatever the ridge. Of ridges whose error is within
-``TIE`` of the least, the largest is chosen: the smoother model, and the
-faster solve.
-
-A classifier's targets are class codes, whose squared error is not the error
-rate: where a larger ridge (up to ``EXACT_MAX_ROWS``, or a smaller one) classifies
-the left-out rows significantly better (``classification_ridge``), it is taken instead.
+A group of identical rows is left out as one and GCV counts Kish's effective
+number of distinct rows, so scaling the weights or repeating every row
+chooses the same ridge. The ridges span the factor's resolved spectrum (none
+below ``least_ridge``, where the model interpolates whatever the ridge); of
+ridges within ``TIE`` of the least error the largest is taken, the smoother
+model and the faster solve. A classifier's class codes are scored by squared
+error, not by the error rate: a ridge that classifies the left-out rows
+significantly better is taken instead (``classification_ridge``).
 """
 
 import numpy as np
@@ -51,8 +37,7 @@ from ._solvers.cg import LEAST_SQUARES_RIDGE
 
 # The factor's rank: the full model's preconditioner landmarks, so that its factor serves both.
 RANK = N_LANDMARKS
-# Up to this many distinct rows the factor takes every row: it is then the kernel matrix itself, and the
-# rule its exact leave-one-out error (an n x n eigendecomposition: about 0.3 s per kernel at 1,000 rows).
+# Up to this many distinct rows the rule is the exact model's leave-one-out error (an n x n eigendecomposition).
 EXACT_MAX_ROWS = 1000
 # Rows the rule reads at most (a random subsample of the weighted rows beyond).
 MAX_ROWS = 20_000
@@ -63,23 +48,18 @@ FLOOR_BELOW_SPECTRUM = 10.0
 MAX_DF_SHARE = 0.5
 # Errors within this relative margin of the least count as tied.
 TIE = 1e-3
-# Beyond EXACT_MAX_ROWS, the random rows whose exact leave-one-out ridge may bound GCV's from below
-# (``check_floor``): an eigendecomposition of their kernel matrix, about 0.05 s.
+# ``check_floor``: the random rows that check GCV's choice by exact leave-one-out; the multiple of their least
+# left-out error that fails it (exploding errors, not the check's noise); and the rows whose exact ridge then
+# bounds GCV's (more than the check's: a few hundred rows' best total ridge can be far above the whole set's).
 CHECK_ROWS = 500
-# GCV's choice fails the check where, at the same total ridge, it leaves those rows out with at least this
-# multiple of their least error: exploding left-out errors (30 times, on the Gaussian cloud), not the
-# check's noise or its rows' own smaller size (protein: 1.1 times).
 CHECK_FACTOR = 2.0
-# Where it fails, the random rows whose exact leave-one-out ridge bounds GCV's from below: as many as the rule
-# reads exactly, about 0.3 s, where 500 rows' best total ridge can be a hundred times the whole set's (a kernel
-# too wide for the data, whose bias falls as the rows grow).
 FLOOR_ROWS = EXACT_MAX_ROWS
 # The ridge where the rule has nothing to read (a kernel zero on the data, or fewer than 3 rows).
 FALLBACK_ALPHA = 1.0
 # A classifier's larger ridge must cut the leave-one-out error rate by this many standard errors.
 SIGNIFICANCE = 2.0
 # A classifier's walk to another width on exact leave-one-out errors must cut their squared error by this many
-# standard errors (the one-standard-error rule): on iris's 105 rows it walked on noise.
+# standard errors (the one-standard-error rule): a smaller gain is within chance.
 WALK_SIGNIFICANCE = 1.0
 # Left-out predictions of several ridges come from one product with the factor, this many entries at most.
 LEFT_OUT_BLOCK = 1 << 22
@@ -389,23 +369,12 @@ def check_floor(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, n_di
     """A least ridge for GCV's choice ``chosen`` on rows X (weights w, ``n_distinct`` distinct rows of
     positive weight), or 0.
 
-    On ``CHECK_ROWS`` of the rows drawn at random, GCV's choice at the same total ridge
-    (``n_samples * alpha``) is scored by exact leave-one-out. Where it leaves them out with at least
-    ``CHECK_FACTOR`` times their least error, the bound is the exact leave-one-out ridge of
-    ``FLOOR_ROWS`` random rows times their number of distinct rows over ``n_distinct`` (the same total
-    ridge); else 0.
-
     GCV reads every row's leverage as their mean, so it misses the rows a small ridge interpolates
-    (the far rows of a Gaussian cloud), whose left-out errors explode: on 2,100 rows of ``|x_0|`` in
-    three Gaussian features with 1% noise the exact model's GCV error fell down to 1e-10, where the
-    test R^2 was 0.1, while its exact leave-one-out error was least at 1e-7 (R^2 0.99); on 1,200 rows
-    of ``tanh(3 x_0 x_1)`` in four, GCV's least was inside its grid, at 1e-7 (R^2 0.75). On a few
-    hundred rows exact leave-one-out is cheap enough to check every choice. It only detects the
-    failure: the best total ridge of a few hundred rows is no bound for the whole set's, which can be
-    smaller (protein: 1e-3 on 500 rows, where 1e-5 suits 20,000, and leaves the 500 out with 1.1 times
-    their least error) or far smaller (a kernel too wide for the data), so the bound comes from more
-    rows. Nor does a check whose own error still falls at its least ridge (a noiseless target) bound
-    anything.
+    (the far rows of a Gaussian cloud), whose left-out errors explode. On ``CHECK_ROWS`` random rows,
+    GCV's choice at the same total ridge (``n_samples * alpha``) is scored by exact leave-one-out;
+    where their left-out error is at least ``CHECK_FACTOR`` times its least, the bound is the exact
+    leave-one-out ridge of ``FLOOR_ROWS`` random rows at the same total ridge, else 0. A check whose
+    own error still falls at its least ridge (a noiseless target) bounds nothing.
     """
     left_out, m = _exact_left_out(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, precision, classify,
                                   CHECK_ROWS)

@@ -1,39 +1,25 @@
 """``alpha="auto"`` for a logistic loss on a full model: the ridge, and on a small set the width, by leave-one-out.
 
-The general rule (``_auto_alpha``) takes the squared loss's ridge for the labels read as
-its targets, scaled by the logistic loss's curvature at the
-intercept-only model; the log-loss it leaves can be far from the best ridge's
-(UCI wine, 10 splits: 0.085 there, 0.051 at this rule's). Where Newton's exact
-system on the distinct rows is small (``_dense_newton.tiny``), the ridges
-``MULTIPLES`` times that start are fitted instead, from the largest down,
-each warm-started from the last, and each is scored by the approximate
-leave-one-out loss (``_logistic_loo``: one Newton step without each row, Rad &
-Maleki, 2020). A group of identical rows is left out as one, with its summed
-weight and its mean label (the loss is linear in the label). The largest ridge whose mean loss
-exceeds the least by at most one standard error of that excess is chosen (a
-paired one-standard-error rule, after Breiman et al., 1984): on a few hundred
-rows the least is partly chance. The one step errs where it is long (a nearly
-interpolating fit, a row its neighbours contradict): there the ridges the
-choice rests on are scored exactly, by Newton's iterations on the objective
-without the row (``_logistic_loo.exact``). On the smallest systems
-(``WIDTH_UNKNOWNS``) the path runs at each of ``WIDTHS`` times
-``sigma="scale"``'s width, from the rule's ridge for it, and the widest whose
-chosen losses are within one standard error of the least is kept. The scoring
-is a small dense computation and runs on the host.
+The general rule (``_auto_alpha``) takes the squared loss's ridge for the labels
+read as its targets, scaled by the logistic loss's curvature at the
+intercept-only model; its log-loss can be far from the best ridge's. Where
+Newton's exact system on the distinct rows is small (``_dense_newton.tiny``),
+the ridges ``MULTIPLES`` times that start are fitted, largest first, each
+warm-started from the last, and scored by the approximate leave-one-out loss
+(``_logistic_loo``: one Newton step without each row, Rad & Maleki, 2020; exact
+where the step is long). A group of identical rows is left out as one. The
+largest ridge within one standard error of the least mean loss is chosen (a
+paired one-standard-error rule, after Breiman et al., 1984). On the smallest
+systems (``WIDTH_UNKNOWNS``) the path runs at each of ``WIDTHS`` times
+``sigma="scale"``'s width and the widest within one standard error is kept.
 
-A larger set's dense system is not small: there the path runs on ``DRAWS``
-random subsamples of the rows, the largest whose system is (at least
-``MIN_SUBSAMPLE`` rows), around the rule's ridge for each subsample,
-going on past an end it chooses (``EXTEND_TO``; upward ``SUBSAMPLE_EXTEND_UP``)
-but not below the least ridge; the median multiple scales the rule's ridge for
-the whole set. The multiple is what transfers: the rule misjudges the
-curvature at the fitted model the same way at either size (too large a ridge
-for classes a noiseless boundary splits, too small for overlapping ones).
-There ``sigma="scale"``'s width stands (see ``WIDTHS``). With many classes the
-coupled system allows fewer rows, and the rule's ridge stands. But where the
-rule's ridge is near the least (``NEAR_LEAST``), it says nothing (its error fell
-to the floor where the model interpolates), nor does a multiple of it: there the
-ridge is chosen on held-out rows instead (``_on_held_out_rows``).
+A larger set's paths run on ``DRAWS`` random subsamples, the largest whose
+system is small, and the median multiple scales the rule's ridge for the whole
+set: the rule misjudges the curvature at the fitted model the same way at
+either size. With many classes the coupled system allows too few rows and the
+rule's ridge stands. Where the rule's ridge is near the least (``NEAR_LEAST``)
+its error fell to the floor where the model interpolates, and the ridge is
+chosen on held-out rows instead (``_on_held_out_rows``).
 """
 
 import warnings
@@ -54,19 +40,13 @@ from ._solvers._dense_newton import MAX_UNKNOWNS, coordinates, features, tiny
 MULTIPLES = 4.0 ** np.arange(2, -3, -1)
 # A path goes on past an end it chooses, to at most this factor either side of its start.
 EXTEND_TO = 4.0**4
-# A subsample's path goes further upward, where each fit is cheaper than the last: on separated circles
-# every subsample's path stopped at EXTEND_TO, where the held-out log-loss was 1.5 times that at 4**6.
-# (Not a small set's own: on 15 rows of noise the longer path's near-ties chose apart for weights and
-# the rows repeated.)
+# A subsample's path goes further upward (each fit cheaper than the last); a small set's own does not, where
+# the longer path's near-ties would choose apart for weights and the rows repeated.
 SUBSAMPLE_EXTEND_UP = 4.0**8
-# The path's fits are solved at least this tightly: the one-standard-error rule compares scores a few
-# 1e-4 apart, which fits stopped at tol=1e-3 do not resolve (weights and the rows repeated chose apart).
+# The path's fits are solved at least this tightly: the one-standard-error rule compares scores a few 1e-4 apart.
 PATH_TOL = 1e-5
 # Where the rule's ridge is within this factor of the least (``_least``), its error fell to the floor where the
-# model interpolates: the rule's ridge times the curvature overfits there (five overlapping classes on 1,500
-# rows: log-loss 0.83 in 82 s, where 1e-6 gave 0.50 in 0.3 s), and so do the subsamples' multiples of their own
-# rule's (two classes on 600 rows: 0.36, where 1e-4 gave 0.13); the ridge is scored on held-out rows instead.
-# On 84 generated problems the rule's ridge sat at 1.1 to 17 times the least or at 844 times it and above.
+# model interpolates, and neither it nor a subsample's multiple says how far to smooth: held-out rows decide.
 NEAR_LEAST = 100.0
 # The share of the rows held out there, and the powers of 4 times the least ridge the path starts at and
 # goes up to at most.
@@ -76,14 +56,11 @@ HELD_OUT_POWERS = (10, 16)
 MIN_SUBSAMPLE = 200
 # Subsamples whose median multiple is taken (odd): one subsample's rule and path vary with its rows.
 DRAWS = 3
-# The widths a small set's paths compare, as multiples of sigma="scale"'s (UCI wine, iris and breast
-# cancer's held-out log-loss fell 10-30% at 1.4-2 times it). Not a subsample's: its paths rank them as
-# the test rows do (hastie: 2 and 1.41 ahead of 1), but a wider kernel's smaller ridge slows the whole
-# set's fit (gaussian quantiles at twice the width: 78 s against 8 s, log-loss 0.040 against 0.054).
+# The widths a small set's paths compare, as multiples of sigma="scale"'s. Not a subsample's: a wider kernel's
+# smaller ridge can slow the whole set's fit tenfold.
 WIDTHS = (1.0, 2.0**0.5, 2.0)
 # The widths are compared where Newton's dense system has at most this many unknowns (each width's path
-# costs a few times its cube in flops): three classes of 250 rows (753 unknowns) took 2.1 s with the
-# three widths against 0.6 s with one; two classes of 460 rows (461), 0.7 s against 0.2 s.
+# costs a few times its cube in flops).
 WIDTH_UNKNOWNS = 512
 
 
@@ -132,7 +109,7 @@ def _path(problem, settings, extend=False, lowest=0.0, exact=False, highest=EXTE
     choice at an end of the path goes on past it, a factor of 4 at a time, to at most ``highest``
     times or an ``EXTEND_TO``-th of the start; no multiple is below ``lowest``. ``exact``: the choice
     rests on exact losses (``_settled``); a subsample's path, whose multiple is what transfers, keeps the
-    approximation (hastie's and gaussian quantiles' multiples did not move, at 1.7 and 1.5 times the time)."""
+    approximation."""
     rows, loss = problem.rows, problem.loss
     first, W, T = _groups(rows)
     distinct = _distinct_operator(problem, first)
@@ -237,9 +214,8 @@ def _on_held_out_rows(problem, settings):
     The ridges are the least one (``_least``) times ``4 ** HELD_OUT_POWERS[0]``, then a factor of 4
     smaller while the held-out loss falls (each smaller ridge's fit is the slower), or larger while
     it falls where the first is the best, up to ``4 ** HELD_OUT_POWERS[1]``; that of least held-out loss
-    is taken (the one-standard-error rule's larger ridge gave a test log-loss of 0.30 where the least's
-    gave 0.25). Powers of 4 from the least ridge, not from the rule's: weights and the rows repeated
-    then try the same ridges. A held-out row weighs zero in the fits: its coefficient is then zero,
+    is taken (not the one-standard-error rule's larger one, which underfits there). Powers of 4 from the
+    least ridge, not from the rule's: weights and the rows repeated then try the same ridges. A held-out row weighs zero in the fits: its coefficient is then zero,
     and one operator serves every fit and its predictions.
     """
     rows, loss = problem.rows, problem.loss
@@ -318,8 +294,7 @@ def _subsample_multiple(problem, settings, idx, rng, lowest):
 
 def _settled(path, W):
     """The ridge ``_one_standard_error`` chooses on the path, made again until the losses it rests on,
-    the least mean's and the chosen ridge's, are exact (``_logistic_loo.exact``); the others stay approximate (making
-    every ridge's exact cost 1.3-1.6 times the time on iris, wine and breast cancer, and chose no better)."""
+    the least mean's and the chosen ridge's, are exact (``_logistic_loo.exact``); the others stay approximate."""
     while True:
         losses = np.array([p[2] for p in path])
         todo = {int(np.argmin(losses @ W)), _one_standard_error(losses, W)}

@@ -61,11 +61,12 @@ DENSE_COPY_SHARE = 0.25
 # Stored-K products up to this many columns run one GEMV per column:
 # OpenBLAS's GEMM on thin right-hand sides is slower (bench_operator.py).
 GEMV_MAX_COLUMNS = 3
-# From this many columns a stored K's product is split by rows over the pool,
-# one GEMM per thread, once K is whole; up to it a symv per column over the
-# stored triangle is faster (bench_operator.py, n = 16,000: 26 columns in
-# 0.17 s on two threads against 0.29 s for one symm, 10 in 0.14 s against 0.17 s).
-POOLED_MIN_COLUMNS = 6
+# From this many columns a stored K's product is split by rows over the pool, one GEMM per thread, once K is
+# whole: it reads K once where a symv per column reads the triangle once per column (bench_operator.py, part 5:
+# 3 columns of a float32 K of 16,000 rows, 0.094 s against 0.104 s; 4, 0.080 s against 0.140 s; a float64 K of
+# 4,000 rows, 3 columns, 0.012 s against 0.008 s; 4, even; 6, 0.012 s against 0.016 s).
+POOLED_MIN_COLUMNS = 4
+FLOAT32_POOLED_MIN_COLUMNS = 3
 # Rows of a stored K_nm that gram_matvec multiplies twice while they are in cache (bench_operator.py
 # --gram-only, 100,000 x 1,000, 7 columns: 0.184 s a product against 0.240 s with 8 MiB chunks).
 GRAM_CHUNK_BYTES = 2 << 20
@@ -499,7 +500,8 @@ class KernelOperator:
         """
         if self.K is None or self.n_threads == 1 or self.K.nbytes < POOLED_MIN_BYTES:  # (1 off the host)
             return False
-        return not self.symmetric or (V.ndim == 2 and V.shape[1] >= POOLED_MIN_COLUMNS)
+        least = FLOAT32_POOLED_MIN_COLUMNS if self.K.dtype == np.float32 else POOLED_MIN_COLUMNS
+        return not self.symmetric or (V.ndim == 2 and V.shape[1] >= least)
 
     def _row_batches(self):
         """One contiguous row batch of K per pool thread."""

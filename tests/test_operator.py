@@ -138,17 +138,18 @@ def test_large_factorizations_run_single_threaded(monkeypatch):
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_stored_triangle_times_many_columns(dtype, threads, monkeypatch):
-    # few columns: a symv per column over the stored triangle; from POOLED_MIN_COLUMNS
-    # on two threads, whole rows (mirrored once) split over the pool (of any size here)
+    # few columns: a symv per column over the stored triangle; from POOLED_MIN_COLUMNS (float32:
+    # FLOAT32_POOLED_MIN_COLUMNS) on two threads, whole rows (mirrored once) split over the pool (of any size here)
     monkeypatch.setattr(operator_module, "POOLED_MIN_BYTES", 0)
     op = KernelOperator(X, RBF, dtype=dtype, store=True, threads=threads)
     assert op.upper_only
     K = kernel_matrix(X, sigma=2.0)
     rtol = 1e-12 if dtype == "float64" else 1e-5
-    narrow = rng.normal(size=(300, operator_module.POOLED_MIN_COLUMNS - 1))
+    least = operator_module.POOLED_MIN_COLUMNS if dtype == "float64" else operator_module.FLOAT32_POOLED_MIN_COLUMNS
+    narrow = rng.normal(size=(300, least - 1))
     assert_allclose(op.matvec(narrow), K @ narrow, rtol=rtol, atol=rtol)
     assert op.upper_only
-    wide = rng.normal(size=(300, operator_module.POOLED_MIN_COLUMNS + 1))
+    wide = rng.normal(size=(300, least))
     assert_allclose(op.matvec(wide), K @ wide, rtol=rtol, atol=rtol)
     assert op.upper_only == (threads == 1)
     assert_allclose(op.matvec(narrow), K @ narrow, rtol=rtol, atol=rtol)  # symv on the mirrored K
