@@ -841,8 +841,9 @@ def test_a_classifiers_width_walk_chooses_alike_for_weights_the_rows_repeated_an
 def test_a_classifier_walks_to_no_width_that_misclassifies_more_left_out_rows(monkeypatch):
     # Regression: on generated problems the walk took widths of lower squared error on the class codes but
     # more left-out errors, and classified fewer test rows (four of 36, by 0.008 to 0.013). Here half the width
-    # has the lower squared error and the higher left-out error rate: the scale's width stays.
-    rng = np.random.RandomState(2)
+    # has the lower squared error and misclassifies 28 left-out rows against 23: the scale's width stays (a
+    # margin of one row, as on RandomState(2), turned with the BLAS threads' rounding).
+    rng = np.random.RandomState(44)
     X = rng.standard_t(3, (400, 2))
     y = np.cos(X.sum(axis=1)) > 0
     y = np.where(rng.rand(400) < 0.1, rng.rand(400) < 0.5, y)

@@ -10,7 +10,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 from kernelgd import KernelGDRegressor, kernel_matrix
-from kernelgd._solvers import cg
+from kernelgd._solvers import _preconditioners
 
 rng = np.random.RandomState(3)
 X = rng.uniform(-2, 2, size=(50, 2))
@@ -66,7 +66,7 @@ def test_eigenpro_without_ridge_mini_batch_intercept_is_sane():
 def test_cg_intercept_with_tiny_ridge_at_default_tol(monkeypatch):
     # Few landmarks make cg iterate; at tol=1e-3 the intercept of the
     # unconverged iterate must still be close to the optimum's.
-    monkeypatch.setattr(cg, "N_LANDMARKS", 20)
+    monkeypatch.setattr(_preconditioners, "N_LANDMARKS", 20)
     r = np.random.RandomState(1)
     Xc = r.normal(size=(600, 3))
     yc = np.sin(Xc[:, 0]) + 0.5 * np.tanh(Xc[:, 1] * Xc[:, 2]) + 3.0

@@ -92,7 +92,7 @@ def test_streaming_fit_stays_within_its_memory_budget():
     model.fit(Xb, yb)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    from kernelgd._solvers.cg import N_LANDMARKS
+    from kernelgd._solvers._preconditioners import N_LANDMARKS
 
     allowance = budget + 3000 * (N_LANDMARKS + 50) * 8 * 2
     assert peak < allowance < 3000**2 * 8

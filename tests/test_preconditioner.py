@@ -133,7 +133,7 @@ def test_pivoted_preconditioner_needs_fewer_cg_iterations():
 def test_cg_with_few_landmarks_iterates_to_kernel_ridge(monkeypatch):
     # With fewer landmarks than points the preconditioner is inexact, so cg
     # must do the work (the other solver tests have n < N_LANDMARKS).
-    monkeypatch.setattr(cg, "N_LANDMARKS", 15)
+    monkeypatch.setattr(_preconditioners, "N_LANDMARKS", 15)
     X = clustered(300)
     y = np.sin(X[:, 0]) + 0.1 * X[:, 1]
     model = KernelGDRegressor(
@@ -267,3 +267,32 @@ def test_a_factorization_in_place_that_fails_is_rebuilt_for_each_jitter():
     assert_allclose(U.T @ U, B @ B.T + shift * np.eye(40), rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match="test matrix is numerically singular"):
         cholesky_in_place(lambda: -np.eye(3), "test matrix")
+
+
+def test_many_right_hand_sides_take_a_preconditioner_of_higher_rank(monkeypatch):
+    # a factor of rank r costs about n r^2 flops, a product with K 2 n^2 per column: with many columns a
+    # higher rank pays for itself in CG iterations; the fit is the same kernel ridge either way
+    monkeypatch.setattr(_preconditioners, "N_LANDMARKS", 20)
+    X = clustered(400)
+    Y = np.column_stack([np.sin((k + 1) * X[:, 0] / 4) + np.cos((k % 3 + 1) * X[:, 1] / 3) for k in range(12)])
+    assert _preconditioners.full_landmarks(400, 1)[0] == 28  # sqrt(2 * 400)
+    assert _preconditioners.full_landmarks(400, 12)[0] == 97  # sqrt(2 * 400 * 12)
+    assert _preconditioners.full_landmarks(10**6, 12)[0] == _preconditioners.MAX_LANDMARKS
+    ref = KernelRidge(alpha=1e-5 * len(X), kernel="rbf", gamma=1.0).fit(X, Y)
+    iterations = {}
+    for products in [0, 1]:
+        monkeypatch.setattr(_preconditioners, "FACTOR_PRODUCTS", products)
+        model = KernelGDRegressor(kernel="rbf", sigma=1.0, alpha=1e-5, solver="cg", tol=1e-10, max_iter=1000,
+                                  fit_intercept=False, random_state=0).fit(X, Y)
+        assert_allclose(model.dual_coef_, ref.dual_coef_, rtol=1e-5, atol=1e-6 * np.abs(ref.dual_coef_).max())
+        iterations[products] = model.n_iter_
+    assert iterations[1] < iterations[0]
+
+
+def test_a_factor_drawn_already_serves_where_it_has_the_rank_wanted():
+    F = np.ones((5000, _preconditioners.N_LANDMARKS))
+    given = _preconditioners.Landmarks(F, F.T @ F)
+    assert _preconditioners.full_landmarks(5000, 1, given)[1] is given
+    assert _preconditioners.full_landmarks(5000, 200, given)[1] is None  # a higher rank is drawn
+    low = _preconditioners.Landmarks(F[:, :30], None)  # a kernel of rank 30: its factor is whole
+    assert _preconditioners.full_landmarks(5000, 1, low)[1] is low

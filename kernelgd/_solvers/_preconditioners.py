@@ -18,8 +18,12 @@ from .._array_api import (
 from .._operator import POOLED_MIN_BYTES, check_budget
 from ._krylov import RPC_BLOCK, rp_cholesky
 
-# Landmarks of the Nystroem preconditioner for the full system.
+# Landmarks of the Nystroem preconditioner for the full system: N_LANDMARKS, and with many right-hand sides up to
+# MAX_LANDMARKS where its factor (about n r^2 flops) costs at most FACTOR_PRODUCTS products with K (2 n^2 flops
+# per column): each CG iteration it saves is one such product (``full_landmarks``).
 N_LANDMARKS = 500
+MAX_LANDMARKS = 2000
+FACTOR_PRODUCTS = 1
 # With centers, the ridge is at least this times the mean of k(c, c).
 CENTERS_MIN_RIDGE = 1e-7
 # The full model's preconditioner shift is at least this times the mean weighted k(x, x).
@@ -88,6 +92,16 @@ class NystroemPreconditioner:
         return out
 
     apply_t = apply  # P is symmetric
+
+
+def full_landmarks(n, columns, landmarks=None):
+    """``(rank, landmarks)``: the full system's preconditioner rank for n rows and ``columns`` right-hand sides
+    (``N_LANDMARKS``, more with many columns), and the factor drawn already (``alpha="auto"``'s) where it
+    serves: of that rank, or of the kernel's own rank where that is less; else None."""
+    rank = int(min(MAX_LANDMARKS, max(N_LANDMARKS, np.sqrt(2.0 * FACTOR_PRODUCTS * n * columns))))
+    if landmarks is not None and rank > max(N_LANDMARKS, landmarks.F.shape[1]):
+        landmarks = None
+    return min(rank, n), landmarks
 
 
 def landmark_factor(operator, s, n_landmarks, rng, block=RPC_BLOCK, center=False):

@@ -52,12 +52,12 @@ from ._objective import Objective
 from ._krylov import ProductTracker, block_pcg
 from ._preconditioners import (
     CENTERS_MIN_RIDGE,
-    N_LANDMARKS,
     PRECONDITIONER_MIN_SHIFT,
     check_center_memory,
     FalkonPreconditioner,
     NystroemPreconditioner,
     center_factors,
+    full_landmarks,
 )
 
 # What this solver minimises: its losses, and its models (all points as centers, or n_centers).
@@ -166,7 +166,8 @@ def _solve_full_cg(operator, Y, w, settings, rng, s, center, diag_mean):
     # residual only adds eigenvalues above 1); without ridge, or with a ridge far
     # below it, P needs a shift: 1 / alpha would blow up rounding outside N's span.
     mu = float(max(alpha, PRECONDITIONER_MIN_SHIFT * diag_mean, np.finfo(float).tiny))
-    precond = NystroemPreconditioner(operator, s, mu, N_LANDMARKS, rng, center=center, factor=settings.landmarks)
+    rank, landmarks = full_landmarks(n, t, settings.landmarks)
+    precond = NystroemPreconditioner(operator, s, mu, rank, rng, center=center, factor=landmarks)
     y_bar = weighted_sum(w, Y) if center else zeros(Y, t)
     least_squares = alpha < LEAST_SQUARES_RIDGE * diag_mean
 
