@@ -62,9 +62,9 @@ DENSE_COPY_SHARE = 0.25
 # OpenBLAS's GEMM on thin right-hand sides is slower (bench_operator.py).
 GEMV_MAX_COLUMNS = 3
 # From this many columns a stored K's product is split by rows over the pool, one GEMM per thread, once K is
-# whole: it reads K once where a symv per column reads the triangle once per column (bench_operator.py, part 5:
-# 3 columns of a float32 K of 16,000 rows, 0.094 s against 0.104 s; 4, 0.080 s against 0.140 s; a float64 K of
-# 4,000 rows, 3 columns, 0.012 s against 0.008 s; 4, even; 6, 0.012 s against 0.016 s).
+# whole: it reads K once where a symv per column reads the triangle once per column (bench_operator.py
+# --wide-only: a float32 K of 16,000 rows, 3 columns, 0.094 s against 0.104 s; 4, 0.080 s against 0.140 s; a
+# float64 K of 4,000 rows, 3 columns, 0.012 s against 0.008 s; 4, even; 6, 0.012 s against 0.016 s).
 POOLED_MIN_COLUMNS = 4
 FLOAT32_POOLED_MIN_COLUMNS = 3
 # Rows of a stored K_nm that gram_matvec multiplies twice while they are in cache (bench_operator.py
