@@ -318,8 +318,8 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
 
     def pick(scored):  # least error; with classify, one of significantly fewer left-out errors instead
         best = min(scored, key=lambda found: found[:2])
-        rivals = [found for found in scored if found[4] is not None]
         if classify and best[4] is not None:
+            rivals = [found for found in scored if found[4] is not None]
             fewest = min(rivals, key=lambda found: (float(found[4] @ ws_host), found[:2]))
             if significantly_fewer(fewest[4], best[4], ws_host, group_of, n_effective):
                 return fewest
