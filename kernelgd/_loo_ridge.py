@@ -16,8 +16,9 @@ systems (``WIDTH_UNKNOWNS``) the path runs at each of ``WIDTHS`` times
 A larger set's paths run on ``DRAWS`` random subsamples, the largest whose
 system is small, and the median multiple scales the rule's ridge for the whole
 set: the rule misjudges the curvature at the fitted model the same way at
-either size. With many classes the coupled system allows too few rows and the
-rule's ridge stands. Where the rule's ridge is near the least (``NEAR_LEAST``)
+either size. With many classes the coupled system allows too few rows; the
+multiple is then the one of least log-loss on held-out rows of one larger
+subsample (``_held_out_multiple``). Where the rule's ridge is near the least (``NEAR_LEAST``)
 its error fell to the floor where the model interpolates, and the ridge is
 chosen on held-out rows instead (``_on_held_out_rows``).
 """
@@ -56,6 +57,13 @@ HELD_OUT_POWERS = (10, 16)
 MIN_SUBSAMPLE = 200
 # Subsamples whose median multiple is taken (odd): one subsample's rule and path vary with its rows.
 DRAWS = 3
+# Where no subsample's coupled system is small (many classes), held-out rows of one subsample of this
+# share of the rows choose the multiple: each of its fits costs about the share squared of a fit on every
+# row. Not where its held-out rows would be fewer than MIN_SUBSAMPLE: the rule's ridge then stands.
+HELD_OUT_SUBSAMPLE = 0.25
+# That multiple is 1/4, 1 or 4: the subsample says which way the rule errs, not by how much on every row
+# (6 classes in shells, 4,000 rows: 1/16 on the subsample, 4 times the test log-loss's best 1/4 there).
+HELD_OUT_REACH = 1
 # The widths a small set's paths compare, as multiples of sigma="scale"'s. Not a subsample's: a wider kernel's
 # smaller ridge can slow the whole set's fit tenfold.
 WIDTHS = (1.0, 2.0**0.5, 2.0)
@@ -180,17 +188,19 @@ def _path(problem, settings, extend=False, lowest=0.0, exact=False, highest=EXTE
 def _on_a_subsample(problem, settings):
     """The rule's ridge times the median multiple the path chooses on ``DRAWS`` random subsamples of
     the rows (the largest whose dense system is small), each around the rule's ridge for it, none
-    below ``least_ridge``'s for this loss. The rule's ridge where a subsample would be under
-    ``MIN_SUBSAMPLE`` rows."""
+    below ``least_ridge``'s for this loss. Where such a subsample would be under ``MIN_SUBSAMPLE``
+    rows, ``_held_out_multiple``'s multiple."""
     rows, loss = problem.rows, problem.loss
     k, coupled = rows.Y.shape[1], not loss.diagonal_hessian
     n = max((m for m in range(MIN_SUBSAMPLE, MAX_UNKNOWNS + 1) if tiny(m, k, coupled)), default=0)
     positive = np.flatnonzero(np.asarray(to_numpy(rows.w)) > 0)
-    if n < MIN_SUBSAMPLE or len(positive) <= n:
+    rng = np.random.RandomState(problem.seed)
+    if n < MIN_SUBSAMPLE:
+        return problem.alpha * _held_out_multiple(problem, settings, positive, rng)
+    if len(positive) <= n:
         return problem.alpha
     # separable classes' paths would fall to ever smaller ridges, each slower: not past the least one
     lowest = _least(problem, settings) / problem.alpha
-    rng = np.random.RandomState(problem.seed)
     multiples = [_subsample_multiple(problem, settings, np.sort(rng.choice(positive, n, replace=False)), rng,
                                      lowest) for _ in range(DRAWS)]
     multiple = float(np.median(multiples))  # DRAWS is odd: one of the multiples
@@ -208,15 +218,22 @@ def _least(problem, settings):
 
 
 def _on_held_out_rows(problem, settings):
+    """``(problem, start, n_iter)``: ``_held_out_path`` from the least ridge (``_least``) times
+    ``4 ** HELD_OUT_POWERS[0]`` down to the least, or up to ``4 ** HELD_OUT_POWERS[1]`` times it. Powers
+    of 4 from the least ridge, not from the rule's: weights and the rows repeated then try the same ridges."""
+    top, highest = HELD_OUT_POWERS
+    return _held_out_path(problem, settings, _least(problem, settings), top, 0, highest)
+
+
+def _held_out_path(problem, settings, base, top, bottom, highest):
     """``(problem, start, n_iter)``: the problem at the ridge of least log-loss on ``HELD_OUT`` of the
     groups of identical rows drawn at random, fitted on the others; its fit to start from.
 
-    The ridges are the least one (``_least``) times ``4 ** HELD_OUT_POWERS[0]``, then a factor of 4
-    smaller while the held-out loss falls (each smaller ridge's fit is the slower), or larger while
-    it falls where the first is the best, up to ``4 ** HELD_OUT_POWERS[1]``; that of least held-out loss
-    is taken (not the one-standard-error rule's larger one, which underfits there). Powers of 4 from the
-    least ridge, not from the rule's: weights and the rows repeated then try the same ridges. A held-out row weighs zero in the fits: its coefficient is then zero,
-    and one operator serves every fit and its predictions.
+    The ridges are ``base * 4 ** top``, then a factor of 4 smaller while the held-out loss falls (each
+    smaller ridge's fit is the slower), down to ``base * 4 ** bottom``, or larger while it falls where the
+    first is the best, up to ``base * 4 ** highest``; that of least held-out loss is taken (not the
+    one-standard-error rule's larger one, which underfits there). A held-out row weighs zero in the
+    fits: its coefficient is then zero, and one operator serves every fit and its predictions.
     """
     rows, loss = problem.rows, problem.loss
     w = np.asarray(to_numpy(rows.w), dtype=np.float64)
@@ -230,12 +247,11 @@ def _on_held_out_rows(problem, settings):
     w_fit = like(w_fit / w_fit.sum(), rows.Y)
     W = w[out] / w[out].sum()
     labels = (Y[out, 0] > 0).astype(int) if Y.shape[1] == 1 else np.argmax(Y[out], axis=1)
-    least, (top, highest) = _least(problem, settings), HELD_OUT_POWERS
     path, n_iter = [], 0  # [power of 4, fit, held-out losses] by decreasing ridges
 
     def fit_at(power, start):
         nonlocal n_iter
-        fit = replace(settings, alpha=least * 4.0**power, coef_init=start[0], intercept_init=start[1], verbose=0,
+        fit = replace(settings, alpha=base * 4.0**power, coef_init=start[0], intercept_init=start[1], verbose=0,
                       callback=None, rounding_stops=[], landmarks=None, reuse=None)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -248,7 +264,7 @@ def _on_held_out_rows(problem, settings):
         losses = -log_p[np.arange(len(labels)), labels]
         return [power, (result.dual_coef, result.intercept, False), losses] if np.all(np.isfinite(losses)) else None
 
-    for power in range(top, -1, -1):
+    for power in range(top, bottom - 1, -1):
         done = fit_at(power, path[-1][1] if path else (None, None, False))
         if done is None:
             break
@@ -265,31 +281,59 @@ def _on_held_out_rows(problem, settings):
         return problem, None, n_iter
     chosen = min(path, key=lambda p: p[2] @ W)
     if settings.verbose:
-        means = ", ".join(f"{least * 4.0**power:.3g}: {losses @ W:.4g}" for power, _, losses in path)
+        means = ", ".join(f"{base * 4.0**power:.3g}: {losses @ W:.4g}" for power, _, losses in path)
         print(f"[alpha] held-out log-loss on {int(out.sum())} rows by ridge: {means}; "
-              f"chosen {least * 4.0**chosen[0]:.3g}")
-    return replace(problem, alpha=float(least * 4.0 ** chosen[0])), chosen[1], n_iter
+              f"chosen {base * 4.0**chosen[0]:.3g}")
+    return replace(problem, alpha=float(base * 4.0 ** chosen[0])), chosen[1], n_iter
 
 
-def _subsample_multiple(problem, settings, idx, rng, lowest):
-    """The multiple (at least ``lowest``) of the rule's ridge the path chooses on the rows ``idx``; 1 where a
-    class has none."""
+def _held_out_multiple(problem, settings, positive, rng):
+    """The multiple of its rule's ridge ``_held_out_path`` chooses on ``HELD_OUT_SUBSAMPLE`` of the rows
+    ``positive`` drawn at random, within ``4 ** HELD_OUT_REACH`` either way (not below the subsample's
+    least ridge); 1 where the held-out rows would be under ``MIN_SUBSAMPLE``, or a class has no rows in
+    the subsample."""
+    n = int(HELD_OUT_SUBSAMPLE * len(positive))
+    if HELD_OUT * n < MIN_SUBSAMPLE:
+        return 1.0
+    idx = np.sort(rng.choice(positive, n, replace=False))
+    sub = _subproblem(problem, settings, idx, rng, dtype=problem.operator.dtype)  # no dense system here
+    if sub is None:
+        return 1.0
+    bottom = min(0, max(-HELD_OUT_REACH, int(np.ceil(np.log(_least(sub, settings) / sub.alpha) / np.log(4.0)))))
+    settings = replace(settings, coef_init=None, intercept_init=None)
+    multiple = _held_out_path(sub, settings, sub.alpha, 0, bottom, HELD_OUT_REACH)[0].alpha / sub.alpha
+    if settings.verbose:
+        print(f"[alpha] on held-out rows of a subsample of {n} rows: {multiple:g} times the rule's ridge")
+    return multiple
+
+
+def _subproblem(problem, settings, idx, rng, dtype="float64"):
+    """The problem on the rows ``idx`` at its own rule's ridge, its kernel in ``dtype``; None where a class
+    has none of them (or only them)."""
     rows, loss, precomputed = problem.rows, problem.loss, problem.kernel is None
     X = block_of(rows.X, idx, idx) if precomputed else rows_of(rows.X, idx)
     Y, w = rows_of(rows.Y, idx), rows_of(rows.w, idx)
     labels = np.asarray(to_numpy(Y))
     if not np.all((labels > 0).any(axis=0) & (labels <= 0).any(axis=0)):
-        return 1.0  # a class without rows (or only them): the subsample cannot say how sharply to separate it
+        return None
     w, group_of = w / xp_of(w).sum(w), subset_groups(rows.replicates, idx)
     precision = np.float32 if problem.operator.dtype == np.float32 else np.float64  # the set's rule's floor
     alpha = auto_alpha(X, problem.kernel, Y, w, group_of, settings.fit_intercept, rng, precomputed=precomputed,
                        loss=loss, precision=precision)[0]
     sub_rows = replace(rows, X=X, Y=Y, w=w, replicates=group_of, train=None, validation=None, X_given=X)
-    sub = replace(problem, rows=sub_rows, alpha=alpha, landmarks=None,
-                  operator=KernelOperator(X, problem.kernel, dtype="float64"))
-    path = replace(settings, alpha=alpha, coef_init=None, intercept_init=None, callback=None, landmarks=None,
+    return replace(problem, rows=sub_rows, alpha=alpha, landmarks=None,
+                   operator=KernelOperator(X, problem.kernel, dtype=dtype))
+
+
+def _subsample_multiple(problem, settings, idx, rng, lowest):
+    """The multiple (at least ``lowest``) of the rule's ridge the path chooses on the rows ``idx``; 1 where a
+    class has none."""
+    sub = _subproblem(problem, settings, idx, rng)
+    if sub is None:
+        return 1.0  # a class without rows (or only them): the subsample cannot say how sharply to separate it
+    path = replace(settings, alpha=sub.alpha, coef_init=None, intercept_init=None, callback=None, landmarks=None,
                    reuse=None, verbose=0)
-    return _path(sub, path, extend=True, lowest=lowest, highest=SUBSAMPLE_EXTEND_UP)[0] / alpha
+    return _path(sub, path, extend=True, lowest=lowest, highest=SUBSAMPLE_EXTEND_UP)[0] / sub.alpha
 
 
 def _settled(path, W):

@@ -400,3 +400,26 @@ def test_a_rule_fifteen_times_its_least_ridge_is_near_it_too():
     fixed = [log_loss(y[1500:], KernelGDClassifier(loss="logistic", alpha=alpha, random_state=0)
                       .fit(X[:1500], y[:1500]).predict_proba(X[1500:])) for alpha in (1e-7, 1e-6)]
     assert log_loss(y[1500:], model.predict_proba(X[1500:])) < min(fixed) + 0.01
+
+
+def test_with_many_classes_held_out_rows_of_a_subsample_move_the_rules_ridge_one_step(monkeypatch, capsys):
+    # Six classes in nested shells: no subsample's coupled system is small, and the rule's ridge
+    # smooths too much. The held-out rows of a subsample (here every row, to keep the test small)
+    # move it by at most one factor of 4, toward the test log-loss's best of the three.
+    from sklearn.datasets import make_gaussian_quantiles
+
+    X, y = make_gaussian_quantiles(n_samples=3000, n_features=3, n_classes=6, random_state=0)
+    X_tr, X_te, y_tr, y_te = X[:1500], X[1500:], y[:1500], y[1500:]
+    monkeypatch.setattr(_loo_ridge, "HELD_OUT_SUBSAMPLE", 0.0)  # too few held-out rows: the rule's ridge
+    rule = KernelGDClassifier(loss="logistic", random_state=0).fit(X_tr, y_tr)
+    monkeypatch.setattr(_loo_ridge, "HELD_OUT_SUBSAMPLE", 1.0)
+    capsys.readouterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        chosen = KernelGDClassifier(loss="logistic", random_state=0, verbose=1).fit(X_tr, y_tr)
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if "subsample of 1500 rows" in line]
+    multiple = float(line.split(": ", 1)[1].split(" ", 1)[0])
+    assert multiple in (0.25, 1.0, 4.0) and chosen.alpha_ == pytest.approx(rule.alpha_ * multiple, rel=1e-9)
+    fixed = {m: log_loss(y_te, KernelGDClassifier(loss="logistic", alpha=rule.alpha_ * m, random_state=0)
+                         .fit(X_tr, y_tr).predict_proba(X_te)) for m in (0.25, 1.0, 4.0)}
+    assert multiple != 1.0 and fixed[multiple] == min(fixed.values())
