@@ -27,7 +27,7 @@ significantly better is taken instead (``classification_ridge``).
 
 import numpy as np
 
-from ._array_api import block_of, concat, like, sum_blocks, take_rows, to_numpy, xp_of
+from ._array_api import block_of, like, sum_blocks, take_rows, to_numpy, xp_of
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
 from ._replicates import collapse, distinct_rows, effective_count, pure_error, subset_groups
@@ -120,7 +120,12 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     scored = alphas if exact else alphas[: _first_tied(errors) + 1]
     if exact or classify:
         M = W / like(np.sqrt(lam), W)  # V = B M: orthonormal, B's left singular vectors
-        V = np.asarray(to_numpy(concat(run(lambda rows: factor[rows, ...] @ M, batches))))
+        V = np.empty((factor.shape[0], M.shape[1]))  # each batch writes its own rows: no joined copy
+
+        def into(rows):
+            V[rows] = to_numpy(factor[rows, ...] @ M)
+
+        run(into, batches)
         labels = (Y_host[:, 0] > 0 if Y_host.shape[1] == 1 else np.argmax(Y_host, axis=1)) if classify else None
         loo, wrong = np.full(len(scored), np.inf), np.ones((len(scored), len(w_host)) if classify else (0, 0))
         squared = np.full((len(scored), len(w_host)) if exact else (0, 0), np.inf)
