@@ -28,6 +28,7 @@ significantly better is taken instead (``classification_ridge``).
 import numpy as np
 
 from ._array_api import block_of, like, sum_blocks, take_rows, to_numpy, xp_of
+from ._loo import center_columns
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
 from ._replicates import collapse, distinct_rows, effective_count, pure_error, subset_groups
@@ -431,15 +432,6 @@ def rounding_floor(operator, w, precision=np.float64):
     return ROUNDING_EPS * float(np.finfo(precision).eps) * float(w @ operator.diag())
 
 
-def _center(F, s):
-    """``Q F`` with ``Q = I - s s'``, in place a column block at a time (no second n x r copy)."""
-    projection, r = s @ F, F.shape[1]
-    for start in range(0, r, 64):
-        stop = min(start + 64, r)  # the array API leaves out-of-bounds slices unspecified
-        F[:, start:stop] -= s[:, None] * projection[None, start:stop]
-    return F
-
-
 def _unstored_factor(operator, w, fit_intercept, rng, group_of=None, every_row=False):
     """``Q B``, B the factor of ``S K S``: a factor of ``Q S K S Q`` from an operator that stores no K.
 
@@ -450,7 +442,7 @@ def _unstored_factor(operator, w, fit_intercept, rng, group_of=None, every_row=F
     root = xp_of(w).sqrt(w)
     rank = _distinct(operator.n, group_of) if every_row or every_row_rule(operator.n, group_of) else RANK
     factor = landmark_factor(operator, root, rank, rng)[0]
-    return _center(factor, root) if fit_intercept else factor
+    return center_columns(factor, root) if fit_intercept else factor
 
 
 def _distinct(n, group_of):

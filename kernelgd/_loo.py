@@ -52,12 +52,20 @@ def _inverse_shift(lam, alpha):
 
 
 def _low_rank_system(F, Y, w, fit_intercept):
-    """As :func:`_eigen_system` for ``K = F F'`` (n x r factor): eigenpairs from the r x r Gram matrix."""
+    """As :func:`_eigen_system` for ``K = F F'`` (n x r factor, overwritten): eigenpairs from the r x r Gram
+    matrix."""
     s = xp_of(F).sqrt(w)
-    B = s[:, None] * F
-    if fit_intercept:
-        B = B - outer(s, s @ B)
-    return _factor_system(B, s, Y, w, fit_intercept)
+    F *= s[:, None]  # in place, as the centring: each new n x r array costs a pass and its pages' first touch
+    return _factor_system(center_columns(F, s) if fit_intercept else F, s, Y, w, fit_intercept)
+
+
+def center_columns(F, s):
+    """``Q F`` with ``Q = I - s s'``, in place a column block at a time (no second n x r copy)."""
+    projection, r = s @ F, F.shape[1]
+    for start in range(0, r, 64):
+        stop = min(start + 64, r)  # the array API leaves out-of-bounds slices unspecified
+        F[:, start:stop] -= s[:, None] * projection[None, start:stop]
+    return F
 
 
 def _factor_system(B, s, Y, w, fit_intercept):
