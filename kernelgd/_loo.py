@@ -75,7 +75,8 @@ def _factor_system(B, s, Y, w, fit_intercept):
     top = max(float(lam[-1]), 0.0) if lam.shape[0] else 0.0
     keep = np.flatnonzero(np.asarray(to_numpy(lam)) > top * lam.shape[0] * np.finfo(float).eps)
     lam, W = take_rows(lam, keep), take_rows(W.T, keep).T
-    V = (B @ W) / xp.sqrt(lam)  # orthonormal: the left singular vectors of B
+    V = B @ W
+    V /= xp.sqrt(lam)  # in place (see _low_rank_system); orthonormal: the left singular vectors of B
     y_bar = w @ Y if fit_intercept else zeros(Y, Y.shape[1])
     return s, lam, V, y_bar, V.T @ (s[:, None] * (Y - y_bar))
 
