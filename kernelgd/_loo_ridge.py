@@ -61,8 +61,7 @@ DRAWS = 3
 # share of the rows choose the multiple: each of its fits costs about the share squared of a fit on every
 # row. Not where its held-out rows would be fewer than MIN_SUBSAMPLE: the rule's ridge then stands.
 HELD_OUT_SUBSAMPLE = 0.25
-# That multiple is 1/4, 1 or 4: the subsample says which way the rule errs, not by how much on every row
-# (6 classes in shells, 4,000 rows: 1/16 on the subsample, 4 times the test log-loss's best 1/4 there).
+# That multiple is 1/4, 1 or 4: the subsample says which way the rule errs, not by how much on every row.
 HELD_OUT_REACH = 1
 # The widths a small set's paths compare, as multiples of sigma="scale"'s. Not a subsample's: a wider kernel's
 # smaller ridge can slow the whole set's fit tenfold.
