@@ -423,3 +423,44 @@ def test_with_many_classes_held_out_rows_of_a_subsample_move_the_rules_ridge_one
     fixed = {m: log_loss(y_te, KernelGDClassifier(loss="logistic", alpha=rule.alpha_ * m, random_state=0)
                          .fit(X_tr, y_tr).predict_proba(X_te)) for m in (0.25, 1.0, 4.0)}
     assert multiple != 1.0 and fixed[multiple] == min(fixed.values())
+
+
+def _held_out_line(out):
+    """The ridges and held-out log-losses a verbose fit's check reported, by decreasing ridge, and its choice."""
+    (line,) = [line for line in out.splitlines() if "held-out log-loss on" in line]
+    pairs, chosen = line.split("by ridge: ")[1].split("; chosen ")
+    return [tuple(map(float, pair.split(": "))) for pair in pairs.split(", ")], float(chosen)
+
+
+def test_the_whole_sets_held_out_rows_correct_a_subsample_multiple_that_smooths_too_much(monkeypatch, capsys):
+    # Regression: on MNIST's odd against even digits (8,000 rows) the subsamples' paths (463 rows) took 4
+    # times the rule's ridge, where a 64th of it halves the test log-loss (0.134 against 0.068). Here the
+    # subsamples' multiple is forced far too large; the whole set's held-out rows bring the ridge down.
+    X, y = make_classification(n_samples=4000, n_features=8, n_informative=6, flip_y=0.02, random_state=3)
+    X_tr, X_te, y_tr, y_te = X[:2000], X[2000:], y[:2000], y[2000:]
+    monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda *args: 256.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = KernelGDClassifier(loss="logistic", random_state=0, verbose=1).fit(X_tr, y_tr)
+    path, chosen = _held_out_line(capsys.readouterr().out)
+    start = path[0][0]  # the subsamples' ridge: the first fitted, the largest where the path went down
+    assert model.alpha_ == pytest.approx(chosen, rel=5e-3) and chosen <= start / 16  # printed to 3 digits
+    forced = KernelGDClassifier(loss="logistic", alpha=start, random_state=0).fit(X_tr, y_tr)
+    assert log_loss(y_te, model.predict_proba(X_te)) < log_loss(y_te, forced.predict_proba(X_te)) - 0.02
+
+
+@pytest.mark.parametrize("significance", [0.0, np.inf])
+def test_the_whole_sets_check_moves_only_on_a_significant_gain(monkeypatch, capsys, significance):
+    # by=0 takes every cut in the held-out log-loss along the path (its least where the losses fall then
+    # rise); an infinite significance never moves from the subsamples' ridge, whatever the losses say
+    X, y = make_classification(n_samples=1500, n_features=8, n_informative=6, flip_y=0.05, random_state=4)
+    monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda *args: 16.0)
+    monkeypatch.setattr(_loo_ridge, "CHECK_SIGNIFICANCE", significance)
+    model = KernelGDClassifier(loss="logistic", random_state=0, verbose=1).fit(X, y)
+    path, chosen = _held_out_line(capsys.readouterr().out)
+    assert model.alpha_ == pytest.approx(chosen, rel=5e-3)
+    if significance == 0:
+        losses = [loss for _, loss in path]
+        assert chosen == min(path, key=lambda pair: pair[1])[0] and np.argmin(losses) in (len(path) - 2, 0)
+    else:
+        assert len(path) == 3 and chosen == path[1][0]  # one step down and one up scored, neither taken
