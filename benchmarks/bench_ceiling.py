@@ -19,7 +19,9 @@ ridge near the rules' meets the goal, and the model (its loss, its kernel)
 is what would have to change; a ceiling past the peer, that the rules for
 sigma and alpha are what to improve. Default sets: those where
 bench_defaults.py has found a default behind its peer's accuracy or
-log-loss. Writes benchmarks/results/ceiling.json.
+log-loss, and the logistic default on MNIST and hastie, ahead of its peer
+there, to show how much further nearby widths and ridges go. Writes
+benchmarks/results/ceiling.json.
 """
 
 import argparse

@@ -215,7 +215,10 @@ CLASSIFIER_ALPHA = """\
         most one standard error is kept (``sigma_``). On larger sets with up
         to four classes, that path runs on three random subsamples of that
         size (going on past its ends, 65,536 to 1/256, but not below the least
-        ridge) and their median multiple scales the rule's ridge; with more
+        ridge) and their median multiple scales the rule's ridge, which from
+        1,000 rows a fifth of them held out then moves by factors of 4 while
+        each step lowers their log-loss by more than one standard error of the
+        paired difference (the best multiple moves as the rows grow); with more
         classes, from 4,000 rows, held-out rows of a quarter of the rows
         choose that multiple from 1/4, 1 and 4 instead. Beyond the
         small systems, where the rule's ridge is within 100 times the least

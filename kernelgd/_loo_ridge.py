@@ -55,10 +55,10 @@ NEAR_LEAST = 100.0
 # The share of the rows held out there, and the powers of 4 times the least ridge the path starts at and
 # goes up to at most.
 HELD_OUT = 0.2
+HELD_OUT_POWERS = (10, 16)
 # Held-out paths' fits stop at this tol (a Newton decrement of 1e-4 of the intercept-only objective): only their
 # held-out losses are read, which agree with tol=1e-3's to 4 digits (gaussian quantiles, hastie) in 4/5 of the time.
 HELD_OUT_TOL = 1e-2
-HELD_OUT_POWERS = (10, 16)
 # The fewest rows a subsample's path may choose the multiple from (fewer say too little of the set).
 MIN_SUBSAMPLE = 200
 # Subsamples whose median multiple is taken (odd): one subsample's rule and path vary with its rows.
@@ -226,9 +226,9 @@ def _on_a_subsample(problem, settings):
 def _checked_on_held_out_rows(problem, settings):
     """``_held_out_path`` from the subsamples' ridge ``problem.alpha``: down while each factor of 4 lowers the
     held-out log-loss significantly (``CHECK_SIGNIFICANCE``), not below the least ridge (``_least``), or up
-    as far as ``CHECK_REACH_UP`` factors of 4 where the first step up does.
+    as far as ``CHECK_REACH_UP`` factors of 4 where the first step down does not.
 
-    A subsample's path sees a few hundred rows, and the best multiple of the rule's ridge falls as the rows
+    A subsample's path sees a few hundred rows, and the best multiple of the rule's ridge moves as the rows
     grow: on MNIST's odd against even digits (8,000 rows) the subsamples took 4 times the rule's ridge where
     a 64th of it halves the test log-loss (0.134 against 0.068)."""
     bottom = min(0, int(np.ceil(np.log(_least(problem, settings) / problem.alpha) / np.log(4.0))))
