@@ -48,9 +48,7 @@ DRIFT_EPS = 1e3
 DRIFT_RESUMES = 3
 # Earlier steps kept for the softmax's subspace step.
 SUBSPACE_MEMORY = 4
-# A full step's decrement this many times the last full step's is no convergence, whatever its size: the fit
-# moves along a flat direction (a linear kernel on features near 1e3 without ridge had stopped at a log-loss of
-# 0.562, its decrements growing fourfold a step, where the optimum is 0.545).
+# A full step's decrement over this many times the last full step's is no convergence, whatever its size (_stops).
 GROWING = 2.0
 # The softmax's diagonal model switches to exact steps once a full step's decrement is above this
 # share of the previous one's (its linear convergence has slowed).
