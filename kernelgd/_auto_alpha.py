@@ -27,10 +27,10 @@ significantly better is taken instead (``classification_ridge``).
 
 import numpy as np
 
-from ._array_api import block_of, like, sum_blocks, take_rows, to_numpy, xp_of
+from ._array_api import block_of, like, on_host, sum_blocks, take_rows, to_numpy, xp_of
 from ._loo import center_columns
 from ._losses import SquaredLoss
-from ._operator import KernelOperator
+from ._operator import KernelOperator, n_threads, run_pooled
 from ._replicates import collapse, distinct_rows, effective_count, pure_error, subset_groups
 from ._solvers._common import ROUNDING_EPS
 from ._solvers._preconditioners import N_LANDMARKS, Landmarks, landmark_factor
@@ -343,9 +343,14 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
         return found[5] is None or best[5] is None or significantly_fewer(
             found[5], best[5], ws_host, group_of, n_effective, WALK_SIGNIFICANCE)
 
-    best = pick([score(index, kernel) for index, kernel in enumerate(candidates)])
-    for index, kernel in enumerate(walk(candidates[best[1]], exact) if walk is not None else (), len(candidates)):
-        found = score(index, kernel)
+    # a single candidate's first width is scored whatever it scores: beside it, on another core
+    ahead = list(walk(candidates[0], exact)) if walk is not None and len(candidates) == 1 else None
+    jobs = list(enumerate(candidates)) + [(len(candidates), kernel) for kernel in (ahead or [])[:1]]
+    done = run_pooled(lambda job: score(*job), jobs, n_threads() if on_host(w) else 1)
+    best = pick(done[: len(candidates)])
+    walked = ahead if ahead is not None else walk(candidates[best[1]], exact) if walk is not None else ()
+    for index, kernel in enumerate(walked, len(candidates)):
+        found = done[index] if index < len(done) else score(index, kernel)
         # the walk goes on only while each kernel is the best
         if pick([best, found]) is not found or not may_walk(found, best):
             break

@@ -278,6 +278,17 @@ def _pool(n_threads):
         return _POOLS[key]
 
 
+def run_pooled(func, items, threads):
+    """``[func(item) for item in items]``, in order, on the pool of ``threads`` threads with one BLAS thread each.
+
+    A task of the pool itself runs its items in place: waiting on its own pool could deadlock.
+    """
+    if len(items) <= 1 or threads == 1 or threading.current_thread().name.startswith(_POOL_PREFIX):
+        return [func(item) for item in items]
+    with single_threaded_blas():
+        return list(_pool(threads).map(func, items))
+
+
 class KernelOperator:
     """The n x m training kernel matrix ``K = k(X, C)``, as products and rows.
 
@@ -378,11 +389,7 @@ class KernelOperator:
         return self._run(func, list(gen_batches(n_rows, self.block_rows)))
 
     def _run(self, func, batches):
-        # a task of the pool itself runs its batches in place: waiting on its own pool could deadlock
-        if len(batches) == 1 or self.n_threads == 1 or threading.current_thread().name.startswith(_POOL_PREFIX):
-            return [func(batch) for batch in batches]
-        with single_threaded_blas():
-            return list(_pool(self.n_threads).map(func, batches))
+        return run_pooled(func, batches, self.n_threads)
 
     def _evaluate_all(self):
         if not self.host:
