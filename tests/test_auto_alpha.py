@@ -7,7 +7,8 @@ import pytest
 import scipy.sparse as sp
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.datasets import (
-    load_breast_cancer, load_digits, load_iris, load_wine, make_friedman1, make_gaussian_quantiles, make_moons,
+    load_breast_cancer, load_digits, load_iris, load_wine, make_classification, make_friedman1, make_gaussian_quantiles,
+    make_moons,
 )
 from sklearn.preprocessing import StandardScaler
 
@@ -856,7 +857,23 @@ def test_a_classifier_walks_to_no_width_that_misclassifies_more_left_out_rows(mo
         return found
 
     monkeypatch.setattr(_auto_alpha, "choose", recording)
+    monkeypatch.setattr(_auto_alpha, "n_threads", lambda: 1)  # the widths in turn: the records are read in order
     model = KernelGDClassifier().fit(X, y)
     (error, rate), (half_error, half_rate) = scored[:2]
     assert half_error < error and half_rate > rate
     assert model.sigma_ == pytest.approx(KernelGDClassifier()._resolve_sigma(X, np.full(400, 1 / 400)), rel=1e-12)
+
+
+@pytest.mark.parametrize("Estimator", [KernelGDClassifier, KernelGDRegressor])
+def test_the_rules_kernels_scored_side_by_side_fit_as_in_turn(Estimator, monkeypatch):
+    # the candidates, and a single candidate's first walked width, are scored on the blocks' pool: each
+    # score has its own random draws, so the fit is the one the scores in turn make, to the bit
+    X, y = make_classification(1500, 6, n_informative=4, random_state=0)
+    if Estimator is KernelGDRegressor:
+        y = X[:, 0] * X[:, 1] + np.sin(2 * X[:, 2])
+    fits = []
+    for threads in (2, 1):
+        monkeypatch.setattr(_auto_alpha, "n_threads", lambda threads=threads: threads)
+        fits.append(Estimator(random_state=0).fit(X, y))
+    assert (fits[0].kernel_, fits[0].sigma_, fits[0].alpha_) == (fits[1].kernel_, fits[1].sigma_, fits[1].alpha_)
+    assert_array_equal(fits[0].dual_coef_, fits[1].dual_coef_)
