@@ -269,15 +269,15 @@ def _take(X, rows, precomputed):
     return block_of(X, rows, rows) if precomputed else take_rows(X, rows) if not hasattr(X, "tocsr") else X[rows]
 
 
-def _operator(X, kernel, precomputed):
-    """An operator that evaluates the kernel's columns as the factor asks for them."""
+def _operator(X, kernel, precomputed, threads):
+    """An operator that evaluates the kernel's columns as the factor asks for them, on ``threads`` threads."""
     if precomputed:
-        return KernelOperator(X, None, dtype="float64")
-    return KernelOperator(X, kernel, dtype="float64", store=False, memory_budget=1 << 28)
+        return KernelOperator(X, None, dtype="float64", threads=threads)
+    return KernelOperator(X, kernel, dtype="float64", store=False, memory_budget=1 << 28, threads=threads)
 
 
 def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto", precision=np.float64,
-                  classify=False, walk=None):
+                  classify=False, walk=None, threads="auto"):
     """``(index, alpha, landmarks)``: the candidate kernel of least error (``choose``'s), and its ridge; with
     ``classify``, one whose rows' left-out error rate at its ridge is significantly lower
     (``significantly_fewer``) instead: squared error on class codes can rank kernels apart from the
@@ -291,7 +291,9 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
     after the candidates; ``exact``: whether the rule is exact (``every_row_rule``).
     ``landmarks``: the chosen kernel's factor and its Gram matrix
     (``Landmarks``) where ``alpha="auto"`` and it covers every row (the full model's preconditioner
-    then reuses it, as ``auto_alpha``'s), else None. ``precision``, ``classify``: as ``auto_alpha``'s.
+    then reuses it, as ``auto_alpha``'s), else None. ``precision``, ``classify``, ``threads``: as
+    ``auto_alpha``'s; the candidates (and a single candidate's first width, always scored) are scored side
+    by side on that many threads.
     """
     xp = xp_of(w)
     n_distinct = distinct_rows(w, group_of)  # the fit's, for its least ridge
@@ -300,7 +302,7 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
     exact = every_row_rule(Xs.shape[0], group_of)
 
     def score(index, kernel):
-        operator = _operator(Xs, kernel, False)
+        operator = _operator(Xs, kernel, False, threads)
         pool = (operator._run, operator._row_batches())
         factor = _unstored_factor(operator, ws, fit_intercept, np.random.RandomState(seed), group_of)
         gram = factor_gram(factor, pool)
@@ -311,7 +313,7 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
 
         def floor(gcv):
             return check_floor(Xs, kernel, Ys, ws, group_of, fit_intercept, np.random.RandomState(seed + 1), False,
-                               n_distinct, precision, classify, gcv)
+                               n_distinct, precision, classify, gcv, threads)
 
         chosen, errors, _, wrong, residuals = _checked(at, least_ridge(operator, ws, n_distinct),
                                                        exact or alpha != "auto", floor)
@@ -343,10 +345,9 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
         return found[5] is None or best[5] is None or significantly_fewer(
             found[5], best[5], ws_host, group_of, n_effective, WALK_SIGNIFICANCE)
 
-    # a single candidate's first width is scored whatever it scores: beside it, on another core
     ahead = list(walk(candidates[0], exact)) if walk is not None and len(candidates) == 1 else None
     jobs = list(enumerate(candidates)) + [(len(candidates), kernel) for kernel in (ahead or [])[:1]]
-    done = run_pooled(lambda job: score(*job), jobs, n_threads() if on_host(w) else 1)
+    done = run_pooled(lambda job: score(*job), jobs, n_threads(threads) if on_host(w) else 1)
     best = pick(done[: len(candidates)])
     walked = ahead if ahead is not None else walk(candidates[best[1]], exact) if walk is not None else ()
     for index, kernel in enumerate(walked, len(candidates)):
@@ -376,7 +377,7 @@ def _falls_to_the_end(errors):
 
 
 def check_floor(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, n_distinct, precision, classify,
-                chosen):
+                chosen, threads="auto"):
     """A least ridge for GCV's choice ``chosen`` on rows X (weights w, ``n_distinct`` distinct rows of
     positive weight), or 0.
 
@@ -388,7 +389,7 @@ def check_floor(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, n_di
     own error still falls at its least ridge (a noiseless target) bounds nothing.
     """
     left_out, m = _exact_left_out(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, precision, classify,
-                                  CHECK_ROWS)
+                                  CHECK_ROWS, threads)
     alpha, errors = left_out()[:2]
     transferred = chosen * n_distinct / m  # GCV's choice at the same total ridge
     if errors is None or _falls_to_the_end(errors) or not transferred < alpha:
@@ -397,19 +398,19 @@ def check_floor(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, n_di
     if at_chosen is not None and at_chosen[0] < CHECK_FACTOR * np.min(errors[np.isfinite(errors)]):
         return 0.0
     left_out, m = _exact_left_out(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, precision, classify,
-                                  FLOOR_ROWS)
+                                  FLOOR_ROWS, threads)
     alpha, errors = left_out()[:2]
     return 0.0 if errors is None or _falls_to_the_end(errors) else alpha * m / n_distinct
 
 
-def _exact_left_out(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, precision, classify, n_rows):
+def _exact_left_out(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, precision, classify, n_rows, threads):
     """``(left_out, m)``: on ``n_rows`` of the rows drawn at random (all, where fewer), ``left_out(alphas=None)``
     is ``choose``'s result by their exact leave-one-out, and m their number of distinct rows of positive weight."""
     rows = np.sort(rng.choice(X.shape[0], min(n_rows, X.shape[0]), replace=False))
     Xc = _take(X, rows, precomputed)
     wc, groups = take_rows(w, rows), subset_groups(group_of, rows)
     wc = wc / xp_of(wc).sum(wc)
-    operator = _operator(Xc, kernel, precomputed)
+    operator = _operator(Xc, kernel, precomputed, threads)
     factor = _unstored_factor(operator, wc, fit_intercept, rng, groups, every_row=True)
     gram, m = factor_gram(factor), distinct_rows(wc, groups)
 
@@ -479,7 +480,7 @@ def curvature_share(loss, Y, w, fit_intercept):
 
 
 def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, precomputed=False,
-               loss=SquaredLoss, precision=np.float64, classify=False):
+               loss=SquaredLoss, precision=np.float64, classify=False, threads="auto"):
     """``(alpha, landmarks)``: the rule's ridge, and its factor with its Gram matrix (``Landmarks``) where the
     full model's preconditioner can reuse them.
 
@@ -491,12 +492,13 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
     identical rows (``_replicates.distinct_groups``; of the points where X is a
     precomputed kernel). ``loss``: the rule's ridge for the targets Y is scaled by
     ``curvature_share`` (a smooth loss's first Newton step is then the rule's smoother). ``classify``: Y holds
-    a squared-loss classifier's class codes (``classification_ridge``).
+    a squared-loss classifier's class codes (``classification_ridge``). ``threads``: the operators' (the fit's
+    ``options["n_threads"]``).
     """
     scale = curvature_share(loss, Y, w, fit_intercept)
     n_distinct = distinct_rows(w, group_of)  # the fit's, for its least ridge
     Xs, Ys, ws, group_of, every_row = _subsample(xp_of(w), X, Y, w, group_of, rng, precomputed)
-    operator = _operator(Xs, kernel, precomputed)
+    operator = _operator(Xs, kernel, precomputed, threads)
     pool = (operator._run, operator._row_batches())
     factor = _unstored_factor(operator, ws, fit_intercept, rng, group_of)
     gram = factor_gram(factor, pool)
@@ -508,5 +510,6 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
 
     # the check's rows are drawn after the factor: its pivots stay the same
     alpha = _checked(at, least_ridge(operator, ws, n_distinct), exact, lambda gcv: check_floor(
-        Xs, kernel, Ys, ws, group_of, fit_intercept, rng, precomputed, n_distinct, precision, classify, gcv))[0]
+        Xs, kernel, Ys, ws, group_of, fit_intercept, rng, precomputed, n_distinct, precision, classify, gcv,
+        threads))[0]
     return alpha * scale, Landmarks(factor, gram) if full_model and every_row else None

@@ -394,7 +394,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             candidates.append(self._bound_kernel())
         return candidates
 
-    def _choose_kernel(self, rows, alpha, loss, seed, precision, memory_budget):
+    def _choose_kernel(self, rows, alpha, loss, seed, precision, memory_budget, threads="auto"):
         """``kernel="auto"``, and a squared-loss classifier's width: sets ``kernel_``; returns
         ``(alpha, landmarks, width)``.
 
@@ -405,7 +405,8 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         lowers that error; ``width`` is the multiple kept (1 where none did). ``landmarks`` is the chosen
         factor where it can precondition the full model. Other losses have no such closed form: the rbf
         for ``kernel="auto"``. ``rows``: ``_fit.TrainingRows``; ``precision``: the dtype the fit resolves
-        (``_auto_alpha.rounding_floor``); ``memory_budget``: the fit's, which ``n_centers="auto"`` reads.
+        (``_auto_alpha.rounding_floor``); ``memory_budget``: the fit's, which ``n_centers="auto"`` reads;
+        ``threads``: the fit's ``options["n_threads"]``.
         """
         names = AUTO_KERNELS if self._auto_kernel else (self.kernel,)
         if loss is not SquaredLoss:
@@ -425,7 +426,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
 
         index, alpha, landmarks = choose_kernel(
             candidates, rows.X, rows.Y, rows.w, rows.replicates, self.fit_intercept, np.random.RandomState(seed),
-            alpha, precision, classify=is_classifier(self), walk=walk if walks else None,
+            alpha, precision, classify=is_classifier(self), walk=walk if walks else None, threads=threads,
         )
         self.kernel_, width = ([(name, 1.0) for name in names] + walked)[index]
         return alpha, landmarks, width

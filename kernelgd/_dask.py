@@ -133,13 +133,15 @@ def fit(estimator, X, y, sample_weight, classifier):
                             min(n_positive, _auto_alpha.MAX_ROWS))
         Xs, Ys, ws = dask.compute(X[rows], Y[rows], wn[rows])
         sample = (Xs, Ys, ws / ws.sum(), distinct_groups(Xs))
+    options = resolve_options(est.options)
     est.kernel_ = est.kernel
     if est._auto_kernel:
         est.kernel_ = _base.AUTO_KERNELS[0]
         if loss is SquaredLoss:  # each kernel at its own sigma, scored on the sample
             candidates = est._kernel_candidates(_base.AUTO_KERNELS, lambda: _sigma(est, X, wn, float(found["top"])))
             index, alpha, _ = _auto_alpha.choose_kernel(candidates, *sample, est.fit_intercept,
-                                                        np.random.RandomState(seed), alpha)
+                                                        np.random.RandomState(seed), alpha,
+                                                        threads=options["n_threads"])
             est.kernel_ = _base.AUTO_KERNELS[index]
     est.sigma_ = _sigma(est, X, wn, float(found["top"]))
     kernel = est._bound_kernel()
@@ -149,14 +151,14 @@ def fit(estimator, X, y, sample_weight, classifier):
             "centers model, whose solvers need a PSD kernel. Use a PSD kernel (rbf, laplacian, ...)."
         )
     solver = _solver(est, loss)
-    options = resolve_options(est.options)
     check_center_memory(m, options["memory_budget"])
     rows = _center_rows(rng, wn if w is not None else None, n_positive, m)
     centers, center_weights, wY = dask.compute(X[rows], wn[rows], (wn[:, None] * Y).sum(axis=0))
     if alpha == "auto":
         alpha = _auto_alpha.auto_alpha(sample[0], kernel, *sample[1:], est.fit_intercept,
                                        np.random.RandomState(seed), loss=loss,
-                                       classify=is_classifier(est) and loss is SquaredLoss)[0]
+                                       classify=is_classifier(est) and loss is SquaredLoss,
+                                       threads=options["n_threads"])[0]
     est.alpha_ = alpha
     stored = _kernel_fits(n * m * 8 + X.nbytes + Y.nbytes)
     X_rows = X  # the inputs, where X becomes the kernel blocks

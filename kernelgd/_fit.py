@@ -172,7 +172,8 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
     options = dict(options, memory_budget=est._device_budget(xp, getattr(rows.X, "device", None), options))
     width = 1.0  # kernel="auto"'s multiple of sigma="scale"
     if est._chooses_kernel(loss):
-        alpha, landmarks, width = est._choose_kernel(rows, alpha, loss, seed, precision, options["memory_budget"])
+        alpha, landmarks, width = est._choose_kernel(rows, alpha, loss, seed, precision, options["memory_budget"],
+                                                     options["n_threads"])
     else:
         est.kernel_ = est.kernel
     est.sigma_ = est._resolve_sigma(rows.X, rows.w)
@@ -209,17 +210,17 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
         # float32's on small sets moved breast cancer's log-loss above SVC(probability=True)'s
         if loss is not SquaredLoss and operator.dtype == np.float32:
             precision = np.float32
-        alpha, landmarks = _rule(est, rows, kernel, loss, seed, precision, full_model=centers is None)
+        alpha, landmarks = _rule(est, rows, kernel, loss, seed, precision, centers is None, options["n_threads"])
     return FitProblem(rows=rows, loss=loss, kernel=kernel, alpha=alpha, solver=solver, operator=operator,
                       centers=centers, landmarks=landmarks, seed=seed, options=options)
 
 
-def _rule(est, rows, kernel, loss, seed, precision, full_model):
-    """``alpha="auto"``'s ``(alpha, landmarks)`` for ``kernel`` (``_auto_alpha.auto_alpha``)."""
+def _rule(est, rows, kernel, loss, seed, precision, full_model, threads):
+    """``alpha="auto"``'s ``(alpha, landmarks)`` for ``kernel`` (``_auto_alpha.auto_alpha``), on ``threads``."""
     return auto_alpha(
         rows.X, kernel, rows.Y, rows.w, rows.replicates, est.fit_intercept, np.random.RandomState(seed),
         full_model=full_model, precomputed=est._precomputed, loss=loss, precision=precision,
-        classify=is_classifier(est) and loss is SquaredLoss,
+        classify=is_classifier(est) and loss is SquaredLoss, threads=threads,
     )
 
 
@@ -238,7 +239,8 @@ def widener(est, problem):
         wide = KernelOperator(problem.rows.X, wider, memory_budget=options["memory_budget"], dtype=options["dtype"],
                               threads=options["n_threads"])
         precision = np.float32 if operator.dtype == np.float32 else np.float64  # as prepare_fit's smooth loss
-        alpha, landmarks = _rule(est, problem.rows, wider, problem.loss, problem.seed, precision, full_model=True)
+        alpha, landmarks = _rule(est, problem.rows, wider, problem.loss, problem.seed, precision, True,
+                                 options["n_threads"])
         return replace(problem, kernel=wider, operator=wide, alpha=alpha, landmarks=landmarks)
 
     return widen

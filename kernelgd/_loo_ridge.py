@@ -350,11 +350,12 @@ def _subproblem(problem, settings, idx, rng, dtype="float64"):
         return None
     w, group_of = w / xp_of(w).sum(w), subset_groups(rows.replicates, idx)
     precision = np.float32 if problem.operator.dtype == np.float32 else np.float64  # the set's rule's floor
+    threads = problem.options["n_threads"]
     alpha = auto_alpha(X, problem.kernel, Y, w, group_of, settings.fit_intercept, rng, precomputed=precomputed,
-                       loss=loss, precision=precision)[0]
+                       loss=loss, precision=precision, threads=threads)[0]
     sub_rows = replace(rows, X=X, Y=Y, w=w, replicates=group_of, train=None, validation=None, X_given=X)
     return replace(problem, rows=sub_rows, alpha=alpha, landmarks=None,
-                   operator=KernelOperator(X, problem.kernel, dtype=dtype))
+                   operator=KernelOperator(X, problem.kernel, dtype=dtype, threads=threads))
 
 
 def _subsample_multiple(problem, settings, idx, rng, lowest):
@@ -408,4 +409,4 @@ def _distinct_operator(problem, first):
     X, precomputed = problem.rows.X, problem.kernel is None
     if len(first) < X.shape[0]:
         X = block_of(X, first, first) if precomputed else rows_of(X, first)
-    return KernelOperator(X, problem.kernel, dtype="float64")
+    return KernelOperator(X, problem.kernel, dtype="float64", threads=problem.options["n_threads"])

@@ -857,23 +857,36 @@ def test_a_classifier_walks_to_no_width_that_misclassifies_more_left_out_rows(mo
         return found
 
     monkeypatch.setattr(_auto_alpha, "choose", recording)
-    monkeypatch.setattr(_auto_alpha, "n_threads", lambda: 1)  # the widths in turn: the records are read in order
-    model = KernelGDClassifier().fit(X, y)
+    model = KernelGDClassifier(options={"n_threads": 1}).fit(X, y)  # the widths in turn: records read in order
     (error, rate), (half_error, half_rate) = scored[:2]
     assert half_error < error and half_rate > rate
     assert model.sigma_ == pytest.approx(KernelGDClassifier()._resolve_sigma(X, np.full(400, 1 / 400)), rel=1e-12)
 
 
 @pytest.mark.parametrize("Estimator", [KernelGDClassifier, KernelGDRegressor])
-def test_the_rules_kernels_scored_side_by_side_fit_as_in_turn(Estimator, monkeypatch):
-    # the candidates, and a single candidate's first walked width, are scored on the blocks' pool: each
-    # score has its own random draws, so the fit is the one the scores in turn make, to the bit
+def test_the_rules_kernels_scored_side_by_side_score_as_in_turn(Estimator, monkeypatch):
+    # the candidates, and a single candidate's first walked width, are scored side by side on the blocks'
+    # pool: each score has its own random draws, so every score is the one the scores in turn make, to the
+    # bit; options["n_threads"]=1 runs them on the calling thread alone
     X, y = make_classification(1500, 6, n_informative=4, random_state=0)
     if Estimator is KernelGDRegressor:
         y = X[:, 0] * X[:, 1] + np.sin(2 * X[:, 2])
-    fits = []
-    for threads in (2, 1):
-        monkeypatch.setattr(_auto_alpha, "n_threads", lambda threads=threads: threads)
-        fits.append(Estimator(random_state=0).fit(X, y))
+    pooled, run_pooled, choose = [], kernelgd._operator.run_pooled, _auto_alpha.choose
+
+    def recording(factor, *args, **kwargs):
+        found = choose(factor, *args, **kwargs)
+        scores[-1].append((factor.shape, found[0], None if found[1] is None else tuple(found[1])))
+        return found
+
+    monkeypatch.setattr(_auto_alpha, "choose", recording)
+    fits, scores = [], []
+    for in_turn in (False, True):
+        scores.append([])
+        monkeypatch.setattr(_auto_alpha, "run_pooled", lambda func, items, threads, in_turn=in_turn: (
+            pooled.append(threads), [func(item) for item in items] if in_turn else run_pooled(func, items, threads))[1])
+        fits.append(Estimator(random_state=0, options={"n_threads": 2}).fit(X, y))
+    assert len(scores[0]) >= 4 and sorted(scores[0], key=repr) == sorted(scores[1], key=repr)
     assert (fits[0].kernel_, fits[0].sigma_, fits[0].alpha_) == (fits[1].kernel_, fits[1].sigma_, fits[1].alpha_)
     assert_array_equal(fits[0].dual_coef_, fits[1].dual_coef_)
+    Estimator(random_state=0, options={"n_threads": 1}).fit(X, y)
+    assert pooled == [2, 2, 1]
