@@ -277,7 +277,7 @@ def _operator(X, kernel, precomputed, threads):
 
 
 def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto", precision=np.float64,
-                  classify=False, walk=None, threads="auto"):
+                  classify=False, walk=None, threads="auto", memory_budget=None):
     """``(index, alpha, landmarks)``: the candidate kernel of least error (``choose``'s), and its ridge; with
     ``classify``, one whose rows' left-out error rate at its ridge is significantly lower
     (``significantly_fewer``) instead: squared error on class codes can rank kernels apart from the
@@ -293,7 +293,8 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
     (``Landmarks``) where ``alpha="auto"`` and it covers every row (the full model's preconditioner
     then reuses it, as ``auto_alpha``'s), else None. ``precision``, ``classify``, ``threads``: as
     ``auto_alpha``'s; the candidates (and a single candidate's first width, always scored) are scored side
-    by side on that many threads.
+    by side on that many threads where ``memory_budget`` (bytes; None: no bound) holds the factors and
+    left-out bases that adds, ``2 n r`` floats per score.
     """
     xp = xp_of(w)
     n_distinct = distinct_rows(w, group_of)  # the fit's, for its least ridge
@@ -347,7 +348,10 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
 
     ahead = list(walk(candidates[0], exact)) if walk is not None and len(candidates) == 1 else None
     jobs = list(enumerate(candidates)) + [(len(candidates), kernel) for kernel in (ahead or [])[:1]]
-    done = run_pooled(lambda job: score(*job), jobs, n_threads(threads) if on_host(w) else 1)
+    rank = _distinct(Xs.shape[0], group_of) if exact else RANK
+    extra = (len(jobs) - 1) * 2 * Xs.shape[0] * rank * 8  # what the other scores hold beside the first
+    side_by_side = on_host(w) and (memory_budget is None or extra <= memory_budget)
+    done = run_pooled(lambda job: score(*job), jobs, n_threads(threads) if side_by_side else 1)
     best = pick(done[: len(candidates)])
     walked = ahead if ahead is not None else walk(candidates[best[1]], exact) if walk is not None else ()
     for index, kernel in enumerate(walked, len(candidates)):

@@ -405,7 +405,8 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         lowers that error; ``width`` is the multiple kept (1 where none did). ``landmarks`` is the chosen
         factor where it can precondition the full model. Other losses have no such closed form: the rbf
         for ``kernel="auto"``. ``rows``: ``_fit.TrainingRows``; ``precision``: the dtype the fit resolves
-        (``_auto_alpha.rounding_floor``); ``memory_budget``: the fit's, which ``n_centers="auto"`` reads;
+        (``_auto_alpha.rounding_floor``); ``memory_budget``: the fit's, which ``n_centers="auto"`` and the
+        side-by-side scores read;
         ``threads``: the fit's ``options["n_threads"]``.
         """
         names = AUTO_KERNELS if self._auto_kernel else (self.kernel,)
@@ -427,6 +428,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         index, alpha, landmarks = choose_kernel(
             candidates, rows.X, rows.Y, rows.w, rows.replicates, self.fit_intercept, np.random.RandomState(seed),
             alpha, precision, classify=is_classifier(self), walk=walk if walks else None, threads=threads,
+            memory_budget=memory_budget,
         )
         self.kernel_, width = ([(name, 1.0) for name in names] + walked)[index]
         return alpha, landmarks, width
