@@ -125,7 +125,8 @@ PARAMETERS = """\
         amplify float32 rounding, and a fit that float32 rounding stops
         short (tiny alpha) is continued in float64; ``"n_threads"`` (``"auto"``, the default:
         every core this process may use, or an integer) is the number of
-        threads that evaluate kernel blocks. BLAS runs on
+        threads that evaluate kernel blocks, and on which ``alpha="auto"``
+        scores the kernels it compares side by side. BLAS runs on
         one thread during ``fit`` and ``predict`` whatever this setting:
         idle multithreaded OpenBLAS threads spin and slow fits down on a busy
         machine (``benchmarks/bench_threads.py``).
