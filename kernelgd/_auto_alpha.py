@@ -348,8 +348,7 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
 
     ahead = list(walk(candidates[0], exact)) if walk is not None and len(candidates) == 1 else None
     jobs = list(enumerate(candidates)) + [(len(candidates), kernel) for kernel in (ahead or [])[:1]]
-    rank = _distinct(Xs.shape[0], group_of) if exact else RANK
-    extra = (len(jobs) - 1) * 2 * Xs.shape[0] * rank * 8  # what the other scores hold beside the first
+    extra = (len(jobs) - 1) * 2 * Xs.shape[0] * _factor_rank(Xs.shape[0], group_of) * 8  # beside the first
     side_by_side = on_host(w) and (memory_budget is None or extra <= memory_budget)
     done = run_pooled(lambda job: score(*job), jobs, n_threads(threads) if side_by_side else 1)
     best = pick(done[: len(candidates)])
@@ -450,9 +449,13 @@ def _unstored_factor(operator, w, fit_intercept, rng, group_of=None, every_row=F
     (``every_row``, or ``every_row_rule``).
     """
     root = xp_of(w).sqrt(w)
-    rank = _distinct(operator.n, group_of) if every_row or every_row_rule(operator.n, group_of) else RANK
-    factor = landmark_factor(operator, root, rank, rng)[0]
+    factor = landmark_factor(operator, root, _factor_rank(operator.n, group_of, every_row), rng)[0]
     return center_columns(factor, root) if fit_intercept else factor
+
+
+def _factor_rank(n, group_of, every_row=False):
+    """The rule's factor rank on n rows: every distinct row (``every_row``, or ``every_row_rule``), else ``RANK``."""
+    return _distinct(n, group_of) if every_row or every_row_rule(n, group_of) else RANK
 
 
 def _distinct(n, group_of):
