@@ -22,6 +22,7 @@ from sklearn.utils.validation import _check_feature_names
 
 from . import _auto_alpha, _base, _fit, _posterior
 from ._losses import SquaredLoss
+from ._combiner import combiner_rows, fit_combiner
 from ._replicates import distinct_groups
 from ._solvers import SMOOTH_LOSS_SOLVERS
 from ._solvers import blockwise
@@ -176,6 +177,12 @@ def fit(estimator, X, y, sample_weight, classifier):
         est._posterior = _posterior_of(problem, result, n_positive, w is not None)
     _fit.export(est, problem, result.dual_coef, result.intercept, result.n_iter, list(result.loss_curve), result,
                 ravel=not classifier and y.ndim == 1)
+    if classifier:  # the output layer, on the rows the in-memory fit reads (``_combiner``)
+        est.combiner_ = None
+        if est._combines(loss):
+            picked = combiner_rows(n, seed)
+            Xc, Yc, wc = dask.compute(*(A if picked is None else A[picked] for A in (X_rows, Y, wn)))
+            est.combiner_ = fit_combiner(est._decision(Xc, "fit"), Yc, wc, Xc)
     return est
 
 

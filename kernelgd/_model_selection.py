@@ -543,6 +543,10 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         ``predict_proba``.
     class_weight : dict, "balanced" or None, default=None
         As in :class:`KernelGDClassifier`.
+    combine : {"logistic", "argmax"}, default="logistic"
+        As in :class:`KernelGDClassifier`: the refit's (and K-fold's fits')
+        output layer. The leave-one-out search scores the argmax of its
+        one-vs-rest outputs.
     kernel : str, callable or list of them, default="rbf"
         The candidate kernels, as in :class:`KernelGDRegressorCV`. The
         default is the rbf kernel alone: a comparison with the laplacian has
@@ -588,6 +592,7 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         **_KernelCV._parameter_constraints,
         "loss": [StrOptions({"squared", "logistic"})],
         "class_weight": [dict, StrOptions({"balanced"}), None],
+        "combine": [StrOptions({"logistic", "argmax"})],
     }
     _estimator_class = KernelGDClassifier
 
@@ -596,6 +601,7 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         *,
         loss="squared",
         class_weight=None,
+        combine="logistic",
         kernel="rbf",
         sigmas=None,
         alphas=None,
@@ -617,6 +623,7 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
     ):
         self.loss = loss
         self.class_weight = class_weight
+        self.combine = combine
         super().__init__(
             kernel=kernel, sigmas=sigmas, alphas=alphas, cv=cv, scoring=scoring, n_jobs=n_jobs,
             max_search_samples=max_search_samples, degree=degree, coef0=coef0, kernel_params=kernel_params,
@@ -625,7 +632,7 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         )
 
     def _extra_params(self):
-        return {"loss": self.loss, "class_weight": self.class_weight}
+        return {"loss": self.loss, "class_weight": self.class_weight, "combine": self.combine}
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):

@@ -11,7 +11,8 @@ from kernelgd import KernelGDClassifier
 
 X_iris, y_iris = load_iris(return_X_y=True)
 X_iris = StandardScaler().fit_transform(X_iris)
-CONVERGED = dict(solver="gd", sigma=2.0, alpha=1e-2, max_iter=20_000, tol=0, fit_intercept=False)
+# combine="argmax": the one-vs-rest outputs themselves decide (no output layer)
+CONVERGED = dict(solver="gd", sigma=2.0, alpha=1e-2, max_iter=20_000, tol=0, fit_intercept=False, combine="argmax")
 
 
 def test_binary_decision_function_equals_kernel_ridge_on_pm1_targets():
@@ -60,3 +61,66 @@ def test_warm_start_with_other_classes_restarts():
     clf.fit(X_iris[:100], y_iris[:100])  # two classes now
     fresh = KernelGDClassifier(solver="gd", max_iter=50, tol=0).fit(X_iris[:100], y_iris[:100])
     assert_allclose(clf.decision_function(X_iris), fresh.decision_function(X_iris))
+
+
+@pytest.mark.parametrize("n_classes, n_centers", [(2, None), (3, None), (3, 60)])
+def test_output_layer_is_a_logistic_regression_on_the_models_outputs(n_classes, n_centers):
+    from sklearn.datasets import make_gaussian_quantiles
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = make_gaussian_quantiles(n_samples=600, n_features=3, n_classes=n_classes, random_state=0)
+    X_fit, X_test, y_fit = X[:400], X[400:], y[:400]
+    params = dict(sigma=1.5, alpha=1e-3, n_centers=n_centers, random_state=0, options={"dtype": "float64"})
+    plain = KernelGDClassifier(combine="argmax", **params).fit(X_fit, y_fit)
+    clf = KernelGDClassifier(**params).fit(X_fit, y_fit)
+    assert plain.combiner_ is None
+    assert_allclose(clf.dual_coef_, plain.dual_coef_)
+    ref = LogisticRegression(max_iter=1000).fit(plain.decision_function(X_fit).reshape(400, -1), y_fit)
+    outputs = plain.decision_function(X_test).reshape(200, -1)
+    assert clf.decision_function(X_test).shape == ((200,) if n_classes == 2 else (200, n_classes))
+    assert_allclose(clf.decision_function(X_test), ref.decision_function(outputs), rtol=1e-5, atol=1e-6)
+    assert_array_equal(clf.predict(X_test), ref.predict(outputs))
+
+
+def test_output_layer_ranks_nested_shells_that_the_argmax_cannot():
+    from sklearn.datasets import make_gaussian_quantiles
+
+    X, y = make_gaussian_quantiles(n_samples=4000, n_features=4, n_classes=3, random_state=1)
+    argmax = KernelGDClassifier(combine="argmax", random_state=0).fit(X[:2000], y[:2000])
+    clf = KernelGDClassifier(random_state=0).fit(X[:2000], y[:2000])
+    assert clf.score(X[2000:], y[2000:]) >= argmax.score(X[2000:], y[2000:]) + 0.01
+
+
+def test_output_layer_reads_weights_as_relative():
+    w = np.random.RandomState(0).uniform(0.5, 2.0, size=150)
+    a = KernelGDClassifier(sigma=2.0, alpha=1e-3, random_state=0).fit(X_iris, y_iris, sample_weight=w)
+    b = KernelGDClassifier(sigma=2.0, alpha=1e-3, random_state=0).fit(X_iris, y_iris, sample_weight=7 * w)
+    assert_allclose(a.decision_function(X_iris), b.decision_function(X_iris), rtol=1e-6, atol=1e-8)
+
+
+def test_no_output_layer_without_a_weighted_row_of_every_class_or_with_the_logistic_loss():
+    w = np.where(y_iris == 2, 0.0, 1.0)
+    clf = KernelGDClassifier(sigma=2.0, alpha=1e-3).fit(X_iris, y_iris, sample_weight=w)
+    assert clf.combiner_ is None
+    assert_array_equal(clf.predict(X_iris), np.argmax(clf.decision_function(X_iris), axis=1))
+    assert KernelGDClassifier(loss="logistic", sigma=2.0, alpha=1e-3).fit(X_iris, y_iris).combiner_ is None
+
+
+def test_output_layer_rows_beyond_its_limit_are_a_seeded_draw(monkeypatch):
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    from kernelgd import _combiner
+    from kernelgd._operator import KernelOperator
+    from kernelgd.kernels import bind_kernel
+
+    assert _combiner.combiner_rows(_combiner.COMBINER_ROWS, 0) is None
+    rows = _combiner.combiner_rows(_combiner.COMBINER_ROWS + 5, 3)
+    assert_array_equal(rows, _combiner.combiner_rows(_combiner.COMBINER_ROWS + 5, 3))
+    assert len(np.unique(rows)) == _combiner.COMBINER_ROWS and np.all(np.diff(rows) > 0)
+    # the rows' outputs, a block of kernel rows at a time, are those of the whole product
+    operator = KernelOperator(X_iris, bind_kernel("rbf", kernel_params={"sigma": 2.0}), dtype="float64")
+    coef = np.random.RandomState(0).randn(150, 3)
+    monkeypatch.setattr(_combiner, "BLOCK_FLOATS", 7 * 150)
+    picked = np.array([3, 17, 18, 40, 99, 100, 149, 0][::-1])
+    expected = rbf_kernel(X_iris, gamma=1 / 4.0) @ coef + 0.5
+    assert_allclose(_combiner.training_outputs(operator, coef, 0.5, picked), expected[picked])

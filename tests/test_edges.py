@@ -184,10 +184,10 @@ def test_cg_classifier_without_ridge_fits(alpha):
     # The zero model (accuracy 0.5) came back after 1000 iterations of a rising objective.
     X, y = make_classification(100, 4, random_state=0)
     Y = np.where(y == 1, 1.0, -1.0)
-    ridge = KernelGDClassifier(solver="cg", alpha=1e-6).fit(X, y)
+    ridge = KernelGDClassifier(solver="cg", alpha=1e-6, combine="argmax").fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        clf = KernelGDClassifier(solver="cg", alpha=alpha).fit(X, y)
+        clf = KernelGDClassifier(solver="cg", alpha=alpha, combine="argmax").fit(X, y)
     assert clf.score(X, y) >= ridge.score(X, y)
     # a smaller ridge fits the training targets at least as closely
     loss = np.mean((clf.decision_function(X) - Y) ** 2)

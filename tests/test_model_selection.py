@@ -230,12 +230,12 @@ def test_classifier_searches_kernel_candidates_as_grid_search_does():
 
 
 def _brute_force_classifier_loo(sigma, alpha, labels, fit_weight):
-    """Each point's decision values from the base estimator refitted without it (same alpha)."""
+    """Each point's one-vs-rest outputs from the base estimator refitted without it (same alpha)."""
     scores = []
     for i in range(len(labels)):
         r = np.delete(np.arange(len(labels)), i)
-        ref = KernelGDClassifier(sigma=sigma, alpha=alpha, solver="cg", tol=1e-12,
-                                 max_iter=3000).fit(X[r], labels[r], sample_weight=fit_weight[r])
+        ref = KernelGDClassifier(sigma=sigma, alpha=alpha, solver="cg", tol=1e-12, max_iter=3000,
+                                 combine="argmax").fit(X[r], labels[r], sample_weight=fit_weight[r])
         scores.append(ref.decision_function(X[i : i + 1])[0])
     return np.array(scores)
 

@@ -81,7 +81,7 @@ def test_multi_output_and_classifier(solver):
     ref = KernelRidge(alpha=ALPHA * 60, kernel="rbf", gamma=1 / SIGMA**2).fit(X, Y)
     assert_allclose(multi.predict(Z), ref.predict(Z), rtol=1e-6, atol=1e-7)
     labels = np.array(["a", "b", "c"])[np.digitize(y, [-0.5, 0.5])]
-    clf = KernelGDClassifier(**params).fit(X, labels)
+    clf = KernelGDClassifier(combine="argmax", **params).fit(X, labels)
     pm1 = np.where(labels[:, None] == np.array(["a", "b", "c"]), 1.0, -1.0)
     ref = KernelRidge(alpha=ALPHA * 60, kernel="rbf", gamma=1 / SIGMA**2).fit(X, pm1)
     assert_allclose(clf.decision_function(Z), ref.predict(Z), rtol=1e-6, atol=1e-7)
