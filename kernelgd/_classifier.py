@@ -268,6 +268,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
             sample_weight = sample_weight * class_weights(self.class_weight, self.classes_, y, sample_weight)
         Y = from_numpy(Y, xp, device)
         sample_weight = None if sample_weight is None else like(sample_weight, Y)
+        self.combiner_ = None  # a layer fitted before reads other outputs: none until this fit's
         # a stratified validation split where every class can be split
         return self._fit(X, Y, sample_weight, y, stratify=y)
 

@@ -13,7 +13,7 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils import gen_batches
 
-from ._array_api import to_numpy
+from ._array_api import take_rows, to_numpy
 from ._replicates import distinct_groups, distinct_rows
 
 # The output layer reads at most this many training rows (drawn at random beyond): K (K + 1) numbers
@@ -32,9 +32,11 @@ def combiner_rows(n, seed):
 
 
 def training_outputs(operator, coef, intercept, rows):
-    """``K[rows] @ coef + intercept`` (``rows``: None for every row) from the fit's operator."""
-    if rows is None:
-        return operator.matvec(coef) + intercept
+    """``K[rows] @ coef + intercept`` (``rows``: None for every row) from the fit's operator: one product
+    with a stored K (a pass over memory), else the rows' own kernel blocks."""
+    if rows is None or operator.stored:
+        F = operator.matvec(coef) + intercept
+        return F if rows is None else take_rows(F, rows)
     step = max(1, BLOCK_FLOATS // max(operator.m, 1))
     return np.concatenate([
         np.asarray(to_numpy(operator.dot(operator.rows(rows[batch]), coef)))
