@@ -74,8 +74,8 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         training rows (at most 20,000 of them, drawn at random beyond),
         weighted as the fit, decides from them (``combiner_``): one
         least-squares output per class ranks a class lying between others
-        poorly (nested shells of classes, 0.94 accuracy at the argmax against
-        0.97), and for two classes it places the threshold. ``"argmax"``:
+        poorly (nested shells of classes), and for two classes the layer
+        places the threshold. ``"argmax"``:
         the largest output (its sign for two classes), as scikit-learn's
         ``RidgeClassifier``.
 %(parameters)s
