@@ -15,7 +15,6 @@ from . import _dask, _docs
 from ._dask import is_dask_collection
 from ._array_api import follow, from_numpy, like, to_numpy, xp_of
 from ._base import BaseKernelGD
-from ._combiner import fit_combiner
 from ._losses import BinaryLogisticLoss, MultinomialLoss, SquaredLoss
 from ._targets import class_weights, encode_labels
 from .kernels import get_spec, is_builtin
@@ -204,12 +203,8 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         """Narrower multiples of sigma="scale"'s width (``WIDTHS``), whether the rule is exact or not."""
         return WIDTHS
 
-    def _fit_combiner(self, loss, outputs, Y, w, X):
-        """The output layer (``_combiner``) of the squared loss with ``combine="logistic"``, else None.
-        ``outputs()``: the fitted model's outputs on the rows X (class codes Y, weights w)."""
-        return fit_combiner(outputs(), Y, w, X) if self._combines(loss) else None
-
     def _combines(self, loss):
+        """Whether the fit ends with the output layer (``_combiner``): the squared loss, ``combine="logistic"``."""
         return loss is SquaredLoss and self.combine == "logistic"
 
     def _fitted_loss(self):

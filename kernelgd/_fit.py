@@ -15,7 +15,7 @@ from sklearn.utils import check_random_state
 from . import _loo_ridge as loo_ridge
 from ._array_api import add_at_rows, block_of, copy, rows_of, take_rows, to_numpy, xp_of, zeros
 from ._auto_alpha import auto_alpha
-from ._combiner import combiner_rows, training_outputs
+from ._combiner import combiner_rows, fit_combiner, training_outputs
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
 from ._replicates import distinct_groups, effective_count
@@ -356,11 +356,11 @@ def fit(est, X, Y, sample_weight, stratify, options, progress, ravel):
             intercept, rows.w, problem.alpha, n_observations, rows.y_scale,
             problem.kernel is None or problem.kernel.psd, problem.seed, rows.replicates)
     export(est, problem, coef, intercept, n_iter, curve, result, ravel, monitor)
-    if is_classifier(est):  # the output layer reads the fitted model's outputs on (at most 20,000 of) its rows
+    if is_classifier(est) and est._combines(problem.loss):  # the output layer, on (at most 20,000 of) its rows
         picked = combiner_rows(rows.X.shape[0], problem.seed)
-        outputs = lambda: training_outputs(problem.operator, coef, intercept, picked) * rows.y_scale  # noqa: E731
-        est.combiner_ = est._fit_combiner(problem.loss, outputs, *(
-            (A if picked is None else take_rows(A, picked)) for A in (rows.Y, rows.w, rows.X)))
+        outputs = training_outputs(problem.operator, coef, intercept, picked) * rows.y_scale
+        est.combiner_ = fit_combiner(outputs, *(A if picked is None else take_rows(A, picked)
+                                                for A in (rows.Y, rows.w, rows.X)))
 
 
 @dataclass(frozen=True)
