@@ -94,7 +94,9 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     ``floor``: ``rounding_floor``'s; eigenvalues at most it are the rounding of K's
     entries (a kernel constant on the data), not directions. ``classify``: Y holds
     class codes (``_targets.encode_labels``' +-1 columns): the ridge is then
-    checked by ``classification_ridge``. ``exact``: B B' is the whole matrix (``EXACT_MAX_ROWS``);
+    checked by ``classification_ridge``, each row's left-out class the largest output's (True) or
+    ``classify(F, labels, w)``'s, read from its left-out outputs F (``_combiner.layer_classes``).
+    ``exact``: B B' is the whole matrix (``EXACT_MAX_ROWS``);
     ``errors`` are then each ridge's leave-one-out squared error (``_left_out``; inf where some
     group's leverage is 1), else its GCV error (``_gcv_errors``). ``pool``: ``(run, batches)``, as
     ``factor_gram``'s; ``gram``: ``B'B`` where known already.
@@ -138,8 +140,10 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
                 if exact:
                     squared[i] = row_errors
             if classify:
-                predicted = F[:, 0] > 0 if F.shape[1] == 1 else np.argmax(F, axis=1)
-                wrong[i] = (predicted != labels) | ~valid
+                read = valid & np.isfinite(F).all(axis=1)  # a left-out output to read the class from
+                classes = (classify if callable(classify) else largest_output)(F[read], labels[read], w_host[read])
+                wrong[i] = True
+                wrong[i, read] = classes != labels[read]
         errors = loo if exact else errors
     if not np.isfinite(errors).any():
         return FALLBACK_ALPHA, errors, alphas, None, None
@@ -147,6 +151,11 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     chosen = classification_ridge(wrong, first, w_host, group_of, n_effective) if classify else first
     return (float(alphas[chosen]), errors, alphas, wrong[chosen] if classify else None,
             squared[chosen] if exact else None)
+
+
+def largest_output(F, labels, w):
+    """The class of each row's largest output (of two classes: whether its output is positive)."""
+    return F[:, 0] > 0 if F.shape[1] == 1 else np.argmax(F, axis=1)
 
 
 def _one_call(factor):

@@ -15,6 +15,7 @@ from . import _dask, _docs
 from ._dask import is_dask_collection
 from ._array_api import follow, from_numpy, like, to_numpy, xp_of
 from ._base import BaseKernelGD
+from ._combiner import layer_classes
 from ._losses import BinaryLogisticLoss, MultinomialLoss, SquaredLoss
 from ._targets import class_weights, encode_labels
 from .kernels import get_spec, is_builtin
@@ -206,6 +207,10 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
     def _combines(self, loss):
         """Whether the fit ends with the output layer (``_combiner``): the squared loss, ``combine="logistic"``."""
         return loss is SquaredLoss and self.combine == "logistic"
+
+    def _left_out_classes(self, loss):
+        """How the ridge rule reads a left-out row's class from its outputs: as the fit will decide."""
+        return layer_classes if self._combines(loss) else True
 
     def _fitted_loss(self):
         """The loss of the fitted model: one column for two classes, one per class otherwise."""

@@ -158,7 +158,8 @@ def fit(estimator, X, y, sample_weight, classifier):
     if alpha == "auto":
         alpha = _auto_alpha.auto_alpha(sample[0], kernel, *sample[1:], est.fit_intercept,
                                        np.random.RandomState(seed), loss=loss,
-                                       classify=is_classifier(est) and loss is SquaredLoss,
+                                       classify=is_classifier(est) and loss is SquaredLoss
+                                       and est._left_out_classes(loss),
                                        threads=options["n_threads"])[0]
     est.alpha_ = alpha
     stored = _kernel_fits(n * m * 8 + X.nbytes + Y.nbytes)

@@ -221,7 +221,7 @@ def _rule(est, rows, kernel, loss, seed, precision, full_model, threads):
     return auto_alpha(
         rows.X, kernel, rows.Y, rows.w, rows.replicates, est.fit_intercept, np.random.RandomState(seed),
         full_model=full_model, precomputed=est._precomputed, loss=loss, precision=precision,
-        classify=is_classifier(est) and loss is SquaredLoss, threads=threads,
+        classify=is_classifier(est) and loss is SquaredLoss and est._left_out_classes(loss), threads=threads,
     )
 
 

@@ -651,8 +651,8 @@ def test_significantly_fewer_is_a_paired_z_test_of_two_standard_errors():
 
 def test_a_classifiers_auto_kernel_follows_the_left_out_error_rate():
     # Regression: on three classes in nested shells, squared error on the class codes ranked the laplacian
-    # ahead, whose held-out accuracy is 0.05 below the rbf's; the error rate on the same left-out rows
-    # ranks them as the held-out rows do.
+    # ahead, whose held-out accuracy is below the rbf's (0.05 with the largest output deciding, 0.015 with
+    # the output layer); the error rate on the same left-out rows ranks them as the held-out rows do.
     from sklearn.datasets import make_gaussian_quantiles
     from sklearn.model_selection import train_test_split
 
@@ -664,7 +664,7 @@ def test_a_classifiers_auto_kernel_follows_the_left_out_error_rate():
         by_squared_error = KernelGDClassifier(kernel="auto", random_state=0).fit(X_tr, y_tr)
     assert (auto.kernel_, by_squared_error.kernel_) == ("rbf", "laplacian")
     laplacian = KernelGDClassifier(kernel="laplacian", random_state=0).fit(X_tr, y_tr)
-    assert auto.score(X_te, y_te) > laplacian.score(X_te, y_te) + 0.03
+    assert auto.score(X_te, y_te) > laplacian.score(X_te, y_te) + 0.01
 
 
 def test_the_classification_check_with_integer_weights_equals_repeated_rows():
@@ -730,14 +730,16 @@ def test_the_check_overrules_only_a_ridge_that_doubles_its_rows_left_out_error()
     assert check(1e-6) == 0.0  # short of twice the check's rows' least left-out error: kept
 
 
-def test_a_kernel_too_wide_is_not_bounded_by_a_few_hundred_rows_ridge():
+@pytest.mark.parametrize("combine", ["argmax", "logistic"])
+def test_a_kernel_too_wide_is_not_bounded_by_a_few_hundred_rows_ridge(combine):
     # 5,600 rows of three nested Gaussian shells in six features, with the rbf three times the default
     # width: GCV's choice explodes on the check's 500 rows, whose own best total ridge (0.3) is a hundred
     # times the whole set's; bounded by it, the classifier took alpha=0.03 and 0.74 of the test rows
+    # (the largest output deciding: 6e-7 now; the output layer's left-out classes: 2e-3, 0.98)
     X, y = make_gaussian_quantiles(n_samples=8000, n_features=6, n_classes=3, random_state=0)
     X = StandardScaler().fit_transform(X)
-    model = KernelGDClassifier(sigma=3 * np.sqrt(6), random_state=0).fit(X[:5600], y[:5600])
-    assert model.alpha_ < 1e-5
+    model = KernelGDClassifier(sigma=3 * np.sqrt(6), random_state=0, combine=combine).fit(X[:5600], y[:5600])
+    assert model.alpha_ < 0.01
     assert model.score(X[5600:], y[5600:]) > 0.85
 
 
