@@ -427,9 +427,8 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
 
         index, alpha, landmarks = choose_kernel(
             candidates, rows.X, rows.Y, rows.w, rows.replicates, self.fit_intercept, np.random.RandomState(seed),
-            alpha, precision, classify=is_classifier(self) and self._left_out_classes(loss), walk=walk if walks else None,
-            threads=threads,
-            memory_budget=memory_budget,
+            alpha, precision, classify=is_classifier(self) and self._left_out_classes(loss),
+            walk=walk if walks else None, threads=threads, memory_budget=memory_budget,
         )
         self.kernel_, width = ([(name, 1.0) for name in names] + walked)[index]
         return alpha, landmarks, width

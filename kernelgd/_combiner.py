@@ -11,8 +11,7 @@ the threshold. The outputs are the fitted model's own on its training rows.
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
-from sklearn.utils import resample
-from sklearn.utils import gen_batches
+from sklearn.utils import gen_batches, resample
 
 from ._array_api import take_rows, to_numpy
 from ._replicates import distinct_groups, distinct_rows
@@ -74,21 +73,28 @@ def layer_classes(F, labels, w):
 
     A ridge that smooths the outputs can leave the largest one wrong where a layer reads them right
     (nested shells: 16 times the ridge the largest output's errors chose, 0.986 accuracy against 0.969).
-    At most ``CHECK_ROWS`` rows, a fixed stratified draw, fit it, weighted as ``fit_combiner`` weighs them,
-    on whitened outputs: a large ridge's outputs vary little, and on them as they are the layer's penalty
-    (and lbfgs's slow progress on their nearly collinear columns) would read them worse than they are.
+    At most ``CHECK_ROWS`` rows, a fixed stratified draw, fit it, merged where their outputs and class
+    are the same, each weighing its share of the weight times their number (as ``fit_combiner`` weighs
+    rows). It reads the outputs as they are, as the fit's layer does: a left-out output is a little
+    lower for the row's own class (the row is missing from its fit), and on outputs that barely vary
+    (a large ridge's), whitened, a layer reads the class from that alone; the penalty keeps it from it.
     """
     labels = labels.astype(int)
     n = len(labels)
     most = max(CHECK_ROWS, CHECK_ROWS_PER_CLASS * (int(labels.max()) + 1))
     rows = np.arange(n) if n <= most else np.sort(resample(np.arange(n), replace=False, n_samples=most,
                                                             stratify=labels, random_state=0))
-    weight = w[rows] / w[rows].sum()
-    mean = weight @ F[rows]
-    spread, U = np.linalg.eigh(((F[rows] - mean) * weight[:, None]).T @ (F[rows] - mean))
-    keep = spread > spread[-1] * len(spread) * np.finfo(float).eps
-    if len(np.unique(labels[rows])) < 2 or not keep.any():  # nothing to read: the weighted majority class
-        return np.full(n, np.argmax(np.bincount(labels[rows], weights=weight)))
-    Z = (F - mean) @ (U[:, keep] / np.sqrt(spread[keep]))
-    layer = LogisticRegression(tol=CHECK_TOL, max_iter=1000).fit(Z[rows], labels[rows], sample_weight=weight * len(rows))
-    return layer.predict(Z)
+    # one row per distinct (outputs, class) of positive weight: repeating a row or scaling every
+    # weight fits the same layer, as it does the fit's
+    _, first, inverse = np.unique(np.column_stack([F[rows], labels[rows]]), axis=0, return_index=True,
+                                  return_inverse=True)
+    weight = np.bincount(inverse.ravel(), weights=w[rows], minlength=len(first))
+    order = np.argsort(first)  # the rows' own order
+    first, weight = rows[first[order]], weight[order]
+    first, weight = first[weight > 0], weight[weight > 0]
+    weight = weight / weight.sum()
+    if len(np.unique(labels[first])) < 2:  # nothing to read: the weighted majority class
+        return np.full(len(labels), np.argmax(np.bincount(labels[first], weights=weight)))
+    layer = LogisticRegression(tol=CHECK_TOL, max_iter=1000).fit(F[first], labels[first],
+                                                                 sample_weight=weight * len(first))
+    return layer.predict(F)

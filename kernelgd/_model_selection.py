@@ -545,8 +545,10 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         As in :class:`KernelGDClassifier`.
     combine : {"logistic", "argmax"}, default="logistic"
         As in :class:`KernelGDClassifier`: the refit's (and K-fold's fits')
-        output layer. The leave-one-out search scores the argmax of its
-        one-vs-rest outputs.
+        output layer. The leave-one-out search reads its left-out outputs
+        as the refit will decide: with "logistic", by a logistic regression
+        fitted to them (on at most 1,000 rows, or 100 per class); with
+        "argmax", by the largest.
     kernel : str, callable or list of them, default="rbf"
         The candidate kernels, as in :class:`KernelGDRegressorCV`. The
         default is the rbf kernel alone: a comparison with the laplacian has
@@ -684,9 +686,14 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
             fit_weight = sw if self.class_weight is None else sw * from_numpy(
                 class_weights(self.class_weight, self.classes_, y_host, sw_host), xp, device)
 
+            # with the output layer the left-out labels are its, read from the left-out outputs
+            layer = self.combine == "logistic"
+            codes, fit_host = np.searchsorted(self.classes_, y_host), np.asarray(to_numpy(fit_weight))
+
             def rescore(predictions, rows):
+                labels, weights = (codes[rows], fit_host[rows]) if layer else (None, None)
                 return np.array([
-                    scorer(_Decisions(self.classes_, np.asarray(to_numpy(F))), None, y_host[rows],
+                    scorer(_Decisions(self.classes_, np.asarray(to_numpy(F)), labels, weights), None, y_host[rows],
                            sample_weight=sw_host[rows])
                     for F in predictions])
 

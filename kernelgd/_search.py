@@ -29,6 +29,7 @@ from ._array_api import (
     as_float64, block_of, fortran, like, on_host, rows_of, scales_like, take_rows, to_numpy, xp_of,
 )
 from ._base import CallbackSupportMixin, _check_same_namespace, resolve_options, with_callbacks
+from ._combiner import layer_classes
 from ._operator import KernelOperator, n_threads, single_threaded_blas
 from ._progress import SearchProgress
 from ._regressor import KernelGDRegressor
@@ -92,20 +93,29 @@ class _OnHost:
 
 
 class _Decisions(ClassifierMixin, BaseEstimator):
-    """A fitted "classifier" whose decision values are given (leave-one-out ones), for classifier scorers."""
+    """A fitted "classifier" whose decision values are given (leave-one-out ones), for classifier scorers.
 
-    def __init__(self, classes, scores):
+    ``labels`` (class indices) and ``weights`` of the rows: its labels are then an output layer's
+    (``_combiner.layer_classes``), as the refit's are with ``combine="logistic"``; else the largest output's.
+    """
+
+    def __init__(self, classes, scores, labels=None, weights=None):
         self.classes = classes
         self.scores = scores
+        self.labels = labels
+        self.weights = weights
         self.classes_ = classes
 
     def decision_function(self, X):
         return self.scores[:, 0] if self.scores.shape[1] == 1 else self.scores
 
     def predict(self, X):
-        if self.scores.shape[1] == 1:
-            return self.classes_[(self.scores[:, 0] > 0).astype(int)]
-        return self.classes_[np.argmax(self.scores, axis=1)]
+        F = self.scores
+        index = (F[:, 0] > 0).astype(int) if F.shape[1] == 1 else np.argmax(F, axis=1)
+        if self.labels is not None:
+            read = np.isfinite(F).all(axis=1)
+            index[read] = layer_classes(F[read], self.labels[read], self.weights[read])
+        return self.classes_[index]
 
 
 class _Unweighted:

@@ -256,11 +256,27 @@ def test_classifier_leave_one_out_decision_values_equal_brute_force():
 
 def test_classifier_leave_one_out_accuracy_with_class_weights_equals_brute_force():
     binary = (labels == 2).astype(int)
-    model = KernelGDClassifierCV(sigmas=[0.5, 2.0], alphas=[1e-4, 1e-1], class_weight="balanced").fit(X, binary)
+    model = KernelGDClassifierCV(sigmas=[0.5, 2.0], alphas=[1e-4, 1e-1], class_weight="balanced",
+                                 combine="argmax").fit(X, binary)
     fit_weight = np.where(binary == 1, len(binary) / (2 * binary.sum()), len(binary) / (2 * (1 - binary).sum()))
     for p, score in zip(model.cv_results_["params"], model.cv_results_["mean_test_score"]):
         decisions = _brute_force_classifier_loo(p["sigma"], p["alpha"], binary, fit_weight)
         assert score == pytest.approx(np.mean((decisions > 0) == binary))
+
+
+def test_classifier_leave_one_out_accuracy_reads_the_output_layer_as_the_refit_decides():
+    # with combine="logistic" a left-out row's class is the layer's, fitted to the left-out outputs
+    # with the fit's weights; brute-force left-out outputs give the same accuracy (to one borderline row)
+    from sklearn.utils.class_weight import compute_sample_weight
+
+    from kernelgd._combiner import layer_classes
+
+    model = KernelGDClassifierCV(sigmas=[0.5, 2.0], alphas=[1e-4, 1e-1], class_weight="balanced").fit(X, labels)
+    fit_weight = compute_sample_weight("balanced", labels)
+    for p, score in zip(model.cv_results_["params"], model.cv_results_["mean_test_score"]):
+        decisions = _brute_force_classifier_loo(p["sigma"], p["alpha"], labels, fit_weight)
+        read = layer_classes(decisions, labels, fit_weight)
+        assert score == pytest.approx(np.mean(read == labels), abs=1.01 / len(labels))
 
 
 def test_classifier_probabilities_only_with_logistic_loss():
