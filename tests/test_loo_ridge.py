@@ -443,7 +443,8 @@ def test_the_whole_sets_held_out_rows_correct_a_subsample_multiple_that_smooths_
         warnings.simplefilter("error")
         model = KernelGDClassifier(loss="logistic", random_state=0, verbose=1).fit(X_tr, y_tr)
     path, chosen = _held_out_line(capsys.readouterr().out)
-    start = path[0][0]  # the subsamples' ridge: the first fitted, the largest where the path went down
+    # the subsamples' ridge: the path's largest but for the warm-up's, WARM_UP factors of 4 above it
+    start = path[0][0] / 4.0**_loo_ridge.WARM_UP
     assert model.alpha_ == pytest.approx(chosen, rel=5e-3) and chosen <= start / 16  # printed to 3 digits
     forced = KernelGDClassifier(loss="logistic", alpha=start, random_state=0).fit(X_tr, y_tr)
     assert log_loss(y_te, model.predict_proba(X_te)) < log_loss(y_te, forced.predict_proba(X_te)) - 0.02
@@ -463,4 +464,35 @@ def test_the_whole_sets_check_moves_only_on_a_significant_gain(monkeypatch, caps
         losses = [loss for _, loss in path]
         assert chosen == min(path, key=lambda pair: pair[1])[0] and np.argmin(losses) in (len(path) - 2, 0)
     else:
-        assert len(path) == 3 and chosen == path[1][0]  # one step down and one up scored, neither taken
+        # the warm-up's larger ridges (the one step up among them), the start and one step down: none taken
+        assert len(path) == _loo_ridge.WARM_UP + 2 and chosen == path[_loo_ridge.WARM_UP][0]
+
+
+def test_the_held_out_paths_first_ridge_is_reached_from_larger_ones_and_chosen_as_from_cold(monkeypatch):
+    # Cold at a small ridge, Newton's first steps take hundreds of CG iterations (gaussian quantiles at
+    # 2.2e-7: 699 products against 321 from three larger ridges): the path fits WARM_UP larger ridges
+    # first, largest first, each starting the next, and the ridge chosen is the one a cold start chooses.
+    from sklearn.datasets import make_gaussian_quantiles
+
+    X, y = make_gaussian_quantiles(n_samples=1500, n_features=4, n_classes=3, random_state=0)
+    calls = []
+    run = _loo_ridge.run_solver
+
+    def recorded(name, op, Y, w, settings):
+        result = run(name, op, Y, w, settings)
+        if (np.asarray(w) == 0).any():  # a held-out path's fit
+            calls.append((settings.alpha, settings.coef_init, result.dual_coef))
+        return result
+
+    monkeypatch.setattr(_loo_ridge, "run_solver", recorded)
+    warm = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    alphas = [alpha for alpha, _, _ in calls]
+    top = _loo_ridge.WARM_UP  # the subsamples' ridge, the first after the warm-up; no later fit is larger
+    assert top > 0 and max(alphas[top:]) == alphas[top]
+    assert_allclose(np.diff(np.log(alphas[:top + 1]) / np.log(4.0)), -1.0)
+    assert calls[0][1] is None and all(start is previous for (_, start, _), (_, _, previous)
+                                       in zip(calls[1:top + 1], calls[:top]))
+    monkeypatch.setattr(_loo_ridge, "WARM_UP", 0)
+    cold = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    assert warm.alpha_ == pytest.approx(cold.alpha_, rel=1e-9)
+    assert_allclose(warm.predict_proba(X), cold.predict_proba(X), atol=1e-3)
