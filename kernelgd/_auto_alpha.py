@@ -94,8 +94,8 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     ``floor``: ``rounding_floor``'s; eigenvalues at most it are the rounding of K's
     entries (a kernel constant on the data), not directions. ``classify``: Y holds
     class codes (``_targets.encode_labels``' +-1 columns): the ridge is then
-    checked by ``classification_ridge``, each row's left-out class the largest output's (True) or
-    ``classify(F, labels, w)``'s, read from its left-out outputs F (``_combiner.layer_classes``).
+    checked by ``classification_ridge``, each row's left-out class ``classify(F, labels, w)``'s, read
+    from its left-out outputs F (``largest_output``, ``_combiner.layer_classes``); False: no check.
     ``exact``: B B' is the whole matrix (``EXACT_MAX_ROWS``);
     ``errors`` are then each ridge's leave-one-out squared error (``_left_out``; inf where some
     group's leverage is 1), else its GCV error (``_gcv_errors``). ``pool``: ``(run, batches)``, as
@@ -141,7 +141,7 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
                     squared[i] = row_errors
             if classify:
                 read = valid & np.isfinite(F).all(axis=1)  # a left-out output to read the class from
-                classes = (classify if callable(classify) else largest_output)(F[read], labels[read], w_host[read])
+                classes = classify(F[read], labels[read], w_host[read])
                 wrong[i] = True
                 wrong[i, read] = classes != labels[read]
         errors = loo if exact else errors

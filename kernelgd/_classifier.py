@@ -15,6 +15,7 @@ from . import _dask, _docs
 from ._dask import is_dask_collection
 from ._array_api import follow, from_numpy, like, to_numpy, xp_of
 from ._base import BaseKernelGD
+from ._auto_alpha import largest_output
 from ._combiner import layer_classes
 from ._losses import BinaryLogisticLoss, MultinomialLoss, SquaredLoss
 from ._targets import class_weights, encode_labels
@@ -210,7 +211,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
 
     def _left_out_classes(self, loss):
         """How the ridge rule reads a left-out row's class from its outputs: as the fit will decide."""
-        return layer_classes if self._combines(loss) else True
+        return layer_classes if self._combines(loss) else largest_output
 
     def _fitted_loss(self):
         """The loss of the fitted model: one column for two classes, one per class otherwise."""

@@ -29,6 +29,7 @@ from ._array_api import (
     as_float64, block_of, fortran, like, on_host, rows_of, scales_like, take_rows, to_numpy, xp_of,
 )
 from ._base import CallbackSupportMixin, _check_same_namespace, resolve_options, with_callbacks
+from ._auto_alpha import largest_output
 from ._combiner import layer_classes
 from ._operator import KernelOperator, n_threads, single_threaded_blas
 from ._progress import SearchProgress
@@ -111,7 +112,7 @@ class _Decisions(ClassifierMixin, BaseEstimator):
 
     def predict(self, X):
         F = self.scores
-        index = (F[:, 0] > 0).astype(int) if F.shape[1] == 1 else np.argmax(F, axis=1)
+        index = largest_output(F, None, None).astype(int)
         if self.labels is not None:
             read = np.isfinite(F).all(axis=1)
             index[read] = layer_classes(F[read], self.labels[read], self.weights[read])

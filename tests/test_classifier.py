@@ -8,6 +8,7 @@ from sklearn.kernel_ridge import KernelRidge
 from sklearn.preprocessing import StandardScaler
 
 from kernelgd import KernelGDClassifier
+from kernelgd._auto_alpha import largest_output
 
 X_iris, y_iris = load_iris(return_X_y=True)
 X_iris = StandardScaler().fit_transform(X_iris)
@@ -133,7 +134,7 @@ def test_the_ridge_rule_reads_left_out_classes_as_the_output_layer_decides(monke
 
     X, y = make_gaussian_quantiles(n_samples=3000, n_features=6, n_classes=3, random_state=1)
     layer = KernelGDClassifier(random_state=0).fit(X[:1500], y[:1500])
-    monkeypatch.setattr(KernelGDClassifier, "_left_out_classes", lambda self, loss: True)
+    monkeypatch.setattr(KernelGDClassifier, "_left_out_classes", lambda self, loss: largest_output)
     by_largest = KernelGDClassifier(random_state=0).fit(X[:1500], y[:1500])
     assert layer.alpha_ > 10 * by_largest.alpha_
     assert layer.score(X[1500:], y[1500:]) > by_largest.score(X[1500:], y[1500:]) + 0.02
