@@ -279,11 +279,13 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0):
     n_effective = effective_count(W, held_groups)
     labels = (Y[out, 0] > 0).astype(int) if Y.shape[1] == 1 else np.argmax(Y[out], axis=1)
     path, n_iter = [], 0  # [power of 4, fit, held-out losses], every fit made
+    shared = {}  # one K, one preconditioner for every fit (which leaves CG's solutions unchanged)
 
     def fit_at(power, start):
         nonlocal n_iter
         fit = replace(settings, alpha=base * 4.0**power, coef_init=start[0], intercept_init=start[1], verbose=0,
-                      callback=None, rounding_stops=[], landmarks=None, reuse=None, tol=max(settings.tol, HELD_OUT_TOL))
+                      callback=None, rounding_stops=[], landmarks=None, reuse=shared,
+                      tol=max(settings.tol, HELD_OUT_TOL))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = run_solver(problem.solver, problem.operator, rows.Y, w_fit, fit)
