@@ -10,8 +10,10 @@ the threshold. The outputs are the fitted model's own on its training rows.
 """
 
 import numpy as np
+from scipy.optimize import minimize
+from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
-from sklearn.utils import gen_batches, resample
+from sklearn.utils import gen_batches
 
 from ._array_api import take_rows, to_numpy
 from ._replicates import distinct_groups, distinct_rows
@@ -73,28 +75,74 @@ def layer_classes(F, labels, w):
 
     A ridge that smooths the outputs can leave the largest one wrong where a layer reads them right
     (nested shells: 16 times the ridge the largest output's errors chose, 0.986 accuracy against 0.969).
-    At most ``CHECK_ROWS`` rows, a fixed stratified draw, fit it, merged where their outputs and class
-    are the same, each weighing its share of the weight times their number (as ``fit_combiner`` weighs
-    rows). It reads the outputs as they are, as the fit's layer does: a left-out output is a little
+    Rows whose outputs and class are the same are merged, weighing their summed weight; at most
+    ``CHECK_ROWS`` of these (a fixed stratified draw) fit it, each weighing its share of the weight times
+    their number (as ``fit_combiner`` weighs rows). It reads the outputs as they are, as the fit's layer does: a left-out output is a little
     lower for the row's own class (the row is missing from its fit), and on outputs that barely vary
     (a large ridge's), whitened, a layer reads the class from that alone; the penalty keeps it from it.
     """
     labels = labels.astype(int)
-    n = len(labels)
-    most = max(CHECK_ROWS, CHECK_ROWS_PER_CLASS * (int(labels.max()) + 1))
-    rows = np.arange(n) if n <= most else np.sort(resample(np.arange(n), replace=False, n_samples=most,
-                                                            stratify=labels, random_state=0))
-    # one row per distinct (outputs, class) of positive weight: repeating a row or scaling every
-    # weight fits the same layer, as it does the fit's
-    _, first, inverse = np.unique(np.column_stack([F[rows], labels[rows]]), axis=0, return_index=True,
-                                  return_inverse=True)
-    weight = np.bincount(inverse.ravel(), weights=w[rows], minlength=len(first))
+    # one row per distinct (outputs, class) of positive weight, weighing their sum: repeating a row or scaling
+    # every weight fits the same layer, as it does the fit's. A random projection tells the rows apart (those
+    # it merges agree to rounding).
+    key = np.column_stack([F, labels]) @ np.random.RandomState(0).standard_normal(F.shape[1] + 1)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    weight = np.bincount(inverse.ravel(), weights=w, minlength=len(first))
     order = np.argsort(first)  # the rows' own order
-    first, weight = rows[first[order]], weight[order]
+    first, weight = first[order], weight[order]
     first, weight = first[weight > 0], weight[weight > 0]
+    most = max(CHECK_ROWS, CHECK_ROWS_PER_CLASS * (int(labels.max()) + 1))
+    if len(first) > most:
+        drawn = _stratified_draw(labels[first], most)
+        first, weight = first[drawn], weight[drawn]
     weight = weight / weight.sum()
     if len(np.unique(labels[first])) < 2:  # nothing to read: the weighted majority class
         return np.full(len(labels), np.argmax(np.bincount(labels[first], weights=weight)))
-    layer = LogisticRegression(tol=CHECK_TOL, max_iter=1000).fit(F[first], labels[first],
-                                                                 sample_weight=weight * len(first))
-    return layer.predict(F)
+    classes, codes = np.unique(labels[first], return_inverse=True)
+    coef, intercept = _logistic_layer(F[first], codes, weight, len(classes))
+    scores = F @ coef + intercept
+    return classes[(scores[:, 0] > 0).astype(int) if len(classes) == 2 else np.argmax(scores, axis=1)]
+
+
+def _stratified_draw(labels, size):
+    """``size`` of the rows, sorted, drawn at random (a fixed seed), each class's share of them rounded by
+    largest remainders: ``resample(stratify=...)``'s draw at a fraction of its cost."""
+    counts = np.bincount(labels)
+    share = counts * size / len(labels)
+    quota = np.floor(share).astype(int)
+    quota[np.argsort(quota - share, kind="stable")[: size - quota.sum()]] += 1
+    order = np.random.RandomState(0).permutation(len(labels))
+    order = order[np.argsort(labels[order], kind="stable")]  # each class's rows together, in random order
+    starts = np.cumsum(counts) - counts
+    return np.sort(np.concatenate([order[start : start + q] for start, q in zip(starts, quota)]))
+
+
+def _logistic_layer(F, codes, weight, n_classes):
+    """``(coef, intercept)`` of ``LogisticRegression(tol=CHECK_TOL)`` fitted to outputs F, class codes
+    ``codes`` (0 to ``n_classes - 1``, each present) and weights ``weight`` (summing to 1) times the rows'
+    number: the same objective, L-BFGS-B options and start, without its validation, which costs more than
+    the fit itself on the check's few hundred rows.
+
+    The objective is the weighted mean log-loss plus ``|coef|^2 / (2 n)``: binomial (code 1 positive) for
+    two classes, else multinomial with a coefficient column per class.
+    """
+    n, d = F.shape
+    k = 1 if n_classes == 2 else n_classes
+    onehot = codes[:, None] == (1 if k == 1 else np.arange(k))
+
+    def loss_gradient(theta):
+        coef, intercept = theta[: d * k].reshape(d, k), theta[d * k :]
+        Z = F @ coef + intercept
+        if k == 1:
+            losses, residual = np.logaddexp(0.0, Z) - onehot * Z, expit(Z) - onehot
+        else:
+            Z -= Z.max(axis=1, keepdims=True)
+            log_p = Z - np.log(np.exp(Z).sum(axis=1, keepdims=True))
+            losses, residual = -log_p[onehot], np.exp(log_p) - onehot
+        residual *= weight[:, None]
+        gradient = np.concatenate([(F.T @ residual + coef / n).ravel(), residual.sum(axis=0)])
+        return float(weight @ losses.reshape(n, -1).sum(axis=1)) + float(np.sum(coef**2)) / (2 * n), gradient
+
+    theta = minimize(loss_gradient, np.zeros((d + 1) * k), jac=True, method="L-BFGS-B",
+                     options={"maxiter": 1000, "maxls": 50, "gtol": CHECK_TOL, "ftol": 64 * np.finfo(float).eps}).x
+    return theta[: d * k].reshape(d, k), theta[d * k :]

@@ -42,7 +42,7 @@ from sklearn.utils.validation import (
 
 from . import _ard, _search
 from ._ard import fit_scales
-from ._array_api import follow, from_numpy, take_rows, to_numpy, xp_of
+from ._array_api import follow, from_numpy, single_threaded_blas, take_rows, to_numpy, xp_of
 from ._base import _check_same_namespace
 from ._classifier import KernelGDClassifier
 from ._loo import _Predictions
@@ -692,10 +692,11 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
 
             def rescore(predictions, rows):
                 labels, weights = (codes[rows], fit_host[rows]) if layer else (None, None)
-                return np.array([
-                    scorer(_Decisions(self.classes_, np.asarray(to_numpy(F)), labels, weights), None, y_host[rows],
-                           sample_weight=sw_host[rows])
-                    for F in predictions])
+                with single_threaded_blas():  # many small layer fits: idle BLAS threads would spin beside them
+                    return np.array([
+                        scorer(_Decisions(self.classes_, np.asarray(to_numpy(F)), labels, weights), None,
+                               y_host[rows], sample_weight=sw_host[rows])
+                        for F in predictions])
 
             loo = self._loo(X, Y, fit_weight, None, rescore)
         try:

@@ -156,15 +156,49 @@ def test_left_out_classes_of_the_layer_are_a_weighted_logistic_regressions(n_cla
     assert_array_equal(layer_classes(F, labels, 3 * w), ref)  # weights are relative
 
 
-def test_left_out_classes_of_the_layer_with_integer_weights_equal_repeated_rows():
+@pytest.mark.parametrize("n_classes", [2, 3, 10])
+def test_the_checks_layer_fit_is_logistic_regressions_to_rounding(n_classes):
+    # the check fits LogisticRegression's objective with its L-BFGS-B options, without its validation
+    from sklearn.linear_model import LogisticRegression
+
+    from kernelgd._combiner import CHECK_TOL, _logistic_layer
+
+    rng = np.random.RandomState(n_classes)
+    labels = rng.randint(0, n_classes, 400)
+    codes = labels[:, None] if n_classes == 2 else (labels[:, None] == np.arange(n_classes))
+    F = rng.randn(*codes.shape) + codes
+    w = rng.uniform(0.5, 2.0, 400)
+    w /= w.sum()
+    ref = LogisticRegression(tol=CHECK_TOL, max_iter=1000).fit(F, labels, sample_weight=w * 400)
+    coef, intercept = _logistic_layer(F, labels, w, n_classes)
+    assert_allclose(coef, ref.coef_.T, atol=1e-10)
+    assert_allclose(intercept, ref.intercept_, atol=1e-10)
+
+
+def test_the_checks_stratified_draw_gives_each_class_its_share():
+    from kernelgd._combiner import _stratified_draw
+
+    labels = np.random.RandomState(0).choice(4, 5000, p=[0.6, 0.3, 0.0999, 0.0001])
+    rows = _stratified_draw(labels, 1000)
+    assert len(np.unique(rows)) == 1000 and np.all(np.diff(rows) > 0)
+    share = np.bincount(labels, minlength=4) * 1000 / 5000
+    assert np.all(np.abs(np.bincount(labels[rows], minlength=4) - share) < 1)
+    assert_array_equal(_stratified_draw(labels, 1000), rows)  # a fixed draw
+
+
+@pytest.mark.parametrize("n", [200, 900])
+def test_left_out_classes_of_the_layer_with_integer_weights_equal_repeated_rows(n):
     # Regression: the check's layer weighed rows to sum to their count, so repeated rows weakened its
-    # penalty against one weighted row (scikit-learn's sample-weight equivalence check failed)
-    from kernelgd._combiner import layer_classes
+    # penalty against one weighted row (scikit-learn's sample-weight equivalence check failed). With
+    # more repeated rows than the layer reads (n=900), it drew rows before merging copies, and the
+    # repeated rows' draw differed from the weighted ones' (the classification check chose another ridge).
+    from kernelgd._combiner import CHECK_ROWS, layer_classes
 
     rng = np.random.RandomState(1)
-    labels = rng.randint(0, 3, 200)
-    F = 0.1 * rng.randn(200, 3) + 0.05 * (labels[:, None] == np.arange(3))
-    counts = rng.randint(1, 4, 200)
+    labels = rng.randint(0, 3, n)
+    F = 0.1 * rng.randn(n, 3) + 0.05 * (labels[:, None] == np.arange(3))
+    counts = rng.randint(1, 4, n)
+    assert n < CHECK_ROWS < counts.sum() or counts.sum() < CHECK_ROWS
     weighted = layer_classes(F, labels, counts.astype(float))
     repeated = layer_classes(np.repeat(F, counts, axis=0), np.repeat(labels, counts), np.ones(counts.sum()))
     assert_array_equal(np.repeat(weighted, counts), repeated)
