@@ -776,31 +776,6 @@ def test_a_subsampled_search_is_checked_against_the_width_rule_on_held_out_rows(
             model.best_estimator_.sigma, model.best_estimator_.alpha)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_a_subsampled_classifier_search_is_checked_against_the_rules_on_held_out_rows(monkeypatch, seed):
-    # as the regressor's: the search's model and the base estimator's rules, each fitted on four fifths
-    # of the rows and scored (accuracy) on the other fifth, as independent refits on that split score
-    from sklearn.datasets import make_gaussian_quantiles
-
-    import kernelgd._search as ms
-
-    monkeypatch.setattr(ms, "LOO_MAX_SAMPLES", 50)
-    Xs, ys = make_gaussian_quantiles(n_samples=300, n_features=2, n_classes=3, random_state=seed)
-    model = KernelGDClassifierCV(max_search_samples=100, random_state=seed).fit(Xs, ys)
-    rows = np.random.RandomState(seed).permutation(300)
-    held, fitted = np.sort(rows[:60]), np.sort(rows[60:])
-
-    def held_out_score(**params):
-        fit = KernelGDClassifier(kernel=model.kernel_, random_state=seed, **params).fit(Xs[fitted], ys[fitted])
-        return fit.score(Xs[held], ys[held])
-
-    best = model.cv_results_["params"][model.best_index_]
-    assert model.holdout_scores_["rule"] == pytest.approx(held_out_score())
-    assert model.holdout_scores_["search"] == pytest.approx(held_out_score(sigma=best["sigma"], alpha=best["alpha"]))
-    rule_won = model.holdout_scores_["rule"] > model.holdout_scores_["search"]
-    assert (model.best_estimator_.alpha == "auto") == rule_won
-
-
 def test_the_width_rule_is_not_checked_where_the_search_is_exact_or_its_grids_are_given(monkeypatch):
     import kernelgd._search as ms
 
