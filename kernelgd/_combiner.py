@@ -77,9 +77,10 @@ def layer_classes(F, labels, w):
     (nested shells: 16 times the ridge the largest output's errors chose, 0.986 accuracy against 0.969).
     Rows whose outputs and class are the same are merged, weighing their summed weight; at most
     ``CHECK_ROWS`` of these (a fixed stratified draw) fit it, each weighing its share of the weight times
-    their number (as ``fit_combiner`` weighs rows). It reads the outputs as they are, as the fit's layer does: a left-out output is a little
-    lower for the row's own class (the row is missing from its fit), and on outputs that barely vary
-    (a large ridge's), whitened, a layer reads the class from that alone; the penalty keeps it from it.
+    their number (as ``fit_combiner`` weighs rows). It reads the outputs as they are, as the fit's layer
+    does: a left-out output is a little lower for the row's own class (the row is missing from its fit),
+    and on outputs that barely vary (a large ridge's), whitened, a layer reads the class from that alone;
+    the penalty keeps it from it.
     """
     labels = labels.astype(int)
     # one row per distinct (outputs, class) of positive weight, weighing their sum: repeating a row or scaling
