@@ -18,7 +18,6 @@ so far. The chosen parameters are then refitted on all the data.
 """
 
 import time
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,7 +26,6 @@ from sklearn.base import (
     MultiOutputMixin,
     RegressorMixin,
     _fit_context,
-    clone,
 )
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils import check_random_state
@@ -40,19 +38,22 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from . import _ard, _search
+from . import _ard
 from ._ard import fit_scales
-from ._array_api import follow, from_numpy, single_threaded_blas, take_rows, to_numpy, xp_of
+from ._auto_alpha import significantly_fewer
+from ._array_api import follow, from_numpy, single_threaded_blas, to_numpy, xp_of
 from ._base import _check_same_namespace
 from ._classifier import KernelGDClassifier
 from ._loo import _Predictions
 from ._regressor import KernelGDRegressor
-from ._replicates import replicate_groups
-from ._search import MIN_REFIT_TOL, _Decisions, _is_rbf, _KernelCV, _OnHost, _scorer
+from ._replicates import effective_count
+from ._search import MIN_REFIT_TOL, _Decisions, _is_rbf, _KernelCV, _scorer
 from ._targets import class_weights
 
-# The width rule's check (KernelGDRegressorCV._check_against_rule) holds out one row in this many.
-HOLDOUT_SHARE = 5
+# The classifier's rules replace its search's choice where their held-out misclassifications are fewer by this
+# many standard errors of the paired difference: a smaller gain is within chance (the one-standard-error rule).
+HOLDOUT_SIGNIFICANCE = 1.0
+
 
 
 def _dense(X, name):
@@ -339,44 +340,6 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         if chosen:
             self.best_index_ = len(ranks)
 
-    def _check_against_rule(self, X, y, sw, scorer, model, by_loo):
-        """The search's model, or the base estimator's width rule where that predicts held-out rows better.
-
-        Beyond ``_search.LOO_MAX_SAMPLES`` rows the leave-one-out search runs on a subsample and a
-        low-rank factor, and both favour smooth models: wider kernels and larger ridges than
-        the full data call for (California: sigma 7.5 where the rule's 2.65 predicts test rows
-        1.7% better). Only there, with the default grids, each is fitted on four fifths of the
-        rows and scored on the other fifth; the better is refitted on all of them.
-        """
-        self.holdout_scores_ = None
-        weights = np.asarray(to_numpy(sw))
-        if not by_loo or np.count_nonzero(weights) <= _search.LOO_MAX_SAMPLES or self.sigmas is not None \
-                or self.alphas is not None:
-            return model
-        rule = self._base(kernel=self.kernel_)  # sigma="scale", alpha="auto"
-        rng = check_random_state(self.random_state)
-        positive = np.flatnonzero(weights > 0)
-        group_of, n_groups = replicate_groups(take_rows(X, positive))
-        order = rng.permutation(n_groups)  # every copy of a row on one side of the split
-        in_held = np.isin(group_of, order[: n_groups // HOLDOUT_SHARE])
-        held, fitted = positive[in_held], positive[~in_held]
-        X_fit, X_held = take_rows(X, fitted), take_rows(X, held)
-        y_host = np.asarray(to_numpy(y))
-        scores, warned = {}, False
-        for name, candidate in (("search", model), ("rule", rule)):
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                fit = clone(candidate)
-                fit._predictive = False  # scored on its predictions only: no posterior
-                fit.fit(X_fit, take_rows(y, fitted), sample_weight=take_rows(sw, fitted))
-            warned |= bool(caught)
-            scored = _OnHost(fit)
-            scores[name] = float(scorer(scored, X_held, y_host[held], sample_weight=weights[held]))
-        self.holdout_scores_ = scores
-        # a fit that warned (naval at alpha=1e-10: CG's iteration cap) scores what it reached, not
-        # its model: the check is then inconclusive, and the search's choice stands
-        return rule if scores["rule"] > scores["search"] and not warned else model
-
     def _refit_params(self, Y, sw):
         """A refit solved to a tenth of the chosen model's own error (the default scoring only).
 
@@ -532,7 +495,13 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
     far (climbing back where that start scores best), and from its second
     fold on stops once its folds' best scores sum below the best candidate's
     on the same folds. The best pair is then refitted on all the data with
-    :class:`KernelGDClassifier`.
+    :class:`KernelGDClassifier`. Where the leave-one-out search ran on a
+    subsample or a low-rank factor (more than 3,000 rows, default
+    ``sigmas`` and ``alphas``), its choice is first checked against
+    :class:`KernelGDClassifier`'s own width and ridge rules, as
+    :class:`KernelGDRegressorCV`'s is (``holdout_scores_``); with the
+    default scoring the rules' model is refitted only where its held-out
+    misclassifications are fewer by one standard error.
 
     Read more in the :ref:`User Guide <ug-model-selection>`.
 
@@ -568,7 +537,7 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
     ----------
     classes_ : ndarray of shape (n_classes,)
         The class labels.
-    kernel_, sigma_, alpha_, best_score_, best_estimator_, cv_results_, best_index_
+    kernel_, sigma_, alpha_, best_score_, best_estimator_, cv_results_, best_index_, holdout_scores_
         As in :class:`KernelGDRegressorCV`.
     dual_coef_, intercept_, X_fit_, n_iter_
         Those of ``best_estimator_``.
@@ -718,6 +687,17 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         check_is_fitted(self)
         _check_same_namespace(X, self, attribute="dual_coef_", method="decision_function")
         return self.best_estimator_.decision_function(X)
+
+    def _beats(self, rule, search, X, y, w, group_of):
+        """With the default scoring (accuracy), whether the rule's held-out misclassifications are fewer than
+        the search's by ``HOLDOUT_SIGNIFICANCE`` standard errors of their paired difference over groups of
+        identical rows; with another scoring, always (its score need not split over rows). Two close models'
+        accuracies on a thousand rows differ by chance by a few rows either way."""
+        if self.scoring is not None:
+            return True
+        w = w / w.sum()
+        wrong = [np.asarray(fit.predict(X) != y, dtype=float) for fit in (rule, search)]
+        return significantly_fewer(*wrong, w, group_of, effective_count(w, group_of), HOLDOUT_SIGNIFICANCE)
 
     def _has_proba(self):
         return self.loss == "logistic"

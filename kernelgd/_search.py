@@ -16,6 +16,7 @@ from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.base import (
     BaseEstimator,
     ClassifierMixin,
+    clone,
 )
 from sklearn.metrics import check_scoring, log_loss, make_scorer
 from sklearn.model_selection import GroupKFold, StratifiedGroupKFold, check_cv
@@ -62,6 +63,9 @@ RACE_FOLDS = 2
 PATH_HEADROOM = 2
 # The refit's tolerance tracks the chosen model's error down to this (float64 CG's reach).
 MIN_REFIT_TOL = 1e-8
+# The check of the search's choice against the base estimator's rules (_check_against_rule) holds out one
+# row in this many.
+HOLDOUT_SHARE = 5
 
 
 def _best_mean(split_scores):
@@ -702,8 +706,54 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         return loo
 
     def _check_against_rule(self, X, y, sw, scorer, model, by_loo):
-        """The model to refit: the search's (``model``) by default."""
-        return model
+        """The search's model, or the base estimator's rules' where they predict held-out rows better.
+
+        Beyond ``LOO_MAX_SAMPLES`` rows the leave-one-out search runs on a subsample and a low-rank
+        factor, which can misjudge the whole set's model: the regressor's favours smooth ones (California:
+        sigma 7.5 where the rule's 2.65 predicts test rows 1.7% better), the classifier's took a ridge 56
+        times smaller than the rule's on nested shells of classes (test accuracy 0.975 against 0.986).
+        Only there, with the default grids, each is fitted on four fifths of the rows and scored on the
+        other fifth; the better is refitted on all of them.
+        """
+        self.holdout_scores_ = None
+        weights = np.asarray(to_numpy(sw))
+        if not by_loo or np.count_nonzero(weights) <= LOO_MAX_SAMPLES or self.sigmas is not None \
+                or self.alphas is not None:
+            return model
+        rule = self._base(kernel=self.kernel_)  # sigma="scale", alpha="auto"
+        rng = check_random_state(self.random_state)
+        positive = np.flatnonzero(weights > 0)
+        group_of, n_groups = replicate_groups(take_rows(X, positive))
+        order = rng.permutation(n_groups)  # every copy of a row on one side of the split
+        in_held = np.isin(group_of, order[: n_groups // HOLDOUT_SHARE])
+        held, fitted = positive[in_held], positive[~in_held]
+        X_fit, X_held = take_rows(X, fitted), take_rows(X, held)
+        y_host = np.asarray(to_numpy(y))
+        scores, fits, warned = {}, {}, False
+        for name, candidate in (("search", model), ("rule", rule)):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                fit = clone(candidate)
+                fit._predictive = False  # scored on its predictions only: no posterior
+                fit.fit(X_fit, take_rows(y, fitted), sample_weight=take_rows(sw, fitted))
+            warned |= bool(caught)
+            scored = _OnHost(fit)
+            if hasattr(self, "classes_") and len(fit.classes_) < len(self.classes_):
+                scored = _EveryClass(scored, self.classes_)  # a class only in the held-out rows
+            scores[name], fits[name] = float(scorer(scored, X_held, y_host[held], sample_weight=weights[held])), scored
+        self.holdout_scores_ = scores
+        # a fit that warned (naval at alpha=1e-10: CG's iteration cap) scores what it reached, not
+        # its model: the check is then inconclusive, and the search's choice stands
+        if warned or not scores["rule"] > scores["search"]:
+            return model
+        held_groups = np.unique(group_of[in_held], return_inverse=True)[1]
+        return rule if self._beats(fits["rule"], fits["search"], X_held, y_host[held], weights[held],
+                                   held_groups) else model
+
+    def _beats(self, rule, search, X, y, w, group_of):
+        """Whether the rule's held-out fit, of the better score, beats the search's beyond chance: always."""
+        return True
+
 
     def _refine(self, X, Y, sw, scorer, loo_scores, start):
         """Improve on the grid's best (sigma_, alpha_, best_score_) in place; the grid search alone by default."""
