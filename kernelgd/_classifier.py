@@ -106,8 +106,9 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         kernel matrix fits), else the rows of ``X_fit_``.
     sigma_ : float, ndarray of shape (n_features,) or None
         The bandwidth used, None for kernels without one. With the logistic
-        loss, ``alpha="auto"`` and ``sigma="scale"`` on a small set, the
-        width the leave-one-out path chose (see ``alpha``).
+        loss, ``alpha="auto"`` and ``sigma="scale"``, the width the
+        leave-one-out path (a small set) or the held-out rows chose (see
+        ``alpha``).
     step_size_ : float
         The step size used.
     solver_ : str

@@ -39,7 +39,9 @@ PARAMETERS = """\
         it lowers the error of ``alpha``'s rule (where that is exact
         leave-one-out, by one standard error of the paired difference)
         without misclassifying more left-out rows, or classifies them
-        significantly better, as between kernels). An
+        significantly better, as between kernels); with the logistic loss
+        and ``alpha="auto"``, half and a quarter of it where held-out rows
+        prefer them (see ``alpha``). An
         array gives each feature its own scale (feature j is divided by
         ``sigma[j]``, by ``sigma[j]**2`` for exponential),
         as for a Gaussian process's anisotropic RBF.
@@ -219,7 +221,12 @@ CLASSIFIER_ALPHA = """\
         ridge) and their median multiple scales the rule's ridge, which from
         1,000 rows a fifth of them held out then moves by factors of 4 while
         each step lowers their log-loss by more than one standard error of the
-        paired difference (the best multiple moves as the rows grow); with more
+        paired difference (the best multiple moves as the rows grow), and
+        where the first subsample's path at half ``sigma="scale"``'s width
+        has a leave-one-out log-loss lower by one standard error, those
+        held-out rows then try half the width and a quarter (each at its own
+        rule's ridge times the multiple chosen), keeping each that lowers
+        their log-loss by one standard error (``sigma_``); with more
         classes, from 4,000 rows, held-out rows of a quarter of the rows
         choose that multiple from 1/4, 1 and 4 instead. Beyond the
         small systems, where the rule's ridge is within 100 times the least

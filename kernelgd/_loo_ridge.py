@@ -18,7 +18,9 @@ system is small, and the median multiple scales the rule's ridge: the rule
 misjudges the curvature at the fitted model much the same way at either size.
 Not exactly: the best multiple moves as the rows grow (mostly down, by up to 64
 times on MNIST's odd against even digits), so held-out rows of the whole set
-then check it, a factor of 4 at a time (``_checked_on_held_out_rows``).
+then check it, a factor of 4 at a time (``_checked_on_held_out_rows``), and try narrower kernels
+(``NARROWER``) where the first subsample's path prefers half the width (``_narrower_on``): heavy tails
+stretch the variance ``sigma="scale"`` reads past the bulk of the rows.
 With many classes the coupled system allows too few rows; the
 multiple is then the one of least log-loss on held-out rows of one larger
 subsample (``_held_out_multiple``). Where the rule's ridge is near the least (``NEAR_LEAST``)
@@ -78,6 +80,9 @@ HELD_OUT_REACH = 1
 # and each smaller ridge's fit is the slower. Up to this many factors of 4 above it.
 CHECK_SIGNIFICANCE = 1.0
 CHECK_REACH_UP = 4
+# The narrower widths, as multiples of sigma="scale"'s, a held-out path's ridge is tried at in turn (each at its
+# own rule's ridge times the multiple chosen) while each lowers the held-out log-loss by CHECK_SIGNIFICANCE.
+NARROWER = (0.5, 0.25)
 # The widths a small set's paths compare, as multiples of sigma="scale"'s. Not a subsample's: a wider kernel's
 # smaller ridge can slow the whole set's fit tenfold.
 WIDTHS = (1.0, 2.0**0.5, 2.0)
@@ -101,7 +106,7 @@ def choose(problem, settings, widen=None):
     if not tiny(n_distinct, rows.Y.shape[1], not loss.diagonal_hessian):  # before any kernel evaluation
         if problem.alpha < NEAR_LEAST * _least(problem, settings):
             return _on_held_out_rows(problem, settings)
-        return _on_a_subsample(problem, settings)
+        return _on_a_subsample(problem, settings, widen)
     unknowns = (n_distinct + 1) * (1 if loss.diagonal_hessian else rows.Y.shape[1])
     widths = WIDTHS if widen is not None and unknowns <= WIDTH_UNKNOWNS else (1.0,)
     fits, n_iter = [], 0  # (factor, problem at its chosen ridge, start, its groups' losses there)
@@ -198,7 +203,7 @@ def _path(problem, settings, extend=False, lowest=0.0, exact=False, highest=EXTE
     return float(problem.alpha * path[chosen][0]), path[chosen][1], n_iter, path[chosen][2]
 
 
-def _on_a_subsample(problem, settings):
+def _on_a_subsample(problem, settings, widen=None):
     """``(problem, start, n_iter)``: the problem at the rule's ridge times the median multiple the path chooses
     on ``DRAWS`` random subsamples of the rows (the largest whose dense system is small), each around the rule's
     ridge for it, none below ``least_ridge``'s for this loss, as the whole set's held-out rows correct it
@@ -215,25 +220,54 @@ def _on_a_subsample(problem, settings):
         return problem, None, 0
     # separable classes' paths would fall to ever smaller ridges, each slower: not past the least one
     lowest = _least(problem, settings) / problem.alpha
-    multiples = [_subsample_multiple(problem, settings, np.sort(rng.choice(positive, n, replace=False)), rng,
-                                     lowest) for _ in range(DRAWS)]
+    draws, multiples, losses = [], [], []
+    for _ in range(DRAWS):  # each draw's rows, then its path (whose rule reads the generator too)
+        draws.append(np.sort(rng.choice(positive, n, replace=False)))
+        multiple, loss = _subsample_multiple(problem, settings, draws[-1], rng, lowest)
+        multiples.append(multiple)
+        losses.append(loss)
     multiple = float(np.median(multiples))  # DRAWS is odd: one of the multiples
     if settings.verbose:
         print(f"[alpha] on {DRAWS} subsamples of {n} rows the leave-one-out paths took {multiples} times "
               f"the rule's ridge: {multiple:g}")
-    problem = replace(problem, alpha=problem.alpha * multiple)
+    rule, problem = problem.alpha, replace(problem, alpha=problem.alpha * multiple)
     if HELD_OUT * len(positive) < MIN_SUBSAMPLE:  # too few held-out rows to judge by
         return problem, None, 0
-    return _checked_on_held_out_rows(problem, settings)
+    narrower = widen is not None and _narrower_on(problem, settings, draws[0], losses[0], rng)
+    return _checked_on_held_out_rows(problem, settings, widen if narrower else None, rule)
 
 
-def _checked_on_held_out_rows(problem, settings):
+def _narrower_on(problem, settings, idx, losses, rng):
+    """Whether the first subsample's leave-one-out losses at ``NARROWER[0]`` times the width (at its own
+    ridge's chosen multiple) are lower than ``losses`` at the width by ``CHECK_SIGNIFICANCE`` standard errors
+    of the paired difference: a screen before the whole set's held-out rows try narrower kernels (each of
+    their fits as slow as the path's)."""
+    if losses is None:
+        return False
+    sub = _subproblem(replace(problem, kernel=scaled(problem.kernel, NARROWER[0])), settings, idx, rng)
+    narrow = _path_losses(sub, settings, 0.0, extend=False)[1] if sub is not None else None
+    W = _groups(sub.rows)[1] if sub is not None else None
+    better = narrow is not None and significantly_fewer(narrow, losses, W, None, effective_count(W),
+                                                         CHECK_SIGNIFICANCE)
+    if settings.verbose:
+        print(f"[sigma] leave-one-out log-loss on a subsample at {NARROWER[0]:g} times the width: "
+              f"{'none' if narrow is None else f'{narrow @ W:.4g}'}, at the width {losses @ W:.4g}")
+    return better
+
+
+def scaled(kernel, factor):
+    """The kernel with its sigma ``factor`` times as large."""
+    return type(kernel)(kernel.spec, dict(kernel.params, sigma=kernel.params["sigma"] * factor))
+
+
+def _checked_on_held_out_rows(problem, settings, widen=None, rule=None):
     """``_held_out_path`` from the subsamples' ridge ``problem.alpha``: down while each factor of 4 lowers the
     held-out log-loss significantly (``CHECK_SIGNIFICANCE``), not below the least ridge (``_least``), or up
     as far as ``CHECK_REACH_UP`` factors of 4 where the first step down does not: a subsample's path sees a few
     hundred rows, and the best multiple of the rule's ridge moves as the rows grow."""
     bottom = min(0, int(np.ceil(np.log(_least(problem, settings) / problem.alpha) / np.log(4.0))))
-    return _held_out_path(problem, settings, problem.alpha, 0, bottom, CHECK_REACH_UP, by=CHECK_SIGNIFICANCE)
+    return _held_out_path(problem, settings, problem.alpha, 0, bottom, CHECK_REACH_UP, by=CHECK_SIGNIFICANCE,
+                          widen=widen, rule=rule)
 
 
 def _least(problem, settings):
@@ -251,7 +285,7 @@ def _on_held_out_rows(problem, settings):
     return _held_out_path(problem, settings, _least(problem, settings), top, 0, highest)
 
 
-def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0):
+def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=None, rule=None):
     """``(problem, start, n_iter)``: the problem at the ridge chosen on ``HELD_OUT`` of the groups of identical
     rows drawn at random by their log-loss, fitted on the others; its fit to start from.
 
@@ -262,7 +296,9 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0):
     the one-standard-error rule's larger one, which underfits there). A step lowers the loss where it cuts
     the mean by more than ``by`` standard errors of the paired difference over the held-out groups (0: any
     cut). A held-out row weighs zero in the fits: its coefficient is then zero, and one operator serves every
-    fit and its predictions.
+    fit and its predictions. ``widen`` (``_fit.widener``'s) and ``rule`` (the rule's ridge at the width): the
+    ``NARROWER`` widths are then tried in turn, each at its rule's ridge times the multiple of ``rule`` chosen,
+    while each lowers the held-out loss by ``CHECK_SIGNIFICANCE`` standard errors.
     """
     rows, loss = problem.rows, problem.loss
     w = np.asarray(to_numpy(rows.w), dtype=np.float64)
@@ -281,26 +317,31 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0):
     path, n_iter = [], 0  # [power of 4, fit, held-out losses], every fit made
     shared = {}  # one K, one preconditioner for every fit (which leaves CG's solutions unchanged)
 
-    def fit_at(power, start):
+    def held_out_fit(on, alpha, start, reuse):
+        """``(fit, losses)`` of ``on``'s model at ``alpha`` on the fitted rows; None where it fails."""
         nonlocal n_iter
-        fit = replace(settings, alpha=base * 4.0**power, coef_init=start[0], intercept_init=start[1], verbose=0,
-                      callback=None, rounding_stops=[], landmarks=None, reuse=shared,
+        fit = replace(settings, alpha=alpha, coef_init=start[0], intercept_init=start[1], verbose=0,
+                      callback=None, rounding_stops=[], landmarks=None, reuse=reuse,
                       tol=max(settings.tol, HELD_OUT_TOL))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = run_solver(problem.solver, problem.operator, rows.Y, w_fit, fit)
+            result = run_solver(on.solver, on.operator, rows.Y, w_fit, fit)
         n_iter += result.n_iter
         if caught or not (result.converged or fit.rounding_stops):
             return None  # a failed fit ends the path: a smaller ridge is harder
-        F = problem.operator.matvec(result.dual_coef) + result.intercept
+        F = on.operator.matvec(result.dual_coef) + result.intercept
         log_p = np.asarray(to_numpy(loss.log_probabilities(F)), dtype=np.float64)[out]
         losses = -log_p[np.arange(len(labels)), labels]
-        if not np.all(np.isfinite(losses)):
+        return ((result.dual_coef, result.intercept, False), losses) if np.all(np.isfinite(losses)) else None
+
+    def fit_at(power, start):
+        done = held_out_fit(problem, base * 4.0**power, start, shared)
+        if done is None:
             return None
-        path.append([power, (result.dual_coef, result.intercept, False), losses])
+        path.append([power, *done])
         return path[-1]
 
-    def lowers(done, best):
+    def lowers(done, best, by=by):
         return done is not None and significantly_fewer(done[2], best[2], W, held_groups, n_effective, by)
 
     start = (None, None, False)
@@ -328,7 +369,25 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0):
                           sorted(path, key=lambda p: -p[0]))
         print(f"[alpha] held-out log-loss on {int(out.sum())} rows by ridge: {means}; "
               f"chosen {base * 4.0**best[0]:.3g}")
-    return replace(problem, alpha=float(base * 4.0 ** best[0])), best[1], n_iter
+    chosen, start = replace(problem, alpha=float(base * 4.0 ** best[0])), best[1]
+    multiple = chosen.alpha / rule if rule else None
+    # narrower kernels in turn, each at its own rule's ridge times the multiple chosen, while each lowers the loss
+    for factor in NARROWER if widen is not None and multiple else ():
+        other = widen(factor)
+        other = replace(other, alpha=other.alpha * multiple)
+        done, reuse, begin = None, {}, (None, None, False)
+        for power in range(WARM_UP, -1, -1):  # warmed up as the path's first fit
+            done = held_out_fit(other, other.alpha * 4.0**power, begin, reuse)
+            if done is None:
+                break
+            begin = done[0]
+        if settings.verbose:
+            print(f"[sigma] held-out log-loss at {factor:g} times the width, alpha {other.alpha:.3g}: "
+                  f"{'failed' if done is None else f'{done[1] @ W:.4g}'}; chosen so far {best[2] @ W:.4g}")
+        if not lowers(None if done is None else [None, *done], best, CHECK_SIGNIFICANCE):
+            break
+        chosen, start, best = other, done[0], [None, *done]
+    return chosen, start, n_iter
 
 
 def _held_out_multiple(problem, settings, positive, rng):
@@ -371,14 +430,20 @@ def _subproblem(problem, settings, idx, rng, dtype="float64"):
 
 
 def _subsample_multiple(problem, settings, idx, rng, lowest):
-    """The multiple (at least ``lowest``) of the rule's ridge the path chooses on the rows ``idx``; 1 where a
-    class has none."""
+    """``(multiple, losses)``: the multiple (at least ``lowest``) of the rule's ridge the path chooses on the
+    rows ``idx``, and its groups' leave-one-out losses there; 1 and None where a class has none."""
     sub = _subproblem(problem, settings, idx, rng)
     if sub is None:
-        return 1.0  # a class without rows (or only them): the subsample cannot say how sharply to separate it
+        return 1.0, None  # a class without rows (or only them): the subsample cannot say how sharply to separate it
+    return _path_losses(sub, settings, lowest)
+
+
+def _path_losses(sub, settings, lowest, extend=True):
+    """``(multiple, losses)`` of ``_path`` on the subsample's problem ``sub``, from its rule's ridge."""
     path = replace(settings, alpha=sub.alpha, coef_init=None, intercept_init=None, callback=None, landmarks=None,
                    reuse=None, verbose=0)
-    return _path(sub, path, extend=True, lowest=lowest, highest=SUBSAMPLE_EXTEND_UP)[0] / sub.alpha
+    alpha, _, _, losses = _path(sub, path, extend=extend, lowest=lowest, highest=SUBSAMPLE_EXTEND_UP)
+    return alpha / sub.alpha, losses
 
 
 def _settled(path, W):

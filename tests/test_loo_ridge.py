@@ -195,7 +195,7 @@ def test_larger_problems_take_the_median_multiple_of_paths_on_subsamples_of_the_
     monkeypatch.setattr(_loo_ridge, "choose", lambda problem, settings, widen: starts.append(problem.alpha)
                         or choose(problem, settings, widen))
     monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda problem, settings, idx, *args: sizes.append(len(idx))
-                        or multiples.append(multiple_of(problem, settings, idx, *args)) or multiples[-1])
+                        or multiples.append(multiple_of(problem, settings, idx, *args)[0]) or (multiples[-1], None))
     est = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
     n = sizes[0]
     assert sizes == [n] * _loo_ridge.DRAWS and _loo_ridge.tiny(n, 1, False) and not _loo_ridge.tiny(n + 1, 1, False)
@@ -233,8 +233,8 @@ def test_the_subsamples_paths_go_up_past_the_small_sets_reach_while_the_loss_fal
     X, y = rng.normal(size=(1500, 3)), rng.randint(0, 2, 1500)
     multiples = []
     multiple_of = _loo_ridge._subsample_multiple
-    monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda *args: multiples.append(multiple_of(*args))
-                        or multiples[-1])
+    monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda *args: multiples.append(multiple_of(*args)[0])
+                        or (multiples[-1], None))
     chosen = KernelGDClassifier(loss="logistic", random_state=0).fit(X[:1000], y[:1000])
     assert multiples == [_loo_ridge.SUBSAMPLE_EXTEND_UP] * _loo_ridge.DRAWS
     monkeypatch.setattr(_loo_ridge, "SUBSAMPLE_EXTEND_UP", _loo_ridge.EXTEND_TO)
@@ -438,7 +438,7 @@ def test_the_whole_sets_held_out_rows_correct_a_subsample_multiple_that_smooths_
     # subsamples' multiple is forced far too large; the whole set's held-out rows bring the ridge down.
     X, y = make_classification(n_samples=4000, n_features=8, n_informative=6, flip_y=0.02, random_state=3)
     X_tr, X_te, y_tr, y_te = X[:2000], X[2000:], y[:2000], y[2000:]
-    monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda *args: 256.0)
+    monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda *args: (256.0, None))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model = KernelGDClassifier(loss="logistic", random_state=0, verbose=1).fit(X_tr, y_tr)
@@ -455,7 +455,7 @@ def test_the_whole_sets_check_moves_only_on_a_significant_gain(monkeypatch, caps
     # by=0 takes every cut in the held-out log-loss along the path (its least where the losses fall then
     # rise); an infinite significance never moves from the subsamples' ridge, whatever the losses say
     X, y = make_classification(n_samples=1500, n_features=8, n_informative=6, flip_y=0.05, random_state=4)
-    monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda *args: 16.0)
+    monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda *args: (16.0, None))
     monkeypatch.setattr(_loo_ridge, "CHECK_SIGNIFICANCE", significance)
     model = KernelGDClassifier(loss="logistic", random_state=0, verbose=1).fit(X, y)
     path, chosen = _held_out_line(capsys.readouterr().out)
@@ -496,3 +496,27 @@ def test_the_held_out_paths_first_ridge_is_reached_from_larger_ones_and_chosen_a
     cold = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
     assert warm.alpha_ == pytest.approx(cold.alpha_, rel=1e-9)
     assert_allclose(warm.predict_proba(X), cold.predict_proba(X), atol=1e-3)
+
+
+def test_heavy_tailed_features_take_a_narrower_kernel_where_held_out_rows_prefer_it():
+    # Student-t features stretch sigma="scale"'s width past the bulk of the rows: a subsample's leave-one-out
+    # losses screen half the width, the whole set's held-out rows confirm it, and the test log-loss beats
+    # every fixed ridge at the scale width (about half the best of them); near the rule's width the
+    # narrower one loses on both (hastie, gaussian quantiles) and is not taken
+    rng = np.random.RandomState(0)
+    X = rng.standard_t(3, (3500, 3))
+    f = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 / 4
+    y = np.searchsorted(np.quantile(f[:1500], [1 / 3, 2 / 3]), f)
+    X = (X - X[:1500].mean(axis=0)) / X[:1500].std(axis=0)
+    X, y, X_test, y_test = X[:1500], y[:1500], X[1500:], y[1500:]
+    model = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    scale = np.sqrt(3.0)  # sigma="scale" on standardized features
+    assert model.sigma_ == pytest.approx(scale / 2)
+    at_scale = []
+    for alpha in (1e-6, 1e-5, 1e-4):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fixed = KernelGDClassifier(loss="logistic", alpha=alpha).fit(X, y)
+        assert fixed.sigma_ == pytest.approx(scale)
+        at_scale.append(log_loss(y_test, fixed.predict_proba(X_test)))
+    assert log_loss(y_test, model.predict_proba(X_test)) < 0.75 * min(at_scale)
