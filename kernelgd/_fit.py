@@ -236,7 +236,7 @@ def widener(est, problem):
     options, operator = problem.options, problem.operator
 
     def widen(factor):
-        wider = type(kernel)(kernel.spec, dict(kernel.params, sigma=kernel.params["sigma"] * factor))
+        wider = loo_ridge.scaled(kernel, factor)
         wide = KernelOperator(problem.rows.X, wider, memory_budget=options["memory_budget"], dtype=options["dtype"],
                               threads=options["n_threads"])
         precision = np.float32 if operator.dtype == np.float32 else np.float64  # as prepare_fit's smooth loss

@@ -434,7 +434,7 @@ def _subsample_multiple(problem, settings, idx, rng, lowest):
     rows ``idx``, and its groups' leave-one-out losses there; 1 and None where a class has none."""
     sub = _subproblem(problem, settings, idx, rng)
     if sub is None:
-        return 1.0, None  # a class without rows (or only them): the subsample cannot say how sharply to separate it
+        return 1.0, None  # a class without rows (or only them): the subsample cannot say how sharply to split it
     return _path_losses(sub, settings, lowest)
 
 
