@@ -713,7 +713,8 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         sigma 7.5 where the rule's 2.65 predicts test rows 1.7% better), the classifier's took a ridge 56
         times smaller than the rule's on nested shells of classes (test accuracy 0.975 against 0.986).
         Only there, with the default grids, each is fitted on four fifths of the rows and scored on the
-        other fifth; the better is refitted on all of them.
+        other fifth; the better is refitted on all of them (the rules' only where ``_beats`` says they win
+        beyond chance).
         """
         self.holdout_scores_ = None
         weights = np.asarray(to_numpy(sw))
@@ -753,7 +754,6 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
     def _beats(self, rule, search, X, y, w, group_of):
         """Whether the rule's held-out fit, of the better score, beats the search's beyond chance: always."""
         return True
-
 
     def _refine(self, X, Y, sw, scorer, loo_scores, start):
         """Improve on the grid's best (sigma_, alpha_, best_score_) in place; the grid search alone by default."""
