@@ -371,12 +371,14 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
               f"chosen {base * 4.0**best[0]:.3g}")
     chosen, start = replace(problem, alpha=float(base * 4.0 ** best[0])), best[1]
     multiple = chosen.alpha / rule if rule else None
+    descent = max(0, top - best[0])  # the factors of 4 the path went down from its first ridge
     # narrower kernels in turn, each at its own rule's ridge times the multiple chosen, while each lowers the loss
     for factor in NARROWER if widen is not None and multiple else ():
         other = widen(factor)
         other = replace(other, alpha=other.alpha * multiple)
         done, reuse, begin = None, {}, (None, None, False)
-        for power in range(WARM_UP, -1, -1):  # warmed up as the path's first fit
+        # warmed up as the path was, from where it began: cold at a small ridge, Newton's first steps are slow
+        for power in range(WARM_UP + descent, -1, -1):
             done = held_out_fit(other, other.alpha * 4.0**power, begin, reuse)
             if done is None:
                 break
