@@ -55,7 +55,6 @@ from ._targets import class_weights
 HOLDOUT_SIGNIFICANCE = 1.0
 
 
-
 def _dense(X, name):
     """X for the search, dense: its kernel matrices are (the refit takes X as given, sparse or not)."""
     if not sp.issparse(X):
