@@ -218,10 +218,12 @@ CLASSIFIER_ALPHA = """\
         most one standard error is kept (``sigma_``). On larger sets with up
         to four classes, that path runs on three random subsamples of that
         size (going on past its ends, 65,536 to 1/256, but not below the least
-        ridge) and their median multiple scales the rule's ridge, which from
-        1,000 rows a fifth of them held out then moves by factors of 4 while
-        each step lowers their log-loss by more than one standard error of the
-        paired difference (the best multiple moves as the rows grow), and
+        ridge) and their median multiple scales the rule's ridge, which
+        held-out rows of the whole set then move by factors of 4 while each
+        step lowers their log-loss by more than one standard error of the
+        paired difference (the best multiple moves as the rows grow; a fifth
+        of the rows held out from each fit, in as many folds as hold 500 rows
+        together, at most five: a few wrong labels lead the log-loss), and
         where the first subsample's path at half ``sigma="scale"``'s width
         has a leave-one-out log-loss lower by one standard error, those
         held-out rows then try half the width and a quarter (each at its own
@@ -230,8 +232,8 @@ CLASSIFIER_ALPHA = """\
         classes, from 4,000 rows, held-out rows of a quarter of the rows
         choose that multiple from 1/4, 1 and 4 instead. Beyond the
         small systems, where the rule's ridge is within 100 times the least
-        it tries, the ridge of least log-loss on a fifth of the rows held
-        out instead (from 4^10 times the least down by factors of 4 while
+        it tries, the ridge of least log-loss on those held-out rows
+        instead (from 4^10 times the least down by factors of 4 while
         that loss falls). It is
         positive, so a minimiser exists even on separable data. The value used is
         ``alpha_``. On many classes the smaller ridge costs Newton steps:

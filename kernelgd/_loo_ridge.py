@@ -57,6 +57,8 @@ NEAR_LEAST = 100.0
 # The share of the rows held out there, and the powers of 4 times the least ridge the path starts at and
 # goes up to at most.
 HELD_OUT = 0.2
+# The held-out rows the folds hold together at least, where there are that many (``_folds``).
+HELD_OUT_ROWS = 500
 HELD_OUT_POWERS = (10, 16)
 # Held-out paths' fits stop at this tol (a Newton decrement of 1e-4 of the intercept-only objective): only their
 # held-out losses are read, which agree with tol=1e-3's to 4 digits (gaussian quantiles, hastie) in 4/5 of the time.
@@ -231,7 +233,7 @@ def _on_a_subsample(problem, settings, widen=None):
         print(f"[alpha] on {DRAWS} subsamples of {n} rows the leave-one-out paths took {multiples} times "
               f"the rule's ridge: {multiple:g}")
     rule, problem = problem.alpha, replace(problem, alpha=problem.alpha * multiple)
-    if HELD_OUT * len(positive) < MIN_SUBSAMPLE:  # too few held-out rows to judge by
+    if _held_out_count(distinct_rows(rows.w, rows.replicates)) < MIN_SUBSAMPLE:  # too few held-out rows to judge by
         return problem, None, 0
     narrower = widen is not None and _narrower_on(problem, settings, draws[0], losses[0], rng)
     return _checked_on_held_out_rows(problem, settings, widen if narrower else None, rule)
@@ -285,9 +287,10 @@ def _on_held_out_rows(problem, settings):
     return _held_out_path(problem, settings, _least(problem, settings), top, 0, highest)
 
 
-def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=None, rule=None):
-    """``(problem, start, n_iter)``: the problem at the ridge chosen on ``HELD_OUT`` of the groups of identical
-    rows drawn at random by their log-loss, fitted on the others; its fit to start from.
+def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=None, rule=None, folds=True):
+    """``(problem, start, n_iter)``: the problem at the ridge chosen by the log-loss of the groups of identical
+    rows held out of each fit (``_folds``; one fold without ``folds``), fitted on the others; its first fold's fit
+    to start from.
 
     The ridges are ``base * 4 ** top`` (its fit started from those of up to ``WARM_UP`` larger ridges of the
     climb's, largest first), then a factor of 4 smaller while each lowers the held-out loss
@@ -295,47 +298,51 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
     where the first step down did not, up to ``base * 4 ** highest``; the last that lowered it is taken (not
     the one-standard-error rule's larger one, which underfits there). A step lowers the loss where it cuts
     the mean by more than ``by`` standard errors of the paired difference over the held-out groups (0: any
-    cut). A held-out row weighs zero in the fits: its coefficient is then zero, and one operator serves every
-    fit and its predictions. ``widen`` (``_fit.widener``'s) and ``rule`` (the rule's ridge at the width): the
-    ``NARROWER`` widths are then tried in turn, each at its rule's ridge times the multiple of ``rule`` chosen,
-    while each lowers the held-out loss by ``CHECK_SIGNIFICANCE`` standard errors.
+    cut). A held-out row weighs zero in its fold's fits: its coefficient is then zero, and one operator serves
+    every fit and its predictions. ``widen`` (``_fit.widener``'s) and ``rule`` (the rule's ridge at the width):
+    the ``NARROWER`` widths are then tried in turn, each at its rule's ridge times the multiple of ``rule``
+    chosen, while each lowers the held-out loss by ``CHECK_SIGNIFICANCE`` standard errors.
     """
     rows, loss = problem.rows, problem.loss
     w = np.asarray(to_numpy(rows.w), dtype=np.float64)
     groups = np.arange(len(w)) if rows.replicates is None else rows.replicates
-    out = (np.random.RandomState(problem.seed).rand(int(groups.max()) + 1)[groups] < HELD_OUT) & (w > 0)
+    outs = _folds(np.random.RandomState(problem.seed).rand(int(groups.max()) + 1)[groups], w, groups, folds)
     Y = np.asarray(to_numpy(rows.Y))
-    fitted = Y[(w > 0) & ~out]
-    if not out.any() or not len(fitted) or np.any(fitted.max(axis=0) == fitted.min(axis=0)):
+    fitted = [Y[(w > 0) & ~out] for out in outs]
+    if not outs or any(not len(f) or np.any(f.max(axis=0) == f.min(axis=0)) for f in fitted):
         return problem, None, 0  # a class without fitted rows (or only them): nothing to separate it from
-    w_fit = np.where(out, 0.0, w)
-    w_fit = like(w_fit / w_fit.sum(), rows.Y)
-    W = w[out] / w[out].sum()
-    held_groups = np.unique(groups[out], return_inverse=True)[1]
+    w_fits = [like(np.where(out, 0.0, w) / np.where(out, 0.0, w).sum(), rows.Y) for out in outs]
+    held = np.concatenate([np.flatnonzero(out) for out in outs])  # each held-out row once, fold by fold
+    W = w[held] / w[held].sum()
+    held_groups = np.unique(groups[held], return_inverse=True)[1]
     n_effective = effective_count(W, held_groups)
-    labels = (Y[out, 0] > 0).astype(int) if Y.shape[1] == 1 else np.argmax(Y[out], axis=1)
-    path, n_iter = [], 0  # [power of 4, fit, held-out losses], every fit made
-    shared = {}  # one K, one preconditioner for every fit (which leaves CG's solutions unchanged)
+    labels = (Y[held, 0] > 0).astype(int) if Y.shape[1] == 1 else np.argmax(Y[held], axis=1)
+    path, n_iter = [], 0  # [power of 4, the folds' fits, held-out losses], every ridge fitted
+    shared = [{} for _ in outs]  # per fold, one K, one preconditioner for every fit (CG's solutions unchanged)
 
-    def held_out_fit(on, alpha, start, reuse):
-        """``(fit, losses)`` of ``on``'s model at ``alpha`` on the fitted rows; None where it fails."""
+    def held_out_fit(on, alpha, starts, reuse):
+        """``(fits, losses)`` of ``on``'s model at ``alpha``, a fit per fold on its fitted rows; None where
+        one fails."""
         nonlocal n_iter
-        fit = replace(settings, alpha=alpha, coef_init=start[0], intercept_init=start[1], verbose=0,
-                      callback=None, rounding_stops=[], landmarks=None, reuse=reuse,
-                      tol=max(settings.tol, HELD_OUT_TOL))
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            result = run_solver(on.solver, on.operator, rows.Y, w_fit, fit)
-        n_iter += result.n_iter
-        if caught or not (result.converged or fit.rounding_stops):
-            return None  # a failed fit ends the path: a smaller ridge is harder
-        F = on.operator.matvec(result.dual_coef) + result.intercept
-        log_p = np.asarray(to_numpy(loss.log_probabilities(F)), dtype=np.float64)[out]
-        losses = -log_p[np.arange(len(labels)), labels]
-        return ((result.dual_coef, result.intercept, False), losses) if np.all(np.isfinite(losses)) else None
+        fits, F = [], []
+        for fold, (out, w_fit, start) in enumerate(zip(outs, w_fits, starts)):
+            fit = replace(settings, alpha=alpha, coef_init=start[0], intercept_init=start[1], verbose=0,
+                          callback=None, rounding_stops=[], landmarks=None, reuse=reuse[fold],
+                          tol=max(settings.tol, HELD_OUT_TOL))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                result = run_solver(on.solver, on.operator, rows.Y, w_fit, fit)
+            n_iter += result.n_iter
+            if caught or not (result.converged or fit.rounding_stops):
+                return None  # a failed fit ends the path: a smaller ridge is harder
+            fits.append((result.dual_coef, result.intercept, False))
+            F.append(np.asarray(to_numpy(loss.log_probabilities(on.operator.matvec(result.dual_coef)
+                                                                + result.intercept)), dtype=np.float64)[out])
+        losses = -np.concatenate(F)[np.arange(len(labels)), labels]
+        return (fits, losses) if np.all(np.isfinite(losses)) else None
 
-    def fit_at(power, start):
-        done = held_out_fit(problem, base * 4.0**power, start, shared)
+    def fit_at(power, starts):
+        done = held_out_fit(problem, base * 4.0**power, starts, shared)
         if done is None:
             return None
         path.append([power, *done])
@@ -344,11 +351,12 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
     def lowers(done, best, by=by):
         return done is not None and significantly_fewer(done[2], best[2], W, held_groups, n_effective, by)
 
-    start = (None, None, False)
+    cold = [(None, None, False)] * len(outs)
+    starts = cold
     for power in range(min(highest, top + WARM_UP), top, -1):  # the warm-up: the climb's ridges, made first
-        done = fit_at(power, start)
-        start = start if done is None else done[1]
-    best = fit_at(top, start)
+        done = fit_at(power, starts)
+        starts = starts if done is None else done[1]
+    best = fit_at(top, starts)
     if best is None:
         return problem, None, n_iter
     for power in range(top - 1, bottom - 1, -1):
@@ -367,16 +375,16 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
     if settings.verbose:
         means = ", ".join(f"{base * 4.0**power:.3g}: {losses @ W:.4g}" for power, _, losses in
                           sorted(path, key=lambda p: -p[0]))
-        print(f"[alpha] held-out log-loss on {int(out.sum())} rows by ridge: {means}; "
+        print(f"[alpha] held-out log-loss on {len(held)} rows in {len(outs)} folds by ridge: {means}; "
               f"chosen {base * 4.0**best[0]:.3g}")
-    chosen, start = replace(problem, alpha=float(base * 4.0 ** best[0])), best[1]
+    chosen, fits = replace(problem, alpha=float(base * 4.0 ** best[0])), best[1]
     multiple = chosen.alpha / rule if rule else None
     descent = max(0, top - best[0])  # the factors of 4 the path went down from its first ridge
     # narrower kernels in turn, each at its own rule's ridge times the multiple chosen, while each lowers the loss
     for factor in NARROWER if widen is not None and multiple else ():
         other = widen(factor)
         other = replace(other, alpha=other.alpha * multiple)
-        done, reuse, begin = None, {}, (None, None, False)
+        done, reuse, begin = None, [{} for _ in outs], cold
         # warmed up as the path was, from where it began: cold at a small ridge, Newton's first steps are slow
         for power in range(WARM_UP + descent, -1, -1):
             done = held_out_fit(other, other.alpha * 4.0**power, begin, reuse)
@@ -388,8 +396,29 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
                   f"{'failed' if done is None else f'{done[1] @ W:.4g}'}; chosen so far {best[2] @ W:.4g}")
         if not lowers(None if done is None else [None, *done], best, CHECK_SIGNIFICANCE):
             break
-        chosen, start, best = other, done[0], [None, *done]
-    return chosen, start, n_iter
+        chosen, fits, best = other, done[0], [None, *done]
+    return chosen, fits[0], n_iter
+
+
+def _folds(u, w, groups, folds=True):
+    """The held-out rows of each fold, from each row's group's uniform draw ``u``: the first ``HELD_OUT`` of
+    [0, 1), then the next, ``_n_folds`` for the groups of positive weight (one without ``folds``). Log-loss is
+    led by the few confidently wrong rows (a label drawn at random), which a few hundred held-out rows may not
+    hold: their ridge then overfits the others."""
+    n_folds = _n_folds(distinct_rows(w, groups)) if folds else 1
+    outs = [(u >= k * HELD_OUT) & (u < (k + 1) * HELD_OUT) & (w > 0) for k in range(n_folds)]
+    return [out for out in outs if out.any()]
+
+
+def _n_folds(n):
+    """Folds whose held-out rows, ``HELD_OUT`` of the n rows each, hold ``HELD_OUT_ROWS`` together, at most
+    ``1 / HELD_OUT`` (every row once)."""
+    return int(min(round(1 / HELD_OUT), max(1, np.ceil(HELD_OUT_ROWS / max(HELD_OUT * n, 1.0)))))
+
+
+def _held_out_count(n):
+    """About how many of n rows the folds hold out together."""
+    return HELD_OUT * n * _n_folds(n)
 
 
 def _held_out_multiple(problem, settings, positive, rng):
@@ -406,7 +435,8 @@ def _held_out_multiple(problem, settings, positive, rng):
         return 1.0
     bottom = min(0, max(-HELD_OUT_REACH, int(np.ceil(np.log(_least(sub, settings) / sub.alpha) / np.log(4.0)))))
     settings = replace(settings, coef_init=None, intercept_init=None)
-    multiple = _held_out_path(sub, settings, sub.alpha, 0, bottom, HELD_OUT_REACH)[0].alpha / sub.alpha
+    chosen = _held_out_path(sub, settings, sub.alpha, 0, bottom, HELD_OUT_REACH, folds=False)[0]
+    multiple = chosen.alpha / sub.alpha
     if settings.verbose:
         print(f"[alpha] on held-out rows of a subsample of {n} rows: {multiple:g} times the rule's ridge")
     return multiple

@@ -189,11 +189,14 @@ def test_weights_repeats_sparse_and_precomputed_inputs_choose_the_same_ridge():
 def test_larger_problems_take_the_median_multiple_of_paths_on_subsamples_of_the_rows(monkeypatch):
     # 600 rows of two classes: the dense system costs more than TINY_FLOPS per ridge, so each path runs
     # on a subsample of the largest size whose system is small, and its multiple scales the rule's ridge
+    # (which the whole set's held-out rows then check, moving it by powers of 4)
     X, y = make_classification(n_samples=600, n_features=5, random_state=0)
-    starts, sizes, multiples = [], [], []
-    choose, multiple_of = _loo_ridge.choose, _loo_ridge._subsample_multiple
+    starts, sizes, multiples, checked = [], [], [], []
+    choose, multiple_of, check = _loo_ridge.choose, _loo_ridge._subsample_multiple, _loo_ridge._checked_on_held_out_rows
     monkeypatch.setattr(_loo_ridge, "choose", lambda problem, settings, widen: starts.append(problem.alpha)
                         or choose(problem, settings, widen))
+    monkeypatch.setattr(_loo_ridge, "_checked_on_held_out_rows", lambda problem, *args: checked.append(problem.alpha)
+                        or check(problem, *args))
     monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda problem, settings, idx, *args: sizes.append(len(idx))
                         or multiples.append(multiple_of(problem, settings, idx, *args)[0]) or (multiples[-1], None))
     est = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
@@ -203,7 +206,9 @@ def test_larger_problems_take_the_median_multiple_of_paths_on_subsamples_of_the_
     assert_allclose(powers, np.round(powers), atol=1e-12)
     assert np.all(-np.log(_loo_ridge.EXTEND_TO) - 1e-12 <= powers * np.log(4.0))
     assert np.all(powers * np.log(4.0) <= np.log(_loo_ridge.SUBSAMPLE_EXTEND_UP) + 1e-12)
-    assert est.alpha_ == pytest.approx(starts[0] * np.median(multiples), rel=1e-12)
+    assert checked == [pytest.approx(starts[0] * np.median(multiples), rel=1e-12)]
+    moved = np.log(est.alpha_ / checked[0]) / np.log(4.0)
+    assert moved == pytest.approx(np.round(moved), abs=1e-9)
 
 
 @pytest.mark.parametrize("name", ["circles", "sphere"])
@@ -349,7 +354,8 @@ def test_where_the_rule_found_no_optimum_and_no_subsample_can_the_ridge_comes_fr
 
 
 def test_the_held_out_path_scores_each_ridge_as_a_refit_on_the_other_rows_does(monkeypatch, capsys):
-    # each ridge's reported held-out log-loss against a brute-force refit on the fitted rows alone, and
+    # each ridge's reported held-out log-loss against brute-force refits on each fold's fitted rows alone,
+    # the folds' held-out rows disjoint, a fifth of the rows each, as many as hold HELD_OUT_ROWS together;
     # the ridge taken is the one of least loss
     X, y = _noisy_bands(1200, 1)
     weights = []
@@ -359,12 +365,42 @@ def test_the_held_out_path_scores_each_ridge_as_a_refit_on_the_other_rows_does(m
     model = KernelGDClassifier(loss="logistic", random_state=0, verbose=1).fit(X, y)
     line = next(line for line in capsys.readouterr().out.splitlines() if "held-out log-loss" in line)
     reported = [tuple(map(float, pair.split(": "))) for pair in line.split("by ridge: ")[1].split(";")[0].split(", ")]
-    out = weights[0] == 0
-    assert 0.1 < out.mean() < 0.3 and all(np.array_equal(w == 0, out) for w in weights)
+    folds = list({tuple(np.flatnonzero(w == 0)): None for w in weights if (w == 0).any()})
+    assert len(folds) == 3  # 240 held-out rows each: three hold 500
+    outs = [np.isin(np.arange(len(y)), fold) for fold in folds]
+    assert all(0.1 < out.mean() < 0.3 for out in outs) and np.sum(outs, axis=0).max() == 1
+    held = np.concatenate(folds)
     for alpha, loss in reported:
-        refit = KernelGDClassifier(loss="logistic", alpha=alpha, sigma=model.sigma_, tol=1e-8).fit(X[~out], y[~out])
-        assert log_loss(y[out], refit.predict_proba(X[out])) == pytest.approx(loss, rel=2e-3)
+        proba = np.concatenate([
+            KernelGDClassifier(loss="logistic", alpha=alpha, sigma=model.sigma_, tol=1e-8).fit(X[~out], y[~out])
+            .predict_proba(X[out]) for out in outs])
+        assert log_loss(y[held], proba) == pytest.approx(loss, rel=2e-3)
     assert model.alpha_ == pytest.approx(min(reported, key=lambda pair: pair[1])[0], rel=2e-3)  # 3 digits
+
+
+def _rare_flips(n, seed):
+    """Two classes of sin(2 x_0) + x_1^2 / 4 cut at its median, on uniform features; 2% of the labels drawn
+    at random (about one row in a hundred then wrong)."""
+    rng = np.random.RandomState(seed)
+    X = rng.uniform(-1.7, 1.7, (n, 2))
+    f = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 / 4
+    y = (f > np.median(f)).astype(int)
+    return X, np.where(rng.rand(n) < 0.02, rng.randint(0, 2, n), y)
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_on_a_small_set_the_held_out_rows_hold_the_rare_wrong_labels(seed):
+    # Regression: on 600 rows the whole set's check held out 120, which held one wrong label or none, and
+    # their log-loss took a ridge that overfits the others (test log-loss 0.256 and 0.166 against 0.142 and
+    # 0.114 at the best fixed ridge). Five folds now hold every row out once.
+    X, y = _rare_flips(600, seed)
+    X_test, y_test = _rare_flips(4000, 1000 + seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    fixed = [log_loss(y_test, KernelGDClassifier(loss="logistic", alpha=alpha, random_state=0).fit(X, y)
+                      .predict_proba(X_test)) for alpha in (1e-7, 1e-6, 1e-5, 1e-4)]
+    assert log_loss(y_test, model.predict_proba(X_test)) < min(fixed) + 0.03
 
 
 def test_the_held_out_path_chooses_alike_for_weights_the_rows_repeated_and_scaled_weights():
@@ -480,18 +516,22 @@ def test_the_held_out_paths_first_ridge_is_reached_from_larger_ones_and_chosen_a
 
     def recorded(name, op, Y, w, settings):
         result = run(name, op, Y, w, settings)
-        if (np.asarray(w) == 0).any():  # a held-out path's fit
-            calls.append((settings.alpha, settings.coef_init, result.dual_coef))
+        if (np.asarray(w) == 0).any():  # a held-out path's fit, by its fold's held-out rows
+            calls.append((np.asarray(w == 0).tobytes(), settings.alpha, settings.coef_init, result.dual_coef))
         return result
 
     monkeypatch.setattr(_loo_ridge, "run_solver", recorded)
     warm = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
-    alphas = [alpha for alpha, _, _ in calls]
-    top = _loo_ridge.WARM_UP  # the subsamples' ridge, the first after the warm-up; no later fit is larger
-    assert top > 0 and max(alphas[top:]) == alphas[top]
-    assert_allclose(np.diff(np.log(alphas[:top + 1]) / np.log(4.0)), -1.0)
-    assert calls[0][1] is None and all(start is previous for (_, start, _), (_, _, previous)
-                                       in zip(calls[1:top + 1], calls[:top]))
+    folds = list(dict.fromkeys(fold for fold, *_ in calls))
+    assert len(folds) == 2  # 300 held-out rows each: two hold 500
+    for fold in folds:  # each fold's path on its own, warm-started from its own fits
+        path = [call[1:] for call in calls if call[0] == fold]
+        alphas = [alpha for alpha, _, _ in path]
+        top = _loo_ridge.WARM_UP  # the subsamples' ridge, the first after the warm-up; no later fit is larger
+        assert top > 0 and max(alphas[top:]) == alphas[top]
+        assert_allclose(np.diff(np.log(alphas[:top + 1]) / np.log(4.0)), -1.0)
+        assert path[0][1] is None and all(start is previous for (_, start, _), (_, _, previous)
+                                          in zip(path[1:top + 1], path[:top]))
     monkeypatch.setattr(_loo_ridge, "WARM_UP", 0)
     cold = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
     assert warm.alpha_ == pytest.approx(cold.alpha_, rel=1e-9)

@@ -221,6 +221,14 @@ def features_logistic_reference(Phi, y, classes, w, alpha, fit_intercept):
              {"loss": "logistic", "kernel": "linear", "alpha": 0.0, "fit_intercept": False, "class_weight": None,
               "solver": "auto", "n_centers": None, "max_iter": 500, "options": {"dtype": "auto"}}),
 )
+@example(  # a linear kernel on 2 centers near 1e3 varying by 1e-3: the one direction orthogonal to the offset,
+    # values near 4e-6, was cut as the product's rounding (bounded by K_nm's Frobenius norm, not its spectral
+    # one): 0.687 against the optimum's 0.588, silently
+    problem=(np.array([[1000.00176405, 1000.00040016], [1000.00097874, 1000.00224089],
+                       [1000.00186756, 999.99902272], [1000.00095009, 999.99984864]]), np.array([0, 1, 0, 1]),
+             {"loss": "logistic", "kernel": "linear", "alpha": "auto", "fit_intercept": True, "class_weight": None,
+              "solver": "auto", "n_centers": 2, "max_iter": 500, "options": {"dtype": "auto"}}),
+)
 def test_a_logistic_fit_is_right_or_an_error(problem):
     from sklearn.utils.class_weight import compute_sample_weight
 

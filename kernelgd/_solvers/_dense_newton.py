@@ -51,12 +51,10 @@ RESOLVED_JITTERS = 1e6
 # (4 rows on 2 centers at alpha=1e-16: CG's run of 0 iterations passed a gradient of 9e-4 for
 # the optimum, 0.17 above it, silently)
 TINY_FLOPS = 2e8
-# A direction of K_mm whose function values K_nm v have a norm at most this many eps times K_nm's
-# (Frobenius) is the product's rounding: a linear kernel's null directions reach a few eps
-RESOLVED_FEATURES = 1e4
-# The full model's cut, in units of n eps max|K| (its rounding's spectral norm): a linear kernel on features
-# offset by 1e6, 150 rows, puts its null directions below 1.6 and its real ones at 1.2e3
-RESOLVED_FULL = 1e2
+# A direction of K_mm whose function values K_nm v have a norm at most this many eps times the spectral
+# bound of K_nm's rounding, sqrt(n m) max|K_nm|, is that rounding: a linear kernel on features offset by 1e6
+# puts its null directions below 1.6 and its real ones at 1.2e3
+RESOLVED = 1e2
 
 
 class DenseFeatures(NamedTuple):
@@ -120,13 +118,11 @@ def features(operator, k, alpha, coupled, confirm=False):
     # eigenvalue left a softmax on one feature 5e-4 above its optimum).
     KV = K_nm @ V
     size = to_numpy(xp.sqrt(xp.sum(KV * KV, axis=0)))
-    if operator.symmetric:  # K's rounding has a spectral norm of at most n eps max|K|: far less than
-        # its Frobenius norm where every entry is large (a linear kernel on features offset by 1e6 kept
-        # only the constant direction, silently 0.90 against the optimum's 0.37)
-        scale = operator.n * float(xp.max(xp.abs(K_nm)))
-        rounding = RESOLVED_FULL * np.finfo(float).eps * scale
-    else:
-        rounding = RESOLVED_FEATURES * np.finfo(float).eps * float(xp.sqrt(xp.sum(K_nm * K_nm)))
+    # K_nm's rounding has a spectral norm of at most sqrt(n m) eps max|K_nm|: far less than its Frobenius norm
+    # where every entry is large (a linear kernel on features near 1e3 varying by 1e-3: its one direction
+    # orthogonal to the offset, values near 4e-6, was cut as rounding, silently 0.687 against the optimum's 0.588)
+    scale = float(np.sqrt(operator.n * operator.m)) * float(xp.max(xp.abs(K_nm)))
+    rounding = RESOLVED * np.finfo(float).eps * scale
     keep = np.flatnonzero((size > rounding) & (to_numpy(lam) + float(jitter) > 0))
     root = xp.sqrt(take_rows(lam, keep) + float(jitter))
     V, KV = take_columns(V, keep), take_columns(KV, keep)
