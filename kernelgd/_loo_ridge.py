@@ -311,7 +311,8 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
     fitted = [Y[(w > 0) & ~out] for out in outs]
     if not outs or any(not len(f) or np.any(f.max(axis=0) == f.min(axis=0)) for f in fitted):
         return problem, None, 0  # a class without fitted rows (or only them): nothing to separate it from
-    w_fits = [like(np.where(out, 0.0, w) / np.where(out, 0.0, w).sum(), rows.Y) for out in outs]
+    kept = [np.where(out, 0.0, w) for out in outs]  # each fold's fitted rows' weights
+    w_fits = [like(k / k.sum(), rows.Y) for k in kept]
     held = np.concatenate([np.flatnonzero(out) for out in outs])  # each held-out row once, fold by fold
     W = w[held] / w[held].sum()
     held_groups = np.unique(groups[held], return_inverse=True)[1]

@@ -119,8 +119,8 @@ def features(operator, k, alpha, coupled, confirm=False):
     KV = K_nm @ V
     size = to_numpy(xp.sqrt(xp.sum(KV * KV, axis=0)))
     # K_nm's rounding has a spectral norm of at most sqrt(n m) eps max|K_nm|: far less than its Frobenius norm
-    # where every entry is large (a linear kernel on features near 1e3 varying by 1e-3: its one direction
-    # orthogonal to the offset, values near 4e-6, was cut as rounding, silently 0.687 against the optimum's 0.588)
+    # where every entry is large, and a real direction can lie between the two (a linear kernel on features
+    # near 1e3 varying by 1e-3: the direction orthogonal to the offset)
     scale = float(np.sqrt(operator.n * operator.m)) * float(xp.max(xp.abs(K_nm)))
     rounding = RESOLVED * np.finfo(float).eps * scale
     keep = np.flatnonzero((size > rounding) & (to_numpy(lam) + float(jitter) > 0))
