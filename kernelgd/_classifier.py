@@ -71,12 +71,14 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
     combine : {"logistic", "argmax"}, default="logistic"
         How the squared loss's per-class outputs decide (ignored with
         ``loss="logistic"``). ``"logistic"``: scikit-learn's
-        ``LogisticRegression()`` fitted to the model's outputs on its
-        training rows (at most 20,000 of them, drawn at random beyond),
-        weighted as the fit, decides from them (``combiner_``): one
-        least-squares output per class ranks a class lying between others
-        poorly (nested shells of classes), and for two classes the layer
-        places the threshold. ``"argmax"``:
+        ``LogisticRegression()`` fitted to the training rows' left-out
+        outputs (each row's output from the fit without it: exact up to
+        1,000 distinct rows, of a 500-landmark Nystroem model beyond; at
+        most 20,000 rows, drawn at random beyond), weighted as the fit,
+        decides from the outputs (``combiner_``): one least-squares output
+        per class ranks a class lying between others poorly (nested shells,
+        bands of one feature), and for two classes the layer places the
+        threshold. ``"argmax"``:
         the largest output (its sign for two classes), as scikit-learn's
         ``RidgeClassifier``.
 %(parameters)s
@@ -92,8 +94,11 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         The intercepts.
     combiner_ : LogisticRegression or None
         The output layer (``combine="logistic"`` with the squared loss),
-        fitted to the outputs of ``dual_coef_`` and ``intercept_``; None
-        otherwise (or where a class has no training row of positive weight).
+        fitted to the training rows' left-out outputs at ``alpha_`` and
+        applied to those of ``dual_coef_`` and ``intercept_`` (their own
+        where ``alpha_`` is 0 or the kernel is not positive semi-definite);
+        None otherwise (or where a class has no training row of positive
+        weight).
     X_fit_ : ndarray of shape (n_samples, n_features)
         The training inputs (the training kernel matrix when precomputed).
     kernel_ : str or callable

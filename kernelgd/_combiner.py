@@ -6,7 +6,9 @@ output is nowhere the largest, at any width or ridge (three shells: 0.94
 accuracy, against 0.97 for a logistic regression on the same outputs). A
 multinomial logistic regression on the training rows' outputs, ``K (K + 1)``
 numbers for K classes, learns how they combine; for two classes it places
-the threshold. The outputs are the fitted model's own on its training rows.
+the threshold. It reads each training row's output from the fit without
+that row (``left_out_outputs``): the layer is applied to rows the model has
+not seen, whose outputs are less confident than its training rows' own.
 """
 
 import numpy as np
@@ -16,7 +18,10 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils import gen_batches
 
 from ._array_api import take_rows, to_numpy
-from ._replicates import distinct_groups, distinct_rows
+from ._auto_alpha import RANK, _operator, _take, every_row_rule
+from ._loo import _loo_scores, _low_rank_system
+from ._replicates import collapse, distinct_groups, distinct_rows, replicate_groups
+from ._solvers._preconditioners import landmark_factor
 
 # The output layer reads at most this many training rows (drawn at random beyond): K (K + 1) numbers
 # are set by a few thousand, and its fit costs rows x K^2 per iteration.
@@ -51,6 +56,45 @@ def training_outputs(operator, coef, intercept, rows):
     ]) + np.asarray(to_numpy(intercept))
 
 
+def left_out_outputs(X, rows, kernel, Y, w, alpha, fit_intercept, precomputed, threads, seed):
+    """``(F, w_layer)``: the outputs at ridge ``alpha`` of the rows ``rows`` of X (None: all), each from the
+    fit without it and its copies, and the weights with which they train the output layer.
+
+    Up to ``_auto_alpha.EXACT_MAX_ROWS`` distinct rows these are the exact model's leave-one-out outputs;
+    beyond, those of the Nystroem model on ``RANK`` landmarks (randomly pivoted Cholesky), whose own
+    outputs are singled out by a basis function each: the landmarks weigh zero in the layer (unless a class
+    would be left without a row). Computed on the host, in float64.
+    """
+    X = to_numpy(X)
+    Y = np.asarray(to_numpy(Y), dtype=np.float64)
+    w = np.asarray(to_numpy(w), dtype=np.float64)
+    w = w / w.sum()
+    X_rows = X if rows is None else _take(X, rows, precomputed)
+    group_of, n_groups = replicate_groups(X_rows)
+    first, Y_mean, w_sum = collapse(group_of, n_groups, Y, w)
+    every_row = every_row_rule(n_groups, None)
+    index = first if rows is None else rows[first]
+    operator = _operator(_take(X, index, precomputed), kernel, precomputed, threads)
+    factor, pivots = landmark_factor(operator, np.ones(n_groups), n_groups if every_row else RANK,
+                                     np.random.RandomState(seed))
+    system = _low_rank_system(factor, Y_mean, w_sum, fit_intercept)
+    F = _loo_scores(system, Y_mean, w_sum, [float(alpha)], fit_intercept, None)[1][0][group_of]
+    w_layer = w
+    if not every_row:
+        landmark = np.zeros(n_groups, dtype=bool)
+        landmark[pivots] = True
+        w_layer = np.where(landmark[group_of], 0.0, w)
+        labels = _labels(Y)
+        if len(np.unique(labels[w_layer > 0])) < len(np.unique(labels[w > 0])):
+            w_layer = w  # a class whose every row is a landmark
+    return F, w_layer
+
+
+def _labels(Y):
+    """Class indices of the +-1 codes Y (one column for two classes)."""
+    return (Y[:, 0] > 0).astype(int) if Y.shape[1] == 1 else np.argmax(Y, axis=1)
+
+
 def fit_combiner(F, Y, w, X):
     """The output layer: ``LogisticRegression`` fitted to the outputs F of rows X (class codes Y,
     ``_targets.encode_labels``' +-1 columns; weights w), or None where a class has no row of positive weight.
@@ -60,7 +104,7 @@ def fit_combiner(F, Y, w, X):
     layer, and scikit-learn's ``C=1`` weighs the penalty against that many rows.
     """
     F, Y, w = (np.asarray(to_numpy(A), dtype=np.float64) for A in (F, Y, w))
-    labels = (Y[:, 0] > 0).astype(int) if Y.shape[1] == 1 else np.argmax(Y, axis=1)
+    labels = _labels(Y)
     positive = np.flatnonzero(w > 0)
     if len(np.unique(labels[positive])) < max(Y.shape[1], 2):
         return None

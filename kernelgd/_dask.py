@@ -22,7 +22,7 @@ from sklearn.utils.validation import _check_feature_names
 
 from . import _auto_alpha, _base, _fit, _posterior
 from ._losses import SquaredLoss
-from ._combiner import combiner_rows, fit_combiner
+from ._combiner import combiner_rows, fit_combiner, left_out_outputs
 from ._replicates import distinct_groups
 from ._solvers import SMOOTH_LOSS_SOLVERS
 from ._solvers import blockwise
@@ -183,7 +183,13 @@ def fit(estimator, X, y, sample_weight, classifier):
         if est._combines(loss):
             picked = combiner_rows(n, seed)
             Xc, Yc, wc = dask.compute(*(A if picked is None else A[picked] for A in (X_rows, Y, wn)))
-            est.combiner_ = fit_combiner(est._decision(Xc, "fit"), Yc, wc, Xc)
+            if alpha > 0 and (kernel is None or kernel.psd):  # as the in-memory fit (``_fit.fit``)
+                outputs, wc = left_out_outputs(Xc, None, kernel, Yc, wc, alpha, est.fit_intercept, est._precomputed,
+                                               options["n_threads"], seed)
+                outputs = outputs * y_scale
+            else:
+                outputs = est._decision(Xc, "fit")
+            est.combiner_ = fit_combiner(outputs, Yc, wc, Xc)
     return est
 
 

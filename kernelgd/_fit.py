@@ -15,7 +15,7 @@ from sklearn.utils import check_random_state
 from . import _loo_ridge as loo_ridge
 from ._array_api import add_at_rows, block_of, copy, rows_of, take_rows, to_numpy, xp_of, zeros
 from ._auto_alpha import auto_alpha
-from ._combiner import combiner_rows, fit_combiner, training_outputs
+from ._combiner import combiner_rows, fit_combiner, left_out_outputs, training_outputs
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
 from ._replicates import distinct_groups, effective_count
@@ -358,9 +358,13 @@ def fit(est, X, Y, sample_weight, stratify, options, progress, ravel):
     export(est, problem, coef, intercept, n_iter, curve, result, ravel, monitor)
     if is_classifier(est) and est._combines(problem.loss):  # the output layer, on (at most 20,000 of) its rows
         picked = combiner_rows(rows.X.shape[0], problem.seed)
-        outputs = training_outputs(problem.operator, coef, intercept, picked) * rows.y_scale
-        est.combiner_ = fit_combiner(outputs, *(A if picked is None else take_rows(A, picked)
-                                                for A in (rows.Y, rows.w, rows.X)))
+        Y, w, X = (A if picked is None else take_rows(A, picked) for A in (rows.Y, rows.w, rows.X))
+        if problem.alpha > 0 and (problem.kernel is None or problem.kernel.psd):
+            outputs, w = left_out_outputs(rows.X, picked, problem.kernel, Y, w, problem.alpha, est.fit_intercept,
+                                          est._precomputed, problem.options["n_threads"], problem.seed)
+        else:  # an interpolant's left-out outputs are its rounding, and a kernel that is not PSD has none
+            outputs = training_outputs(problem.operator, coef, intercept, picked)
+        est.combiner_ = fit_combiner(outputs * rows.y_scale, Y, w, X)
 
 
 @dataclass(frozen=True)

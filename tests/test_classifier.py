@@ -64,21 +64,27 @@ def test_warm_start_with_other_classes_restarts():
     assert_allclose(clf.decision_function(X_iris), fresh.decision_function(X_iris))
 
 
-@pytest.mark.parametrize("n_classes, n_centers", [(2, None), (3, None), (3, 60)])
-def test_output_layer_is_a_logistic_regression_on_the_models_outputs(n_classes, n_centers):
+@pytest.mark.parametrize("n_classes, n_centers", [(2, None), (3, None), (3, 40)])
+def test_output_layer_is_a_logistic_regression_on_the_left_out_outputs(n_classes, n_centers):
     from sklearn.datasets import make_gaussian_quantiles
     from sklearn.linear_model import LogisticRegression
 
-    X, y = make_gaussian_quantiles(n_samples=600, n_features=3, n_classes=n_classes, random_state=0)
-    X_fit, X_test, y_fit = X[:400], X[400:], y[:400]
-    params = dict(sigma=1.5, alpha=1e-3, n_centers=n_centers, random_state=0, options={"dtype": "float64"})
-    plain = KernelGDClassifier(combine="argmax", **params).fit(X_fit, y_fit)
-    clf = KernelGDClassifier(**params).fit(X_fit, y_fit)
+    X, y = make_gaussian_quantiles(n_samples=250, n_features=3, n_classes=n_classes, random_state=0)
+    X_fit, X_test, y_fit = X[:150], X[150:], y[:150]
+    params = dict(sigma=1.5, alpha=1e-3, tol=1e-10, random_state=0, options={"dtype": "float64"})
+    plain = KernelGDClassifier(combine="argmax", n_centers=n_centers, **params).fit(X_fit, y_fit)
+    clf = KernelGDClassifier(n_centers=n_centers, **params).fit(X_fit, y_fit)
     assert plain.combiner_ is None
     assert_allclose(clf.dual_coef_, plain.dual_coef_)
-    ref = LogisticRegression(max_iter=1000).fit(plain.decision_function(X_fit).reshape(400, -1), y_fit)
-    outputs = plain.decision_function(X_test).reshape(200, -1)
-    assert clf.decision_function(X_test).shape == ((200,) if n_classes == 2 else (200, n_classes))
+    # up to 1,000 rows the layer reads each row's output from the exact model fitted without it: refits
+    left_out = np.vstack([
+        KernelGDClassifier(combine="argmax", **params).fit(np.delete(X_fit, i, 0), np.delete(y_fit, i))
+        .decision_function(X_fit[i : i + 1]).reshape(1, -1)
+        for i in range(len(y_fit))
+    ])
+    ref = LogisticRegression(max_iter=1000).fit(left_out, y_fit)
+    outputs = plain.decision_function(X_test).reshape(100, -1)
+    assert clf.decision_function(X_test).shape == ((100,) if n_classes == 2 else (100, n_classes))
     assert_allclose(clf.decision_function(X_test), ref.decision_function(outputs), rtol=1e-5, atol=1e-6)
     assert_array_equal(clf.predict(X_test), ref.predict(outputs))
 
@@ -223,3 +229,41 @@ def test_left_out_classes_of_the_layer_without_two_classes_or_spread_are_the_maj
     labels, w = np.array([0, 1, 1, 2, 1]), np.array([1.0, 1.0, 1.0, 5.0, 1.0])
     assert_array_equal(layer_classes(np.ones((5, 3)), labels, w), np.full(5, 2))
     assert_array_equal(layer_classes(np.arange(5.0)[:, None], np.ones(5), w), np.ones(5))
+
+
+@pytest.mark.parametrize("n, flip, seed", [(600, 0.1, 0), (1500, 0.1, 1)])
+def test_output_layer_fitted_to_left_out_outputs_reads_classes_between_others(n, flip, seed):
+    # five classes that are bands of one smooth function: the middle classes' one-vs-rest outputs are bumps,
+    # which the training rows' own outputs overstate; a layer fitted to them misreads unseen rows
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.RandomState(seed)
+    X = rng.uniform(-1, 1, (n + 2000, 5))
+    f = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 / 4
+    y = np.searchsorted(np.quantile(f[:n], [0.2, 0.4, 0.6, 0.8]), f)
+    y = np.where(rng.rand(len(y)) < flip, rng.randint(0, 5, len(y)), y)
+    X_fit, y_fit, X_test, y_test = X[:n], y[:n], X[n:], y[n:]
+    clf = KernelGDClassifier(random_state=0).fit(X_fit, y_fit)
+    plain = KernelGDClassifier(combine="argmax", kernel=clf.kernel_, sigma=clf.sigma_, alpha=clf.alpha_,
+                               random_state=0).fit(X_fit, y_fit)
+    in_sample = LogisticRegression(max_iter=1000).fit(plain.decision_function(X_fit), y_fit)
+    assert clf.score(X_test, y_test) >= in_sample.score(plain.decision_function(X_test), y_test) + 0.02
+
+
+def test_left_out_outputs_leave_copies_of_a_row_out_together_and_landmarks_out_of_the_layer():
+    from kernelgd._combiner import left_out_outputs
+    from kernelgd.kernels import bind_kernel
+
+    rng = np.random.RandomState(0)
+    kernel = bind_kernel("rbf", sigma=2.0)
+    X, Y = rng.randn(80, 3), np.where(rng.rand(80, 1) < 0.5, 1.0, -1.0)
+    F, w_layer = left_out_outputs(X, None, kernel, Y, np.full(80, 2.0), 1e-3, True, False, 1, 0)
+    assert_allclose(w_layer, 1 / 80)  # every row left out exactly: every row trains the layer
+    # a copy left in would predict its twin: copies are left out together, as one row of their summed weight
+    F2, _ = left_out_outputs(np.repeat(X, 2, 0), None, kernel, np.repeat(Y, 2, 0), np.ones(160), 1e-3, True, False,
+                             1, 0)
+    assert_allclose(F2, np.repeat(F, 2, 0), rtol=1e-8, atol=1e-10)
+    # beyond 1,000 distinct rows: a Nystroem model's, whose landmarks do not train the layer
+    X, Y = rng.randn(1200, 3), np.where(rng.rand(1200, 1) < 0.5, 1.0, -1.0)
+    F, w_layer = left_out_outputs(X, None, kernel, Y, np.ones(1200), 1e-3, True, False, 1, 0)
+    assert np.all(np.isfinite(F)) and 0 < np.count_nonzero(w_layer == 0) <= 500

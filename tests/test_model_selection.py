@@ -776,12 +776,12 @@ def test_a_subsampled_search_is_checked_against_the_width_rule_on_held_out_rows(
             model.best_estimator_.sigma, model.best_estimator_.alpha)
 
 
-@pytest.mark.parametrize("seed, n, rule_wins", [(1, 300, False), (2, 300, False), (4, 300, True), (1, 600, True)])
+@pytest.mark.parametrize("seed, n, rule_wins", [(2, 300, False), (7, 300, False), (1, 600, True), (5, 600, True)])
 def test_a_subsampled_classifier_search_is_checked_against_the_rules_on_held_out_rows(monkeypatch, seed, n, rule_wins):
     # as the regressor's: the search's model and the base estimator's rules, each fitted on four fifths
     # of the rows and scored (accuracy) on the other fifth, as independent refits on that split score;
     # the rule's is refitted only where its held-out misclassifications are fewer by one standard error
-    # of the paired difference (seeds 1 and 2 at 300 rows: more accurate on 60 rows, within chance)
+    # of the paired difference (seeds 2 and 7 at 300 rows: more accurate on 60 rows, within chance)
     from sklearn.datasets import make_gaussian_quantiles
 
     import kernelgd._search as ms
