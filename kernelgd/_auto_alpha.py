@@ -314,7 +314,7 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
     def score(index, kernel):
         operator = _operator(Xs, kernel, False, threads)
         pool = (operator._run, operator._row_batches())
-        factor = _unstored_factor(operator, ws, fit_intercept, np.random.RandomState(seed), group_of)
+        factor, pivots = _unstored_factor(operator, ws, fit_intercept, np.random.RandomState(seed), group_of)
         gram = factor_gram(factor, pool)
 
         def at(least):
@@ -329,7 +329,7 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
                                                        exact or alpha != "auto", floor)
         # a factor is kept only where the full model's solve reuses it
         return (np.inf if errors is None else float(np.min(errors)), index, chosen if alpha == "auto" else alpha,
-                Landmarks(factor, gram) if every_row and alpha == "auto" else None, wrong, residuals)
+                Landmarks(factor, gram, pivots) if every_row and alpha == "auto" else None, wrong, residuals)
 
     ws_host = np.asarray(to_numpy(ws), dtype=np.float64)
     n_effective = effective_count(ws_host, group_of)
@@ -423,7 +423,7 @@ def _exact_left_out(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, 
     wc, groups = take_rows(w, rows), subset_groups(group_of, rows)
     wc = wc / xp_of(wc).sum(wc)
     operator = _operator(Xc, kernel, precomputed, threads)
-    factor = _unstored_factor(operator, wc, fit_intercept, rng, groups, every_row=True)
+    factor = _unstored_factor(operator, wc, fit_intercept, rng, groups, every_row=True)[0]
     gram, m = factor_gram(factor), distinct_rows(wc, groups)
 
     def left_out(alphas=None):
@@ -451,15 +451,15 @@ def rounding_floor(operator, w, precision=np.float64):
 
 
 def _unstored_factor(operator, w, fit_intercept, rng, group_of=None, every_row=False):
-    """``Q B``, B the factor of ``S K S``: a factor of ``Q S K S Q`` from an operator that stores no K.
+    """``(Q B, pivots)``, B the factor of ``S K S``: a factor of ``Q S K S Q`` from an operator that stores no K.
 
     Centring first (``landmark_factor``'s ``center``) takes the product ``K s``, a kernel
     evaluation over every pair of rows; centring B costs O(n r). Of rank ``RANK``, or of every distinct row
     (``every_row``, or ``every_row_rule``).
     """
     root = xp_of(w).sqrt(w)
-    factor = landmark_factor(operator, root, _factor_rank(operator.n, group_of, every_row), rng)[0]
-    return center_columns(factor, root) if fit_intercept else factor
+    factor, pivots = landmark_factor(operator, root, _factor_rank(operator.n, group_of, every_row), rng)
+    return center_columns(factor, root) if fit_intercept else factor, pivots
 
 
 def _factor_rank(n, group_of, every_row=False):
@@ -516,7 +516,7 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
     Xs, Ys, ws, group_of, every_row = _subsample(xp_of(w), X, Y, w, group_of, rng, precomputed)
     operator = _operator(Xs, kernel, precomputed, threads)
     pool = (operator._run, operator._row_batches())
-    factor = _unstored_factor(operator, ws, fit_intercept, rng, group_of)
+    factor, pivots = _unstored_factor(operator, ws, fit_intercept, rng, group_of)
     gram = factor_gram(factor, pool)
     exact = every_row_rule(Xs.shape[0], group_of)
 
@@ -528,4 +528,4 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
     alpha = _checked(at, least_ridge(operator, ws, n_distinct), exact, lambda gcv: check_floor(
         Xs, kernel, Ys, ws, group_of, fit_intercept, rng, precomputed, n_distinct, precision, classify, gcv,
         threads))[0]
-    return alpha * scale, Landmarks(factor, gram) if full_model and every_row else None
+    return alpha * scale, Landmarks(factor, gram, pivots) if full_model and every_row else None

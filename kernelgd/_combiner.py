@@ -18,10 +18,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils import gen_batches
 
 from ._array_api import take_rows, to_numpy
-from ._auto_alpha import RANK, _operator, _take, every_row_rule
-from ._loo import _loo_scores, _low_rank_system
-from ._replicates import collapse, distinct_groups, distinct_rows, replicate_groups
-from ._solvers._preconditioners import landmark_factor
+from ._auto_alpha import _left_out, _operator, _take, _unstored_factor, every_row_rule, least_ridge
+from ._replicates import distinct_groups, distinct_rows, replicate_groups
 
 # The output layer reads at most this many training rows (drawn at random beyond): K (K + 1) numbers
 # are set by a few thousand, and its fit costs rows x K^2 per iteration.
@@ -56,14 +54,16 @@ def training_outputs(operator, coef, intercept, rows):
     ]) + np.asarray(to_numpy(intercept))
 
 
-def left_out_outputs(X, rows, kernel, Y, w, alpha, fit_intercept, precomputed, threads, seed):
+def left_out_outputs(X, rows, kernel, Y, w, alpha, fit_intercept, precomputed, threads, seed, landmarks=None):
     """``(F, w_layer)``: the outputs at ridge ``alpha`` of the rows ``rows`` of X (None: all), each from the
-    fit without it and its copies, and the weights with which they train the output layer.
+    fit without it and its copies, and the weights with which they train the output layer; None where
+    some class has no such output to train it, or below the ridge rule's least ridge (an interpolant).
 
-    Up to ``_auto_alpha.EXACT_MAX_ROWS`` distinct rows these are the exact model's leave-one-out outputs;
-    beyond, those of the Nystroem model on ``RANK`` landmarks (randomly pivoted Cholesky), whose own
-    outputs are singled out by a basis function each: the landmarks weigh zero in the layer (unless a class
-    would be left without a row). Computed on the host, in float64.
+    They are those of the Nystroem model on the ridge rule's factor (``_auto_alpha``; ``landmarks``, its
+    ``Landmarks`` where the fit drew them on these rows, else drawn here): up to
+    ``_auto_alpha.EXACT_MAX_ROWS`` distinct rows the exact model's leave-one-out outputs, beyond those of
+    its landmarks' model, which singles out the landmarks' own outputs (a basis function each): they weigh
+    zero in the layer (unless a class would be left without a row). On the host, in float64.
     """
     X = to_numpy(X)
     Y = np.asarray(to_numpy(Y), dtype=np.float64)
@@ -71,22 +71,32 @@ def left_out_outputs(X, rows, kernel, Y, w, alpha, fit_intercept, precomputed, t
     w = w / w.sum()
     X_rows = X if rows is None else _take(X, rows, precomputed)
     group_of, n_groups = replicate_groups(X_rows)
-    first, Y_mean, w_sum = collapse(group_of, n_groups, Y, w)
-    every_row = every_row_rule(n_groups, None)
-    index = first if rows is None else rows[first]
-    operator = _operator(_take(X, index, precomputed), kernel, precomputed, threads)
-    factor, pivots = landmark_factor(operator, np.ones(n_groups), n_groups if every_row else RANK,
-                                     np.random.RandomState(seed))
-    system = _low_rank_system(factor, Y_mean, w_sum, fit_intercept)
-    F = _loo_scores(system, Y_mean, w_sum, [float(alpha)], fit_intercept, None)[1][0][group_of]
-    w_layer = w
-    if not every_row:
-        landmark = np.zeros(n_groups, dtype=bool)
+    group_of = None if n_groups == len(w) else group_of
+    operator = _operator(X_rows, kernel, precomputed, threads)
+    if alpha < least_ridge(operator, w, distinct_rows(w, group_of)):
+        return None  # the model interpolates whatever the ridge: its left-out outputs are rounding
+    if landmarks is None:
+        factor, pivots = _unstored_factor(operator, w, fit_intercept, np.random.RandomState(seed), group_of)
+        gram = factor.T @ factor
+    else:
+        factor, gram, pivots = (np.asarray(to_numpy(A)) for A in landmarks)
+    lam, W = np.linalg.eigh(gram)
+    keep = lam > max(lam[-1], 0.0) * len(lam) * np.finfo(float).eps
+    lam = lam[keep]
+    V = factor @ (W[:, keep] / np.sqrt(lam))  # orthonormal: the factor's left singular vectors
+    with np.errstate(divide="ignore", invalid="ignore"):  # a row of zero weight has no output of its own here
+        F = next(_left_out(V, lam, Y, w, fit_intercept, [float(alpha)], group_of))[0]
+    read = np.isfinite(F).all(axis=1) & (w > 0)  # a group of leverage 1 (an interpolant's) has no left-out output
+    F[~read] = 0.0
+    w_layer = np.where(read, w, 0.0)
+    if not every_row_rule(len(w), group_of):
+        landmark = np.zeros(len(w), dtype=bool)
         landmark[pivots] = True
-        w_layer = np.where(landmark[group_of], 0.0, w)
-        labels = _labels(Y)
-        if len(np.unique(labels[w_layer > 0])) < len(np.unique(labels[w > 0])):
-            w_layer = w  # a class whose every row is a landmark
+        landmark = landmark if group_of is None else np.isin(group_of, group_of[landmark])
+        w_layer = np.where(landmark, 0.0, w_layer)
+    labels = _labels(Y)
+    if len(np.unique(labels[w_layer > 0])) < len(np.unique(labels[w > 0])):
+        return None  # a class none of whose rows can train the layer
     return F, w_layer
 
 

@@ -31,10 +31,12 @@ PRECONDITIONER_MIN_SHIFT = 1e-6
 
 
 class Landmarks(NamedTuple):
-    """A factor ``F`` of the weighted (centred) kernel matrix drawn already (``alpha="auto"``'s), and ``F'F``."""
+    """A factor ``F`` of the weighted (centred) kernel matrix drawn already (``alpha="auto"``'s), ``F'F``,
+    and the rows it pivoted on."""
 
     F: object
     gram: object
+    pivots: object = None
 
 
 class NystroemPreconditioner:
