@@ -4,11 +4,11 @@ One least-squares output per class (one-vs-rest) ranks the classes badly
 where a class lies between others: in nested shells the middle class's
 output is nowhere the largest, at any width or ridge (three shells: 0.94
 accuracy, against 0.97 for a logistic regression on the same outputs). A
-multinomial logistic regression on the training rows' outputs, ``K (K + 1)``
-numbers for K classes, learns how they combine; for two classes it places
-the threshold. It reads each training row's output from the fit without
-that row (``left_out_outputs``): the layer is applied to rows the model has
-not seen, whose outputs are less confident than its training rows' own.
+multinomial logistic regression on the outputs, ``K (K + 1)`` numbers for K
+classes, learns how they combine; for two classes it places the threshold.
+It is fitted to each training row's output from the fit without that row
+(``left_out_outputs``): the layer decides for rows the model has not seen,
+whose outputs are less confident than the training rows' own.
 """
 
 import numpy as np

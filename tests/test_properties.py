@@ -379,6 +379,8 @@ def test_zero_weight_rows_are_the_fit_without_them(case, seed, n, scale):
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(sorted(ZERO_WEIGHT_CASES)), st.integers(0, 2**16), st.integers(40, 90),
        st.sampled_from([1e-3, 1e-1, 10.0, 1e4]))
+@example(  # ARD's ridge, learned by L-BFGS to its default tolerances, moved 1.3e-6 with the weights' last bits
+    case="regressor-cv", seed=88, n=73, factor=0.1)
 def test_scaling_every_weight_changes_nothing(case, seed, n, factor):
     # Weights are relative: the rules that choose a ridge, a width or the noise once read them as
     # counts of observations (weights of 10 then chose alpha 2e-14, and 1 / n the fallback ridge)
@@ -395,7 +397,10 @@ def test_scaling_every_weight_changes_nothing(case, seed, n, factor):
         warnings.simplefilter("ignore", ConvergenceWarning)  # the property holds for what each fit reaches
         given = Estimator(random_state=0, **params).fit(X, target, sample_weight=w)
         scaled = Estimator(random_state=0, **params).fit(X, target, sample_weight=factor * w)
-    assert scaled.alpha_ == pytest.approx(given.alpha_, rel=1e-6)
+    # a ridge the grid or a closed form chooses is the same to rounding; one an optimizer learns (ARD's), to its
+    # tolerance, as the predictions are
+    learned = np.ndim(getattr(given, "sigma_", None)) > 0  # ARD's scales kept: alpha_ is L-BFGS's too
+    assert scaled.alpha_ == pytest.approx(given.alpha_, rel=rtol if learned else 1e-6)
     out = (lambda m: m.decision_function(X)) if hasattr(given, "decision_function") else (lambda m: m.predict(X))
     a, b = out(scaled), out(given)
     np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * np.max(np.abs(b)))
