@@ -57,7 +57,8 @@ def training_outputs(operator, coef, intercept, rows):
 def left_out_outputs(X, rows, kernel, Y, w, alpha, fit_intercept, precomputed, threads, seed, landmarks=None):
     """``(F, w_layer)``: the outputs at ridge ``alpha`` of the rows ``rows`` of X (None: all), each from the
     fit without it and its copies, and the weights with which they train the output layer; None where
-    some class has no such output to train it, or below the ridge rule's least ridge (an interpolant).
+    some class has no such output to train it, below the ridge rule's least ridge (an interpolant, whose
+    left-out outputs are rounding) or for a kernel that is not positive semi-definite.
 
     They are those of the Nystroem model on the ridge rule's factor (``_auto_alpha``; ``landmarks``, its
     ``Landmarks`` where the fit drew them on these rows, else drawn here): up to
@@ -65,6 +66,8 @@ def left_out_outputs(X, rows, kernel, Y, w, alpha, fit_intercept, precomputed, t
     its landmarks' model, which singles out the landmarks' own outputs (a basis function each): they weigh
     zero in the layer (unless a class would be left without a row). On the host, in float64.
     """
+    if kernel is not None and not kernel.psd:
+        return None
     X = to_numpy(X)
     Y = np.asarray(to_numpy(Y), dtype=np.float64)
     w = np.asarray(to_numpy(w), dtype=np.float64)
@@ -73,15 +76,17 @@ def left_out_outputs(X, rows, kernel, Y, w, alpha, fit_intercept, precomputed, t
     group_of, n_groups = replicate_groups(X_rows)
     group_of = None if n_groups == len(w) else group_of
     operator = _operator(X_rows, kernel, precomputed, threads)
-    if alpha < least_ridge(operator, w, distinct_rows(w, group_of)):
-        return None  # the model interpolates whatever the ridge: its left-out outputs are rounding
+    if not alpha > 0 or alpha < least_ridge(operator, w, distinct_rows(w, group_of)):
+        return None  # the model interpolates whatever the ridge
     if landmarks is None:
         factor, pivots = _unstored_factor(operator, w, fit_intercept, np.random.RandomState(seed), group_of)
         gram = factor.T @ factor
     else:
         factor, gram, pivots = (np.asarray(to_numpy(A)) for A in landmarks)
     lam, W = np.linalg.eigh(gram)
-    keep = lam > max(lam[-1], 0.0) * len(lam) * np.finfo(float).eps
+    keep = lam > max(lam[-1], 0.0) * len(lam) * np.finfo(float).eps if len(lam) else lam > 0
+    if not keep.any():
+        return None  # a kernel of zero on these rows: no model to leave a row out of
     lam = lam[keep]
     V = factor @ (W[:, keep] / np.sqrt(lam))  # orthonormal: the factor's left singular vectors
     with np.errstate(divide="ignore", invalid="ignore"):  # a row of zero weight has no output of its own here

@@ -183,10 +183,8 @@ def fit(estimator, X, y, sample_weight, classifier):
         if est._combines(loss):
             picked = combiner_rows(n, seed)
             Xc, Yc, wc = dask.compute(*(A if picked is None else A[picked] for A in (X_rows, Y, wn)))
-            left_out = None
-            if alpha > 0 and (kernel is None or kernel.psd):  # as the in-memory fit (``_fit.fit``)
-                left_out = left_out_outputs(Xc, None, kernel, Yc, wc, alpha, est.fit_intercept, est._precomputed,
-                                            options["n_threads"], seed)
+            left_out = left_out_outputs(Xc, None, kernel, Yc, wc, alpha, est.fit_intercept, est._precomputed,
+                                        options["n_threads"], seed)
             outputs, wc = (left_out[0] * y_scale, left_out[1]) if left_out else (est._decision(Xc, "fit"), wc)
             est.combiner_ = fit_combiner(outputs, Yc, wc, Xc)
     return est

@@ -359,12 +359,9 @@ def fit(est, X, Y, sample_weight, stratify, options, progress, ravel):
     if is_classifier(est) and est._combines(problem.loss):  # the output layer, on (at most 20,000 of) its rows
         picked = combiner_rows(rows.X.shape[0], problem.seed)
         Y, w, X = (A if picked is None else take_rows(A, picked) for A in (rows.Y, rows.w, rows.X))
-        left_out = None
-        if problem.alpha > 0 and (problem.kernel is None or problem.kernel.psd):
-            left_out = left_out_outputs(rows.X, picked, problem.kernel, Y, w, problem.alpha, est.fit_intercept,
-                                        est._precomputed, problem.options["n_threads"], problem.seed,
-                                        problem.landmarks if picked is None else None)
-        # an interpolant's left-out outputs are its rounding, and a kernel that is not PSD has none
+        left_out = left_out_outputs(rows.X, picked, problem.kernel, Y, w, problem.alpha, est.fit_intercept,
+                                    est._precomputed, problem.options["n_threads"], problem.seed,
+                                    problem.landmarks if picked is None else None)
         outputs, w = left_out or (training_outputs(problem.operator, coef, intercept, picked), w)
         est.combiner_ = fit_combiner(outputs * rows.y_scale, Y, w, X)
 
