@@ -94,8 +94,8 @@ PARAMETERS = """\
     options : dict, default=None
         Performance settings, apart from the statistical ones
         (:ref:`ug-options`): ``"memory_budget"`` (bytes, or ``"auto"``: half
-        the memory available at fit time, or half a CUDA device's free
-        memory) bounds the kernel matrix kept in memory (else it is
+        the memory available at fit time, or three quarters of a CUDA
+        device's free memory) bounds the kernel matrix kept in memory (else it is
         recomputed in row blocks); ``"dtype"`` (``"auto"``, ``"float32"``,
         ``"float64"``) is the precision of stored kernel values (``"auto"``:
         float64 up to 4096^2 entries and with ``n_centers``, float32 above;

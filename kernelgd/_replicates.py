@@ -11,10 +11,12 @@ each with its copies' summed weight and weighted mean target, as R's
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.utils import gen_batches
 
 from ._array_api import to_numpy
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # an odd constant: multiplying by it mixes a column's bits
+HASH_BATCH = 1 << 16  # entries hashed at a time
 
 
 def _column_multipliers(n_columns):
@@ -23,10 +25,23 @@ def _column_multipliers(n_columns):
 
 
 def _bits(values):
-    """The bit patterns of float values, as uint64 (-0.0 read as 0.0)."""
+    """The bit patterns of float values, mixed, as uint64 (-0.0 read as 0.0)."""
     values = np.asarray(values) + 0.0  # -0.0 + 0.0 is 0.0: equal values, equal bits
     width = np.uint64 if values.dtype.itemsize == 8 else np.uint32
-    return values.view(width).astype(np.uint64, copy=False) * _MIX
+    bits = values.view(width).astype(np.uint64, copy=False) * _MIX
+    # a product keeps its factors' trailing zero bits, which float32 values read as float64 (29)
+    # and small integers (over 40) have: the high half folded into the low one mixes them away
+    bits ^= bits >> np.uint64(32)
+    return bits
+
+
+def _row_hashes(A):
+    """One 64-bit hash per row of a dense float array: equal rows, equal hashes."""
+    multipliers = _column_multipliers(A.shape[1])
+    hashes = np.empty(A.shape[0], dtype=np.uint64)
+    for rows in gen_batches(A.shape[0], max(1, HASH_BATCH // max(1, A.shape[1]))):  # cache-sized temporaries
+        hashes[rows] = (_bits(A[rows]) * multipliers[None, :]).sum(axis=1, dtype=np.uint64)
+    return hashes
 
 
 def replicate_groups(X):
@@ -51,7 +66,7 @@ def replicate_groups(X):
     else:
         A = np.asarray(to_numpy(X))
         A = np.ascontiguousarray(A, dtype=A.dtype if A.dtype in (np.float32, np.float64) else np.float64)
-        hashes = (_bits(A) * _column_multipliers(A.shape[1])[None, :]).sum(axis=1, dtype=np.uint64)
+        hashes = _row_hashes(A)
     ordered = np.sort(hashes)
     if not np.any(ordered[1:] == ordered[:-1]):  # distinct hashes, distinct rows: one sort, not three argsorts
         return np.arange(A.shape[0]), A.shape[0]

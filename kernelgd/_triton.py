@@ -25,8 +25,8 @@ except ImportError:  # no Triton: the operator evaluates generic blocks
 
 ENABLED = True
 # Tile of (rows, summed columns, features); V's columns are padded to at least 16 (tl.dot's least).
-# benchmarks/bench_gpu_product.py on an H200, 10^6 x 10^4 x 20 features, one column: 1.3e11 entries/s at
-# 128 x 64 with 4 warps, 1.1e11 at 128 x 128 with 8 (eight columns: 1.6e11 both); generic blocks 2.9e10.
+# benchmarks/bench_gpu_product.py on an H200, 10^6 x 10^4 x 20 features: one column 2.0e11 entries/s at
+# 128 x 64 with 4 warps, eight columns 1.6e11 (1.1e11 at 128 x 128 with 8 warps).
 BLOCK_ROWS, BLOCK_COLS, BLOCK_FEATURES, MIN_BLOCK_K = 128, 64, 32, 16
 WARPS = 4
 # Programs per multiprocessor to aim for before the summed dimension is split.
@@ -35,9 +35,13 @@ PROGRAMS_PER_SM = 4
 # same problem, summed over 10^6 rows: relative error 1.2e-4 with 1.4e5 terms per program, 3e-5 with this.)
 MAX_SUMMED = 16384
 # "ieee": float32 products on the CUDA cores. "tf32x3" (three TF32 passes on the tensor cores) measured
-# no faster (1.2e11 entries/s) though more accurate on long sums (3e-6); "tf32" is too coarse for CG.
-PRECISION = "ieee"
-
+# slower (one column 1.3e11 entries/s, eight 1.0e11) though more accurate on long sums; "tf32" is too
+# coarse for CG. PRECISION is that of the products with V, DISTANCE_PRECISION of the distances' x'c.
+PRECISION = DISTANCE_PRECISION = "ieee"
+# One column of V: K's tile times V's column as an elementwise product summed along each row, rather
+# than a tl.dot padded to MIN_BLOCK_K columns (16 times the products, and a change of register layout):
+# 2.0e11 entries/s against 1.3e11.
+COLUMN_SUM = True
 
 if triton is not None:
 
@@ -45,7 +49,7 @@ if triton is not None:
     def _product_kernel(
         A, B, a_norms, b_norms, V, Out, n_a, n_b, d, k, stride_a, stride_b, stride_v, stride_split, stride_out,
         cols_per_split, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-        BLOCK_K: tl.constexpr, PREC: tl.constexpr,
+        BLOCK_K: tl.constexpr, PREC: tl.constexpr, DIST_PREC: tl.constexpr, ONE_COLUMN: tl.constexpr,
     ):
         # Out[split, i, :] = sum_{j in split} exp(-(|a_i|^2 + |b_j|^2 - 2 a_i'b_j)) V[j, :]
         rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -54,7 +58,10 @@ if triton is not None:
         ks = tl.arange(0, BLOCK_K)
         k_ok = ks < k
         a_norm = tl.load(a_norms + rows, mask=row_ok, other=0.0)
-        acc = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)
+        if ONE_COLUMN:
+            acc = tl.zeros((BLOCK_M,), dtype=tl.float32)
+        else:
+            acc = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)
         start = tl.program_id(1) * cols_per_split
         stop = tl.minimum(start + cols_per_split, n_b)
         for j0 in range(start, stop, BLOCK_N):
@@ -67,14 +74,21 @@ if triton is not None:
                 d_ok = ds < d
                 a = tl.load(A + rows64[:, None] * stride_a + ds[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
                 b = tl.load(B + cols64[:, None] * stride_b + ds[None, :], mask=col_ok[:, None] & d_ok[None, :], other=0.0)
-                dots = tl.dot(a, tl.trans(b), dots, input_precision=PREC)
+                dots = tl.dot(a, tl.trans(b), dots, input_precision=DIST_PREC)
             b_norm = tl.load(b_norms + cols, mask=col_ok, other=0.0)
             sq = tl.maximum(a_norm[:, None] + b_norm[None, :] - 2.0 * dots, 0.0)
             kv = tl.where(col_ok[None, :], tl.exp(-sq), 0.0)
-            v = tl.load(V + cols64[:, None] * stride_v + ks[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
-            acc = tl.dot(kv, v, acc, input_precision=PREC)
-        out = Out + tl.program_id(1).to(tl.int64) * stride_split + rows64[:, None] * stride_out + ks[None, :]
-        tl.store(out, acc, mask=row_ok[:, None] & k_ok[None, :])
+            if ONE_COLUMN:
+                v = tl.load(V + cols64 * stride_v, mask=col_ok, other=0.0)
+                acc += tl.sum(kv * v[None, :], axis=1)
+            else:
+                v = tl.load(V + cols64[:, None] * stride_v + ks[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
+                acc = tl.dot(kv, v, acc, input_precision=PREC)
+        out = Out + tl.program_id(1).to(tl.int64) * stride_split
+        if ONE_COLUMN:
+            tl.store(out + rows64 * stride_out, acc, mask=row_ok)
+        else:
+            tl.store(out + rows64[:, None] * stride_out + ks[None, :], acc, mask=row_ok[:, None] & k_ok[None, :])
 
 
 def _splits(n_rows, n_summed, n_sms):
@@ -102,7 +116,9 @@ def gaussian_product(A, B, a_norms, b_norms, V):
         return torch.zeros((n_a,) + tuple(V.shape[1:]), dtype=torch.float64, device=A.device)
     block_k = max(MIN_BLOCK_K, triton.next_power_of_2(k))
     block_d = max(16, min(BLOCK_FEATURES, triton.next_power_of_2(d)))
-    splits = _splits(n_a, n_b, torch.cuda.get_device_properties(A.device).multi_processor_count)
+    # (a CPU tensor only under Triton's interpreter, TRITON_INTERPRET=1: the tests' check of the kernel)
+    n_sms = torch.cuda.get_device_properties(A.device).multi_processor_count if A.device.type == "cuda" else 4
+    splits = _splits(n_a, n_b, n_sms)
     per_split = -(-n_b // splits)
     per_split = -(-per_split // BLOCK_COLS) * BLOCK_COLS  # whole column tiles per split
     splits = -(-n_b // per_split)
@@ -111,7 +127,7 @@ def gaussian_product(A, B, a_norms, b_norms, V):
     _product_kernel[grid](
         A, B, a_norms, b_norms, V2, out, n_a, n_b, d, k, A.stride(0), B.stride(0), V2.stride(0), out.stride(0),
         out.stride(1), per_split, BLOCK_M=BLOCK_ROWS, BLOCK_N=BLOCK_COLS, BLOCK_D=block_d, BLOCK_K=block_k,
-        PREC=PRECISION, num_warps=WARPS,
+        PREC=PRECISION, DIST_PREC=DISTANCE_PRECISION, ONE_COLUMN=COLUMN_SUM and k == 1, num_warps=WARPS,
     )
     total = out[0].to(torch.float64) if splits == 1 else out.to(torch.float64).sum(dim=0)
     return total.reshape((n_a,) + tuple(V.shape[1:]))

@@ -109,11 +109,38 @@ def test_streaming_fit_stays_within_its_memory_budget():
     KernelGDRegressor(n_centers=200, solver="newton", alpha=1e-3),
     KernelGDClassifier(n_centers=200, loss="logistic"),
 ])
-def test_too_many_centers_for_the_budget_is_a_clear_error(model):
-    # every centers solver checks before K_mm is allocated (newton allocated its m x m matrices unchecked)
+def test_too_many_centers_for_the_budget_is_a_clear_error(model, monkeypatch):
+    # every centers fit checks before K_nm and K_mm are allocated (newton allocated its m x m matrices
+    # unchecked; the check came after K_nm was stored)
+    import kernelgd._fit
+
+    def unexpected(*args, **kwargs):
+        raise AssertionError("K evaluated before the centers' memory was checked")
+
     target = (w > np.median(w)).astype(int) if isinstance(model, KernelGDClassifier) else w
+    monkeypatch.setattr(kernelgd._fit, "KernelOperator", unexpected)
     with pytest.raises(MemoryBudgetError, match="n_centers.*memory_budget"):
         model.set_params(options={"memory_budget": 100_000}).fit(X, target)
+
+
+def test_the_kernel_matrix_is_stored_in_what_the_centers_matrices_leave(monkeypatch):
+    import kernelgd._fit
+
+    stored = []
+
+    def recording(*args, **kwargs):
+        operator = KernelOperator(*args, **kwargs)
+        stored.append(operator.stored)
+        return operator
+
+    monkeypatch.setattr(kernelgd._fit, "KernelOperator", recording)
+    rng = np.random.RandomState(0)
+    Xc, yc = rng.normal(size=(400, 3)), rng.normal(size=400)
+    m = 50
+    needed = 2 * m * m * 8 + 400 * m * 8  # numpy's two m x m float64 matrices, then K_nm
+    for budget in (needed, needed - 1):
+        KernelGDRegressor(n_centers=m, alpha=1e-3, options={"memory_budget": budget, "dtype": "float64"}).fit(Xc, yc)
+    assert stored == [True, False]
 
 
 def test_large_factorizations_run_single_threaded(monkeypatch):

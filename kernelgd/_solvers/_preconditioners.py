@@ -139,7 +139,7 @@ CENTER_MATRICES = {"host": 2, "device": 6}
 
 
 def check_center_memory(m, memory_budget, like=None):
-    """A MemoryBudgetError, before any allocation, where the centers' m x m matrices exceed the budget.
+    """The bytes of the centers' m x m matrices; a MemoryBudgetError where they exceed the budget.
 
     ``like``: an array of the fit's namespace (numpy keeps fewer matrices than the others); None
     for numpy (the Dask client's).
@@ -149,6 +149,7 @@ def check_center_memory(m, memory_budget, like=None):
         count * m * m * 8, f"n_centers={m} ({count} m x m matrices of float64)", memory_budget,
         "Use fewer centers (n_centers) or raise options['memory_budget'].",
     )
+    return count * m * m * 8
 
 
 class CenterFactors(NamedTuple):
