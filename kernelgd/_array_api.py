@@ -184,11 +184,26 @@ def common_float(X, Y, dtype=None):
 DEVICE_BUDGET_FRACTION = 0.75
 
 
+def factors_in_place(like):
+    """Whether ``factor_in_place`` factors in M's own memory for arrays like ``like`` (numpy, torch), rather
+    than in a symmetrised copy."""
+    return _is_host(like) or _library(xp_of(like)) is _Torch
+
+
 def memory_budget(xp, device, default):
     """The memory budget for arrays on ``device``: ``DEVICE_BUDGET_FRACTION`` of a CUDA device's free
     memory, else ``default``."""
     return _library(xp).memory_budget(device, default)
 
+
+# Triangular factors of at most this many rows are inverted once off the host (triangular_solver):
+# 16,384 rows of float64 are 2 GiB.
+EXPLICIT_INVERSE_ROWS = 16384
+
+
+def keeps_inverses(m):
+    """Whether ``triangular_solver`` keeps an m x m factor's explicit inverse off the host."""
+    return m <= EXPLICIT_INVERSE_ROWS
 
 # Iterations an iterative solver runs between reads of arrays off the host: a read waits for the
 # device to finish its queue, and a convergence test every iteration would stall it each time.
@@ -704,17 +719,26 @@ class _Generic:
 
     def triangular_solver(T):
         # T's explicit inverse, once: each solve is then one product, not a latency-bound
-        # triangular solve per call (m x m at m = 10^4: 0.8 ms per trsv on a GPU)
+        # triangular solve per call (m x m at m = 10^4: 0.8 ms per trsv on a GPU). Past
+        # EXPLICIT_INVERSE_ROWS a solve reads as many bytes as that product, and the inverse
+        # would take as much memory again as the factor.
+        if not keeps_inverses(T.shape[0]):
+            return lambda V, trans=False: solve_triangular(T, V, trans=trans)
         T_inv = solve_triangular(T, eye(T, T.shape[0]))
         return lambda V, trans=False: (T_inv.T if trans else T_inv) @ V
 
     def triangular_inverses(R, stack, c, k):
-        stack = [None] * k if stack is None else stack
-        stack[c] = solve_triangular(R, eye(R, R.shape[0]))
+        if stack is None or tuple(stack.shape) != (k,) + tuple(R.shape):
+            stack = xp_of(R).zeros((k,) + tuple(R.shape), dtype=R.dtype, device=R.device)
+        stack[c, ...] = solve_triangular(R, eye(R, R.shape[0]))
         return stack
 
     def stacked_cho_solve(U, R_inv):
-        return concat([Ri @ (Ri.T @ U[:, c : c + 1]) for c, Ri in enumerate(R_inv)], axis=1)
+        # two batched products for all columns: a product per column was two launches per class
+        # (letter's 26 classes: 34,000 launches in a logistic fit on a GPU)
+        xp = xp_of(U)
+        inner = xp.matmul(xp.permute_dims(R_inv, (0, 2, 1)), U.T[:, :, None])
+        return xp.matmul(R_inv, inner)[:, :, 0].T
 
     class GrowingFactor:
         """A list of column blocks."""
@@ -766,6 +790,16 @@ class _Torch(_Generic):
         import torch
 
         return int(torch.cuda.mem_get_info(device)[0] * DEVICE_BUDGET_FRACTION)
+
+
+    def factor_in_place(M, shift=0.0):
+        # M's own memory takes the shift, and potrf reads its lower triangle (as LAPACK's on the host):
+        # the generic body's symmetrised copy and identity were two m x m matrices more at the peak
+        import torch
+
+        M.diagonal().add_(shift)
+        L, info = torch.linalg.cholesky_ex(M)
+        return L.T if int(info) == 0 and bool(torch.isfinite(L).all()) else None
 
 
 class _CuPy(_Generic):
@@ -821,7 +855,7 @@ def _dispatched(name):
 
 
 solve_triangular = _dispatched("solve_triangular")  # T^-1 B (T^-T B with trans), T triangular
-factor_in_place = _dispatched("factor_in_place")  # upper Cholesky factor of an SPD M, or None; numpy overwrites M
+factor_in_place = _dispatched("factor_in_place")  # upper Cholesky factor of an SPD M, or None; may overwrite M
 scale_in_place = _dispatched("scale_in_place")  # diag(s) M diag(s); numpy in place
 take_rows = _dispatched("take_rows")  # A[idx] for a numpy index array
 take_columns = _dispatched("take_columns")  # A[:, idx] for a numpy index array
@@ -901,8 +935,8 @@ def cholesky(M, what="matrix", jitter=0.0):
     ``THREADED_LAPACK_MAX``); other namespaces factor ``(M + M') / 2``, where a failed factorization
     raises in most and returns NaN in others (CuPy): both count as failure.
     """
-    host = on_host(M)  # numpy's potrf overwrites its input: it factors copies; the others leave M as it is
-    return cholesky_in_place(lambda: np.array(M, dtype=np.float64, order="K") if host else M, what, jitter)[0]
+    host = on_host(M)  # the factorization may overwrite its input (numpy's potrf, torch's shift): it factors copies
+    return cholesky_in_place(lambda: np.array(M, dtype=np.float64, order="K") if host else copy(M), what, jitter)[0]
 
 
 def cholesky_in_place(build, what="matrix", jitter=0.0, M=None):

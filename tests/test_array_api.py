@@ -584,22 +584,55 @@ def test_reading_the_device_less_often_changes_no_result(module, n_centers, monk
     assert fits[3].n_iter_ == fits[1].n_iter_ and len(fits[3].loss_curve_) == fits[3].n_iter_
 
 
-def test_center_memory_check_counts_what_the_factors_hold_off_the_host():
-    # other namespaces also keep both triangular factors' inverses: one m x m matrix more at the peak
-    # (array-api-strict wraps numpy arrays, which tracemalloc sees)
+@pytest.mark.parametrize("inverses", [True, False])
+def test_center_memory_check_counts_what_the_factors_hold_off_the_host(inverses, monkeypatch):
+    # other namespaces keep both triangular factors' inverses up to EXPLICIT_INVERSE_ROWS, and factor a
+    # symmetrised copy (array-api-strict wraps numpy arrays, which tracemalloc sees)
+    from kernelgd import _array_api
     from kernelgd._solvers import _preconditioners
     from test_preconditioner import center_factors_peak
 
     xps = pytest.importorskip("array_api_strict")
     m = 500
+    if not inverses:
+        monkeypatch.setattr(_array_api, "EXPLICIT_INVERSE_ROWS", m - 1)
     with config_context(array_api_dispatch=True):
         X = xps.asarray(np.random.RandomState(0).normal(size=(2 * m, 4)))
         peak = center_factors_peak(X, m)
-        count = _preconditioners.CENTER_MATRICES["device"]
+        count = _preconditioners.center_matrix_count(m, X)
+        assert count == (6 if inverses else 5)
         assert (count - 1) * 8 * m * m < peak <= 1.02 * count * 8 * m * m
         with pytest.raises(ValueError, match=f"n_centers={m} \\({count} m x m"):
             _preconditioners.check_center_memory(m, count * 8 * m * m - 1, X)
         _preconditioners.check_center_memory(m, count * 8 * m * m, X)
+
+
+def test_torch_factors_in_place_and_past_the_inverses_solves_triangles():
+    # torch shifts M's diagonal in place and factors its lower triangle; past EXPLICIT_INVERSE_ROWS the
+    # centers' factors are applied by triangular solves: the fit is numpy's either way
+    torch = pytest.importorskip("torch")
+    from kernelgd import _array_api
+
+    rng = np.random.RandomState(0)
+    A = rng.normal(size=(6, 6))
+    M = A @ A.T + 1e-3 * np.eye(6)
+    with config_context(array_api_dispatch=True):
+        Mt = torch.asarray(M)
+        T = cholesky(Mt)
+        assert_allclose(to_numpy(T.T @ T), M, atol=1e-10)
+        assert_allclose(to_numpy(Mt), M)  # cholesky factors a copy
+    X = rng.normal(size=(300, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=300)
+    est = KernelGDRegressor(alpha=1e-4, n_centers=40, random_state=0)
+    ref = clone(est).fit(X, y).predict(X)
+    for rows in (40, 39):
+        _array_api.EXPLICIT_INVERSE_ROWS, saved = rows, _array_api.EXPLICIT_INVERSE_ROWS
+        try:
+            with config_context(array_api_dispatch=True):
+                pred = to_numpy(clone(est).fit(torch.asarray(X), torch.asarray(y)).predict(torch.asarray(X)))
+        finally:
+            _array_api.EXPLICIT_INVERSE_ROWS = saved
+        assert_allclose(pred, ref, rtol=1e-6, atol=1e-6)
 
 
 def _reference_gaussian_product(calls):

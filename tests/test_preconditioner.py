@@ -216,7 +216,7 @@ def test_center_memory_check_counts_what_the_factors_hold():
     # check_center_memory's count of m x m float64 matrices against the measured peak (m-vectors aside)
     m = 500
     X = np.random.RandomState(0).normal(size=(2 * m, 4))
-    peak, count = center_factors_peak(X, m), _preconditioners.CENTER_MATRICES["host"]
+    peak, count = center_factors_peak(X, m), _preconditioners.center_matrix_count(m)
     assert (count - 1) * 8 * m * m < peak <= 1.02 * count * 8 * m * m
     with pytest.raises(ValueError, match=f"n_centers={m} \\({count} m x m"):
         _preconditioners.check_center_memory(m, count * 8 * m * m - 1, X)

@@ -12,8 +12,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .._array_api import (
-    add_to_diagonal, blas_dot, cho_solve, cholesky, cholesky_in_place, copy, diagonal, fortran, gram, minus_outer,
-    on_host, outer, scaled_triangle_gram, single_threaded_blas, take_rows, triangular_dot, triangular_solver, xp_of,
+    add_to_diagonal, blas_dot, cho_solve, cholesky, cholesky_in_place, copy, diagonal, factors_in_place, fortran,
+    gram, keeps_inverses, minus_outer, on_host, outer, scaled_triangle_gram, single_threaded_blas, take_rows, triangular_dot, triangular_solver, xp_of,
 )
 from .._operator import POOLED_MIN_BYTES, check_budget
 from ._krylov import RPC_BLOCK, rp_cholesky
@@ -132,10 +132,20 @@ def center_jitter(operator, Kmm):
     return Kmm.shape[0] * np.finfo(operator.dtype).eps * float(xp_of(Kmm).mean(diagonal(Kmm)))
 
 
-# The m x m float64 matrices a centers fit holds at its peak (tracemalloc, m = 500): numpy keeps T
-# and FALKON's factor A, each factored in its own memory (2.04); other namespaces also keep both
-# inverses (triangular_solver), and A's matrix, its symmetrised copy and its factor coexist (5.2).
-CENTER_MATRICES = {"host": 2, "device": 6}
+def center_matrix_count(m, like=None):
+    """The m x m float64 matrices a centers fit holds at its peak, for arrays like ``like`` (None: numpy).
+
+    numpy keeps T and FALKON's factor A, each factored in its own memory (tracemalloc at m = 500: 2.04).
+    Other namespaces also keep both triangular inverses where ``keeps_inverses(m)`` (the second one's
+    identity at the peak), and a namespace that does not factor in place holds A's matrix, its
+    symmetrised copy, an identity and the factor at once (array-api-strict: 5.2, and 4.2 beyond).
+    """
+    if like is None or on_host(like):
+        return 2
+    in_place = factors_in_place(like)
+    if not keeps_inverses(m):
+        return 3 if in_place else 5
+    return 5 if in_place else 6
 
 
 def check_center_memory(m, memory_budget, like=None):
@@ -144,7 +154,7 @@ def check_center_memory(m, memory_budget, like=None):
     ``like``: an array of the fit's namespace (numpy keeps fewer matrices than the others); None
     for numpy (the Dask client's).
     """
-    count = CENTER_MATRICES["host" if like is None or on_host(like) else "device"]
+    count = center_matrix_count(m, like)
     check_budget(
         count * m * m * 8, f"n_centers={m} ({count} m x m matrices of float64)", memory_budget,
         "Use fewer centers (n_centers) or raise options['memory_budget'].",
