@@ -205,6 +205,7 @@ def keeps_inverses(m):
     """Whether ``triangular_solver`` keeps an m x m factor's explicit inverse off the host."""
     return m <= EXPLICIT_INVERSE_ROWS
 
+
 # Iterations an iterative solver runs between reads of arrays off the host: a read waits for the
 # device to finish its queue, and a convergence test every iteration would stall it each time.
 DEVICE_READ_INTERVAL = 4
@@ -790,7 +791,6 @@ class _Torch(_Generic):
         import torch
 
         return int(torch.cuda.mem_get_info(device)[0] * DEVICE_BUDGET_FRACTION)
-
 
     def factor_in_place(M, shift=0.0):
         # M's own memory takes the shift, and potrf reads its lower triangle (as LAPACK's on the host):

@@ -26,7 +26,7 @@ except ImportError:  # no Triton: the operator evaluates generic blocks
 ENABLED = True
 # Tile of (rows, summed columns, features); V's columns are padded to at least 16 (tl.dot's least).
 # benchmarks/bench_gpu_product.py on an H200, 10^6 x 10^4 x 20 features: one column 2.0e11 entries/s at
-# 128 x 64 with 4 warps, eight columns 1.6e11 (1.1e11 at 128 x 128 with 8 warps).
+# 128 x 64 with 4 warps, eight columns 1.6e11.
 BLOCK_ROWS, BLOCK_COLS, BLOCK_FEATURES, MIN_BLOCK_K = 128, 64, 32, 16
 WARPS = 4
 # Programs per multiprocessor to aim for before the summed dimension is split.

@@ -13,7 +13,8 @@ import numpy as np
 
 from .._array_api import (
     add_to_diagonal, blas_dot, cho_solve, cholesky, cholesky_in_place, copy, diagonal, factors_in_place, fortran,
-    gram, keeps_inverses, minus_outer, on_host, outer, scaled_triangle_gram, single_threaded_blas, take_rows, triangular_dot, triangular_solver, xp_of,
+    gram, keeps_inverses, minus_outer, on_host, outer, scaled_triangle_gram, single_threaded_blas, take_rows,
+    triangular_dot, triangular_solver, xp_of,
 )
 from .._operator import POOLED_MIN_BYTES, check_budget
 from ._krylov import RPC_BLOCK, rp_cholesky
