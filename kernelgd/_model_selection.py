@@ -660,11 +660,15 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
 
             def rescore(predictions, rows):
                 labels, weights = (codes[rows], fit_host[rows]) if layer else (None, None)
+
+                def score(decisions):
+                    if self.scoring is None:  # accuracy, without the scorer's validation of every alpha's labels
+                        return float(np.average(decisions.predict(None) == y_host[rows], weights=sw_host[rows]))
+                    return scorer(decisions, None, y_host[rows], sample_weight=sw_host[rows])
+
                 with single_threaded_blas():  # many small layer fits: idle BLAS threads would spin beside them
-                    return np.array([
-                        scorer(_Decisions(self.classes_, np.asarray(to_numpy(F)), labels, weights), None,
-                               y_host[rows], sample_weight=sw_host[rows])
-                        for F in predictions])
+                    return np.array([score(_Decisions(self.classes_, np.asarray(to_numpy(F)), labels, weights))
+                                     for F in predictions])
 
             loo = self._loo(X, Y, fit_weight, None, rescore)
         try:

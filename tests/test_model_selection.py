@@ -279,6 +279,15 @@ def test_classifier_leave_one_out_accuracy_reads_the_output_layer_as_the_refit_d
         assert score == pytest.approx(np.mean(read == labels), abs=1.01 / len(labels))
 
 
+@pytest.mark.parametrize("combine", ["logistic", "argmax"])
+def test_classifier_default_scoring_is_the_accuracy_scorers(combine):
+    # the default scoring reads left-out accuracy without the scorer's validation of every alpha's labels
+    weights = np.random.RandomState(0).uniform(0.5, 2.0, len(labels))
+    scores = [KernelGDClassifierCV(sigmas=[0.5, 2.0], alphas=[1e-4, 1e-2, 1e-1], scoring=scoring, combine=combine)
+              .fit(X, labels, sample_weight=weights).cv_results_["mean_test_score"] for scoring in (None, "accuracy")]
+    assert_allclose(scores[0], scores[1], rtol=1e-12)
+
+
 def test_classifier_leave_one_out_scoring_runs_on_one_blas_thread(monkeypatch):
     # Regression: the many small layer fits of the left-out scoring ran after a multithreaded eigh,
     # whose idle BLAS threads spun: on 2 cores the search of a 124-row set took 1.0 s against 0.4 s
