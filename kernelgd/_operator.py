@@ -47,6 +47,9 @@ MAX_BLOCK_BYTES = 32 << 20
 # distances read the far rows' norms on the host (a wait for the device): a recomputed float64 product
 # of 10^6 x 10^4 took 300 blocks at 256 MiB.
 DEVICE_BLOCK_BYTES = 2 * GiB
+# ... and at most this fraction of the budget: a block's distances and kernel values take about three
+# blocks beside a stored K, which the budget may fill (a device's budget is 3/4 of its free memory).
+DEVICE_BLOCKS_IN_BUDGET = 16
 # Blocks written straight into a stored K need no buffer: larger ones prepare the
 # centers fewer times (adult, 32,560 rows: 4.4 s against 6.7-8.6 s at 32 MiB).
 STORE_BLOCK_BYTES = 256 << 20
@@ -343,7 +346,7 @@ class KernelOperator:
         row_bytes = self.m * self.itemsize
         block_bytes = (
             min(MAX_BLOCK_BYTES, self.memory_budget // (2 * self.n_threads)) if self.host
-            else min(DEVICE_BLOCK_BYTES, self.memory_budget // 2)
+            else min(DEVICE_BLOCK_BYTES, self.memory_budget // DEVICE_BLOCKS_IN_BUDGET)
         )
         self.block_rows = int(max(1, min(self.n, block_bytes // row_bytes)))
         # A stored symmetric K on the host holds only its upper triangle until a
