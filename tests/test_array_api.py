@@ -609,7 +609,8 @@ def test_center_memory_check_counts_what_the_factors_hold_off_the_host(inverses,
 
 def test_torch_factors_in_place_and_past_the_inverses_solves_triangles():
     # torch shifts M's diagonal in place and factors its lower triangle; past EXPLICIT_INVERSE_ROWS the
-    # centers' factors are applied by triangular solves: the fit is numpy's either way
+    # centers' factors are applied by triangular solves: the fit (cg, and newton for the logistic loss)
+    # is numpy's either way
     torch = pytest.importorskip("torch")
     from kernelgd import _array_api
 
@@ -623,16 +624,20 @@ def test_torch_factors_in_place_and_past_the_inverses_solves_triangles():
         assert_allclose(to_numpy(Mt), M)  # cholesky factors a copy
     X = rng.normal(size=(300, 3))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=300)
-    est = KernelGDRegressor(alpha=1e-4, n_centers=40, random_state=0)
-    ref = clone(est).fit(X, y).predict(X)
-    for rows in (40, 39):
-        _array_api.EXPLICIT_INVERSE_ROWS, saved = rows, _array_api.EXPLICIT_INVERSE_ROWS
-        try:
-            with config_context(array_api_dispatch=True):
-                pred = to_numpy(clone(est).fit(torch.asarray(X), torch.asarray(y)).predict(torch.asarray(X)))
-        finally:
-            _array_api.EXPLICIT_INVERSE_ROWS = saved
-        assert_allclose(pred, ref, rtol=1e-6, atol=1e-6)
+    labels = (y > 0).astype(int)
+    for est, target in [(KernelGDRegressor(alpha=1e-4, n_centers=40, random_state=0), y),
+                        (KernelGDClassifier(loss="logistic", alpha=1e-4, n_centers=40, random_state=0), labels)]:
+        method = "predict_proba" if target is labels else "predict"
+        ref = getattr(clone(est).fit(X, target), method)(X)
+        for rows in (40, 39):
+            _array_api.EXPLICIT_INVERSE_ROWS, saved = rows, _array_api.EXPLICIT_INVERSE_ROWS
+            try:
+                with config_context(array_api_dispatch=True):
+                    fitted = clone(est).fit(torch.asarray(X), torch.asarray(target))
+                    pred = to_numpy(getattr(fitted, method)(torch.asarray(X)))
+            finally:
+                _array_api.EXPLICIT_INVERSE_ROWS = saved
+            assert_allclose(pred, ref, rtol=1e-6, atol=1e-6)
 
 
 def _reference_gaussian_product(calls):
