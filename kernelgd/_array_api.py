@@ -935,8 +935,10 @@ def cholesky(M, what="matrix", jitter=0.0):
     ``THREADED_LAPACK_MAX``); other namespaces factor ``(M + M') / 2``, where a failed factorization
     raises in most and returns NaN in others (CuPy): both count as failure.
     """
-    host = on_host(M)  # the factorization may overwrite its input (numpy's potrf, torch's shift): it factors copies
-    return cholesky_in_place(lambda: np.array(M, dtype=np.float64, order="K") if host else copy(M), what, jitter)[0]
+    # where the factorization overwrites its input (numpy's potrf, torch's shift), it factors copies
+    if on_host(M):
+        return cholesky_in_place(lambda: np.array(M, dtype=np.float64, order="K"), what, jitter)[0]
+    return cholesky_in_place(lambda: copy(M) if factors_in_place(M) else M, what, jitter)[0]
 
 
 def cholesky_in_place(build, what="matrix", jitter=0.0, M=None):

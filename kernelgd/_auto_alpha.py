@@ -101,19 +101,14 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     group's leverage is 1), else its GCV error (``_gcv_errors``). ``pool``: ``(run, batches)``, as
     ``factor_gram``'s; ``gram``: ``B'B`` where known already.
     """
-    xp = xp_of(Y)
     run, batches = pool or _one_call(factor)
     w_host = np.asarray(to_numpy(w), dtype=np.float64)
     n_effective = effective_count(w_host, group_of)
     if factor.shape[1] == 0 or n_effective < 3:
         return FALLBACK_ALPHA, None, None, None, None
-    lam, W = xp.linalg.eigh(factor_gram(factor, pool) if gram is None else gram)
-    lam = np.asarray(to_numpy(lam))
-    keep = lam > max(lam[-1], 0.0) * len(lam) * np.finfo(float).eps
-    keep &= lam > floor
-    if not keep.any():
+    lam, W = factor_directions(factor_gram(factor, pool) if gram is None else gram, floor)
+    if not len(lam):
         return FALLBACK_ALPHA, None, None, None, None
-    lam, W = lam[keep], take_rows(W.T, np.flatnonzero(keep)).T
     Y_host = np.asarray(to_numpy(Y), dtype=np.float64)
     alphas = ridge_grid(lam, least) if alphas is None else np.asarray(alphas, dtype=float)
     errors = None if exact else _gcv_errors(factor, W, lam, Y, w_host, fit_intercept, group_of, n_effective, alphas)
@@ -151,6 +146,15 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     chosen = classification_ridge(wrong, first, w_host, group_of, n_effective) if classify else first
     return (float(alphas[chosen]), errors, alphas, wrong[chosen] if classify else None,
             squared[chosen] if exact else None)
+
+
+def factor_directions(gram, floor=0.0):
+    """``(lam, W)``: the eigenpairs of a factor's Gram matrix ``B'B`` above its rounding and above ``floor``
+    (host eigenvalues, ascending); ``B W / sqrt(lam)`` are then B's left singular vectors."""
+    lam, W = xp_of(gram).linalg.eigh(gram)
+    lam = np.asarray(to_numpy(lam))
+    keep = (lam > max(lam[-1], 0.0) * len(lam) * np.finfo(float).eps) & (lam > floor) if len(lam) else lam > 0
+    return lam[keep], take_rows(W.T, np.flatnonzero(keep)).T
 
 
 def largest_output(F, labels, w):

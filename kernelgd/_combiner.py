@@ -18,7 +18,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils import gen_batches
 
 from ._array_api import take_rows, to_numpy
-from ._auto_alpha import _left_out, _operator, _take, _unstored_factor, every_row_rule, least_ridge
+from ._auto_alpha import (
+    _left_out, _operator, _take, _unstored_factor, every_row_rule, factor_directions, least_ridge,
+)
 from ._replicates import distinct_groups, distinct_rows, replicate_groups
 
 # The output layer reads at most this many training rows (drawn at random beyond): K (K + 1) numbers
@@ -83,12 +85,10 @@ def left_out_outputs(X, rows, kernel, Y, w, alpha, fit_intercept, precomputed, t
         gram = factor.T @ factor
     else:
         factor, gram, pivots = (np.asarray(to_numpy(A)) for A in landmarks)
-    lam, W = np.linalg.eigh(gram)
-    keep = lam > max(lam[-1], 0.0) * len(lam) * np.finfo(float).eps if len(lam) else lam > 0
-    if not keep.any():
+    lam, W = factor_directions(gram)
+    if not len(lam):
         return None  # a kernel of zero on these rows: no model to leave a row out of
-    lam = lam[keep]
-    V = factor @ (W[:, keep] / np.sqrt(lam))  # orthonormal: the factor's left singular vectors
+    V = factor @ (W / np.sqrt(lam))  # orthonormal: the factor's left singular vectors
     with np.errstate(divide="ignore", invalid="ignore"):  # a row of zero weight has no output of its own here
         F = next(_left_out(V, lam, Y, w, fit_intercept, [float(alpha)], group_of))[0]
     read = np.isfinite(F).all(axis=1) & (w > 0)  # a group of leverage 1 (an interpolant's) has no left-out output
