@@ -7,9 +7,11 @@ process's own high-water mark above its resident size before the fit.
 """
 
 import json
+import os
 import platform
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -72,9 +74,15 @@ def run_repeated(script, args, timeout, repeat=3, slow=20.0):
     return chosen
 
 
-def run_worker(script, args, timeout, env=None, cwd=None):
-    """Run ``python script --worker *args`` (in ``env`` and ``cwd`` where given) and parse the JSON line it prints."""
+def run_worker(script, args, timeout, env=None, cwd=None, stream=False):
+    """Run ``python script --worker *args`` (in ``env`` and ``cwd`` where given) and parse the JSON line it prints.
+
+    ``stream=True`` echoes the worker's output to stderr as it comes, each line with the seconds since the start
+    (a long fit's progress stays readable when it runs past ``timeout``).
+    """
     cmd = [sys.executable, str(script), "--worker", *args]
+    if stream:
+        return _streamed(cmd, timeout, env, cwd)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
     except subprocess.TimeoutExpired:
@@ -85,6 +93,24 @@ def run_worker(script, args, timeout, env=None, cwd=None):
         tail = proc.stderr.strip().splitlines()[-1:] or ["?"]
         return {"status": f"error: {tail[0][:120]}"}
     return {"status": "ok", **json.loads(proc.stdout.strip().splitlines()[-1])}
+
+
+def _streamed(cmd, timeout, env, cwd):
+    start, last = time.perf_counter(), ""
+    env = dict(env if env is not None else os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd)
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    for line in proc.stdout:
+        print(f"[{time.perf_counter() - start:8.1f} s] {line.rstrip()}", file=sys.stderr, flush=True)
+        last = line if line.strip() else last
+    proc.wait()
+    timer.cancel()
+    if time.perf_counter() - start >= timeout:
+        return {"status": f"timeout after {timeout} s"}
+    if proc.returncode != 0:
+        return {"status": f"error (exit {proc.returncode}): {last.strip()[:120]}"}
+    return {"status": "ok", **json.loads(last)}
 
 
 def machine():

@@ -135,7 +135,10 @@ def like(array, other):
 
 def xp_of(A):
     """The namespace of A: numpy itself for numpy arrays."""
-    return np if on_host(A) else namespace(A)[0]
+    if _is_host(A):
+        return np
+    cached = _NAMESPACES.get((type(A), get_config()["array_api_dispatch"]))  # without reading the device
+    return (cached or namespace(A))[0]
 
 
 def input_namespace(*arrays):
