@@ -204,6 +204,16 @@ def memory_budget(xp, device, default):
 EXPLICIT_INVERSE_ROWS = 16384
 
 
+# Rows of an m x m matrix computed (or updated) at a time off the host: at most this many entries per block
+# (128 MiB of float64), so that no m x m temporary stands beside the matrix.
+BLOCK_ENTRIES = 1 << 24
+
+
+def _row_blocks(m):
+    step = max(1, BLOCK_ENTRIES // max(m, 1))
+    return [slice(start, min(start + step, m)) for start in range(0, m, step)]
+
+
 def keeps_inverses(m):
     """Whether ``triangular_solver`` keeps an m x m factor's explicit inverse off the host."""
     return m <= EXPLICIT_INVERSE_ROWS
@@ -493,11 +503,15 @@ class _Host:
         the operator's tuned blocks)."""
         return None
 
+    def upper_inverse(T):
+        """``T^-1`` of an upper triangular T (numpy: LAPACK's trtri)."""
+        return scipy.linalg.lapack.dtrtri(T, lower=0)[0]
+
     def triangular_inverses(R, stack, c, k):
         """Column c's factor's triangular inverse, in ``stack`` (numpy: one (k, m, m) array)."""
         if stack is None or stack.shape != (k,) + R.shape:
             stack = np.empty((k,) + R.shape)
-        stack[c] = scipy.linalg.lapack.dtrtri(R, lower=0)[0]
+        stack[c] = _Host.upper_inverse(R)
         return stack
 
     def stacked_cho_solve(U, R_inv):
@@ -705,11 +719,16 @@ class _Generic:
         return product if alpha == 1.0 else alpha * product
 
     def scaled_triangle_gram(T, s):
-        G = T * s[None, :]
-        return G @ G.T
+        # by row blocks: beside T and the result, one block (a scaled copy of T would be an m x m matrix more)
+        xp, m, d = xp_of(T), T.shape[0], s * s
+        M = xp.empty((m, m), dtype=T.dtype, device=T.device)
+        for rows in _row_blocks(m):
+            M[rows, :] = (T[rows, :] * d[None, :]) @ T.T
+        return M
 
     def minus_outer(M, v):
-        M -= v[:, None] * v[None, :]  # M is the caller's own
+        for rows in _row_blocks(M.shape[0]):  # in M (the caller's own), without an m x m outer product
+            M[rows, :] -= v[rows, None] * v[None, :]
         return M
 
     def triangular_dot(T, V, trans=False):
@@ -728,13 +747,16 @@ class _Generic:
         # would take as much memory again as the factor.
         if not keeps_inverses(T.shape[0]):
             return lambda V, trans=False: solve_triangular(T, V, trans=trans)
-        T_inv = solve_triangular(T, eye(T, T.shape[0]))
+        T_inv = upper_inverse(T)
         return lambda V, trans=False: (T_inv.T if trans else T_inv) @ V
+
+    def upper_inverse(T):
+        return solve_triangular(T, eye(T, T.shape[0]))
 
     def triangular_inverses(R, stack, c, k):
         if stack is None or tuple(stack.shape) != (k,) + tuple(R.shape):
             stack = xp_of(R).zeros((k,) + tuple(R.shape), dtype=R.dtype, device=R.device)
-        stack[c, ...] = solve_triangular(R, eye(R, R.shape[0]))
+        stack[c, ...] = upper_inverse(R)
         return stack
 
     def stacked_cho_solve(U, R_inv):
@@ -796,13 +818,24 @@ class _Torch(_Generic):
         return int(torch.cuda.mem_get_info(device)[0] * DEVICE_BUDGET_FRACTION)
 
     def factor_in_place(M, shift=0.0):
-        # M's own memory takes the shift, and potrf reads its lower triangle (as LAPACK's on the host):
-        # the generic body's symmetrised copy and identity were two m x m matrices more at the peak
+        # in M's own memory, as LAPACK's on the host: potrf on M' (column-major, the layout torch factors
+        # without a copy; M's upper triangle is its lower one), whose lower factor, written over it, is M's
+        # upper factor. A NaN or inf anywhere in a factor reaches a later diagonal entry.
         import torch
 
+        M = M if M.is_contiguous() else M.contiguous()
         M.diagonal().add_(shift)
-        L, info = torch.linalg.cholesky_ex(M)
-        return L.T if int(info) == 0 and bool(torch.isfinite(L).all()) else None
+        info = torch.empty((), dtype=torch.int32, device=M.device)
+        torch.linalg.cholesky_ex(M.mT, out=(M.mT, info))
+        return M if int(info) == 0 and bool(torch.isfinite(M.diagonal()).all()) else None
+
+    def upper_inverse(T):
+        # solved in the identity's own memory, column-major (torch's layout for it: no copy): one m x m
+        # matrix beside T at the peak, not two
+        import torch
+
+        E = torch.eye(T.shape[0], dtype=T.dtype, device=T.device).mT
+        return torch.linalg.solve_triangular(T, E, upper=True, out=E)
 
 
 class _CuPy(_Generic):
@@ -901,6 +934,7 @@ solve_psd = _dispatched("solve_psd")  # M^-1 v for a symmetric PSD M (least squa
 GrowingFactor = _dispatched("GrowingFactor")  # a pivoted Cholesky's factor F (n x up to rank), column blocks
 gaussian_product = _dispatched("gaussian_product")  # a fused exp(-|a - b|^2) @ V for arrays like X, or None
 triangular_solver = _dispatched("triangular_solver")  # V, trans -> T^-1 V (T^-T V), T upper triangular
+upper_inverse = _dispatched("upper_inverse")  # T^-1 for an upper triangular T
 _triangular_inverses, _stacked_cho_solve = _dispatched("triangular_inverses"), _dispatched("stacked_cho_solve")
 _concat, _sum_blocks = _dispatched("concat"), _dispatched("sum_blocks")
 _to_floats = _dispatched("to_floats")

@@ -607,6 +607,40 @@ def test_center_memory_check_counts_what_the_factors_hold_off_the_host(inverses,
         _preconditioners.check_center_memory(m, count * 8 * m * m, X)
 
 
+@pytest.mark.parametrize("inverses", [True, False])
+def test_torch_center_memory_count_holds_on_cuda(inverses, monkeypatch):
+    # torch factors in place, forms A's matrix by row blocks and inverts into an identity's memory: the
+    # device's own peak (tracemalloc cannot see it) stays within the matrices the check counts
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from kernelgd import _array_api
+    from kernelgd._operator import KernelOperator
+    from kernelgd._solvers import _preconditioners
+    from kernelgd.kernels import bind_kernel
+
+    m = 3000
+    monkeypatch.setattr(_array_api, "BLOCK_ENTRIES", 100 * m)
+    if not inverses:
+        monkeypatch.setattr(_array_api, "EXPLICIT_INVERSE_ROWS", m - 1)
+    rng = np.random.RandomState(0)
+    with config_context(array_api_dispatch=True):
+        X = torch.asarray(rng.normal(size=(2 * m, 4)), device="cuda")
+        operator = KernelOperator(X, bind_kernel("rbf", sigma=2.0), centers=X[:m], dtype="float64", store=False,
+                                  center_rows=np.arange(m))
+        d = torch.asarray(rng.uniform(0.5, 1.5, m), device="cuda")
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        factors = _preconditioners.center_factors(operator)
+        _preconditioners.FalkonPreconditioner(factors, d, 1e-6, True)
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - before
+        count = _preconditioners.center_matrix_count(m, X)
+    assert count == (4 if inverses else 2)
+    assert peak <= 1.1 * count * 8 * m * m
+
+
 def test_torch_factors_in_place_and_past_the_inverses_solves_triangles():
     # torch shifts M's diagonal in place and factors its lower triangle; past EXPLICIT_INVERSE_ROWS the
     # centers' factors are applied by triangular solves: the fit (cg, and newton for the logistic loss)

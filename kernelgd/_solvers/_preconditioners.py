@@ -136,17 +136,19 @@ def center_jitter(operator, Kmm):
 def center_matrix_count(m, like=None):
     """The m x m float64 matrices a centers fit holds at its peak, for arrays like ``like`` (None: numpy).
 
-    numpy keeps T and FALKON's factor A, each factored in its own memory (tracemalloc at m = 500: 2.04).
-    Other namespaces also keep both triangular inverses where ``keeps_inverses(m)`` (the second one's
-    identity at the peak), and a namespace that does not factor in place holds A's matrix, its
-    symmetrised copy, an identity and the factor at once (array-api-strict: 5.2, and 4.2 beyond).
+    numpy keeps T and FALKON's factor A, each factored in its own memory (tracemalloc at m = 500: 2.04);
+    so does torch, whose products with T form A's matrix by row blocks (torch on the CPU at m = 3,000:
+    2.4 by the process's peak memory). Other namespaces also keep both triangular inverses where
+    ``keeps_inverses(m)`` (torch solves each into an identity's memory: 4.3), and a namespace that does
+    not factor in place holds A's matrix, its symmetrised copy, an identity and the factor at once
+    (array-api-strict: 5.2, and 4.1 beyond).
     """
     if like is None or on_host(like):
         return 2
     in_place = factors_in_place(like)
     if not keeps_inverses(m):
-        return 3 if in_place else 5
-    return 5 if in_place else 6
+        return 2 if in_place else 5
+    return 4 if in_place else 6
 
 
 def check_center_memory(m, memory_budget, like=None):
