@@ -827,7 +827,7 @@ class _Torch(_Generic):
         M.diagonal().add_(shift)
         info = torch.empty((), dtype=torch.int32, device=M.device)
         torch.linalg.cholesky_ex(M.mT, out=(M.mT, info))
-        return M if int(info) == 0 and bool(torch.isfinite(M.diagonal()).all()) else None
+        return M if bool((info == 0) & torch.isfinite(M.diagonal()).all()) else None  # one read from the device
 
     def upper_inverse(T):
         # solved in the identity's own memory, column-major (torch's layout for it: no copy): one m x m

@@ -656,6 +656,9 @@ def test_torch_factors_in_place_and_past_the_inverses_solves_triangles():
         T = cholesky(Mt)
         assert_allclose(to_numpy(T.T @ T), M, atol=1e-10)
         assert_allclose(to_numpy(Mt), M)  # cholesky factors a copy
+        # a failed factorization, or one that met a NaN, is None (the jitter ladder's cue), from one read
+        for bad in ([[1.0, 2.0], [2.0, 1.0]], [[1.0, np.nan], [np.nan, 1.0]]):
+            assert _array_api._Torch.factor_in_place(torch.asarray(bad, dtype=torch.float64)) is None
     X = rng.normal(size=(300, 3))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=300)
     labels = (y > 0).astype(int)
