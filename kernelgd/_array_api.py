@@ -574,6 +574,15 @@ class _Generic:
             return None
         return L.T if bool(xp.all(xp.isfinite(L))) else None
 
+    def factor_stack(S):
+        """``(U, ok)``: upper factors of a stack of SPD matrices (symmetrised), and which succeeded."""
+        xp = xp_of(S)
+        try:
+            L = xp.linalg.cholesky((S + xp.permute_dims(S, (0, 2, 1))) / 2)
+        except Exception:  # noqa: BLE001 - one failure fails the stack here: each takes the ladder
+            return S, xp.zeros(S.shape[0], dtype=xp.bool, device=S.device)
+        return xp.permute_dims(L, (0, 2, 1)), xp.all(xp.isfinite(xp.linalg.diagonal(L)), axis=-1)
+
     def scale_in_place(M, s):
         return s[:, None] * M * s[None, :]
 
@@ -829,6 +838,14 @@ class _Torch(_Generic):
         torch.linalg.cholesky_ex(M.mT, out=(M.mT, info))
         return M if bool((info == 0) & torch.isfinite(M.diagonal()).all()) else None  # one read from the device
 
+    def factor_stack(S):
+        import torch
+
+        S = S.contiguous()  # factored in place, each matrix as factor_in_place's
+        info = torch.empty(S.shape[0], dtype=torch.int32, device=S.device)
+        torch.linalg.cholesky_ex(S.mT, out=(S.mT, info))
+        return S, (info == 0) & torch.isfinite(torch.diagonal(S, dim1=-2, dim2=-1)).all(dim=-1)
+
     def upper_inverse(T):
         # solved in the identity's own memory, column-major (torch's layout for it: no copy): one m x m
         # matrix beside T at the peak, not two
@@ -978,6 +995,20 @@ def cholesky(M, what="matrix", jitter=0.0):
     return cholesky_in_place(lambda: copy(M) if factors_in_place(M) else M, what, jitter)[0]
 
 
+_TINY = float(np.finfo(float).tiny)
+
+
+def cholesky_many(Ms, what="matrix"):
+    """``[cholesky(M, what) for M in Ms]`` for equally shaped matrices; off the host, the stack's factorization
+    and one read of which succeeded (each read waits for the device), the others along the jitter ladder."""
+    if not Ms or on_host(Ms[0]):
+        return [cholesky(M, what) for M in Ms]
+    xp = xp_of(Ms[0])
+    factors, ok = _library(xp).factor_stack(xp.stack(Ms))
+    ok = np.asarray(to_numpy(ok), dtype=bool)
+    return [factors[i, ...] if ok[i] else cholesky(M, what) for i, M in enumerate(Ms)]
+
+
 def cholesky_in_place(build, what="matrix", jitter=0.0, M=None):
     """``(U, shift)``: the upper Cholesky factor of ``build() + shift I``, in build()'s memory where the
     namespace allows (numpy), and the shift that factored: ``jitter``, raised along ``JITTER_LADDER``.
@@ -986,9 +1017,9 @@ def cholesky_in_place(build, what="matrix", jitter=0.0, M=None):
     ``M``: build()'s first result where the caller has it already.
     """
     M = build() if M is None else M
-    scale = max(float(xp_of(M).sum(diagonal(M))) / max(M.shape[0], 1), float(np.finfo(np.float64).tiny))
+    trace = xp_of(M).sum(diagonal(M))  # before a factorization overwrites M; read (a wait) where a rung needs it
     for k, extra in enumerate(JITTER_LADDER):
-        shift = float(jitter) + extra * scale
+        shift = float(jitter) + (extra * max(float(trace) / max(M.shape[0], 1), _TINY) if extra else 0.0)
         U = factor_in_place(M if k == 0 else build(), shift)
         if U is not None:
             return U, shift

@@ -494,6 +494,35 @@ def test_predictive_std_matches_numpy(module, n_centers, dense, regression, monk
 
 
 @pytest.mark.parametrize("module", NAMESPACES)
+def test_cholesky_many_factors_a_stack_with_one_read(module, monkeypatch):
+    # Newton's per-class preconditioner factors (letter: 26 per step) in one factorization of their stack and
+    # one read of which succeeded; a failed one takes cholesky's jitter ladder, as alone
+    from kernelgd._array_api import cholesky_many
+
+    rng = np.random.RandomState(0)
+    mats = [G @ G.T + 1e-3 * np.eye(5) for G in rng.normal(size=(3, 5, 5))] + [np.ones((5, 5))]
+    with config_context(array_api_dispatch=True):
+        Ms = [module.asarray(M) for M in mats]
+        reads = []
+        array_type = type(Ms[0])
+        for name in ("__bool__", "__float__", "__int__", "__index__", "item"):
+            if hasattr(array_type, name):
+                original = getattr(array_type, name)
+                monkeypatch.setattr(array_type, name, lambda self, *a, _f=original, **k: reads.append(1) or _f(self, *a, **k))
+        factors = cholesky_many(Ms[:3], "test matrix")
+        assert len(reads) <= 1
+        factors += cholesky_many(Ms[2:], "test matrix")[1:]  # the singular one: jitter
+        monkeypatch.undo()
+        for M, U, alone in zip(mats, factors, [cholesky(M, "test matrix") for M in Ms]):
+            assert_allclose(np.triu(to_numpy(U)), to_numpy(U), atol=0)
+            assert_allclose(to_numpy(U), to_numpy(alone), atol=1e-12)
+        assert_allclose(to_numpy(Ms[0]), mats[0])  # the inputs stay as they were
+        with pytest.raises(ValueError, match="numerically singular"):
+            cholesky_many([Ms[0], module.asarray(-np.eye(5))], "test matrix")
+    assert cholesky_many([], "test matrix") == []
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
 def test_cg_reads_the_device_once_per_read_interval(module, monkeypatch):
     # a host read waits for the device: block_pcg's only one is its convergence test, every
     # read_interval iterations (its residual stays on the device until a caller asks the tracker for it)

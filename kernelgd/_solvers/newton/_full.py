@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._array_api import (
-    CholeskyStack, add_to_diagonal, blas_dot, clip_min, cholesky, coldot, contiguous, copy, fortran, from_numpy, gram,
+    CholeskyStack, add_to_diagonal, blas_dot, clip_min, cholesky_many, coldot, contiguous, copy, fortran, from_numpy, gram,
     single_threaded_blas, to_floats, to_numpy, xp_of, zeros,
 )
 from .._krylov import ProductTracker, block_pcg, rp_cholesky
@@ -120,14 +120,16 @@ def preconditioner(operator, H, ridge, settings, steps):
         sums += [change, _diagonal_ratio(H[:, c], old, diag, mu[c], float(shifts[c]))]
     read = to_floats(*sums)
     mus, tests = read[:k], {c: read[k + 2 * i : k + 2 * i + 2] for i, c in enumerate(seen)}
-    for c in range(k):
+
+    def stale(c):  # (the shift alone sets the spectrum outside L's span: a damping that moved moves it)
         change, ratio = tests.get(c, (np.inf, np.inf))
-        # (the shift alone sets the spectrum outside L's span: a damping that moved moves it)
-        moved = change > REFACTOR_CHANGE or ratio * max(mus[c] / shifts[c], shifts[c] / mus[c]) > REFACTOR_RATIO
-        if L.shape[1] and moved:
-            Gc = add_to_diagonal(gram(S[:, c : c + 1] * L, trans=True), mus[c])
-            factors.cholesky.set(c, cholesky(Gc, "preconditioner matrix"))
-            weights[c], shifts[c] = copy(H[:, c]), mus[c]
+        return change > REFACTOR_CHANGE or ratio * max(mus[c] / shifts[c], shifts[c] / mus[c]) > REFACTOR_RATIO
+
+    moved = [c for c in range(k) if L.shape[1] and stale(c)]
+    grams = [add_to_diagonal(gram(S[:, c : c + 1] * L, trans=True), mus[c]) for c in moved]
+    for c, R in zip(moved, cholesky_many(grams, "preconditioner matrix")):  # off the host: one read for all
+        factors.cholesky.set(c, R)
+        weights[c], shifts[c] = copy(H[:, c]), mus[c]
     if not L.shape[1]:
         return lambda V: V / mu
     S_factor = xp.sqrt(xp.stack(weights, axis=1))
