@@ -28,11 +28,54 @@ C = X[rng.choice(N, M, replace=False)]
 KERNEL = bind_kernel("rbf", sigma=1.5)
 
 
+class LocalBlocks:
+    """A problem whose blocks are in-memory arrays, summed one after the other.
+
+    Parameters
+    ----------
+    kernel : BoundKernel
+    centers : ndarray of shape (m, n_features)
+    blocks : list of (X, Y, w)
+        Rows, targets (n_j, k) and weights (normalised over all blocks).
+    center_weights : ndarray of shape (m,)
+        The weights of the centers' rows.
+    loss : loss class
+    """
+
+    def __init__(self, kernel, centers, blocks, center_weights, loss):
+        self.kernel, self.C, self.blocks, self.loss = kernel, centers, blocks, loss
+        self.center_weights = center_weights
+        self.n = sum(X.shape[0] for X, _, _ in blocks)
+        self.m = centers.shape[0]
+        self.dtype = np.float64
+        self.weighted_targets = sum(w @ Y for _, Y, w in blocks)
+        self.n_passes = 0
+
+    def center_matrix(self):
+        return np.asarray(self.kernel(self.C, self.C), dtype=np.float64)
+
+    def evaluate(self, beta, b, hessian):
+        self.n_passes += 1
+        terms = {}
+        for X, Y, w in self.blocks:
+            part = blockwise.block_terms(self.kernel, self.C, X, Y, w, self.loss, beta, b, hessian)
+            terms = blockwise.add_terms(terms, part)
+        return terms
+
+    def hessp(self, beta, b, D):
+        self.n_passes += 1
+        terms = {}
+        for X, Y, w in self.blocks:
+            part = blockwise.block_hessp(self.kernel, self.C, X, Y, w, self.loss, beta, b, D)
+            terms = blockwise.add_terms(terms, part)
+        return terms
+
+
 def problem(Y, w, loss, n_blocks=3, X=X, C=C, kernel=KERNEL):
     parts = np.array_split(np.arange(len(Y)), n_blocks)
     blocks = [(X[p], Y[p], w[p]) for p in parts]
     rows = [np.flatnonzero((X == c).all(axis=1))[0] for c in C]
-    return blockwise.LocalBlocks(kernel, C, blocks, w[rows], loss)
+    return LocalBlocks(kernel, C, blocks, w[rows], loss)
 
 
 def fit(Y, w, loss, alpha, tol=1e-10, **kwargs):

@@ -3,8 +3,8 @@
 The model ``f = K_nm beta + b`` on m centers has m x k coefficients, and
 every quantity a Newton step needs from the n rows is a sum over row
 blocks. A *problem* computes those sums wherever its rows live (Dask
-workers: ``kernelgd/_dask.py``; a list of arrays: :class:`LocalBlocks`,
-which the tests use) and exposes
+workers: ``kernelgd/_dask.py``; in-memory blocks: the tests' ``LocalBlocks``)
+and exposes
 
 * ``evaluate(beta, b, hessian)``: the loss, ``K'G`` and ``sum_i G_i`` at
   ``F = K beta + b``; with ``hessian``, also what the Newton step's
@@ -98,47 +98,6 @@ def add_terms(a, b):
     if not b:
         return a
     return {key: a[key] + b[key] for key in a}
-
-
-class LocalBlocks:
-    """A problem whose blocks are in-memory arrays, summed one after the other.
-
-    Parameters
-    ----------
-    kernel : BoundKernel
-    centers : ndarray of shape (m, n_features)
-    blocks : list of (X, Y, w)
-        Rows, targets (n_j, k) and weights (normalised over all blocks).
-    center_weights : ndarray of shape (m,)
-        The weights of the centers' rows.
-    loss : loss class
-    """
-
-    def __init__(self, kernel, centers, blocks, center_weights, loss):
-        self.kernel, self.C, self.blocks, self.loss = kernel, centers, blocks, loss
-        self.center_weights = center_weights
-        self.n = sum(X.shape[0] for X, _, _ in blocks)
-        self.m = centers.shape[0]
-        self.dtype = np.float64
-        self.weighted_targets = sum(w @ Y for _, Y, w in blocks)
-        self.n_passes = 0
-
-    def center_matrix(self):
-        return np.asarray(self.kernel(self.C, self.C), dtype=np.float64)
-
-    def evaluate(self, beta, b, hessian):
-        self.n_passes += 1
-        terms = {}
-        for X, Y, w in self.blocks:
-            terms = add_terms(terms, block_terms(self.kernel, self.C, X, Y, w, self.loss, beta, b, hessian))
-        return terms
-
-    def hessp(self, beta, b, D):
-        self.n_passes += 1
-        terms = {}
-        for X, Y, w in self.blocks:
-            terms = add_terms(terms, block_hessp(self.kernel, self.C, X, Y, w, self.loss, beta, b, D))
-        return terms
 
 
 # ------------------------------------------------------------------ client side
@@ -250,7 +209,7 @@ def solve(problem, settings):
     Parameters
     ----------
     problem : object
-        The rows' sums (module docstring), for example :class:`LocalBlocks`.
+        The rows' sums (module docstring), for example the Dask fit's ``DaskBlocks``.
     settings : SolverSettings
 
     Returns
