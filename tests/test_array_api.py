@@ -493,6 +493,16 @@ def test_predictive_std_matches_numpy(module, n_centers, dense, regression, monk
     assert_allclose(to_numpy(cov), ref.predict(X[:5], return_cov=True)[1], rtol=1e-5, atol=1e-10)
 
 
+def _count_reads(patch, array_type):
+    """A list that grows by one at each read of an ``array_type`` to a Python scalar (a wait for the device)."""
+    reads = []
+    for name in ("__bool__", "__float__", "__int__", "__index__", "item"):
+        if hasattr(array_type, name):
+            original = getattr(array_type, name)
+            patch.setattr(array_type, name, lambda self, *a, _f=original, **k: reads.append(1) or _f(self, *a, **k))
+    return reads
+
+
 @pytest.mark.parametrize("module", NAMESPACES)
 def test_cholesky_many_factors_a_stack_with_one_read(module, monkeypatch):
     # Newton's per-class preconditioner factors (letter: 26 per step) in one factorization of their stack and
@@ -503,12 +513,7 @@ def test_cholesky_many_factors_a_stack_with_one_read(module, monkeypatch):
     mats = [G @ G.T + 1e-3 * np.eye(5) for G in rng.normal(size=(3, 5, 5))] + [np.ones((5, 5))]
     with config_context(array_api_dispatch=True):
         Ms = [module.asarray(M) for M in mats]
-        reads = []
-        array_type = type(Ms[0])
-        for name in ("__bool__", "__float__", "__int__", "__index__", "item"):
-            if hasattr(array_type, name):
-                original = getattr(array_type, name)
-                monkeypatch.setattr(array_type, name, lambda self, *a, _f=original, **k: reads.append(1) or _f(self, *a, **k))
+        reads = _count_reads(monkeypatch, type(Ms[0]))
         factors = cholesky_many(Ms[:3], "test matrix")
         assert len(reads) <= 1
         factors += cholesky_many(Ms[2:], "test matrix")[1:]  # the singular one: jitter
@@ -534,12 +539,7 @@ def test_cg_reads_the_device_once_per_read_interval(module, monkeypatch):
     with config_context(array_api_dispatch=True):
         A, B = module.asarray(G @ G.T + 60 * np.eye(60)), module.asarray(rng.normal(size=(60, 3)))
         tracker = ProductTracker(A @ B * 0.0)
-        reads = []
-        array_type = type(B)
-        for name in ("__bool__", "__float__", "__int__", "__index__", "item"):
-            if hasattr(array_type, name):
-                original = getattr(array_type, name)
-                monkeypatch.setattr(array_type, name, lambda self, *a, _f=original, **k: reads.append(1) or _f(self, *a, **k))
+        reads = _count_reads(monkeypatch, type(B))
 
         def apply_A(V):
             tracker.record(A @ V)
@@ -569,13 +569,8 @@ def test_cg_reads_the_device_twice_per_read_interval(module, n_centers, monkeypa
     y = np.sin(X[:, 0]) + rng.normal(size=800)
 
     def reads(max_iter):
-        count = []
-        array_type = type(module.asarray(np.zeros(1)))
         with monkeypatch.context() as patch:
-            for name in ("__bool__", "__float__", "__int__", "__index__", "item"):
-                if hasattr(array_type, name):
-                    original = getattr(array_type, name)
-                    patch.setattr(array_type, name, lambda self, *a, _f=original, **k: count.append(1) or _f(self, *a, **k))
+            count = _count_reads(patch, type(module.asarray(np.zeros(1))))
             to_numpy = _array_api.to_numpy
             patch.setattr(_array_api, "to_numpy", lambda A: count.append(1) or to_numpy(A))
             model = KernelGDRegressor(solver="cg", alpha=1e-8, tol=0.0, max_iter=max_iter, n_centers=n_centers,
