@@ -741,7 +741,14 @@ class _Generic:
         return M
 
     def triangular_dot(T, V, trans=False):
-        return (T.T if trans else T) @ V
+        if not is_float32(T):
+            return (T.T if trans else T) @ V
+        # a float32 factor (many centers) read in float64 a row block at a time: the objective's and the
+        # gradient's products keep float64's accuracy without a float64 copy of T
+        V = as_float64(V)
+        if trans:
+            return sum_blocks([as_float64(T[rows, :]).T @ V[rows, ...] for rows in _row_blocks(T.shape[0])])
+        return concat([as_float64(T[rows, :]) @ V for rows in _row_blocks(T.shape[0])], axis=0)
 
     def cho_solve(R, V):
         return solve_triangular(R, solve_triangular(R, V, upper=True, trans=True), upper=True)
@@ -754,8 +761,9 @@ class _Generic:
         # triangular solve per call (m x m at m = 10^4: 0.8 ms per trsv on a GPU). Past
         # EXPLICIT_INVERSE_ROWS a solve reads as many bytes as that product, and the inverse
         # would take as much memory again as the factor.
-        if not keeps_inverses(T.shape[0]):
-            return lambda V, trans=False: solve_triangular(T, V, trans=trans)
+        if not keeps_inverses(T.shape[0]):  # (a float32 T, of many centers, solves in float32)
+            dtype = np.float32 if is_float32(T) else np.float64
+            return lambda V, trans=False: as_float64(solve_triangular(T, cast(V, dtype), trans=trans))
         T_inv = upper_inverse(T)
         return lambda V, trans=False: (T_inv.T if trans else T_inv) @ V
 

@@ -20,7 +20,7 @@ from ._losses import SquaredLoss
 from ._operator import KernelOperator
 from ._replicates import distinct_groups, effective_count
 from ._solvers import CENTER_SOLVERS, SMOOTH_LOSS_SOLVERS, SolverSettings, choose_solver, run_solver
-from ._solvers._preconditioners import check_center_memory
+from ._solvers._preconditioners import center_dtype, check_center_memory
 
 
 def power_of_two_scale(Y):
@@ -200,12 +200,13 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
     # FALKON's change of variables amplifies float32 rounding in K_nm products far beyond the signal
     # when alpha is small: centers run in float64 under dtype="auto"
     dtype = "float64" if options["dtype"] == "auto" and centers is not None else options["dtype"]
-    operator_budget = options["memory_budget"]
+    operator_budget, matrices = options["memory_budget"], np.float64
     if centers is not None:  # the centers' m x m matrices first, checked before any allocation; K gets the rest
-        operator_budget -= check_center_memory(centers.shape[0], operator_budget, rows.X)
+        matrices = center_dtype(centers.shape[0], operator_budget, rows.X, dtype)
+        operator_budget -= check_center_memory(centers.shape[0], operator_budget, rows.X, matrices)
     operator = KernelOperator(
         rows.X, kernel, centers=centers, memory_budget=operator_budget, dtype=dtype,
-        threads=options["n_threads"], center_rows=center_rows,
+        threads=options["n_threads"], center_rows=center_rows, center_dtype=matrices,
     )
     if centers is not None:
         landmarks = None  # a factor of the rows, not of the centers' system

@@ -326,12 +326,15 @@ class KernelOperator:
     center_rows : ndarray of shape (m,), default=None
         Where the centers are rows of X, their indices (``C = X[center_rows]``):
         solver "cg" then weighs its FALKON preconditioner by the centers' weights.
+    center_dtype : {"float64", "float32"}, default="float64"
+        The dtype of ``center_matrix()`` and of the factors made from it (``_preconditioners.center_dtype``).
     """
 
     def __init__(
         self, X, kernel, *, centers=None, memory_budget=DEFAULT_MEMORY_BUDGET, dtype="auto", store=None,
-        threads="auto", center_rows=None,
+        threads="auto", center_rows=None, center_dtype="float64",
     ):
+        self.center_dtype = np.dtype(center_dtype).type
         self.kernel = kernel
         self.xp, self.device = (np, None) if sp.issparse(X) else namespace(X)
         self.host = on_host(X)  # the thread pool, the stored triangle and scipy's BLAS
@@ -462,7 +465,10 @@ class KernelOperator:
         return as_float64(self.kernel(self.X, rows_of(self.C, idx)))
 
     def center_matrix(self):
-        """``k(C, C)`` (m x m) in float64."""
+        """``k(C, C)`` (m x m) in ``center_dtype``: float64, or evaluated in float32 (``center_dtype``)."""
+        if self.center_dtype != np.float64:
+            C = cast(self.C, np.float32)
+            return cast(self.K, np.float32) if self.kernel is None else cast(self.kernel(C, C), np.float32)
         if self.kernel is None:
             return as_float64(self.K)
         C = as_float64(self.C, copy=True)

@@ -631,8 +631,8 @@ def test_center_memory_check_counts_what_the_factors_hold_off_the_host(inverses,
         _preconditioners.check_center_memory(m, count * 8 * m * m, X)
 
 
-@pytest.mark.parametrize("inverses", [True, False])
-def test_torch_center_memory_count_holds_on_cuda(inverses, monkeypatch):
+@pytest.mark.parametrize("inverses, center_dtype", [(True, "float64"), (False, "float64"), (False, "float32")])
+def test_torch_center_memory_count_holds_on_cuda(inverses, center_dtype, monkeypatch):
     # torch factors in place, forms A's matrix by row blocks and inverts into an identity's memory: the
     # device's own peak (tracemalloc cannot see it) stays within the matrices the check counts
     torch = pytest.importorskip("torch")
@@ -651,7 +651,7 @@ def test_torch_center_memory_count_holds_on_cuda(inverses, monkeypatch):
     with config_context(array_api_dispatch=True):
         X = torch.asarray(rng.normal(size=(2 * m, 4)), device="cuda")
         operator = KernelOperator(X, bind_kernel("rbf", sigma=2.0), centers=X[:m], dtype="float64", store=False,
-                                  center_rows=np.arange(m))
+                                  center_rows=np.arange(m), center_dtype=center_dtype)
         d = torch.asarray(rng.uniform(0.5, 1.5, m), device="cuda")
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -662,7 +662,56 @@ def test_torch_center_memory_count_holds_on_cuda(inverses, monkeypatch):
         peak = torch.cuda.max_memory_allocated() - before
         count = _preconditioners.center_matrix_count(m, X)
     assert count == (4 if inverses else 2)
-    assert peak <= 1.1 * count * 8 * m * m
+    assert peak <= 1.1 * count * np.dtype(center_dtype).itemsize * m * m
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
+def test_centers_past_the_float64_budget_keep_float32_matrices(module, monkeypatch):
+    # a float32 fit off the host whose float64 m x m matrices would pass the budget keeps them in float32
+    # (past the kept inverses): the same objective as numpy's to float32's reach; less budget: a clear error
+    from kernelgd import _array_api
+    from kernelgd._solvers import _dense_newton, _preconditioners, cg
+    from kernelgd._solvers.newton import _run
+
+    m = 40
+    monkeypatch.setattr(_dense_newton, "MAX_UNKNOWNS", 0)  # CG's steps on centers, not a dense solve
+    monkeypatch.setattr(_array_api, "EXPLICIT_INVERSE_ROWS", m - 1)
+    dtypes = []
+
+    def spy(operator):
+        factors = _preconditioners.center_factors(operator)
+        dtypes.append(_array_api.is_float32(factors.T))
+        return factors
+
+    monkeypatch.setattr(cg, "center_factors", spy)
+    monkeypatch.setattr(_run, "center_factors", spy)
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(300, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=300)
+    for est, target in [(KernelGDRegressor(alpha=1e-4, n_centers=m, random_state=0), y),
+                        (KernelGDClassifier(loss="logistic", alpha=1e-4, n_centers=m, random_state=0), (y > 0) * 1)]:
+        ref = clone(est).set_params(options={"dtype": "float32"}).fit(X, target)
+        with config_context(array_api_dispatch=True):
+            Xm, ym = module.asarray(X), module.asarray(target)
+            full = _preconditioners.center_matrix_count(m, Xm) * m * m * 8
+            for budget, float32 in ((full, False), (full - 1, True)):
+                dtypes.clear()
+                fitted = clone(est).set_params(options={"dtype": "float32", "memory_budget": budget}).fit(Xm, ym)
+                assert dtypes and set(dtypes) == {float32}
+                assert float(fitted.loss_curve_[-1]) <= ref.loss_curve_[-1] * (1 + 1e-4)
+            with pytest.raises(ValueError, match=f"n_centers={m} .* m x m matrices of float32"):
+                clone(est).set_params(options={"dtype": "float32", "memory_budget": full // 2 - 1}).fit(Xm, ym)
+    # float64 wherever float64 fits, on the host, computing in float64, or keeping the inverses
+    from kernelgd._solvers._preconditioners import center_dtype
+
+    with config_context(array_api_dispatch=True):
+        Xm = module.asarray(X)
+        assert center_dtype(m, full - 1, Xm, "float32") == np.float32
+        assert center_dtype(m, full, Xm, "float32") == center_dtype(m, full - 1, X, "float32") == np.float64
+        assert center_dtype(m, full - 1, Xm, "float64") == center_dtype(m + 1, full - 1, None, "float32") == np.float64
+    monkeypatch.setattr(_array_api, "EXPLICIT_INVERSE_ROWS", m)
+    with config_context(array_api_dispatch=True):
+        assert center_dtype(m, full - 1, module.asarray(X), "float32") == np.float64
 
 
 def test_torch_factors_in_place_and_past_the_inverses_solves_triangles():

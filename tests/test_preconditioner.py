@@ -191,9 +191,9 @@ def test_block_pcg_tolerance_from_the_start_solves_the_correction():
 
 
 
-def center_factors_peak(X, m):
+def center_factors_peak(X, m, center_dtype="float64"):
     """The peak bytes tracemalloc sees while K_mm, its factors and FALKON's preconditioner are made and
-    applied, on the centers X[:m] (X's namespace, numpy-backed)."""
+    applied, on the centers X[:m] (X's namespace, numpy-backed), the matrices in ``center_dtype``."""
     import tracemalloc
 
     from kernelgd._array_api import namespace
@@ -201,7 +201,7 @@ def center_factors_peak(X, m):
     xp = namespace(X)[0]
     rng = np.random.RandomState(0)
     operator = KernelOperator(X, bind_kernel("rbf", sigma=2.0), centers=X[:m, ...], dtype="float64", store=False,
-                              center_rows=np.arange(m))
+                              center_rows=np.arange(m), center_dtype=center_dtype)
     tracemalloc.start()
     try:
         factors = _preconditioners.center_factors(operator)

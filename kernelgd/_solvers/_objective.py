@@ -8,7 +8,7 @@ negative. The loss (kernelgd._losses) supplies values, gradients and
 Hessians in F; solvers ask this object, never write the sum out.
 """
 
-from .._array_api import blas_dot, sum_of
+from .._array_api import blas_dot, is_float32, sum_of, triangular_dot
 
 
 class Objective:
@@ -34,8 +34,8 @@ class Objective:
 
     def penalty(self, A, KA=None):
         """``||f||_H^2``: ``sum A * KA`` for the full model, ``|T A|^2`` on centers (a 0-d array)."""
-        if self.T is not None:
-            return sum_of(blas_dot(self.T, A) ** 2)
+        if self.T is not None:  # (a float32 T, of many centers: its product sums in float64)
+            return sum_of((triangular_dot(self.T, A) if is_float32(self.T) else blas_dot(self.T, A)) ** 2)
         return sum_of(A, KA)
 
     def value(self, A, KA, b):

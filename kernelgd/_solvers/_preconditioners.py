@@ -12,9 +12,9 @@ from typing import NamedTuple
 import numpy as np
 
 from .._array_api import (
-    add_to_diagonal, blas_dot, cho_solve, cholesky, cholesky_in_place, copy, diagonal, factors_in_place, fortran,
-    gram, keeps_inverses, minus_outer, on_host, outer, scaled_triangle_gram, single_threaded_blas, take_rows,
-    triangular_dot, triangular_solver, xp_of,
+    add_to_diagonal, as_float64, blas_dot, cast, cho_solve, cholesky, cholesky_in_place, copy, diagonal,
+    factors_in_place, fortran, gram, is_float32, keeps_inverses, minus_outer, on_host, outer, scaled_triangle_gram,
+    single_threaded_blas, take_rows, triangular_dot, triangular_solver, xp_of,
 )
 from .._operator import POOLED_MIN_BYTES, check_budget
 from ._krylov import RPC_BLOCK, rp_cholesky
@@ -129,8 +129,10 @@ def landmark_factor(operator, s, n_landmarks, rng, block=RPC_BLOCK, center=False
 
 
 def center_jitter(operator, Kmm):
-    """FALKON's jitter on K_mm, ``m * eps(dtype)`` times the mean ``k(c, c)``."""
-    return Kmm.shape[0] * np.finfo(operator.dtype).eps * float(xp_of(Kmm).mean(diagonal(Kmm)))
+    """FALKON's jitter on K_mm, ``m * eps(dtype)`` times the mean ``k(c, c)``: the kernel's dtype, or K_mm's
+    where it is float32."""
+    eps = np.finfo(np.float32 if is_float32(Kmm) else operator.dtype).eps
+    return Kmm.shape[0] * eps * float(xp_of(Kmm).mean(diagonal(Kmm)))
 
 
 def center_matrix_count(m, like=None):
@@ -151,18 +153,28 @@ def center_matrix_count(m, like=None):
     return 4 if in_place else 6
 
 
-def check_center_memory(m, memory_budget, like=None):
-    """The bytes of the centers' m x m matrices; a MemoryBudgetError where they exceed the budget.
+def center_dtype(m, memory_budget, like, compute_dtype):
+    """The dtype of the centers' m x m matrices: float64, unless a float32 fit off the host past
+    ``keeps_inverses(m)`` (its factors applied by solves) would not fit them in the budget: then float32,
+    half the memory (10^5 centers in 80 GB; FALKON's float32 factors), whose products with T for the
+    objective and its gradient still sum in float64 (``triangular_dot``)."""
+    if like is None or on_host(like) or np.dtype(compute_dtype) != np.float32 or keeps_inverses(m):
+        return np.float64
+    return np.float64 if center_matrix_count(m, like) * m * m * 8 <= memory_budget else np.float32
+
+
+def check_center_memory(m, memory_budget, like=None, dtype=np.float64):
+    """The bytes of the centers' m x m matrices of ``dtype``; a MemoryBudgetError where they exceed the budget.
 
     ``like``: an array of the fit's namespace (numpy keeps fewer matrices than the others); None
     for numpy (the Dask client's).
     """
-    count = center_matrix_count(m, like)
+    count, itemsize = center_matrix_count(m, like), np.dtype(dtype).itemsize
     check_budget(
-        count * m * m * 8, f"n_centers={m} ({count} m x m matrices of float64)", memory_budget,
-        "Use fewer centers (n_centers) or raise options['memory_budget'].",
+        count * m * m * itemsize, f"n_centers={m} ({count} m x m matrices of {np.dtype(dtype).name})",
+        memory_budget, "Use fewer centers (n_centers) or raise options['memory_budget'].",
     )
-    return count * m * m * 8
+    return count * m * m * itemsize
 
 
 class CenterFactors(NamedTuple):
@@ -211,14 +223,16 @@ def falkon_factor(T, d, alpha, center):
     if bool(xp.all(xp.abs(d - 1.0) <= 1e-3 + 1e-8)):  # np.allclose(d, 1, rtol=1e-3)
         d = xp.ones_like(d)
 
+    d_T = cast(d, np.float32 if is_float32(T) else np.float64)  # A in T's dtype
+
     def build():
-        M = scaled_triangle_gram(T, xp.sqrt(d / m))  # T D T' / m
+        M = scaled_triangle_gram(T, xp.sqrt(d_T / m))  # T D T' / m
         if center:
             # The centred system K_c'W K_c is approximated by K_mm (D - d d'/sum(d)) K_mm / m
             # (positive semi-definite, a weighted covariance): without the rank-one downdate the
             # preconditioner keeps the constant direction the centring removed, and CG needs many
             # more iterations.
-            M = minus_outer(M, T @ d / float(np.sqrt(m * float(xp.sum(d)))))
+            M = minus_outer(M, T @ d_T / float(np.sqrt(m * float(xp.sum(d)))))
         return M
 
     return cholesky_in_place(build, "FALKON preconditioner", alpha)[0]
@@ -240,4 +254,4 @@ class FalkonPreconditioner:
 
     def variables(self, beta):
         """``z = B^-1 beta = A T beta``: a model's coefficients as CG's variables."""
-        return blas_dot(self.A, blas_dot(self.T, beta))
+        return as_float64(blas_dot(self.A, blas_dot(self.T, beta)))

@@ -250,7 +250,7 @@ def _solve_centers(operator, Y, w, settings, rng):
     n, t = Y.shape
     m = operator.m
     center = settings.fit_intercept
-    check_center_memory(m, settings.memory_budget, Y)
+    check_center_memory(m, settings.memory_budget, Y, operator.center_dtype)
     dense = _dense_newton.features(operator, t, settings.alpha, False)
     if dense is not None:  # small, and where CG's residual is not to be trusted: one exact solve
         return _solve_centers_dense(dense, Y, w, settings)

@@ -101,7 +101,7 @@ class _NewtonRun:
         self.alpha = alpha = settings.alpha
         self.steps = steps = Steps(inner_cap=settings.max_iter)
         if not operator.symmetric:
-            check_center_memory(operator.m, settings.memory_budget, Y)
+            check_center_memory(operator.m, settings.memory_budget, Y, operator.center_dtype)
         self.on_centers = not operator.symmetric
         coupled = not loss.diagonal_hessian  # the softmax
         # dense steps where CG's are not to be trusted (few centers), or cost what CG's would (a tiny full
