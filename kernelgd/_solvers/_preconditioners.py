@@ -136,7 +136,8 @@ def center_jitter(operator, Kmm):
 
 
 def center_matrix_count(m, like=None):
-    """The m x m float64 matrices a centers fit holds at its peak, for arrays like ``like`` (None: numpy).
+    """The m x m matrices (of ``center_dtype``) a centers fit holds at its peak, for arrays like ``like``
+    (None: numpy).
 
     numpy keeps T and FALKON's factor A, each factored in its own memory (tracemalloc at m = 500: 2.04);
     so does torch, whose products with T form A's matrix by row blocks (torch on the CPU at m = 3,000:
