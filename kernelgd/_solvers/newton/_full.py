@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._array_api import (
-    CholeskyStack, add_to_diagonal, blas_dot, clip_min, cholesky_many, coldot, contiguous, copy, fortran, from_numpy, gram,
-    single_threaded_blas, to_floats, to_numpy, xp_of, zeros,
+    CholeskyStack, add_to_diagonal, blas_dot, clip_min, cholesky_many, coldot, concat, contiguous, copy, fortran,
+    from_numpy, gram, single_threaded_blas, take_columns, take_rows, to_numpy, xp_of, zeros,
 )
 from .._krylov import ProductTracker, block_pcg, rp_cholesky
 from .._preconditioners import N_LANDMARKS, PRECONDITIONER_MIN_SHIFT
@@ -82,13 +82,6 @@ def coupling_ratio(operator, w, k, settings, steps):
     return top / (2.0 * settings.alpha * int(np.count_nonzero(to_numpy(w))))
 
 
-def _diagonal_ratio(h, h_old, diag, mu, mu_old):
-    """The largest factor by which a row's ``h_i K_ii + mu`` has moved since ``h_old``'s factor (0-d)."""
-    xp = xp_of(h)
-    ratio = (h * diag + mu) / (h_old * diag + mu_old)
-    return xp.max(xp.maximum(ratio, 1.0 / ratio))
-
-
 def preconditioner(operator, H, ridge, settings, steps):
     """The inverse of ``P_c = S_c L L' S_c + mu_c I`` for every column (Woodbury), ``S_c = diag(sqrt(h_c))``:
     a function applying every column's ``P_c^-1`` at once. Each factor is applied with the weights
@@ -111,15 +104,19 @@ def preconditioner(operator, H, ridge, settings, steps):
         steps.factors = FullFactors.empty(k)
     factors = steps.factors
     weights, shifts = factors.weights, factors.shifts
-    # every column's shift and refactoring tests in one read from the arrays' device
+    # every column's shift and refactoring tests, all columns at once, in one read from the arrays' device:
+    # the weights' L1 change since each factor was made, and the largest factor by which a row's
+    # h_i K_ii + mu moved
     seen = [c for c in range(k) if weights[c] is not None]
-    sums = [mu[c] for c in range(k)]
-    for c in seen:
-        old = weights[c]
-        change = xp.sum(xp.abs(H[:, c] - old)) / xp.sum(old)
-        sums += [change, _diagonal_ratio(H[:, c], old, diag, mu[c], float(shifts[c]))]
-    read = to_floats(*sums)
-    mus, tests = read[:k], {c: read[k + 2 * i : k + 2 * i + 2] for i, c in enumerate(seen)}
+    parts = [mu]
+    if seen:
+        old, new = xp.stack([weights[c] for c in seen], axis=1), take_columns(H, seen)
+        made = from_numpy(np.asarray(shifts, dtype=np.float64)[seen], xp, getattr(H, "device", None))
+        ratio = (new * diag[:, None] + take_rows(mu, seen)[None, :]) / (old * diag[:, None] + made[None, :])
+        change = xp.sum(xp.abs(new - old), axis=0) / xp.sum(old, axis=0)
+        parts += [change, xp.max(xp.maximum(ratio, 1.0 / ratio), axis=0)]
+    read = [float(value) for value in np.asarray(to_numpy(concat(parts)))]
+    mus, tests = read[:k], {c: (read[k + i], read[k + len(seen) + i]) for i, c in enumerate(seen)}
 
     def stale(c):  # (the shift alone sets the spectrum outside L's span: a damping that moved moves it)
         change, ratio = tests.get(c, (np.inf, np.inf))
