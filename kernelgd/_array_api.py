@@ -838,18 +838,14 @@ class _Torch(_Generic):
         # in M's own memory, as LAPACK's on the host: potrf on M' (column-major, the layout torch factors
         # without a copy; M's upper triangle is its lower one), whose lower factor, written over it, is M's
         # upper factor. A NaN or inf anywhere in a factor reaches a later diagonal entry.
-        import torch
-
         M = M if M.is_contiguous() else M.contiguous()
         M.diagonal().add_(shift)
-        info = torch.empty((), dtype=torch.int32, device=M.device)
-        torch.linalg.cholesky_ex(M.mT, out=(M.mT, info))
-        return M if bool((info == 0) & torch.isfinite(M.diagonal()).all()) else None  # one read from the device
+        return M if bool(_Torch.factor_stack(M[None])[1][0]) else None  # a stack of one, in M: one read
 
     def factor_stack(S):
         import torch
 
-        S = S.contiguous()  # factored in place, each matrix as factor_in_place's
+        S = S.contiguous()  # each matrix factored in its own memory, as factor_in_place's
         info = torch.empty(S.shape[0], dtype=torch.int32, device=S.device)
         torch.linalg.cholesky_ex(S.mT, out=(S.mT, info))
         return S, (info == 0) & torch.isfinite(torch.diagonal(S, dim1=-2, dim2=-1)).all(dim=-1)

@@ -467,8 +467,10 @@ class KernelOperator:
     def center_matrix(self):
         """``k(C, C)`` (m x m) in ``center_dtype``: float64, or evaluated in float32 (``center_dtype``)."""
         if self.center_dtype != np.float64:
+            if self.kernel is None:
+                return cast(self.K, np.float32)
             C = cast(self.C, np.float32)
-            return cast(self.K, np.float32) if self.kernel is None else cast(self.kernel(C, C), np.float32)
+            return cast(self.kernel(C, C), np.float32)
         if self.kernel is None:
             return as_float64(self.K)
         C = as_float64(self.C, copy=True)
