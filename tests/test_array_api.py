@@ -181,6 +181,25 @@ def test_classifier_matches_numpy(module, n_classes, name):
 
 
 @pytest.mark.parametrize("module", NAMESPACES)
+def test_softmax_coupled_factor_matches_numpy(module, monkeypatch):
+    # The exact steps' coupled factor of the rows' Hessian blocks (forced: it pays on thousands of rows).
+    from sklearn.datasets import make_blobs
+
+    from kernelgd._solvers.newton import _full
+
+    X8, y8 = make_blobs(400, 4, centers=8, cluster_std=2.0, random_state=0)
+    used, original = [], _full.coupled_preconditioner
+    monkeypatch.setattr(_full, "coupled_preconditioner", lambda *args: used.append(1) or original(*args))
+    monkeypatch.setattr(_full, "coupled_rank", lambda n, k: 30)
+    ref, est = _fit_both(KernelGDClassifier(loss="logistic", alpha=1e-6, solver="newton", random_state=0),
+                         module, X8, y8)
+    assert used and est.n_iter_ == ref.n_iter_
+    with config_context(array_api_dispatch=True):
+        proba = est.predict_proba(module.asarray(X8))
+    assert_allclose(to_numpy(proba), ref.predict_proba(X8), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
 def test_string_labels_stay_numpy(module):
     X, y = make_classification(120, 4, random_state=0)
     labels = np.array(["no", "yes"])[y]

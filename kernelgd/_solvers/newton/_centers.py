@@ -71,6 +71,7 @@ class CentersDiagonal:
     """
 
     exact = True  # taken for a diagonal Hessian only (the softmax's is CentersCoupled)
+    tight = False
 
     def __init__(self, operator, settings, steps, loss, w):
         self.operator, self.settings, self.steps = operator, settings, steps
@@ -139,6 +140,7 @@ class CentersCoupled:
     """
 
     exact = True
+    tight = False
 
     def __init__(self, operator, settings, steps, loss, w):
         self.operator, self.settings, self.steps, self.loss, self.w = operator, settings, steps, loss, w

@@ -33,6 +33,7 @@ class Dense:
     """The exact Newton step from ``steps.dense``'s features, formed and factored densely."""
 
     exact = True
+    tight = False
 
     def __init__(self, operator, settings, steps, loss, w):
         self.settings, self.steps, self.loss, self.w = settings, steps, loss, w

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._array_api import (
-    CholeskyStack, add_to_diagonal, blas_dot, clip_min, cholesky_many, coldot, concat, contiguous, copy, fortran,
-    from_numpy, gram, single_threaded_blas, take_columns, take_rows, to_numpy, xp_of, zeros,
+    CholeskyStack, add_to_diagonal, blas_dot, cho_solve, cholesky, cholesky_many, clip_min, coldot, concat,
+    contiguous, copy, fortran, from_numpy, gram, single_threaded_blas, take_columns, take_rows, to_numpy, xp_of,
+    zeros,
 )
 from .._krylov import ProductTracker, block_pcg, rp_cholesky
 from .._preconditioners import N_LANDMARKS, PRECONDITIONER_MIN_SHIFT
@@ -34,6 +35,7 @@ REFACTOR_RATIO = 1.25
 ZERO_SUM = 1e-10
 # Probabilities are floored here in the softmax's exact step (its g divides by sqrt(p)).
 PROBABILITY_FLOOR = 1e-10
+_TINY = float(np.finfo(float).tiny)
 
 
 @dataclass
@@ -63,11 +65,23 @@ def nystroem_factor(operator, k, settings, steps):
         with single_threaded_blas():
             return fortran(operator.columns(idx))
 
-    n = operator.n
-    rank = int(min(N_LANDMARKS, 2 * N_LANDMARKS / np.sqrt(k),
-                   max(np.sqrt(REFACTOR_PRODUCTS * n), MIN_LANDMARKS)))
-    steps.L = rp_cholesky(columns, operator.diag(), rank, rng)[0]
+    steps.L = rp_cholesky(columns, operator.diag(), factor_rank(operator.n, k), rng)[0]
     return steps.L
+
+
+def factor_rank(n, k):
+    """The rank of the Nystroem factor of K for n rows and k columns (``nystroem_factor``'s)."""
+    return int(min(N_LANDMARKS, 2 * N_LANDMARKS / np.sqrt(k), max(np.sqrt(REFACTOR_PRODUCTS * n), MIN_LANDMARKS)))
+
+
+def coupled_rank(n, k):
+    """The rank of the softmax's coupled factor (``coupled_preconditioner``) for n rows and k classes, 0 where
+    a rank of at least ``MIN_LANDMARKS`` would cost more than ``REFACTOR_PRODUCTS`` products with K.
+
+    Its k^2 blocks cost ``k^2 n r^2`` flops and its Cholesky ``(k r)^3 / 3``, a product ``2 n^2 k``."""
+    budget = REFACTOR_PRODUCTS * 2.0 * n * n * k
+    rank = min(factor_rank(n, k), int(np.sqrt(budget / (k * k * n))), int(np.cbrt(3.0 * budget) / k))
+    return rank if rank >= MIN_LANDMARKS else 0
 
 
 def coupling_ratio(operator, w, k, settings, steps):
@@ -139,6 +153,36 @@ def preconditioner(operator, H, ridge, settings, steps):
     return apply
 
 
+def coupled_preconditioner(operator, P, H, w, ridge, settings, steps, rank, M, Mt):
+    """The inverse of ``P = M'(I_k (x) L L')M + mu I`` on M's range, L the Nystroem factor's leading ``rank``
+    columns and ``M`` (``Mt``: M') the softmax's Hessian factor: by Woodbury, with the r k x r k matrix
+    ``G = mu I + sum_i H_i (x) L_i' L_i``, ``H_i = w_i (diag(p_i) - p_i p_i')`` the row's Hessian block, made
+    at every step. Unlike ``preconditioner``'s per-class factors it holds the classes' coupling ``-p_i p_i'``;
+    ``mu``: that function's shift, the largest of its classes'."""
+    xp = xp_of(P)
+    n, k = P.shape
+    rank = min(rank, steps.rank or rank)  # (a large ridge's leading half: see ``_directions``)
+    L = contiguous(nystroem_factor(operator, k, settings, steps)[:, :rank])
+    rank = L.shape[1]  # (fewer where K's own rank is)
+    diag = operator.diag()
+    mu = max(float(PRECONDITIONER_MIN_SHIFT * float(xp.max(diag @ H)) / n), float(ridge), _TINY)
+    WP = w[:, None] * P
+    blocks = {}
+    for c in range(k):  # G's upper blocks; the lower are their transposes
+        for d in range(c, k):
+            h = WP[:, c] * ((1.0 if c == d else 0.0) - P[:, d])
+            blocks[c, d] = blas_dot(L.T, h[:, None] * L)
+    G = concat([concat([blocks[c, d] if c <= d else blocks[d, c].T for d in range(k)], axis=1) for c in range(k)])
+    R = cholesky(add_to_diagonal(G, mu), "preconditioner matrix")
+
+    def apply(V):
+        Z = xp.reshape(xp.asarray(blas_dot(L.T, M(V)).T), (-1, 1))  # class by class: G's order
+        Z = xp.reshape(cho_solve(R, Z), (k, rank)).T
+        return (V - Mt(blas_dot(L, Z))) / mu
+
+    return apply
+
+
 class FullDiagonal:
     """The diagonal model's minimiser for the full model, all columns in one CG run.
 
@@ -149,6 +193,8 @@ class FullDiagonal:
     at ``LM_INNER``: any of its iterates descends). Warm-started from the
     current iterate, whose product ``K A`` is known.
     """
+
+    tight = False
 
     def __init__(self, operator, settings, steps, loss, w):
         self.operator, self.settings, self.steps = operator, settings, steps
@@ -214,16 +260,23 @@ class FullCoupled:
     model is the diagonal model's least squares with the block ``M`` for
     ``S``: ``(Q M'K M Q + 2 alpha I) x = Q (M'F - g)``, ``Q`` the projection
     that removes the intercepts (``B = M'1``: ``Q = I - B S^+ B'``,
-    ``S = B'B = sum_i H_i``). Preconditioned by the diagonal model's
-    factors on M's range and exactly on its null space (``2 alpha I``
-    there); warm-started from ``x0 = A / sqrt(w p)``, for which
-    ``M x0 = A`` where A's rows and columns sum to zero.
+    ``S = B'B = sum_i H_i``). Preconditioned on M's range by the diagonal
+    model's per-class factors, or, given the classes ``k`` (the exact steps
+    that follow the diagonal model's at a ridge small against K's spectrum,
+    where the classes' coupling makes CG's iterations many), by the rows'
+    Hessian blocks where that factor is cheap (``coupled_rank``; then
+    ``tight``: each step is solved to the exact tolerance, a few dozen
+    products, where a loose one pointed badly); exactly on its null space
+    (``2 alpha I`` there). Warm-started from ``x0 = A / sqrt(w p)``, for
+    which ``M x0 = A`` where A's rows and columns sum to zero.
     """
 
     exact = True
 
-    def __init__(self, operator, settings, steps, loss, w):
+    def __init__(self, operator, settings, steps, loss, w, k=None):
         self.operator, self.settings, self.steps, self.loss, self.w = operator, settings, steps, loss, w
+        self.rank = coupled_rank(int(operator.n), k) if k else 0
+        self.tight = self.rank > 0
 
     def __call__(self, F, G, H, A, KA, b):
         operator, settings, steps, loss, w = self.operator, self.settings, self.steps, self.loss, self.w
@@ -254,7 +307,10 @@ class FullCoupled:
             def project(X):
                 return X
 
-        inverse = preconditioner(operator, H, ridge, settings, steps)
+        if self.rank:
+            inverse = coupled_preconditioner(operator, P, H, w, ridge, settings, steps, self.rank, M, Mt)
+        else:
+            inverse = preconditioner(operator, H, ridge, settings, steps)
         # On M's null space (each row's sqrt(p), all of a row that does not weigh) the system is exactly
         # ridge * I, where the diagonal model's factors see a confident row's curvature p (1 - p): they
         # are applied on M's range only, the null part solved exactly.

@@ -240,8 +240,9 @@ class _NewtonRun:
             return False
         steps = self.steps
         steps.dense = _dense_newton.features(self.operator, self.k, self.alpha, True, confirm=True)
-        step_type = FullCoupled if steps.dense is None else Dense  # too large to form: CG's exact steps
-        self.direction = step_type(self.operator, self.settings, steps, self.loss, self.w)
+        args = (self.operator, self.settings, steps, self.loss, self.w)
+        # too large to form: CG's exact steps
+        self.direction = FullCoupled(*args, self.k) if steps.dense is None else Dense(*args)
         self.exact = True
         return True
 
@@ -337,7 +338,7 @@ class _NewtonRun:
         steps.exact_tol = self.inner_tol * self.tighten
         # Inexact Newton: far from the optimum a loose solve points as well as an exact one; the
         # softmax's steps, from a diagonal model, converge linearly however exactly they are solved.
-        if self.exact:
+        if self.exact or self.direction.tight:  # (a tight direction's exact solve is cheap: never loose)
             steps.inner_tol = self.inner_tol * self.tighten
         else:
             forcing = min(FORCING_MAX, np.sqrt(self.decrement / self.value0)) if self.exact_model else FORCING_MAX
