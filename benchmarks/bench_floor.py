@@ -2,6 +2,7 @@
 
     python benchmarks/bench_floor.py --data-dir ../shared/data
     python benchmarks/bench_floor.py --sets hastie gaussian_quantiles      # no data folder needed
+    python benchmarks/bench_floor.py --sets gaussian_quantiles --merge    # replaces those sets' rows only
 
 Each default estimator is fitted as in bench_defaults.py (a StandardScaler
 pipeline, every argument at its default; UCI sets: their first split), with
@@ -102,8 +103,17 @@ def main():
     parser.add_argument("--data-dir", default=None, help="the shared data folder (generated sets need none)")
     parser.add_argument("--sets", nargs="+", default=None, help="default: " + " ".join(SETS))
     parser.add_argument("--out", default=str(HERE / "results" / "floor.json"))
+    parser.add_argument("--merge", action="store_true", help="keep the other sets' rows of an existing --out")
     args = parser.parse_args()
     sets = args.sets or (SETS if args.data_dir else bench_defaults.GENERATED)
+    kept = []
+    if args.merge and Path(args.out).exists():
+        import json
+
+        previous = json.loads(Path(args.out).read_text())
+        kept = [dict(row, cpu=row.get("cpu", previous["machine"]["cpu"])) for row in previous["rows"]
+                if row["set"] not in sets]
+    cpu = machine()["cpu"]  # each row names its machine: a merge may add rows from another
     rows = []
     for name in sets:
         task, parts, preprocessor = bench_defaults.load(name, args.data_dir, splits=1)
@@ -119,7 +129,8 @@ def main():
             peer = min(peers, key=peer_times.get)
             floor_s = probe.build_s + probe.products_s
             bound_s = factor * peer_times[peer]
-            row = {"set": name, "system": system, "n_train": len(y), "fit_s": fit_s, "build_s": probe.build_s,
+            row = {"set": name, "system": system, "n_train": len(y), "cpu": cpu, "fit_s": fit_s,
+                   "build_s": probe.build_s,
                    "products": probe.products, "products_s": probe.products_s, "floor_s": floor_s,
                    "rest_s": fit_s - floor_s, "peer": peer, "peer_s": peer_times[peer], "bound_s": bound_s,
                    "floor_over_bound": floor_s / bound_s}
@@ -131,6 +142,8 @@ def main():
                ("rest_s", "rest s", "{:.2f}"), ("peer", "peer", None), ("peer_s", "peer s", "{:.2f}"),
                ("bound_s", "goal s", "{:.2f}"), ("floor_over_bound", "floor / goal", "{:.2f}")]
     print(format_table(rows, columns))
+    order = {name: k for k, name in enumerate(SETS)}
+    rows = sorted(kept + rows, key=lambda row: order.get(row["set"], len(order)))  # (a stable sort: systems in order)
     write_json(args.out, {"machine": machine(), "rows": rows})
 
 

@@ -237,7 +237,7 @@ def floor():
             "times the faster of ``SVR()`` and ``Nystroem(2000)`` + ``RidgeCV()`` for ``KernelGDRegressor()``, "
             "the peers fitted in the same run (UCI sets: the first split). A floor above the goal means the "
             "goal needs fewer passes over K than the solver takes; below it, the rest is what to cut. "
-            f"Machine: {machine_line(data['machine'])}."]
+            f"Machine: {_machines(data)}."]
     rows = [[r["set"], f"{r['n_train']:,}", r["system"], fmt(r["fit_s"], ".2f"), fmt(r["build_s"], ".2f"),
              str(r["products"]), fmt(r["products_s"], ".2f"), fmt(r["floor_s"], ".2f"), r["peer"],
              fmt(r["peer_s"], ".2f"), fmt(r["bound_s"], ".2f"), fmt(r["floor_over_bound"], ".2f")]
