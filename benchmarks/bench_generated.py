@@ -2,6 +2,7 @@
 
     python benchmarks/bench_generated.py                      # every task, seeds 1 to 5
     python benchmarks/bench_generated.py --tasks logistic --seeds 3
+    python benchmarks/bench_generated.py --tasks logistic --merge     # replaces that task's rows only
 
 Each problem is drawn at random: 600 to 4,000 training rows (2,000 test rows) of 2 to 8
 features, Gaussian, Student-t (3 degrees of freedom, heavy-tailed) or uniform, standardized
@@ -127,8 +128,10 @@ def main():
                         choices=["regression", "classification", "logistic"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
     parser.add_argument("--out", default=str(HERE / "results" / "generated.json"))
+    parser.add_argument("--merge", action="store_true", help="keep the other tasks' rows of an existing --out")
     args = parser.parse_args()
-    rows = [row for task in args.tasks for seed in args.seeds for row in run(task, seed)]
+    cpu = machine()["cpu"]  # each row names its machine: a merge may add rows from another
+    rows = [dict(row, cpu=cpu) for task in args.tasks for seed in args.seeds for row in run(task, seed)]
     columns = [("task", "task", None), ("seed", "seed", "{}"), ("case", "case", "{}"), ("n_train", "n", "{:,}"),
                ("n_features", "d", "{}"), ("problem", "problem", None), ("score", "default", "{:.4f}"),
                ("peer_score", "peer", "{:.4f}"), ("best_fixed", "best fixed", "{:.4f}"), ("alpha", "alpha", "{:.2g}"),
@@ -141,6 +144,13 @@ def main():
                   f"largest {max(r['behind_peer'] for r in own):.4f}; behind the best fixed ridge by at most "
                   f"{max(r['behind_best'] for r in own):.4f}; {sum(r['warnings'] > 0 for r in own)} fits warned; "
                   f"slowest fit {max(r['fit_s'] for r in own):.1f} s")
+    if args.merge and Path(args.out).exists():
+        import json
+
+        previous = json.loads(Path(args.out).read_text())
+        kept = [dict(row, cpu=row.get("cpu", previous["machine"]["cpu"])) for row in previous["rows"]
+                if row["task"] not in args.tasks]
+        rows = sorted(kept + rows, key=lambda row: ["regression", "classification", "logistic"].index(row["task"]))
     write_json(args.out, {"machine": machine(), "rows": rows})
 
 

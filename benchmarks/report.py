@@ -162,7 +162,7 @@ def draw_peer_charts(folder):
 
 def _machines(data):
     """The machine line of a merged file whose rows name their processor: the most rows' processor,
-    and the sets measured on another (the versions and size are the file's)."""
+    and the sets (or tasks) measured on another (the versions and size are the file's)."""
     cpus = [row.get("cpu", data["machine"]["cpu"]) for row in data["rows"]]
     line = machine_line(data["machine"])
     if len(set(cpus)) <= 1:
@@ -171,7 +171,7 @@ def _machines(data):
     others = {}
     for row, cpu in zip(data["rows"], cpus):
         if cpu != main:
-            others.setdefault(cpu, []).append(row["set"])
+            others.setdefault(cpu, []).append(row["set"] if "set" in row else f"the {row['task']} task")
     elsewhere = "; ".join(f"{', '.join(dict.fromkeys(sets))} on {cpu}" for cpu, sets in others.items())
     return (f"{main}{line[len(data['machine']['cpu']):]}; {elsewhere}, a machine of the same size "
             "(a set's systems always in one run)")
@@ -287,7 +287,7 @@ def generated():
             "fitted in the same run and against the best of its kernel and width refitted at fixed ridges "
             "from 1e-8 (1e-7 for classes) to 1e-3, judged on the test rows (an oracle: the most a ridge rule "
             "could reach). A gap is how far the default trails, in its metric (0 where it leads). "
-            f"Machine: {machine_line(data['machine'])}."]
+            f"Machine: {_machines(data)}."]
     rows = []
     for task in ("regression", "classification", "logistic"):
         own = [r for r in data["rows"] if r["task"] == task]
