@@ -412,11 +412,13 @@ def test_newton_softmax_exact_steps_solve_the_null_space_exactly(monkeypatch):
     # The coupled system is exactly 2 alpha I along each row's sqrt(p) (the softmax's null direction),
     # where the diagonal model's factors see a confident row's curvature p (1 - p): preconditioned by
     # them alone, CG took 1,697 iterations on these 8 blobs at alpha=1e-6 (25x the diagonal route's 69;
-    # with the null space solved, 180: exact steps from the start pay a longer damped phase).
+    # with the null space solved, 180: exact steps from the start pay a longer damped phase). Both routes with
+    # the per-class factors (the diagonal route's exact steps would take the coupled factor: 43).
     from sklearn.datasets import make_blobs
 
-    from kernelgd._solvers.newton import _directions
+    from kernelgd._solvers.newton import _directions, _full
 
+    monkeypatch.setattr(_full, "coupled_rank", lambda n, k: 0)
     X8, y8 = make_blobs(400, 4, centers=8, cluster_std=2.0, random_state=0)
     params = dict(loss="logistic", alpha=1e-6, solver="newton", random_state=0)
     routed = KernelGDClassifier(**params)
@@ -460,21 +462,22 @@ def test_newton_softmax_coupled_factor_is_woodbury_of_the_hessian_blocks():
 
 
 def test_newton_softmax_coupled_factor_reaches_the_optimum(monkeypatch):
-    # The exact steps that follow the diagonal model's precondition with the rows' k x k Hessian blocks where
-    # that factor is cheap (coupled_rank: thousands of rows; gaussian quantiles, 5,600 rows at alpha=2.2e-7:
-    # 284 CG iterations against the per-class factors' 698). Forced on these 8 blobs, the fit reaches the
-    # dense reference's optimum in fewer CG iterations (95 against 146).
+    # The exact steps that follow the diagonal model's precondition with the rows' k x k Hessian blocks
+    # (coupled_rank: 28 on these 400 rows of 8 classes; gaussian quantiles, 5,600 rows at alpha=2.2e-7: 284
+    # CG iterations against the per-class factors' 698). The fit reaches the dense reference's optimum, in
+    # fewer CG iterations than with the per-class factors.
     from sklearn.datasets import make_blobs
 
     from kernelgd._solvers.newton import _full
 
     X8, y8 = make_blobs(400, 4, centers=8, cluster_std=2.0, random_state=0)
     params = dict(loss="logistic", alpha=1e-6, solver="newton", tol=1e-6, max_iter=300, random_state=0)
-    used, original = [], _full.coupled_preconditioner
+    used, original, rank = [], _full.coupled_preconditioner, _full.coupled_rank
     monkeypatch.setattr(_full, "coupled_preconditioner", lambda *args: used.append(1) or original(*args))
+    monkeypatch.setattr(_full, "coupled_rank", lambda n, k: 0)  # the per-class factors
     per_class = _cg_iterations(KernelGDClassifier(**params), X8, y8)
-    assert not used  # too few rows for the coupled factor to pay
-    monkeypatch.setattr(_full, "coupled_rank", lambda n, k: 30)
+    assert not used
+    monkeypatch.setattr(_full, "coupled_rank", rank)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         model = KernelGDClassifier(**params)

@@ -8,9 +8,10 @@ kept along a search path), re-weighted by each column's Hessian weights.
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn.utils import gen_batches
 
 from ..._array_api import (
-    CholeskyStack, add_to_diagonal, blas_dot, cho_solve, cholesky, cholesky_many, clip_min, coldot, concat,
+    BLOCK_ENTRIES, CholeskyStack, add_to_diagonal, blas_dot, cho_solve, cholesky, cholesky_many, clip_min, coldot, concat,
     contiguous, copy, fortran, from_numpy, gram, single_threaded_blas, take_columns, take_rows, to_numpy, xp_of,
     zeros,
 )
@@ -75,13 +76,12 @@ def factor_rank(n, k):
 
 
 def coupled_rank(n, k):
-    """The rank of the softmax's coupled factor (``coupled_preconditioner``) for n rows and k classes, 0 where
-    a rank of at least ``MIN_LANDMARKS`` would cost more than ``REFACTOR_PRODUCTS`` products with K.
-
-    Its k^2 blocks cost ``k^2 n r^2`` flops and its Cholesky ``(k r)^3 / 3``, a product ``2 n^2 k``."""
+    """The rank of the softmax's coupled factor (``coupled_preconditioner``) for n rows and k classes: the
+    per-class factors' (``factor_rank``), or less where that would cost more than ``REFACTOR_PRODUCTS``
+    products with K. Its Gram matrix costs ``k^2 n r^2`` flops and its Cholesky ``(k r)^3 / 3``, a product
+    ``2 n^2 k``."""
     budget = REFACTOR_PRODUCTS * 2.0 * n * n * k
-    rank = min(factor_rank(n, k), int(np.sqrt(budget / (k * k * n))), int(np.cbrt(3.0 * budget) / k))
-    return rank if rank >= MIN_LANDMARKS else 0
+    return min(factor_rank(n, k), int(np.sqrt(budget / (k * k * n))), int(np.cbrt(3.0 * budget) / k))
 
 
 def coupling_ratio(operator, w, k, settings, steps):
@@ -166,13 +166,17 @@ def coupled_preconditioner(operator, P, H, w, ridge, settings, steps, rank, M, M
     rank = L.shape[1]  # (fewer where K's own rank is)
     diag = operator.diag()
     mu = max(float(PRECONDITIONER_MIN_SHIFT * float(xp.max(diag @ H)) / n), float(ridge), _TINY)
-    WP = w[:, None] * P
-    blocks = {}
-    for c in range(k):  # G's upper blocks; the lower are their transposes
-        for d in range(c, k):
-            h = WP[:, c] * ((1.0 if c == d else 0.0) - P[:, d])
-            blocks[c, d] = blas_dot(L.T, h[:, None] * L)
-    G = concat([concat([blocks[c, d] if c <= d else blocks[d, c].T for d in range(k)], axis=1) for c in range(k)])
+    # G - mu I = blockdiag_c(L' diag(w p_c) L) - Y'Y, Y's rows sqrt(w_i) p_i (x) L_i: one product over the
+    # rows (by blocks of BLOCK_ENTRIES), not k^2 (numpy's gram: the upper triangle, which its Cholesky reads)
+    root = xp.sqrt(w)[:, None] * P
+    G = None
+    for rows in gen_batches(n, max(1, BLOCK_ENTRIES // (k * rank))):
+        Y = xp.reshape(root[rows, ...][:, :, None] * L[rows, ...][:, None, :], (-1, k * rank))
+        G = gram(Y, trans=True) if G is None else G + gram(Y, trans=True)
+    G = -G
+    for c in range(k):
+        block = slice(c * rank, (c + 1) * rank)
+        G[block, block] += blas_dot(L.T, (w * P[:, c])[:, None] * L)
     R = cholesky(add_to_diagonal(G, mu), "preconditioner matrix")
 
     def apply(V):
@@ -275,7 +279,7 @@ class FullCoupled:
 
     def __init__(self, operator, settings, steps, loss, w, k=None):
         self.operator, self.settings, self.steps, self.loss, self.w = operator, settings, steps, loss, w
-        self.rank = coupled_rank(int(operator.n), k) if k else 0
+        self.rank = coupled_rank(int(operator.n), k) if k else 0  # (0: the per-class factors)
         self.tight = self.rank > 0
 
     def __call__(self, F, G, H, A, KA, b):
