@@ -180,7 +180,7 @@ def coupled_preconditioner(operator, P, H, w, ridge, settings, steps, rank, M, M
     R = cholesky(add_to_diagonal(G, mu), "preconditioner matrix")
 
     def apply(V):
-        Z = xp.reshape(xp.asarray(blas_dot(L.T, M(V)).T), (-1, 1))  # class by class: G's order
+        Z = xp.reshape(blas_dot(L.T, M(V)).T, (-1, 1))  # class by class: G's order
         Z = xp.reshape(cho_solve(R, Z), (k, rank)).T
         return (V - Mt(blas_dot(L, Z))) / mu
 
