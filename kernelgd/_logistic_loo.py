@@ -40,9 +40,7 @@ def scores(Psi, r, F, W, T, alpha, fit_intercept, loss):
         p = np.exp(log_expit(f))
         f = (f + Q * (W * (p - t)) / (1.0 - Q * W * p * (1.0 - p)))[:, None]
     else:
-        q, M_inv = Psi.shape[1], solve_psd(M, eye(M, M.shape[0]))
-        Q = np.stack([np.stack([row_dot(Psi @ M_inv[c * q:(c + 1) * q, d * q:(d + 1) * q], Psi)
-                                for d in range(k)], 1) for c in range(k)], 1)
+        Q = _coupled_leverages(M, Psi, k)
         P = np.exp(F - logsumexp(F, axis=1, keepdims=True))
         H = W[:, None, None] * (P[:, :, None] * np.eye(k) - P[:, :, None] * P[:, None, :])
         f = F + (Q @ np.linalg.solve(np.eye(k) - H @ Q, (W[:, None] * (P - T))[:, :, None]))[:, :, 0]
@@ -162,6 +160,27 @@ def _descend(Psi, r, F, T, alpha, G0, base, kept, binary, solve, D, at, iteratio
             trial, S_trial = objective(D + t[:, None, None] * step)
         D, value, S = D + t[:, None, None] * step, trial, S_trial
     return D, S, active
+
+
+def _coupled_leverages(M, Psi, k):
+    """Each row's ``(k, k)`` block ``Q_i = (I_k (x) Psi_i) M^-1 (I_k (x) Psi_i)'`` of the softmax's system M.
+
+    By M's Cholesky factor ``R'R``: ``Q_i[c, d] = Z_c[:, i] . Z_d[:, i]`` with ``Z_c = R^-T (e_c (x) Psi')``,
+    which is zero above class c's block (R' is lower triangular), so each class solves with the trailing part
+    of R only (about a fifth of the flops of M's inverse for 3 classes); M's inverse where M is singular."""
+    q = Psi.shape[1]
+    try:
+        R = scipy.linalg.cholesky(M, lower=False, check_finite=False)
+    except np.linalg.LinAlgError:
+        M_inv = solve_psd(M, eye(M, M.shape[0]))
+        return np.stack([np.stack([row_dot(Psi @ M_inv[c * q:(c + 1) * q, d * q:(d + 1) * q], Psi)
+                                   for d in range(k)], 1) for c in range(k)], 1)
+    Z = np.zeros((k, k * q, Psi.shape[0]))
+    for c in range(k):
+        E = np.zeros(((k - c) * q, Psi.shape[0]))
+        E[:q] = Psi.T
+        Z[c, c * q:] = scipy.linalg.solve_triangular(R[c * q:, c * q:], E, trans="T", check_finite=False)
+    return np.einsum("cji,dji->icd", Z, Z, optimize=True)
 
 
 def _leverages(M, Psi):

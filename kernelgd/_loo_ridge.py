@@ -69,7 +69,8 @@ HELD_OUT_TOL = 1e-2
 WARM_UP = 2
 # The fewest rows a subsample's path may choose the multiple from (fewer say too little of the set).
 MIN_SUBSAMPLE = 200
-# Subsamples whose median multiple is taken (odd): one subsample's rule and path vary with its rows.
+# Subsamples whose median multiple is taken (odd): one subsample's rule and path vary with its rows. They are
+# drawn in turn until a majority agrees, whose multiple the median then is.
 DRAWS = 3
 # Where no subsample's coupled system is small (many classes), held-out rows of one subsample of this
 # share of the rows choose the multiple: each of its fits costs about the share squared of a fit on every
@@ -228,9 +229,11 @@ def _on_a_subsample(problem, settings, widen=None):
         multiple, loss = _subsample_multiple(problem, settings, draws[-1], rng, lowest)
         multiples.append(multiple)
         losses.append(loss)
+        if max(np.unique(multiples, return_counts=True)[1]) > DRAWS // 2:
+            break  # a majority: the median of every draw's multiple is already its multiple
     multiple = float(np.median(multiples))  # DRAWS is odd: one of the multiples
     if settings.verbose:
-        print(f"[alpha] on {DRAWS} subsamples of {n} rows the leave-one-out paths took {multiples} times "
+        print(f"[alpha] on {len(multiples)} subsamples of {n} rows the leave-one-out paths took {multiples} times "
               f"the rule's ridge: {multiple:g}")
     rule, problem = problem.alpha, replace(problem, alpha=problem.alpha * multiple)
     if _held_out_count(distinct_rows(rows.w, rows.replicates)) < MIN_SUBSAMPLE:  # too few held-out rows to judge by

@@ -201,7 +201,8 @@ def test_larger_problems_take_the_median_multiple_of_paths_on_subsamples_of_the_
                         or multiples.append(multiple_of(problem, settings, idx, *args)[0]) or (multiples[-1], None))
     est = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
     n = sizes[0]
-    assert sizes == [n] * _loo_ridge.DRAWS and _loo_ridge.tiny(n, 1, False) and not _loo_ridge.tiny(n + 1, 1, False)
+    assert _loo_ridge.DRAWS // 2 < len(sizes) <= _loo_ridge.DRAWS and sizes == [n] * len(sizes)
+    assert _loo_ridge.tiny(n, 1, False) and not _loo_ridge.tiny(n + 1, 1, False)
     powers = np.log(multiples) / np.log(4.0)  # the path's multiples, gone on past its ends by factors of 4
     assert_allclose(powers, np.round(powers), atol=1e-12)
     assert np.all(-np.log(_loo_ridge.EXTEND_TO) - 1e-12 <= powers * np.log(4.0))
@@ -209,6 +210,32 @@ def test_larger_problems_take_the_median_multiple_of_paths_on_subsamples_of_the_
     assert checked == [pytest.approx(starts[0] * np.median(multiples), rel=1e-12)]
     moved = np.log(est.alpha_ / checked[0]) / np.log(4.0)
     assert moved == pytest.approx(np.round(moved), abs=1e-9)
+
+
+@pytest.mark.parametrize("script, drawn", [((4.0, 4.0, 1.0), 2), ((1.0, 4.0, 4.0), 3), ((1.0, 4.0, 16.0), 3),
+                                            ((16.0, 1.0, 4.0), 3)])
+def test_the_subsamples_are_drawn_until_a_majority_agrees_on_the_median(monkeypatch, script, drawn):
+    # The median of DRAWS multiples is a majority's multiple wherever one agrees: the draws after it would
+    # change nothing, and the draws made are those of a full run.
+    X, y = make_classification(n_samples=600, n_features=5, random_state=0)
+    rows, checked = [], []
+    monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda problem, settings, idx, *args: rows.append(idx)
+                        or (script[len(rows) - 1], None))
+    check = _loo_ridge._checked_on_held_out_rows
+    monkeypatch.setattr(_loo_ridge, "_checked_on_held_out_rows", lambda problem, *args: checked.append(problem.alpha)
+                        or check(problem, *args))
+    starts = []
+    choose = _loo_ridge.choose
+    monkeypatch.setattr(_loo_ridge, "choose", lambda problem, settings, widen: starts.append(problem.alpha)
+                        or choose(problem, settings, widen))
+    KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    assert len(rows) == drawn
+    assert checked == [pytest.approx(starts[0] * np.median(script), rel=1e-12)]
+    first = [idx.copy() for idx in rows]
+    rows.clear()
+    script = (1.0, 4.0, 16.0)  # no majority: every draw, the first ones on the same rows
+    KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    assert len(rows) == _loo_ridge.DRAWS and all(np.array_equal(a, b) for a, b in zip(first, rows))
 
 
 @pytest.mark.parametrize("name", ["circles", "sphere"])
@@ -241,7 +268,7 @@ def test_the_subsamples_paths_go_up_past_the_small_sets_reach_while_the_loss_fal
     monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda *args: multiples.append(multiple_of(*args)[0])
                         or (multiples[-1], None))
     chosen = KernelGDClassifier(loss="logistic", random_state=0).fit(X[:1000], y[:1000])
-    assert multiples == [_loo_ridge.SUBSAMPLE_EXTEND_UP] * _loo_ridge.DRAWS
+    assert multiples == [_loo_ridge.SUBSAMPLE_EXTEND_UP] * (_loo_ridge.DRAWS // 2 + 1)  # a majority at once
     monkeypatch.setattr(_loo_ridge, "SUBSAMPLE_EXTEND_UP", _loo_ridge.EXTEND_TO)
     capped = KernelGDClassifier(loss="logistic", random_state=0).fit(X[:1000], y[:1000])
     assert chosen.alpha_ == pytest.approx(capped.alpha_ * 4.0**8 / _loo_ridge.EXTEND_TO, rel=1e-12)
