@@ -33,11 +33,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from ._array_api import block_of, like, rows_of, to_numpy, xp_of
+from ._array_api import add_at_rows, block_of, like, rows_of, take_rows, to_numpy, xp_of, zeros
 from ._auto_alpha import auto_alpha, curvature_share, least_ridge, significantly_fewer
 from ._logistic_loo import exact as _exact
 from ._logistic_loo import scores as _scores
-from ._operator import KernelOperator
+from ._operator import KernelOperator, cross_kernel_dot
 from ._replicates import collapse, distinct_rows, effective_count, subset_groups
 from ._solvers import run_solver
 from ._solvers._dense_newton import MAX_UNKNOWNS, coordinates, features, tiny
@@ -316,6 +316,7 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
         return problem, None, 0  # a class without fitted rows (or only them): nothing to separate it from
     kept = [np.where(out, 0.0, w) for out in outs]  # each fold's fitted rows' weights
     w_fits = [like(k / k.sum(), rows.Y) for k in kept]
+    folds_of = _fold_views(outs, w_fits)
     held = np.concatenate([np.flatnonzero(out) for out in outs])  # each held-out row once, fold by fold
     W = w[held] / w[held].sum()
     held_groups = np.unique(groups[held], return_inverse=True)[1]
@@ -329,19 +330,19 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
         one fails."""
         nonlocal n_iter
         fits, F = [], []
-        for fold, (out, w_fit, start) in enumerate(zip(outs, w_fits, starts)):
+        for fold, (view, start) in enumerate(zip(folds_of(on), starts)):
             fit = replace(settings, alpha=alpha, coef_init=start[0], intercept_init=start[1], verbose=0,
                           callback=None, rounding_stops=[], landmarks=None, reuse=reuse[fold],
                           tol=max(settings.tol, HELD_OUT_TOL))
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                result = run_solver(on.solver, on.operator, rows.Y, w_fit, fit)
+                result = run_solver(on.solver, view.operator, view.Y, view.w, fit)
             n_iter += result.n_iter
             if caught or not (result.converged or fit.rounding_stops):
                 return None  # a failed fit ends the path: a smaller ridge is harder
-            fits.append((result.dual_coef, result.intercept, False))
-            F.append(np.asarray(to_numpy(loss.log_probabilities(on.operator.matvec(result.dual_coef)
-                                                                + result.intercept)), dtype=np.float64)[out])
+            fits.append((result.dual_coef, result.intercept, False, view))  # a start, in its fold's rows
+            F.append(np.asarray(to_numpy(loss.log_probabilities(view.held_out_scores(result.dual_coef)
+                                                                + result.intercept)), dtype=np.float64))
         losses = -np.concatenate(F)[np.arange(len(labels)), labels]
         return (fits, losses) if np.all(np.isfinite(losses)) else None
 
@@ -401,7 +402,63 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
         if not lowers(None if done is None else [None, *done], best, CHECK_SIGNIFICANCE):
             break
         chosen, fits, best = other, done[0], [None, *done]
-    return chosen, fits[0], n_iter
+    coef, intercept, converged, view = fits[0]
+    return chosen, (view.whole(coef), intercept, converged), n_iter
+
+
+def _fold_views(outs, w_fits):
+    """``views(problem)``: each fold's ``_FoldView`` of the problem (made once per problem), within the memory
+    budget the problem's stored kernel matrix leaves."""
+    made = {}
+
+    def views(problem):
+        if id(problem) not in made:
+            operator = problem.operator
+            left = int(problem.options["memory_budget"]) - (operator.n * operator.m * operator.itemsize
+                                                            if operator.stored else 0)
+            made[id(problem)] = problem, []
+            for out, w_fit in zip(outs, w_fits):
+                made[id(problem)][1].append(_FoldView(problem, out, w_fit, left))
+                left -= made[id(problem)][1][-1].stored_bytes
+        return made[id(problem)][1]
+
+    return views
+
+
+class _FoldView:
+    """A fold's fits of ``problem``: on the kernel matrix of its fitted rows where that fits in ``budget`` bytes
+    (the held-out rows' scores then from their kernel rows against those), else on the whole set's with the
+    held-out rows at weight zero (the same optimum: their coefficients are zero, but every product is n^2)."""
+
+    def __init__(self, problem, out, w_fit, budget):
+        rows, operator = problem.rows, problem.operator
+        self.n, self.held = rows.Y.shape[0], np.flatnonzero(out)
+        self.fitted = np.flatnonzero(~out)
+        m, precomputed = len(self.fitted), problem.kernel is None
+        self.stored_bytes = m * m * operator.itemsize
+        if self.stored_bytes > budget or m == self.n:
+            self.fitted, self.stored_bytes = None, 0
+            self.operator, self.Y, self.w = operator, rows.Y, w_fit
+            return
+        X, budget = rows.X, int(problem.options["memory_budget"])
+        self.operator = KernelOperator(block_of(X, self.fitted, self.fitted) if precomputed else
+                                       rows_of(X, self.fitted), problem.kernel, memory_budget=budget,
+                                       dtype=operator.dtype, threads=operator.n_threads)
+        self.Y, self.w = rows_of(rows.Y, self.fitted), rows_of(w_fit, self.fitted)
+        self.cross = (block_of(X, self.held, self.fitted) if precomputed else rows_of(X, self.held),
+                      None if precomputed else rows_of(X, self.fitted), problem.kernel, budget, operator)
+
+    def held_out_scores(self, coef):
+        """The held-out rows' ``K coef`` (coef: the fitted rows' coefficients)."""
+        if self.fitted is None:
+            return take_rows(self.operator.matvec(coef), self.held)
+        Z, C, kernel, budget, operator = self.cross
+        return cross_kernel_dot(kernel, Z, C, coef, memory_budget=budget, dtype=operator.dtype,
+                                threads=operator.n_threads)
+
+    def whole(self, coef):
+        """The fit's coefficients over every row (zero on the held-out ones)."""
+        return coef if self.fitted is None else add_at_rows(zeros(coef, (self.n, coef.shape[1])), self.fitted, coef)
 
 
 def _folds(u, w, groups, folds=True):

@@ -385,15 +385,23 @@ def test_the_held_out_path_scores_each_ridge_as_a_refit_on_the_other_rows_does(m
     # the folds' held-out rows disjoint, a fifth of the rows each, as many as hold HELD_OUT_ROWS together;
     # the ridge taken is the one of least loss
     X, y = _noisy_bands(1200, 1)
-    weights = []
-    run = _loo_ridge.run_solver
-    monkeypatch.setattr(_loo_ridge, "run_solver", lambda name, op, Y, w, s: weights.append(np.asarray(w))
+    held_out, sizes = [], []
+    run, view = _loo_ridge.run_solver, _loo_ridge._FoldView
+
+    class Recorded(view):
+        def __init__(self, problem, out, *args):
+            held_out.append(out.copy())
+            super().__init__(problem, out, *args)
+
+    monkeypatch.setattr(_loo_ridge, "_FoldView", Recorded)
+    monkeypatch.setattr(_loo_ridge, "run_solver", lambda name, op, Y, w, s: sizes.append(op.n)
                         or run(name, op, Y, w, s))
     model = KernelGDClassifier(loss="logistic", random_state=0, verbose=1).fit(X, y)
     line = next(line for line in capsys.readouterr().out.splitlines() if "held-out log-loss" in line)
     reported = [tuple(map(float, pair.split(": "))) for pair in line.split("by ridge: ")[1].split(";")[0].split(", ")]
-    folds = list({tuple(np.flatnonzero(w == 0)): None for w in weights if (w == 0).any()})
+    folds = list({tuple(np.flatnonzero(out)): None for out in held_out})
     assert len(folds) == 3  # 240 held-out rows each: three hold 500
+    assert {len(y) - len(fold) for fold in folds} <= set(sizes)  # each fold's fits on its fitted rows alone
     outs = [np.isin(np.arange(len(y)), fold) for fold in folds]
     assert all(0.1 < out.mean() < 0.3 for out in outs) and np.sum(outs, axis=0).max() == 1
     held = np.concatenate(folds)
@@ -403,6 +411,26 @@ def test_the_held_out_path_scores_each_ridge_as_a_refit_on_the_other_rows_does(m
             .predict_proba(X[out]) for out in outs])
         assert log_loss(y[held], proba) == pytest.approx(loss, rel=2e-3)
     assert model.alpha_ == pytest.approx(min(reported, key=lambda pair: pair[1])[0], rel=2e-3)  # 3 digits
+
+
+def test_the_held_out_fits_choose_alike_on_the_whole_sets_kernel_matrix_where_the_folds_do_not_fit_beside_it(
+        monkeypatch):
+    # Where the fitted rows' kernel matrices do not fit the memory budget beside the whole set's, each fold
+    # fits on the whole set's with its held-out rows at weight zero: the same optimum, so the same choice
+    X, y = _noisy_bands(1200, 1)
+    sizes = []
+    run = _loo_ridge.run_solver
+    monkeypatch.setattr(_loo_ridge, "run_solver", lambda name, op, Y, w, s: sizes.append(op.n)
+                        or run(name, op, Y, w, s))
+    folds = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    restricted = list(sizes)
+    sizes.clear()
+    whole = KernelGDClassifier(loss="logistic", random_state=0,
+                               options={"memory_budget": 1200 * 1200 * 8 + 10**5}).fit(X, y)  # K and little more
+    assert 900 <= min(restricted) < len(y)  # the folds' fits on their fitted rows
+    assert all(size == len(y) or size < 700 for size in sizes)  # the whole set's (or a subsample's)
+    assert whole.alpha_ == pytest.approx(folds.alpha_, rel=1e-12)
+    assert_allclose(whole.predict_proba(X), folds.predict_proba(X), atol=1e-3)
 
 
 def _rare_flips(n, seed):
@@ -543,8 +571,8 @@ def test_the_held_out_paths_first_ridge_is_reached_from_larger_ones_and_chosen_a
 
     def recorded(name, op, Y, w, settings):
         result = run(name, op, Y, w, settings)
-        if (np.asarray(w) == 0).any():  # a held-out path's fit, by its fold's held-out rows
-            calls.append((np.asarray(w == 0).tobytes(), settings.alpha, settings.coef_init, result.dual_coef))
+        if len(y) / 2 < op.n < len(y):  # a held-out path's fit, on its fold's fitted rows' operator
+            calls.append((id(op), settings.alpha, settings.coef_init, result.dual_coef))
         return result
 
     monkeypatch.setattr(_loo_ridge, "run_solver", recorded)
