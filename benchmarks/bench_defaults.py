@@ -214,7 +214,7 @@ def evaluate(make, preprocessor, parts, task):
     if losses:
         row["log_loss"] = float(np.mean(losses))
     chosen = model[-1]
-    for attribute in ("alpha_", "kernel_", "n_centers_"):
+    for attribute in ("alpha_", "tol_", "kernel_", "n_centers_"):
         if hasattr(chosen, attribute):
             row[attribute.rstrip("_")] = getattr(chosen, attribute) if attribute != "kernel_" else str(chosen.kernel_)
     return row

@@ -291,7 +291,8 @@ def _operator(X, kernel, precomputed, threads):
 
 def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto", precision=np.float64,
                   classify=False, walk=None, threads="auto", memory_budget=None):
-    """``(index, alpha, landmarks)``: the candidate kernel of least error (``choose``'s), and its ridge; with
+    """``(index, alpha, landmarks, error)``: the candidate kernel of least error (``choose``'s), its ridge, and
+    its error there (``relative_error``); with
     ``classify``, one whose rows' left-out error rate at its ridge is significantly lower
     (``significantly_fewer``) instead: squared error on class codes can rank kernels apart from the
     error rate (nested shells of classes: the laplacian's against the rbf's, 0.88 against 0.94 accuracy).
@@ -329,11 +330,12 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
             return check_floor(Xs, kernel, Ys, ws, group_of, fit_intercept, np.random.RandomState(seed + 1), False,
                                n_distinct, precision, classify, gcv, threads)
 
-        chosen, errors, _, wrong, residuals = _checked(at, least_ridge(operator, ws, n_distinct),
-                                                       exact or alpha != "auto", floor)
+        result = _checked(at, least_ridge(operator, ws, n_distinct), exact or alpha != "auto", floor)
+        chosen, errors, _, wrong, residuals = result
         # a factor is kept only where the full model's solve reuses it
         return (np.inf if errors is None else float(np.min(errors)), index, chosen if alpha == "auto" else alpha,
-                Landmarks(factor, gram, pivots) if every_row and alpha == "auto" else None, wrong, residuals)
+                Landmarks(factor, gram, pivots) if every_row and alpha == "auto" else None, wrong, residuals,
+                relative_error(result, Ys, ws, fit_intercept))
 
     ws_host = np.asarray(to_numpy(ws), dtype=np.float64)
     n_effective = effective_count(ws_host, group_of)
@@ -372,7 +374,7 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
         if pick([best, found]) is not found or not may_walk(found, best):
             break
         best = found
-    return best[1:4]
+    return (*best[1:4], best[6])
 
 
 def _checked(at, least, exact, floor):
@@ -501,8 +503,8 @@ def curvature_share(loss, Y, w, fit_intercept):
 
 def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, precomputed=False,
                loss=SquaredLoss, precision=np.float64, classify=False, threads="auto"):
-    """``(alpha, landmarks)``: the rule's ridge, and its factor with its Gram matrix (``Landmarks``) where the
-    full model's preconditioner can reuse them.
+    """``(alpha, landmarks, error)``: the rule's ridge, its factor with its Gram matrix (``Landmarks``) where the
+    full model's preconditioner can reuse them, and its error at the ridge (``relative_error``).
 
     The rule reads at most ``MAX_ROWS`` weighted rows of X through an operator of
     their own, in float64: a float32 kernel's rounding would hide the small
@@ -529,7 +531,21 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
                       classify=classify, exact=exact, least=least, pool=pool, gram=gram)
 
     # the check's rows are drawn after the factor: its pivots stay the same
-    alpha = _checked(at, least_ridge(operator, ws, n_distinct), exact, lambda gcv: check_floor(
+    result = _checked(at, least_ridge(operator, ws, n_distinct), exact, lambda gcv: check_floor(
         Xs, kernel, Ys, ws, group_of, fit_intercept, rng, precomputed, n_distinct, precision, classify, gcv,
-        threads))[0]
-    return alpha * scale, Landmarks(factor, gram, pivots) if full_model and every_row else None
+        threads))
+    return (result[0] * scale, Landmarks(factor, gram, pivots) if full_model and every_row else None,
+            relative_error(result, Ys, ws, fit_intercept))
+
+
+def relative_error(result, Y, w, fit_intercept):
+    """The rule's error at its ridge (``choose``'s ``result``: leave-one-out or GCV, root mean squared over the
+    rows, w summing to 1) relative to Y's spread (about its weighted mean with an intercept); None where it
+    scored no ridge."""
+    alpha, errors, alphas = result[:3]
+    at = np.flatnonzero(alphas == alpha) if errors is not None and alphas is not None else []
+    if not len(at) or not np.isfinite(errors[at[0]]):
+        return None
+    Y, w = np.asarray(to_numpy(Y), dtype=np.float64), np.asarray(to_numpy(w), dtype=np.float64)
+    spread = float(w @ np.sum((Y - w @ Y if fit_intercept else Y) ** 2, axis=1))
+    return float(np.sqrt(max(float(errors[at[0]]), 0.0) / spread)) if spread > 0 else None

@@ -221,7 +221,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         "alpha": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "step_size": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "solver": [StrOptions(set(SOLVERS) | {"auto"})],
         "n_centers": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],  # bools rejected in fit
         "fit_intercept": ["boolean"],
@@ -246,7 +246,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         solver="auto",
         step_size="auto",
         max_iter=1000,
-        tol=1e-3,
+        tol="auto",
         n_centers="auto",
         fit_intercept=True,
         early_stopping=False,
@@ -396,7 +396,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
 
     def _choose_kernel(self, rows, alpha, loss, seed, precision, memory_budget, threads="auto"):
         """``kernel="auto"``, and a squared-loss classifier's width: sets ``kernel_``; returns
-        ``(alpha, landmarks, width)``.
+        ``(alpha, landmarks, width, error)``; ``error``: the rule's at its ridge (``_auto_alpha.relative_error``).
 
         With the squared loss, the kernel of ``AUTO_KERNELS`` (``kernel="auto"``, else the one given) whose
         Nystroem model has the least error (``_auto_alpha.choose_kernel``: at its own best ridge for
@@ -412,7 +412,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         names = AUTO_KERNELS if self._auto_kernel else (self.kernel,)
         if loss is not SquaredLoss:
             self.kernel_ = names[0]
-            return alpha, None, 1.0
+            return alpha, None, 1.0, None
         candidates, walked = self._kernel_candidates(names, lambda: self._resolve_sigma(rows.X, rows.w)), []
         # leave-one-out scores the exact model: widths are walked only for it (on 40 centers a wider
         # kernel at the exact model's ridge raised a test RMSE from 0.34 to 0.40)
@@ -425,13 +425,13 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             return [type(kernel)(kernel.spec, dict(kernel.params, sigma=kernel.params["sigma"] * width))
                     for width in widths]
 
-        index, alpha, landmarks = choose_kernel(
+        index, alpha, landmarks, error = choose_kernel(
             candidates, rows.X, rows.Y, rows.w, rows.replicates, self.fit_intercept, np.random.RandomState(seed),
             alpha, precision, classify=is_classifier(self) and self._left_out_classes(loss),
             walk=walk if walks else None, threads=threads, memory_budget=memory_budget,
         )
         self.kernel_, width = ([(name, 1.0) for name in names] + walked)[index]
-        return alpha, landmarks, width
+        return alpha, landmarks, width, error
 
     def _chooses_kernel(self, loss):
         """Whether the fit's kernel or width is chosen by the rule (``_choose_kernel``): ``kernel="auto"``."""

@@ -105,6 +105,8 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         The kernel used: ``kernel``, or the one ``"auto"`` chose.
     alpha_ : float
         The ridge strength used (``alpha``, or its value for ``"auto"``).
+    tol_ : float
+        The stopping tolerance used (``tol``, or its value for ``"auto"``).
     n_centers_ : int
         The number of centers f is restricted to: the number of training
         rows for the exact model (``n_centers=None``, or ``"auto"`` where the
@@ -172,7 +174,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         solver="auto",
         step_size="auto",
         max_iter=1000,
-        tol=1e-3,
+        tol="auto",
         n_centers="auto",
         fit_intercept=True,
         early_stopping=False,

@@ -54,7 +54,7 @@ PARAMETERS = """\
         Maximum number of iterations: updates for ``"gd"`` and ``"cg"``,
         epochs for ``"eigenpro"``, Newton steps for ``"newton"`` (each
         also runs at most ``max_iter`` conjugate-gradient iterations).
-    tol : float, default=1e-3
+    tol : float or "auto", default="auto"
         Stopping tolerance. ``"gd"`` and ``"eigenpro"`` stop when the norm of
         the primal gradient is at most ``tol`` times its value at the
         intercept-only model; ``"cg"`` when the relative residual of the
@@ -62,7 +62,14 @@ PARAMETERS = """\
         Newton step predicts is at most ``tol**2`` times the intercept-only
         model's objective. Stopping at ``max_iter`` or for
         lack of progress warns. ``tol=0`` runs exactly ``max_iter``
-        iterations.
+        iterations. ``"auto"``: where ``alpha="auto"`` chose the ridge of the
+        squared loss's exact model, which ``"cg"`` solves, a twentieth of the
+        error the rule measured there (its leave-one-out or GCV root mean
+        squared error over the spread of y, at most 1): the solve's error in
+        the fitted values, at most ``tol`` times that spread, then adds about
+        0.1% to the model's squared error (a noisy target stops sooner, a
+        nearly noiseless one later); otherwise 1e-3. The value used is
+        ``tol_``.
     n_centers : int, "auto" or None, default="auto"
         Restrict f to ``n_centers`` distinct training rows drawn at random
         (the Nystroem / FALKON model): memory O(n * n_centers) instead of

@@ -23,6 +23,25 @@ from ._solvers import CENTER_SOLVERS, SMOOTH_LOSS_SOLVERS, SolverSettings, choos
 from ._solvers._preconditioners import center_dtype, check_center_memory
 
 
+# tol="auto": CG on the squared loss's exact model stops where its error in the fitted values (at most the relative
+# residual times y's spread) is this share of the error alpha="auto"'s rule measured at its ridge, which adds about
+# half its square (0.1%) to the squared error; DEFAULT_TOL elsewhere (a given alpha, another loss or solver, centers).
+TOL_SHARE = 0.05
+DEFAULT_TOL = 1e-3
+MIN_TOL = 1e-8
+
+
+def resolve_tol(est, loss, error, solver, centers=False):
+    """``tol``; for ``tol="auto"``, the rule's ``error`` (``_auto_alpha.relative_error``) times ``TOL_SHARE`` where
+    alpha="auto" chose the ridge of the squared loss's exact model solved by CG, else ``DEFAULT_TOL``."""
+    if not (isinstance(est.tol, str) and est.tol == "auto"):
+        return float(est.tol)
+    chosen = isinstance(est.alpha, str) and est.alpha == "auto"
+    if not chosen or loss is not SquaredLoss or solver != "cg" or centers or error is None:
+        return DEFAULT_TOL
+    return max(TOL_SHARE * min(error, 1.0), MIN_TOL)
+
+
 def power_of_two_scale(Y):
     """A power of two near max|Y| (1 for zero targets): dividing by it is exact."""
     xp = xp_of(Y)
@@ -102,6 +121,7 @@ class FitProblem:
     loss: type
     kernel: object  # bound; None for kernel="precomputed"
     alpha: float
+    tol: float  # the solver's, resolved (``resolve_tol``)
     solver: str
     operator: object
     centers: object  # the rows of X the model is restricted to; None: all of them
@@ -172,10 +192,10 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
     # float64 (dtype "auto"), at float32's where float32 is asked for
     precision = np.float32 if options["dtype"] in ("float32", np.float32) else np.float64
     options = dict(options, memory_budget=est._device_budget(xp, getattr(rows.X, "device", None), options))
-    width = 1.0  # kernel="auto"'s multiple of sigma="scale"
+    width, error = 1.0, None  # kernel="auto"'s multiple of sigma="scale"; the rule's relative error
     if est._chooses_kernel(loss):
-        alpha, landmarks, width = est._choose_kernel(rows, alpha, loss, seed, precision, options["memory_budget"],
-                                                     options["n_threads"])
+        alpha, landmarks, width, error = est._choose_kernel(rows, alpha, loss, seed, precision,
+                                                            options["memory_budget"], options["n_threads"])
     else:
         est.kernel_ = est.kernel
     est.sigma_ = est._resolve_sigma(rows.X, rows.w)
@@ -216,13 +236,15 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
         # float32's on small sets moved breast cancer's log-loss above SVC(probability=True)'s
         if loss is not SquaredLoss and operator.dtype == np.float32:
             precision = np.float32
-        alpha, landmarks = _rule(est, rows, kernel, loss, seed, precision, centers is None, options["n_threads"])
-    return FitProblem(rows=rows, loss=loss, kernel=kernel, alpha=alpha, solver=solver, operator=operator,
+        alpha, landmarks, error = _rule(est, rows, kernel, loss, seed, precision, centers is None,
+                                        options["n_threads"])
+    tol = resolve_tol(est, loss, error, solver, centers is not None)
+    return FitProblem(rows=rows, loss=loss, kernel=kernel, alpha=alpha, tol=tol, solver=solver, operator=operator,
                       centers=centers, landmarks=landmarks, seed=seed, options=options)
 
 
 def _rule(est, rows, kernel, loss, seed, precision, full_model, threads):
-    """``alpha="auto"``'s ``(alpha, landmarks)`` for ``kernel`` (``_auto_alpha.auto_alpha``), on ``threads``."""
+    """``alpha="auto"``'s ``(alpha, landmarks, error)`` for ``kernel`` (``_auto_alpha.auto_alpha``), on ``threads``."""
     return auto_alpha(
         rows.X, kernel, rows.Y, rows.w, rows.replicates, est.fit_intercept, np.random.RandomState(seed),
         full_model=full_model, precomputed=est._precomputed, loss=loss, precision=precision,
@@ -245,8 +267,8 @@ def widener(est, problem):
         wide = KernelOperator(problem.rows.X, wider, memory_budget=options["memory_budget"], dtype=options["dtype"],
                               threads=options["n_threads"])
         precision = np.float32 if operator.dtype == np.float32 else np.float64  # as prepare_fit's smooth loss
-        alpha, landmarks = _rule(est, problem.rows, wider, problem.loss, problem.seed, precision, True,
-                                 options["n_threads"])
+        alpha, landmarks, _ = _rule(est, problem.rows, wider, problem.loss, problem.seed, precision, True,
+                                    options["n_threads"])
         return replace(problem, kernel=wider, operator=wide, alpha=alpha, landmarks=landmarks)
 
     return widen
@@ -274,7 +296,7 @@ def solver_settings(est, problem, callback=None):
         alpha=problem.alpha,
         step_size=est.step_size,
         max_iter=est.max_iter,
-        tol=float(est.tol),
+        tol=problem.tol,
         fit_intercept=est.fit_intercept,
         coef_init=None if coef_init is None else coef_init / rows.y_scale,
         intercept_init=None if intercept_init is None else intercept_init / rows.y_scale,
@@ -345,7 +367,7 @@ def fit(est, X, Y, sample_weight, stratify, options, progress, ravel):
     if rows.validation is not None:
         monitor = ValidationMonitor(
             problem.kernel, *rows.validation, rows.X if problem.centers is None else problem.centers,
-            est.n_iter_no_change, est.tol, problem.options, est._precomputed, problem.loss,
+            est.n_iter_no_change, problem.tol, problem.options, est._precomputed, problem.loss,
         )
 
     def callback(running):  # the progress bridge reconstructs models with the operator that runs
@@ -413,7 +435,7 @@ def export(est, problem, coef, intercept, n_iter, curve, result, ravel, monitor=
     """Set the fitted attributes from the solver's coefficients and objective curve (its units)."""
     for name, value in model_attributes(est, problem, coef, intercept, ravel).items():
         setattr(est, name, value)
-    est.alpha_ = problem.alpha
+    est.alpha_, est.tol_ = problem.alpha, problem.tol
     est.n_iter_ = n_iter
     est.loss_curve_ = unscale_curve(curve, problem.rows.y_scale)
     est.validation_loss_curve_ = None if monitor is None else unscale_curve(monitor.curve, problem.rows.y_scale)

@@ -46,6 +46,7 @@ from ._base import _check_same_namespace
 from ._classifier import KernelGDClassifier
 from ._loo import _Predictions
 from ._regressor import KernelGDRegressor
+from ._fit import TOL_SHARE
 from ._replicates import effective_count
 from ._search import MIN_REFIT_TOL, _Decisions, _is_rbf, _KernelCV, _scorer
 from ._targets import class_weights
@@ -144,9 +145,11 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         random subsample of this size (the refit uses all rows).
     degree, coef0, kernel_params, fit_intercept, solver, n_centers, max_iter, tol, options
         Passed to :class:`KernelGDRegressor` for the refit. With the
-        default scoring the refit's ``tol`` is lowered to a tenth of the
-        chosen model's leave-one-out RMSE relative to y's spread (not below
-        1e-8), so that the solve's error stays below the model's own. The K-fold
+        default scoring, ``tol="auto"`` solves the refit to a twentieth of
+        the chosen model's leave-one-out RMSE relative to y's spread (not
+        below 1e-8), as :class:`KernelGDRegressor`'s ``"auto"`` does with its
+        rule's error, and a given ``tol`` is lowered to a tenth of it, so that
+        the solve's error stays below the model's own. The K-fold
         solves use ``fit_intercept``, ``solver``, ``max_iter``, ``tol`` and
         ``options`` on the full model of the kernel matrix (``n_centers``
         applies to the refit only: with ``"auto"``, a refit whose kernel
@@ -250,7 +253,7 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         solver="auto",
         n_centers="auto",
         max_iter=1000,
-        tol=1e-3,
+        tol="auto",
         options=None,
         random_state=None,
         verbose=0,
@@ -352,7 +355,10 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         spread = float(np.sqrt(float(xp.mean(w @ (Y - w @ Y) ** 2))))
         if not spread > 0:
             return {}
-        return {"tol": max(min(self.tol, 0.1 * np.sqrt(-self.best_score_) / spread), MIN_REFIT_TOL)}
+        relative = np.sqrt(-self.best_score_) / spread
+        if isinstance(self.tol, str):  # "auto": the base estimator's share of its rule's error
+            return {"tol": max(TOL_SHARE * min(relative, 1.0), MIN_REFIT_TOL)}
+        return {"tol": max(min(self.tol, 0.1 * relative), MIN_REFIT_TOL)}
 
     def _held_out_loo(self, X, Y, sw, scorer, fitted):
         """``loo(kernel, sigma, alphas)``: every alpha's leave-one-out score on all rows and on the rows
@@ -586,7 +592,7 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         solver="auto",
         n_centers="auto",
         max_iter=1000,
-        tol=1e-3,
+        tol="auto",
         options=None,
         random_state=None,
         verbose=0,

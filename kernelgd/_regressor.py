@@ -44,6 +44,8 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         The kernel used: ``kernel``, or the one ``"auto"`` chose.
     alpha_ : float
         The ridge strength used (``alpha``, or the value ``"auto"`` chose).
+    tol_ : float
+        The stopping tolerance used (``tol``, or its value for ``"auto"``).
     n_centers_ : int
         The number of centers f is restricted to: the number of training
         rows for the exact model (``n_centers=None``, or ``"auto"`` where the

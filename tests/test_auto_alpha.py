@@ -904,3 +904,38 @@ def test_the_rules_kernels_scored_side_by_side_score_as_in_turn(Estimator, monke
     assert_array_equal(fits[0].dual_coef_, fits[1].dual_coef_)
     Estimator(random_state=0, options={"n_threads": 1}).fit(X, y)
     assert pooled == [2, 2, 1]
+
+
+def test_auto_tol_is_a_twentieth_of_the_rules_brute_force_leave_one_out_error():
+    # tol="auto": the solve's share of the error the ridge rule measured at its ridge, here (300 rows, the
+    # exact model's leave-one-out) that of refits without each row, relative to y's spread
+    from kernelgd import _fit
+
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-2, 2, (300, 2))
+    y = 1e3 * (np.sin(2 * X[:, 0]) + 0.3 * rng.randn(300))  # y's units do not matter
+    reg = KernelGDRegressor(kernel="rbf").fit(X, y)
+    K = kernel_matrix(X, kernel="rbf", sigma=reg.sigma_)
+    w = np.full(300, 1 / 300)
+    loo = _brute_force_loo(K, y, w, reg.alpha_)
+    assert reg.tol_ == pytest.approx(_fit.TOL_SHARE * np.sqrt(loo / y.var()), rel=1e-6)
+    assert 0.01 < reg.tol_ < 0.05  # a noisy target: looser than a fixed 1e-3
+    assert KernelGDRegressor(kernel="rbf", tol=1e-4).fit(X, y).tol_ == 1e-4
+    assert KernelGDRegressor(kernel="rbf", alpha=1e-4).fit(X, y).tol_ == _fit.DEFAULT_TOL  # no rule ran
+    assert KernelGDClassifier(loss="logistic").fit(X, y > 0).tol_ == _fit.DEFAULT_TOL
+
+
+@pytest.mark.parametrize("noise", [0.3, 1e-4])
+def test_auto_tol_keeps_the_solves_error_below_its_share_of_the_models(noise):
+    # The fit's training predictions are within tol_ times y's spread of the exact solve's at the same
+    # kernel and ridge: a noisy target's solve stops early, a nearly noiseless one's goes on past 1e-3
+    rng = np.random.RandomState(1)
+    X = rng.uniform(-2, 2, (2500, 3))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 / 4 + noise * rng.randn(2500)
+    reg = KernelGDRegressor(random_state=0).fit(X, y)
+    tight = KernelGDRegressor(kernel=reg.kernel_, sigma=reg.sigma_, alpha=reg.alpha_, tol=1e-10,
+                              random_state=0).fit(X, y)
+    gap = np.sqrt(np.mean((reg.predict(X) - tight.predict(X)) ** 2))
+    assert gap <= reg.tol_ * y.std()
+    assert (reg.tol_ > 1e-2) if noise > 0.1 else (reg.tol_ < 1e-3)
+    assert reg.n_iter_ < tight.n_iter_

@@ -570,12 +570,15 @@ def test_refit_is_solved_to_a_fraction_of_the_models_own_error():
     grid = dict(ard=False, sigmas=[3.0], alphas=[1e-10], fit_intercept=False, random_state=0)
     model = KernelGDRegressorCV(**grid).fit(Xs, ys)
     loo_rmse = np.sqrt(-model.best_score_)
+    assert model.best_estimator_.tol == pytest.approx(0.05 * loo_rmse / ys.std(), rel=1e-9)  # a twentieth
     assert model.best_estimator_.tol < 1e-3
     K = kernel_matrix(Xs, sigma=3.0)
     exact = KernelRidge(alpha=len(ys) * 1e-10, kernel="precomputed").fit(K, ys).predict(K)
     assert np.sqrt(np.mean((model.predict(Xs) - exact) ** 2)) < 0.2 * loo_rmse
-    # other scorers keep the given tol
-    assert KernelGDRegressorCV(**grid, scoring="r2").fit(Xs, ys).best_estimator_.tol == 1e-3
+    # other scorers keep the given tol, "auto" the base estimator's at a given alpha
+    assert KernelGDRegressorCV(**grid, scoring="r2").fit(Xs, ys).best_estimator_.tol_ == 1e-3
+    given = KernelGDRegressorCV(**grid, tol=1e-3).fit(Xs, ys).best_estimator_.tol
+    assert given == pytest.approx(0.1 * loo_rmse / ys.std(), rel=1e-9)  # a given tol: lowered to a tenth
 
 
 def test_ard_inverse_is_exact_for_spd_and_finite_at_rounding_level():
