@@ -63,13 +63,12 @@ PARAMETERS = """\
         model's objective. Stopping at ``max_iter`` or for
         lack of progress warns. ``tol=0`` runs exactly ``max_iter``
         iterations. ``"auto"``: where ``alpha="auto"`` chose the ridge of the
-        squared loss's exact model, which ``"cg"`` solves, a twentieth of the
+        squared loss's exact model, which ``"cg"`` solves, a fiftieth of the
         error the rule measured there (its leave-one-out or GCV root mean
         squared error over the spread of y, at most 1): the solve's error in
-        the fitted values, at most ``tol`` times that spread, then adds about
-        0.1% to the model's squared error (a noisy target stops sooner, a
-        nearly noiseless one later); otherwise 1e-3. The value used is
-        ``tol_``.
+        the fitted values, at most ``tol`` times that spread, then stays far
+        below the model's own (a noisy target stops sooner, a nearly
+        noiseless one later); otherwise 1e-3. The value used is ``tol_``.
     n_centers : int, "auto" or None, default="auto"
         Restrict f to ``n_centers`` distinct training rows drawn at random
         (the Nystroem / FALKON model): memory O(n * n_centers) instead of

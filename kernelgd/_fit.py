@@ -24,9 +24,9 @@ from ._solvers._preconditioners import center_dtype, check_center_memory
 
 
 # tol="auto": CG on the squared loss's exact model stops where its error in the fitted values (at most the relative
-# residual times y's spread) is this share of the error alpha="auto"'s rule measured at its ridge, which adds about
-# half its square (0.1%) to the squared error; DEFAULT_TOL elsewhere (a given alpha, another loss or solver, centers).
-TOL_SHARE = 0.05
+# residual times y's spread) is this share of the error alpha="auto"'s rule measured at its ridge, far below the
+# model's own; DEFAULT_TOL elsewhere (a given alpha, another loss or solver, centers).
+TOL_SHARE = 0.02
 DEFAULT_TOL = 1e-3
 MIN_TOL = 1e-8
 

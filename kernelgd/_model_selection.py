@@ -145,7 +145,7 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         random subsample of this size (the refit uses all rows).
     degree, coef0, kernel_params, fit_intercept, solver, n_centers, max_iter, tol, options
         Passed to :class:`KernelGDRegressor` for the refit. With the
-        default scoring, ``tol="auto"`` solves the refit to a twentieth of
+        default scoring, ``tol="auto"`` solves the refit to a fiftieth of
         the chosen model's leave-one-out RMSE relative to y's spread (not
         below 1e-8), as :class:`KernelGDRegressor`'s ``"auto"`` does with its
         rule's error, and a given ``tol`` is lowered to a tenth of it, so that

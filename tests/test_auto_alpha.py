@@ -906,7 +906,7 @@ def test_the_rules_kernels_scored_side_by_side_score_as_in_turn(Estimator, monke
     assert pooled == [2, 2, 1]
 
 
-def test_auto_tol_is_a_twentieth_of_the_rules_brute_force_leave_one_out_error():
+def test_auto_tol_is_a_share_of_the_rules_brute_force_leave_one_out_error():
     # tol="auto": the solve's share of the error the ridge rule measured at its ridge, here (300 rows, the
     # exact model's leave-one-out) that of refits without each row, relative to y's spread
     from kernelgd import _fit
@@ -919,7 +919,7 @@ def test_auto_tol_is_a_twentieth_of_the_rules_brute_force_leave_one_out_error():
     w = np.full(300, 1 / 300)
     loo = _brute_force_loo(K, y, w, reg.alpha_)
     assert reg.tol_ == pytest.approx(_fit.TOL_SHARE * np.sqrt(loo / y.var()), rel=1e-6)
-    assert 0.01 < reg.tol_ < 0.05  # a noisy target: looser than a fixed 1e-3
+    assert 2e-3 < reg.tol_ < _fit.TOL_SHARE  # a noisy target: looser than a fixed 1e-3
     assert KernelGDRegressor(kernel="rbf", tol=1e-4).fit(X, y).tol_ == 1e-4
     assert KernelGDRegressor(kernel="rbf", alpha=1e-4).fit(X, y).tol_ == _fit.DEFAULT_TOL  # no rule ran
     assert KernelGDClassifier(loss="logistic").fit(X, y > 0).tol_ == _fit.DEFAULT_TOL
@@ -937,5 +937,5 @@ def test_auto_tol_keeps_the_solves_error_below_its_share_of_the_models(noise):
                               random_state=0).fit(X, y)
     gap = np.sqrt(np.mean((reg.predict(X) - tight.predict(X)) ** 2))
     assert gap <= reg.tol_ * y.std()
-    assert (reg.tol_ > 1e-2) if noise > 0.1 else (reg.tol_ < 1e-3)
+    assert (reg.tol_ > 2e-3) if noise > 0.1 else (reg.tol_ < 1e-3)
     assert reg.n_iter_ < tight.n_iter_

@@ -15,6 +15,7 @@ from kernelgd import (
     KernelGDRegressorCV,
     kernel_matrix,
 )
+from kernelgd._fit import TOL_SHARE
 
 rng = np.random.RandomState(0)
 X = rng.uniform(-2, 2, size=(60, 2))
@@ -570,7 +571,7 @@ def test_refit_is_solved_to_a_fraction_of_the_models_own_error():
     grid = dict(ard=False, sigmas=[3.0], alphas=[1e-10], fit_intercept=False, random_state=0)
     model = KernelGDRegressorCV(**grid).fit(Xs, ys)
     loo_rmse = np.sqrt(-model.best_score_)
-    assert model.best_estimator_.tol == pytest.approx(0.05 * loo_rmse / ys.std(), rel=1e-9)  # a twentieth
+    assert model.best_estimator_.tol == pytest.approx(TOL_SHARE * loo_rmse / ys.std(), rel=1e-9)
     assert model.best_estimator_.tol < 1e-3
     K = kernel_matrix(Xs, sigma=3.0)
     exact = KernelRidge(alpha=len(ys) * 1e-10, kernel="precomputed").fit(K, ys).predict(K)
