@@ -141,8 +141,8 @@ def fit(estimator, X, y, sample_weight, classifier):
         if loss is SquaredLoss:  # each kernel at its own sigma, scored on the sample
             candidates = est._kernel_candidates(_base.AUTO_KERNELS, lambda: _sigma(est, X, wn, float(found["top"])))
             index, alpha, _, _ = _auto_alpha.choose_kernel(candidates, *sample, est.fit_intercept,
-                                                        np.random.RandomState(seed), alpha,
-                                                        threads=options["n_threads"])
+                                                           np.random.RandomState(seed), alpha,
+                                                           threads=options["n_threads"])
             est.kernel_ = _base.AUTO_KERNELS[index]
     est.sigma_ = _sigma(est, X, wn, float(found["top"]))
     kernel = est._bound_kernel()
@@ -169,9 +169,8 @@ def fit(estimator, X, y, sample_weight, classifier):
     training = _fit.TrainingRows(X=X_rows, Y=Y, w=wn, y_scale=y_scale, replicates=None, weight_total=W,
                                  train=None, validation=None, X_given=X_rows)
     problem = _fit.FitProblem(
-        rows=training, loss=loss, kernel=kernel, alpha=alpha, tol=_fit.resolve_tol(est, loss, None, solver, centers=True),
-        solver=solver, centers=centers, landmarks=None,
-        seed=seed, options=options,
+        rows=training, loss=loss, kernel=kernel, alpha=alpha, solver=solver, centers=centers, landmarks=None,
+        tol=_fit.resolve_tol(est, loss, None, solver, centers=True), seed=seed, options=options,
         operator=DaskBlocks(kernel, centers, X, Y, wn, center_weights, loss, wY, stored=stored),
     )
     result = blockwise.solve(problem.operator, _fit.solver_settings(est, problem))

@@ -409,17 +409,17 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
 def _fold_views(outs, w_fits):
     """``views(problem)``: each fold's ``_FoldView`` of the problem (made once per problem), within the memory
     budget the problem's stored kernel matrix leaves."""
-    made = {}
+    made = {}  # id(problem): (problem, its views); the problem is kept so that its id is not reused
 
     def views(problem):
         if id(problem) not in made:
-            operator = problem.operator
+            operator, folds = problem.operator, []
             left = int(problem.options["memory_budget"]) - (operator.n * operator.m * operator.itemsize
                                                             if operator.stored else 0)
-            made[id(problem)] = problem, []
             for out, w_fit in zip(outs, w_fits):
-                made[id(problem)][1].append(_FoldView(problem, out, w_fit, left))
-                left -= made[id(problem)][1][-1].stored_bytes
+                folds.append(_FoldView(problem, out, w_fit, left))
+                left -= folds[-1].stored_bytes
+            made[id(problem)] = problem, folds
         return made[id(problem)][1]
 
     return views

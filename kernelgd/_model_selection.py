@@ -44,9 +44,9 @@ from ._auto_alpha import significantly_fewer
 from ._array_api import follow, from_numpy, single_threaded_blas, to_numpy, xp_of
 from ._base import _check_same_namespace
 from ._classifier import KernelGDClassifier
+from ._fit import TOL_SHARE
 from ._loo import _Predictions
 from ._regressor import KernelGDRegressor
-from ._fit import TOL_SHARE
 from ._replicates import effective_count
 from ._search import MIN_REFIT_TOL, _Decisions, _is_rbf, _KernelCV, _scorer
 from ._targets import class_weights

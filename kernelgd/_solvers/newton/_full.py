@@ -11,9 +11,9 @@ import numpy as np
 from sklearn.utils import gen_batches
 
 from ..._array_api import (
-    BLOCK_ENTRIES, CholeskyStack, add_to_diagonal, blas_dot, cho_solve, cholesky, cholesky_many, clip_min, coldot, concat,
-    contiguous, copy, fortran, from_numpy, gram, single_threaded_blas, take_columns, take_rows, to_numpy, xp_of,
-    zeros,
+    BLOCK_ENTRIES, CholeskyStack, add_to_diagonal, blas_dot, cho_solve, cholesky, cholesky_many, clip_min, coldot,
+    concat, contiguous, copy, fortran, from_numpy, gram, single_threaded_blas, take_columns, take_rows, to_numpy,
+    xp_of, zeros,
 )
 from .._krylov import ProductTracker, block_pcg, rp_cholesky
 from .._preconditioners import N_LANDMARKS, PRECONDITIONER_MIN_SHIFT
