@@ -430,18 +430,24 @@ def test_newton_softmax_exact_steps_solve_the_null_space_exactly(monkeypatch):
     assert abs(exact.loss_curve_[-1] - routed.loss_curve_[-1]) <= 1e-6 * np.log(8)  # tol**2 of log(k)
 
 
-def test_newton_softmax_coupled_factor_is_woodbury_of_the_hessian_blocks():
-    # The exact steps' coupled factor applies (M'(I_k (x) L L')M + mu I)^-1, M_i the rows' Hessian factors:
-    # against a dense solve of that matrix, formed column by column.
+@pytest.mark.parametrize("sharpness", [0.5, 4.0])
+def test_newton_softmax_coupled_factor_is_woodbury_of_the_hessian_blocks(sharpness):
+    # The exact steps' coupled factor applies (M'(I_k (x) L L')M + mu I)^-1, M_i the rows' Hessian factors,
+    # by Woodbury: (V - U G^-1 U'V) / mu, U = M'(I_k (x) L), G = mu I + sum_i H~_i (x) L_i'L_i. Where every
+    # probability is above COUPLING_FLOOR, H~_i is the row's Hessian block and the apply is that inverse (against a
+    # dense solve of the matrix formed column by column); where some are below it (sharp rows), H~_i is the block
+    # with each such pair's coupling moved onto the diagonals (formed row by row here), H~_i - H_i is PSD and so
+    # is the apply.
     from kernelgd._operator import KernelOperator
-    from kernelgd._solvers.newton._full import coupled_preconditioner
+    from kernelgd._solvers.newton._full import COUPLING_FLOOR, coupled_preconditioner
     from kernelgd._solvers.newton._steps import Steps
 
     r = np.random.RandomState(1)
-    n, k, rank, ridge = 40, 3, 6, 1e-3
+    n, k, rank, ridge = 40, 4, 6, 1e-3
     Xs = r.randn(n, 2)
     K = kernel_matrix(Xs, sigma=1.0)
-    P, w = softmax(3 * r.randn(n, k), axis=1), r.uniform(0.5, 2.0, n)
+    P, w = softmax(sharpness * r.randn(n, k) ** 3, axis=1), r.uniform(0.5, 2.0, n)
+    assert (P.min() > COUPLING_FLOOR) == (sharpness < 1)
     w /= w.sum()
     steps = Steps(inner_cap=10)
     steps.L = r.randn(n, rank)
@@ -457,8 +463,28 @@ def test_newton_softmax_coupled_factor_is_woodbury_of_the_hessian_blocks():
     apply = coupled_preconditioner(KernelOperator(K, None, dtype="float64"), P, H, w, ridge, None, steps, rank, M, Mt)
     U = np.column_stack([Mt(steps.L @ e.reshape(k, rank).T).ravel() for e in np.eye(k * rank)])
     mu = max(1e-6 * np.max(np.diag(K) @ H) / n, ridge)
+    G, G_bound = mu * np.eye(k * rank), mu * np.eye(k * rank)
+    for i in range(n):
+        block = w[i] * (np.diag(P[i]) - np.outer(P[i], P[i]))
+        bound = block.copy()
+        for c in range(k):
+            for d in range(c + 1, k):
+                if min(P[i, c], P[i, d]) < COUPLING_FLOOR:
+                    e = np.eye(k)[c] + np.eye(k)[d]
+                    bound += w[i] * P[i, c] * P[i, d] * np.outer(e, e)
+        assert np.linalg.eigvalsh(bound - block)[0] >= -1e-15
+        G += np.kron(block, np.outer(steps.L[i], steps.L[i]))
+        G_bound += np.kron(bound, np.outer(steps.L[i], steps.L[i]))
+    assert_allclose(G, U.T @ U + mu * np.eye(k * rank), rtol=1e-10, atol=1e-14)
     V = r.randn(n, k)
-    assert_allclose(apply(V), np.linalg.solve(U @ U.T + mu * np.eye(n * k), V.ravel()).reshape(n, k), rtol=1e-8)
+    expected = (V.ravel() - U @ np.linalg.solve(G_bound, U.T @ V.ravel())) / mu
+    assert_allclose(apply(V).ravel(), expected, rtol=1e-8)
+    if sharpness < 1:
+        assert_allclose(apply(V), np.linalg.solve(U @ U.T + mu * np.eye(n * k), V.ravel()).reshape(n, k), rtol=1e-8)
+    else:
+        assert not np.allclose(G_bound, G)
+        dense = np.column_stack([apply(e.reshape(n, k)).ravel() for e in np.eye(n * k)])
+        assert np.linalg.eigvalsh((dense + dense.T) / 2)[0] > 0
 
 
 def test_newton_softmax_coupled_factor_reaches_the_optimum(monkeypatch):

@@ -8,10 +8,9 @@ kept along a search path), re-weighted by each column's Hessian weights.
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.utils import gen_batches
 
 from ..._array_api import (
-    BLOCK_ENTRIES, CholeskyStack, add_to_diagonal, blas_dot, cho_solve, cholesky, cholesky_many, clip_min, coldot,
+    CholeskyStack, add_to_diagonal, blas_dot, cho_solve, cholesky, cholesky_many, clip_min, coldot,
     concat, contiguous, copy, fortran, from_numpy, gram, single_threaded_blas, take_columns, take_rows, to_numpy,
     xp_of, zeros,
 )
@@ -34,6 +33,8 @@ REFACTOR_CHANGE = 0.05
 REFACTOR_RATIO = 1.25
 # Column sums of the coefficients below this share of their size are rounding of 0.
 ZERO_SUM = 1e-10
+# A row's coupling of two classes is bounded above where either's probability is below this (coupled_gram).
+COUPLING_FLOOR = 1e-4
 # Probabilities are floored here in the softmax's exact step (its g divides by sqrt(p)).
 PROBABILITY_FLOOR = 1e-10
 _TINY = float(np.finfo(float).tiny)
@@ -157,8 +158,8 @@ def coupled_preconditioner(operator, P, H, w, ridge, settings, steps, rank, M, M
     """The inverse of ``P = M'(I_k (x) L L')M + mu I`` on M's range, L the Nystroem factor's leading ``rank``
     columns and ``M`` (``Mt``: M') the softmax's Hessian factor: by Woodbury, with the r k x r k matrix
     ``G = mu I + sum_i H_i (x) L_i' L_i``, ``H_i = w_i (diag(p_i) - p_i p_i')`` the row's Hessian block, made
-    at every step. Unlike ``preconditioner``'s per-class factors it holds the classes' coupling ``-p_i p_i'``;
-    ``mu``: that function's shift, the largest of its classes'."""
+    at every step (``coupled_gram``). Unlike ``preconditioner``'s per-class factors it holds the classes'
+    coupling ``-p_i p_i'``; ``mu``: that function's shift, the largest of its classes'."""
     xp = xp_of(P)
     n, k = P.shape
     rank = min(rank, steps.rank or rank)  # (a large ridge's leading half: see ``_directions``)
@@ -166,18 +167,7 @@ def coupled_preconditioner(operator, P, H, w, ridge, settings, steps, rank, M, M
     rank = L.shape[1]  # (fewer where K's own rank is)
     diag = operator.diag()
     mu = max(float(PRECONDITIONER_MIN_SHIFT * float(xp.max(diag @ H)) / n), float(ridge), _TINY)
-    # G - mu I = blockdiag_c(L' diag(w p_c) L) - Y'Y, Y's rows sqrt(w_i) p_i (x) L_i: one product over the
-    # rows (by blocks of BLOCK_ENTRIES), not k^2 (numpy's gram: the upper triangle, which its Cholesky reads)
-    root = xp.sqrt(w)[:, None] * P
-    G = None
-    for rows in gen_batches(n, max(1, BLOCK_ENTRIES // (k * rank))):
-        Y = xp.reshape(root[rows, ...][:, :, None] * L[rows, ...][:, None, :], (-1, k * rank))
-        G = gram(Y, trans=True) if G is None else G + gram(Y, trans=True)
-    G = -G
-    for c in range(k):
-        block = slice(c * rank, (c + 1) * rank)
-        G[block, block] += blas_dot(L.T, (w * P[:, c])[:, None] * L)
-    R = cholesky(add_to_diagonal(G, mu), "preconditioner matrix")
+    R = cholesky(add_to_diagonal(coupled_gram(L, P, w), mu), "preconditioner matrix")
 
     def apply(V):
         Z = xp.reshape(blas_dot(L.T, M(V)).T, (-1, 1))  # class by class: G's order
@@ -185,6 +175,37 @@ def coupled_preconditioner(operator, P, H, w, ridge, settings, steps, rank, M, M
         return (V - Mt(blas_dot(L, Z))) / mu
 
     return apply
+
+
+def coupled_gram(L, P, w):
+    """``sum_i H~_i (x) L_i' L_i`` (class-major blocks; numpy: the upper triangle, which its Cholesky reads),
+    with ``H~_i >= H_i``: the coupling ``-w_i p_ic p_id`` of two classes one of which is below ``COUPLING_FLOOR``
+    is replaced by ``w_i p_ic p_id`` on both diagonals (adding the PSD ``(e_c + e_d)(e_c + e_d)'`` term).
+
+    Then ``G~ >= G``, so Woodbury's apply stays positive definite, a preconditioner for CG; and the
+    coupling costs one product per pair of classes over the rows where both are likely, not ``k^2`` over
+    every row (letter, 26 classes: 2.3 -> 0.6 s per factor, CG's iterations 5% more)."""
+    xp, k, rank = xp_of(P), P.shape[1], L.shape[1]
+    kept = xp.astype(P >= COUPLING_FLOOR, P.dtype)
+    Q = kept * P * xp.sqrt(w)[:, None]  # the coupling's rows sqrt(w_i) p_i, the unlikely classes' zeroed
+    unlikely = xp.sum((1.0 - kept) * P, axis=1, keepdims=True)
+    # H~'s diagonal: w p_c (1 - p_c + unlikely) for a kept class, 2 w p_c (1 - p_c) for an unlikely one
+    D = w[:, None] * P * (kept * (1.0 - P + unlikely) + (1.0 - kept) * 2.0 * (1.0 - P))
+    G = fortran(zeros(P, (k * rank, k * rank)))  # (Fortran: the factor's triangular solves read it in place)
+    support = np.asarray(to_numpy(P)) >= COUPLING_FLOOR
+    for c in range(k):
+        block = slice(c * rank, (c + 1) * rank)
+        G[block, block] = gram(xp.sqrt(D[:, c : c + 1]) * L, trans=True)
+        rows = np.flatnonzero(support[:, c])
+        both = support[rows]
+        for d in range(c + 1, k):
+            pair = rows[both[:, d]]
+            if pair.size:  # -sum over the pair's rows of w p_c p_d L_i' L_i
+                Lp = take_rows(L, pair)
+                coupling = -blas_dot((take_rows(Q[:, c] * Q[:, d], pair)[:, None] * Lp).T, Lp)
+                G[block, d * rank : (d + 1) * rank] = coupling
+                G[d * rank : (d + 1) * rank, block] = coupling.T
+    return G
 
 
 class FullDiagonal:
