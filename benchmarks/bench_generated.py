@@ -117,6 +117,10 @@ def run(task, seed):
                "warnings": warned}
         row["behind_peer"] = (row["score"] - row["peer_score"]) if lower_is_better else (row["peer_score"] - row["score"])
         row["behind_best"] = (row["score"] - best) if lower_is_better else (best - row["score"])
+        if task == "logistic":  # the squared loss's probabilities too: its output layer's, on left-out outputs
+            layer, layer_seconds, layer_warned = fitted(lambda: KernelGDClassifier(random_state=0), X, y)
+            row.update(layer_score=score(layer), layer_s=layer_seconds, layer_warnings=layer_warned)
+            row["layer_behind_peer"] = row["layer_score"] - row["peer_score"]
         rows.append(row)
         print(row, flush=True)
     return rows

@@ -297,6 +297,13 @@ def generated():
                      str(sum(r["behind_peer"] > 0 for r in own)), fmt(max(max(r["behind_peer"] for r in own), 0), ".4f"),
                      fmt(max(max(r["behind_best"] for r in own), 0), ".4f"), str(sum(r["warnings"] > 0 for r in own)),
                      fmt(max(r["fit_s"] for r in own), ".1f"), fmt(max(r["peer_s"] for r in own), ".1f")])
+        layered = [r for r in own if "layer_score" in r]
+        if layered:  # the squared loss's probabilities on the same problems: its output layer's
+            rows.append(["``KernelGDClassifier()``'s ``predict_proba``", metric[task], peers[task], str(len(layered)),
+                         str(sum(r["layer_behind_peer"] > 0 for r in layered)),
+                         fmt(max(max(r["layer_behind_peer"] for r in layered), 0), ".4f"), "-",
+                         str(sum(r["layer_warnings"] > 0 for r in layered)),
+                         fmt(max(r["layer_s"] for r in layered), ".1f"), fmt(max(r["peer_s"] for r in layered), ".1f")])
     text.append(rst_table(["system", "metric", "peer", "problems", "behind the peer", "largest gap to the peer",
                            "largest gap to the best ridge", "fits that warned", "slowest fit s", "peer's slowest s"],
                           rows))

@@ -30,11 +30,18 @@ WIDTHS = (0.5, 0.25)
 
 
 def _has_probabilities(estimator):
-    """predict_proba exists with the logistic loss only."""
-    if estimator.loss != "logistic":
+    """predict_proba exists with the logistic loss, and with the squared loss's output layer (``combiner_``)."""
+    if estimator.loss == "logistic":
+        return True
+    if estimator.combine != "logistic":
         raise AttributeError(
-            "predict_proba is available with loss='logistic' only: the squared loss "
-            "gives scores, not probabilities (wrap it in CalibratedClassifierCV)."
+            "predict_proba needs loss='logistic' or the squared loss's output layer (combine='logistic'): "
+            "combine='argmax' gives scores, not probabilities."
+        )
+    if hasattr(estimator, "classes_") and getattr(estimator, "combiner_", None) is None:
+        raise AttributeError(
+            "predict_proba reads the output layer (combiner_), which this fit has none of: a class had no "
+            "training row of positive weight. Refit with every class weighing, or with loss='logistic'."
         )
     return True
 
@@ -47,9 +54,11 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
     loss of :class:`KernelGDRegressor`, and a multinomial logistic
     regression on those outputs (``combine``) makes the decision. With
     ``loss="logistic"`` it is kernel logistic regression: binary (one
-    column) or multinomial (softmax, one column per class), with
-    ``predict_proba``. ``predict`` returns the class of the largest decision
-    value. Labels may be of any type, strings included.
+    column) or multinomial (softmax, one column per class). Both have
+    ``predict_proba``: the logistic model's own probabilities, or the
+    squared loss's output layer's, fitted to left-out outputs as Platt
+    scaling is to held-out ones. ``predict`` returns the class of the
+    largest decision value. Labels may be of any type, strings included.
 
     Read more in the :ref:`User Guide <ug-classification>`.
 
@@ -58,8 +67,9 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
     loss : {"squared", "logistic"}, default="squared"
         ``"squared"``: the squared loss on +-1 targets, one-vs-rest.
         ``"logistic"``: ``log(1 + exp(-y f))`` for two classes, the softmax
-        cross-entropy for more; ``predict_proba`` and ``predict_log_proba``
-        exist with this loss only.
+        cross-entropy for more. ``predict_proba`` and ``predict_log_proba``
+        exist with this loss and with the squared loss's output layer
+        (``combine="logistic"``).
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes, multiplying the sample weights, with
         scikit-learn's meaning: ``"balanced"`` weights each class by
@@ -78,9 +88,9 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         decides from the outputs (``combiner_``): one least-squares output
         per class ranks a class lying between others poorly (nested shells,
         bands of one feature), and for two classes the layer places the
-        threshold. ``"argmax"``:
+        threshold. Its probabilities are ``predict_proba``'s. ``"argmax"``:
         the largest output (its sign for two classes), as scikit-learn's
-        ``RidgeClassifier``.
+        ``RidgeClassifier``, without probabilities.
 %(parameters)s
 
     Attributes
@@ -341,7 +351,11 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
 
     @available_if(_has_probabilities)
     def predict_proba(self, X):
-        """Class probabilities of the logistic model.
+        """Class probabilities: the logistic model's, or the squared loss's output layer's (``combiner_``).
+
+        The output layer is a logistic regression fitted to the training rows' left-out outputs, so its
+        probabilities are calibrated on outputs the model had not seen, as Platt scaling's are on held-out
+        ones (``SVC(probability=True)``), at no extra fit.
 
         Parameters
         ----------
@@ -363,15 +377,19 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         >>> clf.predict_proba(X[:2]).round(2)
         array([[0.99, 0.01],
                [0.02, 0.98]])
+        >>> KernelGDClassifier(random_state=0).fit(X, y).predict_proba(X[:2]).round(2)  # the output layer's
+        array([[0.99, 0.01],
+               [0.02, 0.98]])
         """
         check_is_fitted(self)
         if is_dask_collection(X):
             return _dask.map_rows(self.predict_proba, X, len(self.classes_), np.float64)
-        return self._fitted_loss().probabilities(self._decision(X, "predict_proba"))
+        loss, F = self._log_odds(X, "predict_proba")
+        return loss.probabilities(F)
 
     @available_if(_has_probabilities)
     def predict_log_proba(self, X):
-        """Logarithms of the class probabilities of the logistic model.
+        """Logarithms of the class probabilities (``predict_proba``'s).
 
         Parameters
         ----------
@@ -397,7 +415,18 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         check_is_fitted(self)
         if is_dask_collection(X):
             return _dask.map_rows(self.predict_log_proba, X, len(self.classes_), np.float64)
-        return self._fitted_loss().log_probabilities(self._decision(X, "predict_log_proba"))
+        loss, F = self._log_odds(X, "predict_log_proba")
+        return loss.log_probabilities(F)
+
+    def _log_odds(self, X, method):
+        """``(loss, F)``: the logistic loss component and the scores its probabilities are read from, ``f(x)``
+        for the logistic loss, the output layer's decision values (its log-odds) for the squared loss's."""
+        F = self._decision(X, method)
+        if self.loss == "logistic":
+            return self._fitted_loss(), F
+        S = like(self.combiner_.decision_function(np.asarray(to_numpy(F))), F)
+        S = xp_of(S).reshape(S, (-1, 1)) if S.ndim == 1 else S
+        return BinaryLogisticLoss if S.shape[1] == 1 else MultinomialLoss, S
 
 
 KernelGDClassifier.__doc__ = KernelGDClassifier.__doc__ % {

@@ -85,7 +85,7 @@ class _OnHost:
     def __init__(self, model):
         self.model = model
 
-    def __getattr__(self, name):  # what the model lacks (predict_proba of the squared loss) stays missing
+    def __getattr__(self, name):  # what the model lacks (predict_proba of combine="argmax") stays missing
         attribute = getattr(self.model, name)
         if name not in ("predict", "decision_function", "predict_proba", "predict_log_proba"):
             return attribute

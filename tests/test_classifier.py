@@ -89,6 +89,9 @@ def test_output_layer_is_a_logistic_regression_on_the_left_out_outputs(n_classes
     assert clf.decision_function(X_test).shape == ((100,) if n_classes == 2 else (100, n_classes))
     assert_allclose(clf.decision_function(X_test), ref.decision_function(outputs), rtol=1e-5, atol=1e-6)
     assert_array_equal(clf.predict(X_test), ref.predict(outputs))
+    # its probabilities are the layer's: Platt scaling on left-out outputs
+    assert_allclose(clf.predict_proba(X_test), ref.predict_proba(outputs), rtol=1e-5, atol=1e-7)
+    assert_allclose(clf.predict_log_proba(X_test), ref.predict_log_proba(outputs), rtol=1e-5, atol=1e-7)
 
 
 def test_output_layer_ranks_nested_shells_that_the_argmax_cannot():
@@ -112,6 +115,9 @@ def test_no_output_layer_without_a_weighted_row_of_every_class_or_with_the_logis
     clf = KernelGDClassifier(sigma=2.0, alpha=1e-3).fit(X_iris, y_iris, sample_weight=w)
     assert clf.combiner_ is None
     assert_array_equal(clf.predict(X_iris), np.argmax(clf.decision_function(X_iris), axis=1))
+    with pytest.raises(AttributeError) as excinfo:  # no layer, no probabilities: said, not a crash
+        clf.predict_proba(X_iris)
+    assert "no training row of positive weight" in str(excinfo.value.__cause__)
     assert KernelGDClassifier(loss="logistic", sigma=2.0, alpha=1e-3).fit(X_iris, y_iris).combiner_ is None
 
 

@@ -4,7 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 from scipy.optimize import minimize
 from scipy.special import log_expit, logsumexp, softmax
 from sklearn.exceptions import ConvergenceWarning
@@ -122,18 +122,24 @@ def test_probabilities_follow_classes_and_sum_to_one():
     assert (model.predict(X) == labels).mean() > 0.8
 
 
-def test_predict_proba_exists_only_with_logistic_loss():
-    squared = KernelGDClassifier().fit(X, y2)
-    assert not hasattr(squared, "predict_proba")
-    assert not hasattr(squared, "predict_log_proba")
+def test_predict_proba_exists_with_the_logistic_loss_or_the_output_layer():
+    argmax = KernelGDClassifier(combine="argmax").fit(X, y2)
+    assert not hasattr(argmax, "predict_proba")
+    assert not hasattr(argmax, "predict_log_proba")
     with pytest.raises(AttributeError) as excinfo:
-        squared.predict_proba(X)
-    assert "loss='logistic'" in str(excinfo.value.__cause__)  # the reason, chained by available_if
+        argmax.predict_proba(X)
+    assert "combine='argmax'" in str(excinfo.value.__cause__)  # the reason, chained by available_if
     assert hasattr(KernelGDClassifier(loss="logistic"), "predict_proba")
+    squared = KernelGDClassifier().fit(X, y3)  # the output layer's probabilities
+    P = squared.predict_proba(X)
+    assert_allclose(P.sum(axis=1), 1.0)
+    assert_allclose(np.exp(squared.predict_log_proba(X)), P, rtol=1e-12)
+    assert_array_equal(squared.classes_[P.argmax(axis=1)], squared.predict(X))
 
 
-def test_scorers_that_need_probabilities():
-    model = KernelGDClassifier(loss="logistic", sigma=2.0)
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_scorers_that_need_probabilities(loss):
+    model = KernelGDClassifier(loss=loss, sigma=2.0)
     scores = cross_val_score(model, X, y3, cv=3, scoring="neg_log_loss")
     assert np.all(np.isfinite(scores)) and np.all(scores < 0)
     auc = cross_val_score(model, X, y3, cv=3, scoring="roc_auc_ovr")
@@ -923,10 +929,10 @@ def test_warm_start_on_the_same_inputs_keeps_the_centers():
     model = KernelGDClassifier(warm_start=True, alpha=1e-3, **params).fit(X, y3)
     centers, coef = model.X_fit_.copy(), model.dual_coef_.copy()
     model.fit(X, y3)  # the same problem: its optimum stays
-    np.testing.assert_array_equal(model.X_fit_, centers)
+    assert_array_equal(model.X_fit_, centers)
     assert_allclose(model.dual_coef_, coef, atol=1e-6)
     model.set_params(alpha=1e-4).fit(X, y3)  # down the path, on the same centers
-    np.testing.assert_array_equal(model.X_fit_, centers)
+    assert_array_equal(model.X_fit_, centers)
     F_ref = _centers_reference(model, y3, np.ones(len(y3)), 1e-4, True)
     assert_allclose(model.predict_proba(X), MultinomialLoss.probabilities(F_ref), atol=1e-4)
     model.fit(X[::-1], y3[::-1])  # other inputs (rows reordered): centers drawn among them
