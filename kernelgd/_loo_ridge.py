@@ -23,7 +23,8 @@ then check it, a factor of 4 at a time (``_checked_on_held_out_rows``), and try 
 stretch the variance ``sigma="scale"`` reads past the bulk of the rows.
 With many classes the coupled system allows too few rows; the
 multiple is then the one of least log-loss on held-out rows of one larger
-subsample (``_held_out_multiple``). Where the rule's ridge is near the least (``NEAR_LEAST``)
+subsample (``_held_out_multiple``), or, where that subsample's held-out rows would be too few, the whole
+set's folds check the rule's ridge and the narrower kernels as they check a subsample's multiple. Where the rule's ridge is near the least (``NEAR_LEAST``)
 its error fell to the floor where the model interpolates, and the ridge is
 chosen on held-out rows instead (``_on_held_out_rows``).
 """
@@ -211,13 +212,19 @@ def _on_a_subsample(problem, settings, widen=None):
     on ``DRAWS`` random subsamples of the rows (the largest whose dense system is small), each around the rule's
     ridge for it, none below ``least_ridge``'s for this loss, as the whole set's held-out rows correct it
     (``_checked_on_held_out_rows``) where they number at least ``MIN_SUBSAMPLE``. Where such a subsample
-    would be under ``MIN_SUBSAMPLE`` rows, at ``_held_out_multiple``'s multiple, None and 0."""
+    would be under ``MIN_SUBSAMPLE`` rows, at ``_held_out_multiple``'s multiple, None and 0; where that
+    multiple's subsample would hold out too few rows, the rule's ridge as the whole set's held-out rows
+    correct it (five classes on 600 rows: 16 times the rule's ridge, test log-loss 0.63 -> 0.49)."""
     rows, loss = problem.rows, problem.loss
     k, coupled = rows.Y.shape[1], not loss.diagonal_hessian
     n = max((m for m in range(MIN_SUBSAMPLE, MAX_UNKNOWNS + 1) if tiny(m, k, coupled)), default=0)
     positive = np.flatnonzero(np.asarray(to_numpy(rows.w)) > 0)
     rng = np.random.RandomState(problem.seed)
     if n < MIN_SUBSAMPLE:
+        if HELD_OUT * HELD_OUT_SUBSAMPLE * len(positive) < MIN_SUBSAMPLE:  # a few thousand rows: all of them
+            if _held_out_count(distinct_rows(rows.w, rows.replicates)) < MIN_SUBSAMPLE:
+                return problem, None, 0
+            return _checked_on_held_out_rows(problem, settings, widen, problem.alpha)
         return replace(problem, alpha=problem.alpha * _held_out_multiple(problem, settings, positive, rng)), None, 0
     if len(positive) <= n:
         return problem, None, 0

@@ -501,8 +501,9 @@ def test_with_many_classes_held_out_rows_of_a_subsample_move_the_rules_ridge_one
 
     X, y = make_gaussian_quantiles(n_samples=3000, n_features=3, n_classes=6, random_state=0)
     X_tr, X_te, y_tr, y_te = X[:1500], X[1500:], y[:1500], y[1500:]
-    monkeypatch.setattr(_loo_ridge, "HELD_OUT_SUBSAMPLE", 0.0)  # too few held-out rows: the rule's ridge
-    rule = KernelGDClassifier(loss="logistic", random_state=0).fit(X_tr, y_tr)
+    with monkeypatch.context() as patched:  # no held-out rows: the rule's ridge
+        patched.setattr(_loo_ridge, "_checked_on_held_out_rows", lambda problem, *args: (problem, None, 0))
+        rule = KernelGDClassifier(loss="logistic", random_state=0).fit(X_tr, y_tr)
     monkeypatch.setattr(_loo_ridge, "HELD_OUT_SUBSAMPLE", 1.0)
     capsys.readouterr()
     with warnings.catch_warnings():
@@ -514,6 +515,29 @@ def test_with_many_classes_held_out_rows_of_a_subsample_move_the_rules_ridge_one
     fixed = {m: log_loss(y_te, KernelGDClassifier(loss="logistic", alpha=rule.alpha_ * m, random_state=0)
                          .fit(X_tr, y_tr).predict_proba(X_te)) for m in (0.25, 1.0, 4.0)}
     assert multiple != 1.0 and fixed[multiple] == min(fixed.values())
+
+
+def test_with_many_classes_on_a_few_hundred_rows_the_whole_sets_folds_check_the_rules_ridge(monkeypatch, capsys):
+    # Regression: five classes of a product of two features (600 rows, 2% of labels drawn at random): no
+    # subsample's coupled system is small and a subsample's held-out rows would be too few, so the rule's ridge
+    # stood unchecked, 16 times too small (test log-loss 0.626, against 0.485 at the ridge the whole set's
+    # five folds choose). Those folds now check it.
+    r = np.random.RandomState(0)
+    X = r.uniform(-1, 1, (2600, 3))
+    t = X[:, 0] * X[:, 1]
+    y = np.searchsorted(np.quantile(t, [0.2, 0.4, 0.6, 0.8]), t)
+    flip = r.rand(len(y)) < 0.02
+    y[flip] = r.randint(0, 5, flip.sum())
+    X_tr, X_te, y_tr, y_te = X[:600], X[600:], y[:600], y[600:]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        chosen = KernelGDClassifier(loss="logistic", random_state=0, verbose=1).fit(X_tr, y_tr)
+    assert "held-out log-loss on 600 rows in 5 folds" in capsys.readouterr().out
+    with monkeypatch.context() as patched:  # the rule's ridge, unchecked
+        patched.setattr(_loo_ridge, "_checked_on_held_out_rows", lambda problem, *args: (problem, None, 0))
+        rule = KernelGDClassifier(loss="logistic", random_state=0).fit(X_tr, y_tr)
+    assert chosen.alpha_ > 4 * rule.alpha_
+    assert log_loss(y_te, chosen.predict_proba(X_te)) < log_loss(y_te, rule.predict_proba(X_te)) - 0.05
 
 
 def _held_out_line(out):
