@@ -84,6 +84,7 @@ def test_classifier_equals_the_in_memory_fit(client, loss, n_classes):
     assert_array_equal(est.classes_, ref.classes_)
     assert_allclose(est.decision_function(X), ref.decision_function(X), atol=1e-5)
     assert_array_equal(est.predict(X), ref.predict(X))
+    assert_allclose(est.predict_proba(X), ref.predict_proba(X), atol=1e-5)  # (the squared loss's: its layer's)
     assert est.solver_ == ("cg" if loss == "squared" else "newton")
 
 
@@ -112,6 +113,10 @@ def test_predictions_are_lazy_dask_arrays_equal_to_numpy(client):
         assert isinstance(out, da.Array) and out.shape == shape and out.chunks[0] == Xd.chunks[0]
         assert_allclose(out.compute(), getattr(est, method)(X)) if method != "predict" else \
             assert_array_equal(out.compute(), est.predict(X))
+    squared = KernelGDClassifier(n_centers=100, alpha=1e-3, random_state=0).fit(dask(X), dask(labels3))
+    out = squared.predict_proba(Xd)  # the output layer's, lazily
+    assert isinstance(out, da.Array) and out.shape == (N, 3)
+    assert_allclose(out.compute(), squared.predict_proba(X))
     reg = KernelGDRegressor(n_centers=100, random_state=0, alpha=1e-3).fit(dask(X), dask(y))
     out = reg.predict(Xd)
     assert isinstance(out, da.Array) and out.shape == (N,)
