@@ -202,7 +202,7 @@ def coupled_gram(L, P, w):
             pair = rows[both[:, d]]
             if pair.size:  # -sum over the pair's rows of w p_c p_d L_i' L_i
                 Lp = take_rows(L, pair)
-                coupling = -blas_dot((take_rows(Q[:, c] * Q[:, d], pair)[:, None] * Lp).T, Lp)
+                coupling = -blas_dot(((take_rows(Q[:, c], pair) * take_rows(Q[:, d], pair))[:, None] * Lp).T, Lp)
                 G[block, d * rank : (d + 1) * rank] = coupling
                 G[d * rank : (d + 1) * rank, block] = coupling.T
     return G
