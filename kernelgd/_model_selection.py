@@ -533,7 +533,9 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         None: with the squared loss, exact leave-one-out (of the kernel up to
         3,000 rows, of its rank-2,000 pivoted-Cholesky factor on at most
         ``max_search_samples`` rows beyond); with the logistic loss,
-        stratified 5-fold. An int gives stratified K-fold.
+        stratified 5-fold (fewer where the largest class, or the distinct
+        rows, are fewer; a smaller class is then missing from some test
+        folds). An int gives stratified K-fold.
     scoring : str or callable, default=None
         None: ``"neg_log_loss"`` with the logistic loss, accuracy otherwise.
         Weighted as in :class:`KernelGDRegressorCV`.

@@ -442,18 +442,24 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         """The folds of the rows of X: ``cv``'s, or where ``cv`` is None or an int and some rows repeat,
         as many folds with every copy of a row in one fold (a copy in the test fold would be
         predicted by its twin in the training rows, which favours interpolation)."""
-        folds = self._folds(y, classifier)
-        if isinstance(folds, Integral):
-            group_of, n_groups = replicate_groups(X)
-            if n_groups < X.shape[0]:
-                if n_groups < folds:
-                    raise ValueError(
-                        f"{type(self).__name__} found {n_groups} distinct rows of X, too few for {folds} "
-                        "folds (copies of a row share a fold). Pass cv with at most that many folds."
-                    )
-                splitter = StratifiedGroupKFold if classifier else GroupKFold
-                return list(splitter(n_splits=folds).split(to_numpy(X), y, group_of))
-        return list(check_cv(folds, y, classifier=classifier).split(to_numpy(X), y))
+        folds, chosen = self._folds(y, classifier), self.cv is None
+        with warnings.catch_warnings():
+            if chosen:  # a class with fewer rows than the folds is missing from some test folds: the scores allow it
+                warnings.filterwarnings("ignore", message="The least populated class", category=UserWarning)
+            if isinstance(folds, Integral):
+                group_of, n_groups = replicate_groups(X)
+                if n_groups < X.shape[0]:
+                    if n_groups < folds and (n_groups < 2 or not chosen):  # the default folds take fewer
+                        raise ValueError(
+                            f"{type(self).__name__} found {n_groups} distinct rows of X, too few for {folds} "
+                            "folds (copies of a row share a fold). Pass cv with at most that many folds."
+                            if n_groups >= 2 else
+                            f"{type(self).__name__} found 1 distinct row of X, too few for cross-validation. "
+                            "Fit on more data."
+                        )
+                    splitter = StratifiedGroupKFold if classifier else GroupKFold
+                    return list(splitter(n_splits=min(folds, n_groups)).split(to_numpy(X), y, group_of))
+            return list(check_cv(folds, y, classifier=classifier).split(to_numpy(X), y))
 
     def _kfold_scores(self, X, Y, sw, kernel, sigma, alphas, scorer, incumbent=None, near=None):
         """Scores of every alpha on every fold, from one kernel matrix (of a subsample where n is large).

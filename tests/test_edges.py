@@ -247,6 +247,26 @@ def test_cv_estimators_say_when_the_data_are_too_few():
         KernelGDClassifierCV(loss="logistic").fit(np.vstack([X, X + 1]), [0, 1] * 4)  # 8 rows: fewer folds
 
 
+
+def test_cv_estimators_default_folds_fit_small_classes_and_few_distinct_rows_without_warning():
+    # the default folds are the estimator's choice: a class of 3 rows among 4 folds, or 2 distinct rows
+    # repeated, take them as they come (fewer folds where the rows are fewer), silently
+    from kernelgd import KernelGDClassifierCV, KernelGDRegressorCV
+
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(7, 2), np.array([0, 0, 0, 0, 1, 1, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clf = KernelGDClassifierCV(loss="logistic").fit(X, y)
+        assert np.isfinite(clf.best_score_)
+        X_two = np.repeat(rng.randn(2, 3), 4, axis=0)
+        reg = KernelGDRegressorCV(cv=None).fit(X_two, X_two[:, 0])
+        assert np.all(np.isfinite(reg.predict(X_two)))
+    with pytest.raises(ValueError, match="1 distinct row of X"):
+        KernelGDClassifierCV(loss="logistic").fit(np.zeros((6, 2)), [0, 1] * 3)
+    with pytest.raises(ValueError, match="2 distinct rows of X, too few for 3 folds"):
+        KernelGDClassifierCV(loss="logistic", cv=3).fit(X_two[:6], [0, 1] * 3)
+
 def test_diagnose_learning_curve_says_what_is_too_small():
     from kernelgd import diagnose_learning_curve
 

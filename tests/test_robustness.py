@@ -435,3 +435,45 @@ def test_cg_judges_progress_by_its_own_quadratic_not_the_objective():
         model = KernelGDRegressor(sigma=1.0, alpha=1e-9, fit_intercept=False, solver="cg",
                                   options={"dtype": "float64"}, random_state=0).fit(X, y)
     assert np.sqrt(np.mean((model.predict(X) - y) ** 2)) < 1e-2
+
+
+@pytest.mark.parametrize("case", ["flat after", "worse after"])
+def test_least_squares_mode_at_the_rounding_floor_in_few_iterations_converges_quietly(case):
+    # A few distinct rows, each repeated, at a ridge below cg's least-squares threshold. "flat after":
+    # CG meets the optimum in 2 iterations, then loses conjugacy in rounding; its gradient was below
+    # tol^2 and its last step flat, yet the stop compared the best objective with the first iterate's
+    # (the whole SETTLE_WINDOW) and warned of a stall. "worse after": the first iterate is the optimum
+    # (gradient 1e-16), the next ones rounding's; the stall warned, and then that the last iterate
+    # was not the best.
+    if case == "flat after":
+        X3 = np.repeat([[-1.70627019, 1.9507754], [-0.50965218, -0.4380743], [-1.25279536, 0.77749036]], 3, axis=0)
+        y3 = np.repeat([-1.61389785, -0.21274028, -0.89546656], 3)
+        sigma, alpha, tol = np.array([58773.84744327, 218.86035454]), 1e-7, "auto"
+    else:
+        X3 = np.repeat(np.random.RandomState(0).randn(20)[14:].reshape(2, 3), 4, axis=0)
+        y3, sigma, alpha, tol = X3[:, 0], 0.6146526747197377, 3.1622776601683795e-10, 0.02  # the search's refit
+    for seed in range(3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            model = KernelGDRegressor(alpha=alpha, sigma=sigma, tol=tol, random_state=seed).fit(X3, y3)
+    K = kernel_matrix(X3, sigma=sigma)
+    n = len(y3)
+    J = np.column_stack([K, np.ones(n)])  # the exact minimiser, by a dense least-squares solve
+    H = J.T @ J / n
+    H[:-1, :-1] += alpha * K
+    sol = np.linalg.lstsq(H, J.T @ y3 / n, rcond=None)[0]
+    exact = np.mean((J @ sol - y3) ** 2) + alpha * sol[:-1] @ K @ sol[:-1]
+    assert objective(model, X3, y3, alpha, K=K) <= exact * (1 + 1e-9)
+
+
+def test_default_classifier_far_from_the_origin_converges_quietly():
+    # five rows with one feature near 1e4: the default's ridge took least-squares mode, and a third of the
+    # random states warned of an iterate "dominated by rounding" although the last steps were flat
+    X5 = np.array([[9998.52028, 0.294701978], [10000.6155, 1.13759060], [10001.3764, 0.0697598531],
+                   [9999.06317, -0.367633789], [10000.0710, 0.0417643784]])
+    y5 = np.array([0, 1, 1, 1, 1])
+    for seed in range(12):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            model = KernelGDClassifier(random_state=seed).fit(X5, y5)
+        assert np.all(np.isfinite(model.predict_proba(X5)))

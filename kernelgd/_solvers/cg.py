@@ -222,9 +222,12 @@ def _solve_full_cg(operator, Y, w, settings, rng, s, center, diag_mean):
         on_iter=on_iter, x0=X0, tracker=tracker,
     )
     on_iter.flush()
-    if status == "stalled" and settle is not None and _settled(log.curve, tracker.residual, settle):
-        status = "converged"  # conjugacy lost at the objective's rounding floor
+    if status == "stalled" and settle is not None and (
+            _settled(log.curve, tracker.residual, settle) or on_iter.best_residual_at_best <= settings.tol**2):
+        status = "converged"  # conjugacy lost at the objective's rounding floor, or past it (the best iterate's)
     A, b, _ = combine(C, tracker.KX)
+    if settle is not None and log.best is not None and (status == "converged" or on_iter.reason == "settled"):
+        A, b = log.best  # least-squares mode's stop judges the best iterate's objective and gradient: the model
     return _Solved(A, b, n_iter, log, _status(status, on_iter), None)
 
 
@@ -376,6 +379,7 @@ class _Monitor:
         self.quadratic, self.settle, self.residual_progress = quadratic, settle, residual_progress
         self.best_quadratic, self.since_quadratic = np.inf, 0
         self.best_residual, self.since_residual = np.inf, 0
+        self.best_residual_at_best = np.inf  # the relative residual of the best iterate logged (with settle)
         self.reason, self.pending, self.stopped = None, [], False
         self.every = read_interval(tracker.KX)
 
@@ -409,6 +413,8 @@ class _Monitor:
         settings, log = self.settings, self.log
         value, residual = values[0], values[-1] if self.settle is not None or self.residual_progress else None
         log.record(value, coef, b)
+        if residual is not None and log.best_index == len(log.curve):
+            self.best_residual_at_best = residual
         if self.quadratic is not None:
             q = values[1]
             self.since_quadratic = 0 if q < self.best_quadratic else self.since_quadratic + 1
