@@ -19,13 +19,14 @@ misjudges the curvature at the fitted model much the same way at either size.
 Not exactly: the best multiple moves as the rows grow (mostly down, by up to 64
 times on MNIST's odd against even digits), so held-out rows of the whole set
 then check it, a factor of 4 at a time (``_checked_on_held_out_rows``), and try narrower kernels
-(``NARROWER``) where the first subsample's path prefers half the width (``_narrower_on``): heavy tails
-stretch the variance ``sigma="scale"`` reads past the bulk of the rows.
+(``NARROWER``) where the first subsample's path prefers half the width, or wider ones (``WIDER``) where it
+prefers twice it (``_better_on``): heavy tails stretch the variance ``sigma="scale"`` reads past the bulk
+of the rows, and a threshold on a few features wants a kernel far wider than the spread of all of them.
 With many classes the coupled system allows too few rows; the
 multiple is then the one of least log-loss on held-out rows of one larger
 subsample (``_held_out_multiple``), or, where that subsample's held-out rows
 would be too few, the whole set's folds check the rule's ridge and the narrower
-kernels as they check a subsample's multiple. Where the rule's ridge is near the
+kernels (then the wider ones) as they check a subsample's multiple. Where the rule's ridge is near the
 least (``NEAR_LEAST``) its error fell to the floor where the model interpolates,
 and the ridge is chosen on held-out rows instead (``_on_held_out_rows``).
 """
@@ -88,6 +89,10 @@ CHECK_REACH_UP = 4
 # The narrower widths, as multiples of sigma="scale"'s, a held-out path's ridge is tried at in turn (each at its
 # own rule's ridge times the multiple chosen) while each lowers the held-out log-loss by CHECK_SIGNIFICANCE.
 NARROWER = (0.5, 0.25)
+# The wider widths tried in turn, as NARROWER's, where the narrower ones are not: classes split by thresholds
+# on a few features want a kernel far wider than sigma="scale"'s (three classes by one feature of 8: test
+# log-loss 0.11 at the width, 0.029 at 4 times it). Each is slower than the last (its ridge the smaller).
+WIDER = (2.0, 4.0, 8.0)
 # The widths a small set's paths compare, as multiples of sigma="scale"'s. Not a subsample's: a wider kernel's
 # smaller ridge can slow the whole set's fit tenfold.
 WIDTHS = (1.0, 2.0**0.5, 2.0)
@@ -246,25 +251,27 @@ def _on_a_subsample(problem, settings, widen=None):
     rule, problem = problem.alpha, replace(problem, alpha=problem.alpha * multiple)
     if _held_out_count(distinct_rows(rows.w, rows.replicates)) < MIN_SUBSAMPLE:  # too few held-out rows to judge by
         return problem, None, 0
-    narrower = widen is not None and _narrower_on(problem, settings, draws[0], losses[0], rng)
-    return _checked_on_held_out_rows(problem, settings, widen if narrower else None, rule)
+    # the first way whose first width the subsample prefers, if any
+    ways = () if widen is None else next(((way,) for way in (NARROWER, WIDER)
+                                          if _better_on(problem, settings, draws[0], losses[0], rng, way[0])), ())
+    return _checked_on_held_out_rows(problem, settings, widen if ways else None, rule, ways)
 
 
-def _narrower_on(problem, settings, idx, losses, rng):
-    """Whether the first subsample's leave-one-out losses at ``NARROWER[0]`` times the width (at its own
-    ridge's chosen multiple) are lower than ``losses`` at the width by ``CHECK_SIGNIFICANCE`` standard errors
-    of the paired difference: a screen before the whole set's held-out rows try narrower kernels (each of
-    their fits as slow as the path's)."""
+def _better_on(problem, settings, idx, losses, rng, factor):
+    """Whether the first subsample's leave-one-out losses at ``factor`` times the width (at its own ridge's
+    chosen multiple) are lower than ``losses`` at the width by ``CHECK_SIGNIFICANCE`` standard errors of the
+    paired difference: a screen before the whole set's held-out rows try kernels that way (each of their
+    fits as slow as the path's)."""
     if losses is None:
         return False
-    sub = _subproblem(replace(problem, kernel=scaled(problem.kernel, NARROWER[0])), settings, idx, rng)
-    narrow = _path_losses(sub, settings, 0.0, extend=False)[1] if sub is not None else None
+    sub = _subproblem(replace(problem, kernel=scaled(problem.kernel, factor)), settings, idx, rng)
+    other = _path_losses(sub, settings, 0.0, extend=False)[1] if sub is not None else None
     W = _groups(sub.rows)[1] if sub is not None else None
-    better = narrow is not None and significantly_fewer(narrow, losses, W, None, effective_count(W),
+    better = other is not None and significantly_fewer(other, losses, W, None, effective_count(W),
                                                          CHECK_SIGNIFICANCE)
     if settings.verbose:
-        print(f"[sigma] leave-one-out log-loss on a subsample at {NARROWER[0]:g} times the width: "
-              f"{'none' if narrow is None else f'{narrow @ W:.4g}'}, at the width {losses @ W:.4g}")
+        print(f"[sigma] leave-one-out log-loss on a subsample at {factor:g} times the width: "
+              f"{'none' if other is None else f'{other @ W:.4g}'}, at the width {losses @ W:.4g}")
     return better
 
 
@@ -273,14 +280,15 @@ def scaled(kernel, factor):
     return type(kernel)(kernel.spec, dict(kernel.params, sigma=kernel.params["sigma"] * factor))
 
 
-def _checked_on_held_out_rows(problem, settings, widen=None, rule=None):
+def _checked_on_held_out_rows(problem, settings, widen=None, rule=None, ways=(NARROWER, WIDER)):
     """``_held_out_path`` from the subsamples' ridge ``problem.alpha``: down while each factor of 4 lowers the
     held-out log-loss significantly (``CHECK_SIGNIFICANCE``), not below the least ridge (``_least``), or up
     as far as ``CHECK_REACH_UP`` factors of 4 where the first step down does not: a subsample's path sees a few
-    hundred rows, and the best multiple of the rule's ridge moves as the rows grow."""
+    hundred rows, and the best multiple of the rule's ridge moves as the rows grow. ``ways``: the widths
+    ``widen`` tries (``_held_out_path``)."""
     bottom = min(0, int(np.ceil(np.log(_least(problem, settings) / problem.alpha) / np.log(4.0))))
     return _held_out_path(problem, settings, problem.alpha, 0, bottom, CHECK_REACH_UP, by=CHECK_SIGNIFICANCE,
-                          widen=widen, rule=rule)
+                          widen=widen, rule=rule, ways=ways)
 
 
 def _least(problem, settings):
@@ -298,7 +306,8 @@ def _on_held_out_rows(problem, settings):
     return _held_out_path(problem, settings, _least(problem, settings), top, 0, highest)
 
 
-def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=None, rule=None, folds=True):
+def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=None, rule=None, folds=True,
+                   ways=(NARROWER,)):
     """``(problem, start, n_iter)``: the problem at the ridge chosen by the log-loss of the groups of identical
     rows held out of each fit (``_folds``; one fold without ``folds``), fitted on the others; its first fold's fit
     to start from.
@@ -311,8 +320,9 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
     the mean by more than ``by`` standard errors of the paired difference over the held-out groups (0: any
     cut). A held-out row weighs zero in its fold's fits: its coefficient is then zero, and one operator serves
     every fit and its predictions. ``widen`` (``_fit.widener``'s) and ``rule`` (the rule's ridge at the width):
-    the ``NARROWER`` widths are then tried in turn, each at its rule's ridge times the multiple of ``rule``
-    chosen, while each lowers the held-out loss by ``CHECK_SIGNIFICANCE`` standard errors.
+    the widths of ``ways`` (sequences of multiples, such as ``NARROWER``) are then tried in turn, each at its
+    rule's ridge times the multiple of ``rule`` chosen, while each lowers the held-out loss by
+    ``CHECK_SIGNIFICANCE`` standard errors; the next way only where the first width of one did not.
     """
     rows, loss = problem.rows, problem.loss
     w = np.asarray(to_numpy(rows.w), dtype=np.float64)
@@ -393,23 +403,26 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
     chosen, fits = replace(problem, alpha=float(base * 4.0 ** best[0])), best[1]
     multiple = chosen.alpha / rule if rule else None
     descent = max(0, top - best[0])  # the factors of 4 the path went down from its first ridge
-    # narrower kernels in turn, each at its own rule's ridge times the multiple chosen, while each lowers the loss
-    for factor in NARROWER if widen is not None and multiple else ():
-        other = widen(factor)
-        other = replace(other, alpha=other.alpha * multiple)
-        done, reuse, begin = None, [{} for _ in outs], cold
-        # warmed up as the path was, from where it began: cold at a small ridge, Newton's first steps are slow
-        for power in range(WARM_UP + descent, -1, -1):
-            done = held_out_fit(other, other.alpha * 4.0**power, begin, reuse)
-            if done is None:
+    # other widths in turn, each at its own rule's ridge times the multiple chosen, while each lowers the loss
+    for way in ways if widen is not None and multiple else ():
+        for factor in way:
+            other = widen(factor)
+            other = replace(other, alpha=other.alpha * multiple)
+            done, reuse, begin = None, [{} for _ in outs], cold
+            # warmed up as the path was, from where it began: cold at a small ridge, Newton's first steps are slow
+            for power in range(WARM_UP + descent, -1, -1):
+                done = held_out_fit(other, other.alpha * 4.0**power, begin, reuse)
+                if done is None:
+                    break
+                begin = done[0]
+            if settings.verbose:
+                print(f"[sigma] held-out log-loss at {factor:g} times the width, alpha {other.alpha:.3g}: "
+                      f"{'failed' if done is None else f'{done[1] @ W:.4g}'}; chosen so far {best[2] @ W:.4g}")
+            if not lowers(None if done is None else [None, *done], best, CHECK_SIGNIFICANCE):
                 break
-            begin = done[0]
-        if settings.verbose:
-            print(f"[sigma] held-out log-loss at {factor:g} times the width, alpha {other.alpha:.3g}: "
-                  f"{'failed' if done is None else f'{done[1] @ W:.4g}'}; chosen so far {best[2] @ W:.4g}")
-        if not lowers(None if done is None else [None, *done], best, CHECK_SIGNIFICANCE):
-            break
-        chosen, fits, best = other, done[0], [None, *done]
+            chosen, fits, best = other, done[0], [None, *done]
+        if chosen.kernel is not problem.kernel:
+            break  # this way moved the width: the other way would go back
     coef, intercept, converged, view = fits[0]
     return chosen, (view.whole(coef), intercept, converged), n_iter
 

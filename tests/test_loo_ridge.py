@@ -590,12 +590,12 @@ def test_the_held_out_paths_first_ridge_is_reached_from_larger_ones_and_chosen_a
     from sklearn.datasets import make_gaussian_quantiles
 
     X, y = make_gaussian_quantiles(n_samples=1500, n_features=4, n_classes=3, random_state=0)
-    calls = []
+    calls, width = [], np.sqrt(X.shape[1] * X.var())  # sigma="scale": the path's, before other widths
     run = _loo_ridge.run_solver
 
     def recorded(name, op, Y, w, settings):
         result = run(name, op, Y, w, settings)
-        if len(y) / 2 < op.n < len(y):  # a held-out path's fit, on its fold's fitted rows' operator
+        if len(y) / 2 < op.n < len(y) and op.kernel.params["sigma"] == width:  # the path's fold fits at the width
             calls.append((id(op), settings.alpha, settings.coef_init, result.dual_coef))
         return result
 
@@ -639,3 +639,31 @@ def test_heavy_tailed_features_take_a_narrower_kernel_where_held_out_rows_prefer
         assert fixed.sigma_ == pytest.approx(scale)
         at_scale.append(log_loss(y_test, fixed.predict_proba(X_test)))
     assert log_loss(y_test, model.predict_proba(X_test)) < 0.75 * min(at_scale)
+
+
+@pytest.mark.parametrize("n, n_classes, wider", [(1200, 3, 2.0), (800, 5, 4.0)])
+def test_classes_split_by_thresholds_of_one_feature_take_a_wider_kernel(n, n_classes, wider):
+    # Classes by quantiles of one feature among 6: sigma="scale" reads the spread of all six, and every
+    # ridge there leaves the log-loss above SVC(probability=True)'s (800 rows, five classes: 0.36 against
+    # 0.31). The width walks wider while the held-out rows prefer it: screened by a subsample (three
+    # classes) or straight on the whole set's folds (five classes on 800 rows, no small subsample).
+    from sklearn.svm import SVC
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(n + 2000, 6)
+    y = np.digitize(X[:, 0], np.quantile(X[:n, 0], np.linspace(0, 1, n_classes + 1)[1:-1]))
+    X, y, X_test, y_test = X[:n], y[:n], X[n:], y[n:]
+    model = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    at_scale = []
+    for alpha in (1e-6, 1e-5, 1e-4):  # a given ridge keeps sigma="scale"'s width
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fixed = KernelGDClassifier(loss="logistic", alpha=alpha).fit(X, y)
+        at_scale.append(log_loss(y_test, fixed.predict_proba(X_test)))
+    assert model.sigma_ == pytest.approx(wider * fixed.sigma_)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # probability=True's deprecation in scikit-learn 1.9
+        peer = SVC(probability=True, random_state=0).fit(X, y)
+    chosen = log_loss(y_test, model.predict_proba(X_test))
+    assert chosen < 0.6 * min(at_scale)
+    assert chosen < 0.6 * log_loss(y_test, peer.predict_proba(X_test))
