@@ -22,10 +22,10 @@ PARAMETERS = """\
         nearby widths where the data prefer them: a regressor's
         ``kernel="auto"`` wider ones on up to 1,000 distinct rows
         (:ref:`ug-default-ridge`), a classifier narrower ones, and with
-        the logistic loss wider ones too (:ref:`ug-classification`). An array gives each feature its own
-        scale (feature j is divided by ``sigma[j]``, by ``sigma[j]**2`` for
-        exponential), as a Gaussian process's anisotropic RBF. The width
-        used is ``sigma_``.
+        the logistic loss wider ones too (:ref:`ug-classification`). An
+        array gives each feature its own scale (feature j is divided by
+        ``sigma[j]``, by ``sigma[j]**2`` for exponential), as a Gaussian
+        process's anisotropic RBF. The width used is ``sigma_``.
     degree : float, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1.0
