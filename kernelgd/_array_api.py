@@ -1,20 +1,15 @@
 """The backend: where an array lives, and every primitive whose numpy body differs from the standard's.
 
 The estimators follow scikit-learn's array API convention: under
-``sklearn.config_context(array_api_dispatch=True)`` an input from torch, CuPy
-or any array API library is computed on in its own namespace and device, and
-fitted attributes and outputs stay there. Otherwise (and for numpy inputs)
-everything is numpy, on the code paths tuned for it (scipy's BLAS, the thread
-pool of :mod:`kernelgd._operator`).
+``sklearn.config_context(array_api_dispatch=True)`` an input from torch, CuPy or any array API
+library is computed on in its own namespace and device, and fitted attributes and outputs stay
+there; otherwise everything is numpy, on the paths tuned for it (scipy's BLAS, the thread pool).
 
-Each primitive has two bodies: ``_Host``'s for numpy arrays (and scipy.sparse
-matrices where it takes them: scipy's BLAS and LAPACK drivers, in place where
-that saves a copy) and ``_Generic``'s, written with the standard's functions
-only. One test picks between them, per call, on the first array argument;
-outside this module code asks at most ``on_host`` (whether arrays are numpy's
-or scipy.sparse's: the thread pool and worker processes exist only there). The standard has no triangular solve,
-no pivoted Cholesky and no scatter-add; each gets one small fallback here,
-documented where it is.
+Each primitive has two bodies: ``_Host``'s for numpy arrays (and scipy.sparse matrices: scipy's
+BLAS and LAPACK drivers, in place where that saves a copy) and ``_Generic``'s, with the standard's
+functions only, chosen per call by one test on the first array argument. Outside this module code
+asks at most ``on_host`` (the thread pool and worker processes exist only there). The standard's
+missing triangular solve, pivoted Cholesky and scatter-add each get one small fallback here.
 """
 
 import functools
@@ -50,16 +45,14 @@ def on_host(*arrays):
 
 
 def namespace(*arrays):
-    """``(xp, device)`` of the arrays; ``(numpy, None)`` for numpy inputs or without dispatch.
-
-    numpy inputs get the numpy module itself, so the numpy code paths are
-    exactly those of a fit without array API dispatch.
+    """``(xp, device)`` of the arrays; ``(numpy, None)`` for numpy inputs or without dispatch (the numpy module
+    itself, so the numpy paths are those of a fit without dispatch).
     """
     arrays = [a for a in arrays if a is not None]
     kind = type(arrays[0]) if arrays and all(type(a) is type(arrays[0]) for a in arrays) else None
     if kind is not None and not _is_host(arrays[0]):
-        # one type of array: its namespace once per type (scikit-learn's lookup parses version strings
-        # on every call: 16 s of a 35 s fit on a GPU, in 188,000 lookups), its device on every call
+        # one type of array: its namespace once per type (scikit-learn's lookup parses version strings on every
+        # call), its device on every call
         key = (kind, get_config()["array_api_dispatch"])
         if key not in _NAMESPACES:
             _NAMESPACES[key] = _lookup(arrays[:1])
@@ -84,11 +77,8 @@ def _lookup(arrays):
 
 
 def follow(X, *arrays):
-    """``(xp, device, *arrays)``: X's namespace and device, and the other arrays moved there.
-
-    scikit-learn's rule for array API inputs: everything follows X (y or
-    sample_weight of another namespace or device are moved to X's). Without
-    array API dispatch nothing moves: the inputs are converted to numpy as usual.
+    """``(xp, device, *arrays)``: X's namespace and device, and the other arrays moved there (scikit-learn's
+    rule: everything follows X). Without array API dispatch nothing moves.
     """
     if sp.issparse(X) or not get_config()["array_api_dispatch"]:
         return (np, None, *arrays)
@@ -181,9 +171,8 @@ def common_float(X, Y, dtype=None):
     return tuple(sp.csr_matrix(A, dtype=dtype) if sp.issparse(A) else cast(A, dtype) for A in (X, Y))
 
 
-# memory_budget="auto" on a CUDA device: this share of its free memory. A device holds the fit's arrays
-# alone (no other process's pages to leave room for, unlike the host); the rest is the allocator's slack
-# and the libraries' workspaces. A float64 K_nm of 10^6 x 10^4 (80 GB) is then stored on a 141 GB device.
+# memory_budget="auto" on a CUDA device: this share of its free memory (the fit's arrays are alone there;
+# the rest is the allocator's slack and the libraries' workspaces).
 DEVICE_BUDGET_FRACTION = 0.75
 
 
@@ -256,11 +245,9 @@ def single_threaded_blas():
 
 
 def pivoted_cholesky(G):
-    """LAPACK's pivoted Cholesky (pstrf) of a small PSD block, on the host.
-
-    The standard has no pivoted factorization; the blocks are at most a
-    randomly pivoted Cholesky round's size (100 x 100), so the host round
-    trip costs microseconds. Returns ``(R, perm, rank)`` with ``perm`` 0-based.
+    """LAPACK's pivoted Cholesky (pstrf) of a small PSD block, on the host (the standard has none; the blocks
+    are a randomly pivoted Cholesky round's, so the round trip costs microseconds). Returns
+    ``(R, perm, rank)`` with ``perm`` 0-based.
     """
     from scipy.linalg.lapack import dpstrf
 
@@ -757,10 +744,9 @@ class _Generic:
         return A
 
     def triangular_solver(T):
-        # T's explicit inverse, once: each solve is then one product, not a latency-bound
-        # triangular solve per call (m x m at m = 10^4: 0.8 ms per trsv on a GPU). Past
-        # EXPLICIT_INVERSE_ROWS a solve reads as many bytes as that product, and the inverse
-        # would take as much memory again as the factor.
+        # T's explicit inverse, once: each solve is then one product, not a latency-bound triangular solve per
+        # call. Past EXPLICIT_INVERSE_ROWS a solve reads as many bytes as that product, and the inverse would
+        # double the memory.
         if not keeps_inverses(T.shape[0]):  # (a float32 T, of many centers, solves in float32)
             dtype = np.float32 if is_float32(T) else np.float64
             return lambda V, trans=False: as_float64(solve_triangular(T, cast(V, dtype), trans=trans))
@@ -835,9 +821,8 @@ class _Torch(_Generic):
         return int(torch.cuda.mem_get_info(device)[0] * DEVICE_BUDGET_FRACTION)
 
     def factor_in_place(M, shift=0.0):
-        # in M's own memory, as LAPACK's on the host: potrf on M' (column-major, the layout torch factors
-        # without a copy; M's upper triangle is its lower one), whose lower factor, written over it, is M's
-        # upper factor. A NaN or inf anywhere in a factor reaches a later diagonal entry.
+        # in M's own memory, as LAPACK's on the host: potrf on M' (column-major, torch's layout, no copy), whose
+        # lower factor is M's upper one. A NaN or inf anywhere in a factor reaches a later diagonal entry.
         M = M if M.is_contiguous() else M.contiguous()
         M.diagonal().add_(shift)
         return M if bool(_Torch.factor_stack(M[None])[1][0]) else None  # a stack of one, in M: one read
@@ -1034,10 +1019,8 @@ def cholesky_in_place(build, what="matrix", jitter=0.0, M=None):
 
 
 class CholeskyStack:
-    """One upper Cholesky factor per column, ``G_c = R_c' R_c``: ``solve(U)[:, c] = G_c^-1 U[:, c]``.
-
-    Each factor's triangular inverse is kept, so that every column's solve is
-    two products (numpy: batched), not two triangular solves.
+    """One upper Cholesky factor per column, ``G_c = R_c' R_c``: ``solve(U)[:, c] = G_c^-1 U[:, c]``, each by
+    two products with the factor's kept triangular inverse (numpy: batched).
     """
 
     def __init__(self, k):

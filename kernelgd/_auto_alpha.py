@@ -1,28 +1,18 @@
 """``alpha="auto"`` for the squared loss: the ridge of least leave-one-out (or GCV) error.
 
-The randomly pivoted Cholesky factor ``B`` of the centred, weighted kernel
-matrix ``Q S K S Q ~ B B'`` (the one the full model's CG preconditioner
-draws) gives, from the eigenpairs of ``B'B``, the predictions and the hat
-matrix of the Nystroem model on its pivots for every ridge at once.
+The randomly pivoted Cholesky factor ``B`` of the centred, weighted kernel matrix
+``Q S K S Q ~ B B'`` (the one the full model's preconditioner draws) gives, from the
+eigenpairs of ``B'B``, the Nystroem model's predictions and hat matrix at every ridge at once.
+Up to ``EXACT_MAX_ROWS`` distinct rows the factor takes every row and the error is the exact
+model's closed-form leave-one-out error (as scikit-learn's ``RidgeCV``); beyond, the factor has
+rank ``RANK`` and the error is GCV's (Golub, Heath & Wahba, 1979) with every leverage taken as
+their mean (the proxy's own leverages would single out its pivots), bounded from below by exact
+leave-one-out on a random subset (``check_floor``).
 
-* Up to ``EXACT_MAX_ROWS`` distinct rows the factor takes every row and the
-  error is the exact model's closed-form leave-one-out error (as
-  scikit-learn's ``RidgeCV``): the fit without row i predicts
-  ``(f_i - h_i y_i) / (1 - h_i)``.
-* Beyond, the factor has rank ``RANK`` and the error is GCV's (Golub, Heath
-  & Wahba, 1979), every row's leverage taken as their mean ``df / N``: the
-  proxy's own leverages would single out its pivots. GCV misses rows a small
-  ridge interpolates; ``check_floor`` bounds its choice from below by exact
-  leave-one-out on a random subset.
-
-A group of identical rows is left out as one and GCV counts Kish's effective
-number of distinct rows, so scaling the weights or repeating every row
-chooses the same ridge. The ridges span the factor's resolved spectrum (none
-below ``least_ridge``, where the model interpolates whatever the ridge); of
-ridges within ``TIE`` of the least error the largest is taken, the smoother
-model and the faster solve. A classifier's class codes are scored by squared
-error, not by the error rate: a ridge that classifies the left-out rows
-significantly better is taken instead (``classification_ridge``).
+A group of identical rows is left out as one and GCV counts Kish's effective number of rows, so
+scaling the weights or repeating every row chooses the same ridge. Of the ridges within ``TIE``
+of the least error the largest is taken. A classifier's ridge may move to one whose left-out
+error rate is significantly lower (``classification_ridge``).
 """
 
 import numpy as np
@@ -88,18 +78,12 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     with ``classify`` each row's left-out misclassification at it (else None), and with ``exact`` each row's
     left-out squared error at it (else None).
 
-    ``w`` sums to 1; ``group_of``: each row's group of identical rows
-    (``_replicates.replicate_groups``; None: every row distinct). ``alphas``:
-    the ridges to score (default: ``ridge_grid`` of the factor's spectrum, none below ``least``).
-    ``floor``: ``rounding_floor``'s; eigenvalues at most it are the rounding of K's
-    entries (a kernel constant on the data), not directions. ``classify``: Y holds
-    class codes (``_targets.encode_labels``' +-1 columns): the ridge is then
-    checked by ``classification_ridge``, each row's left-out class ``classify(F, labels, w)``'s, read
-    from its left-out outputs F (``largest_output``, ``_combiner.layer_classes``); False: no check.
-    ``exact``: B B' is the whole matrix (``EXACT_MAX_ROWS``);
-    ``errors`` are then each ridge's leave-one-out squared error (``_left_out``; inf where some
-    group's leverage is 1), else its GCV error (``_gcv_errors``). ``pool``: ``(run, batches)``, as
-    ``factor_gram``'s; ``gram``: ``B'B`` where known already.
+    ``w`` sums to 1; ``group_of``: each row's group of identical rows (None: all distinct). ``alphas``: the
+    ridges scored (default ``ridge_grid``'s, none below ``least``). ``floor``: eigenvalues at most it are
+    rounding (``rounding_floor``). ``classify(F, labels, w)``: the left-out classes from left-out outputs F,
+    for ``classification_ridge``; False: no check. ``exact``: B B' is the whole matrix, and ``errors`` are
+    leave-one-out errors (inf where a group's leverage is 1), else GCV's. ``pool``: ``(run, batches)`` as
+    ``factor_gram``'s; ``gram``: ``B'B`` where known.
     """
     run, batches = pool or _one_call(factor)
     w_host = np.asarray(to_numpy(w), dtype=np.float64)
@@ -180,13 +164,10 @@ def _first_tied(errors):
 
 
 def _gcv_errors(factor, W, lam, Y, w, fit_intercept, group_of, n_effective, alphas):
-    """Each ridge's GCV error of the Nystroem model, ``(sum_i w_i (y_i - f_i)^2 - E) / (1 - df / N)^2``
-    (inf beyond ``MAX_DF_SHARE``), from B's eigenpairs ``(lam, W)`` (O(n r) beyond them).
-
-    Every row's leverage is taken as their mean, ``df / N``: a rank-r factor of more rows is a proxy
-    whose own leverages single out its pivots (each has a basis function of its own, the other rows
-    none), which the exact model's rows do not share. N is Kish's effective number of distinct rows
-    and E the targets' spread within groups of identical rows (``pure_error``), which no ridge changes.
+    """Each ridge's GCV error of the Nystroem model, ``(sum_i w_i (y_i - f_i)^2 - E) / (1 - df / N)^2`` (inf
+    beyond ``MAX_DF_SHARE``), from B's eigenpairs ``(lam, W)``: every leverage taken as their mean ``df / N``,
+    N Kish's effective number of distinct rows and E the spread within groups of identical rows
+    (``pure_error``), which no ridge changes.
     """
     xp = xp_of(Y)
     s = xp.sqrt(like(w, Y))
@@ -204,14 +185,11 @@ def _gcv_errors(factor, W, lam, Y, w, fit_intercept, group_of, n_effective, alph
 
 
 def _left_out(V, lam, Y, w, fit_intercept, alphas, group_of):
-    """Per ridge, ``(F, h)``: each row's prediction by the Nystroem model fitted without its group of
-    identical rows, and that group's summed leverage (host arrays, shapes (n, t) and (n,)).
+    """Per ridge, ``(F, h)``: each row's prediction by the Nystroem model fitted without its group of identical
+    rows, and that group's summed leverage (host arrays, shapes (n, t) and (n,)).
 
-    The model is ``S (f - ybar) = V diag(lam / (lam + alpha)) V' S (y - ybar)``, its hat matrix's diagonal
-    ``h_i`` that plus ``w_i`` for the intercept. A group's hat block is of rank one (its rows have one
-    feature row, scaled by ``sqrt(w_i)``), so leaving it out moves its prediction f to
-    ``(f - h Ybar) / (1 - h)``, with h the group's summed leverage and Ybar its weighted mean target
-    (the rows' own targets where none repeats). Rows have positive weights.
+    ``S (f - ybar) = V diag(lam / (lam + alpha)) V' S (y - ybar)``; a group's hat block has rank one, so leaving
+    it out moves its prediction to ``(f - h Ybar) / (1 - h)``, Ybar its weighted mean target.
     """
     s = np.sqrt(w)
     y_bar = w @ Y if fit_intercept else np.zeros(Y.shape[1])
@@ -235,17 +213,11 @@ def _left_out(V, lam, Y, w, fit_intercept, alphas, group_of):
 
 
 def classification_ridge(wrong, first, w, group_of, n_effective):
-    """The index of the ridge taken, of decreasing ridges whose ``first`` is the squared error's: that
-    one, or another whose left-out error rate is significantly lower.
-
-    Squared error scores a classifier's +-1 codes, which also charges a confident correct prediction
-    for overshooting its code; the error rate is what the classifier is judged by. ``wrong``: each
-    row's left-out misclassification (``_left_out``) at each ridge scored: beyond ``EXACT_MAX_ROWS``
-    only those at least the squared error's (a smaller one costs CG iterations), up to it every ridge
-    (one eigendecomposition scores them all, and a dense solve costs the same at any ridge). The
-    largest of least left-out error rate is taken where it beats the squared error's by
-    ``SIGNIFICANCE`` standard errors of the paired difference over groups of identical rows (so that
-    repeating every row, or scaling every weight, decides alike).
+    """The index of the ridge taken among decreasing ridges whose squared error chose ``first``: that one, or
+    the largest of least left-out error rate where it beats ``first``'s by ``SIGNIFICANCE`` standard errors of
+    the paired difference over groups of identical rows (``significantly_fewer``). Squared error on +-1 codes
+    also charges a confident correct prediction; the error rate is what a classifier is judged by.
+    ``wrong``: each row's left-out misclassification at each ridge scored.
     """
     errors = wrong @ w
     best = int(np.flatnonzero(errors <= errors.min())[0])  # decreasing ridges: the largest of least error
@@ -291,24 +263,16 @@ def _operator(X, kernel, precomputed, threads):
 
 def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto", precision=np.float64,
                   classify=False, walk=None, threads="auto", memory_budget=None):
-    """``(index, alpha, landmarks, error)``: the candidate kernel of least error (``choose``'s), its ridge, and
-    its error there (``relative_error``); with
-    ``classify``, one whose rows' left-out error rate at its ridge is significantly lower
-    (``significantly_fewer``) instead: squared error on class codes can rank kernels apart from the
-    error rate (nested shells of classes: the laplacian's against the rbf's, 0.88 against 0.94 accuracy).
+    """``(index, alpha, landmarks, error)``: the candidate kernel of least error (``choose``'s), its ridge and its
+    error there (``relative_error``); with ``classify``, one whose left-out error rate is significantly lower
+    instead (squared error on class codes can rank kernels apart from the error rate).
 
-    ``candidates``: bound PSD kernels; ``group_of``: X's groups of identical rows
-    (``_replicates.distinct_groups``). Each is scored on the same rows (at
-    most ``MAX_ROWS``) by its rank-``RANK`` factor: at its own best ridge for
-    ``alpha="auto"``, else at ``alpha``. ``walk(kernel, exact)``: the kernels to walk to in turn from the
-    best candidate while each is the best so far (of the two, as the candidates are compared), indexed
-    after the candidates; ``exact``: whether the rule is exact (``every_row_rule``).
-    ``landmarks``: the chosen kernel's factor and its Gram matrix
-    (``Landmarks``) where ``alpha="auto"`` and it covers every row (the full model's preconditioner
-    then reuses it, as ``auto_alpha``'s), else None. ``precision``, ``classify``, ``threads``: as
-    ``auto_alpha``'s; the candidates (and a single candidate's first width, always scored) are scored side
-    by side on that many threads where ``memory_budget`` (bytes; None: no bound) holds the factors and
-    left-out bases that adds, ``2 n r`` floats per score.
+    ``candidates``: bound PSD kernels, each scored on the same rows (at most ``MAX_ROWS``) by its rank-``RANK``
+    factor, at its own best ridge for ``alpha="auto"``, else at ``alpha``. ``walk(kernel, exact)``: the kernels
+    to walk to in turn from the best candidate while each is the best so far, indexed after the candidates.
+    ``landmarks``: the chosen factor (``Landmarks``) where ``alpha="auto"`` and it covers every row, else None.
+    ``precision``, ``classify``, ``threads``: as ``auto_alpha``'s; scores run side by side on that many
+    threads where ``memory_budget`` (bytes; None: no bound) holds their ``2 n r`` floats each.
     """
     xp = xp_of(w)
     n_distinct = distinct_rows(w, group_of)  # the fit's, for its least ridge
@@ -396,15 +360,12 @@ def _falls_to_the_end(errors):
 
 def check_floor(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, n_distinct, precision, classify,
                 chosen, threads="auto"):
-    """A least ridge for GCV's choice ``chosen`` on rows X (weights w, ``n_distinct`` distinct rows of
-    positive weight), or 0.
+    """A least ridge for GCV's choice ``chosen`` on rows X (``n_distinct`` distinct rows of positive weight), or 0.
 
-    GCV reads every row's leverage as their mean, so it misses the rows a small ridge interpolates
-    (the far rows of a Gaussian cloud), whose left-out errors explode. On ``CHECK_ROWS`` random rows,
-    GCV's choice at the same total ridge (``n_samples * alpha``) is scored by exact leave-one-out;
-    where their left-out error is at least ``CHECK_FACTOR`` times its least, the bound is the exact
-    leave-one-out ridge of ``FLOOR_ROWS`` random rows at the same total ridge, else 0. A check whose
-    own error still falls at its least ridge (a noiseless target) bounds nothing.
+    GCV misses the rows a small ridge interpolates (the far rows of a Gaussian cloud). On ``CHECK_ROWS``
+    random rows, GCV's choice at the same total ridge is scored by exact leave-one-out; where that error is at
+    least ``CHECK_FACTOR`` times its least, the bound is the exact leave-one-out ridge of ``FLOOR_ROWS`` random
+    rows at the same total ridge. A check whose error still falls at its least ridge bounds nothing.
     """
     left_out, m = _exact_left_out(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, precision, classify,
                                   CHECK_ROWS, threads)
@@ -442,10 +403,9 @@ def _exact_left_out(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, 
 
 def least_ridge(operator, w, n_rows):
     """The smallest ridge the rule tries: the CG solver's ``LEAST_SQUARES_RIDGE`` times the mean weighted
-    ``k(x, x)`` over the fit's ``n_rows`` distinct rows of positive weight (``distinct_rows``; w sums to 1).
-    Below it that solver takes the system as singular and fits least squares (hundreds of products on
-    separable classes), and the model is an interpolant whatever the ridge; a smooth loss there meets no
-    optimum within max_iter."""
+    ``k(x, x)`` over the fit's ``n_rows`` distinct rows (w sums to 1). Below it the model interpolates whatever
+    the ridge, and CG solves it as least squares.
+    """
     return LEAST_SQUARES_RIDGE * float(w @ operator.diag()) / n_rows
 
 
@@ -457,11 +417,9 @@ def rounding_floor(operator, w, precision=np.float64):
 
 
 def _unstored_factor(operator, w, fit_intercept, rng, group_of=None, every_row=False):
-    """``(Q B, pivots)``, B the factor of ``S K S``: a factor of ``Q S K S Q`` from an operator that stores no K.
-
-    Centring first (``landmark_factor``'s ``center``) takes the product ``K s``, a kernel
-    evaluation over every pair of rows; centring B costs O(n r). Of rank ``RANK``, or of every distinct row
-    (``every_row``, or ``every_row_rule``).
+    """``(Q B, pivots)``, B the factor of ``S K S``, from an operator that stores no K: centring B costs O(n r),
+    centring the matrix first a product with K. Of rank ``RANK``, or of every distinct row (``every_row``, or
+    ``every_row_rule``).
     """
     root = xp_of(w).sqrt(w)
     factor, pivots = landmark_factor(operator, root, _factor_rank(operator.n, group_of, every_row), rng)
@@ -485,13 +443,9 @@ def every_row_rule(n, group_of):
 
 
 def curvature_share(loss, Y, w, fit_intercept):
-    """The loss's curvature at the intercept-only model over the squared loss's (1 for the squared loss).
-
-    A smooth loss's first Newton step from that model is a kernel ridge
-    regression with every row weighted by this curvature ``h`` (constant
-    there), at the ridge ``2 alpha / h`` relative to the squared loss's
-    ``alpha``; scaling the rule's ridge by ``h / 2`` makes that step the smoother the rule
-    chose. Averaged over the columns (classes).
+    """The loss's curvature at the intercept-only model over the squared loss's (1 for the squared loss),
+    averaged over the columns: a smooth loss's first Newton step from that model is a kernel ridge regression
+    at the ridge ``2 alpha / h``, so scaling the rule's ridge by ``h / 2`` makes that step the rule's smoother.
     """
     if loss is SquaredLoss:  # exactly: the rule's own ridge, not its rounding
         return 1.0
@@ -503,19 +457,14 @@ def curvature_share(loss, Y, w, fit_intercept):
 
 def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, precomputed=False,
                loss=SquaredLoss, precision=np.float64, classify=False, threads="auto"):
-    """``(alpha, landmarks, error)``: the rule's ridge, its factor with its Gram matrix (``Landmarks``) where the
-    full model's preconditioner can reuse them, and its error at the ridge (``relative_error``).
+    """``(alpha, landmarks, error)``: the rule's ridge, its factor (``Landmarks``) where the full model's
+    preconditioner can reuse it, and its error at the ridge (``relative_error``).
 
-    The rule reads at most ``MAX_ROWS`` weighted rows of X through an operator of
-    their own, in float64: a float32 kernel's rounding would hide the small
-    eigenvalues a near noiseless target needs. Its floor is that of ``precision``,
-    the dtype the fit resolves (float64 where float32 may stop it short and the fit
-    goes on in float64: ``options["dtype"]="auto"``). ``group_of``: X's groups of
-    identical rows (``_replicates.distinct_groups``; of the points where X is a
-    precomputed kernel). ``loss``: the rule's ridge for the targets Y is scaled by
-    ``curvature_share`` (a smooth loss's first Newton step is then the rule's smoother). ``classify``: Y holds
-    a squared-loss classifier's class codes (``classification_ridge``). ``threads``: the operators' (the fit's
-    ``options["n_threads"]``).
+    The rule reads at most ``MAX_ROWS`` weighted rows through a float64 operator of its own (a float32
+    kernel's rounding would hide the small eigenvalues a near noiseless target needs), with the rounding
+    floor of ``precision``, the dtype the fit resolves. ``group_of``: X's groups of identical rows. ``loss``:
+    the ridge is scaled by ``curvature_share``. ``classify``: Y holds a squared-loss classifier's class codes
+    (``classification_ridge``). ``threads``: the fit's ``options["n_threads"]``.
     """
     scale = curvature_share(loss, Y, w, fit_intercept)
     n_distinct = distinct_rows(w, group_of)  # the fit's, for its least ridge

@@ -62,7 +62,7 @@ from ._warnings import warn
 # kernel="auto": the kernels compared (see _choose_kernel)
 AUTO_KERNELS = ("rbf", "laplacian")
 # kernel="auto" with sigma="scale" on a set small enough for exact leave-one-out: the wider multiples of the
-# best kernel's width tried in turn (UCI energy and concrete: laplacian at 4x, RMSE 13% and 7% lower)
+# best kernel's width tried in turn
 AUTO_WIDTHS = (2.0, 4.0)
 # n_centers="auto" (see auto_centers)
 AUTO_EXACT_MAX_ROWS = 20_000
@@ -185,9 +185,7 @@ def auto_centers(n_samples, memory_budget=None, squared=False):
     ``memory_budget`` (bytes), the exact model also above that many rows
     wherever its kernel matrix, stored in float32, takes at most
     ``AUTO_EXACT_BUDGET_SHARE`` of the budget: centers lose accuracy that the
-    stored matrix keeps at a few times their time (UCI protein, 41,157 rows:
-    1,000 centers' test RMSE 4.25 in 4.1 s, 4,000 centers' 3.94 in 10.5 s,
-    the exact model's 3.62 in 18.6 s).
+    stored matrix keeps at a few times their time.
 
     The exact model's memory and time per product grow as n^2 (20,000 rows: a
     1.6 GB kernel matrix in float32); the centers model's as n m. Its count

@@ -15,12 +15,10 @@ from sklearn.utils.extmath import row_norms, safe_sparse_dot
 
 from ._array_api import as_float64, common_float, input_namespace, on_host, take_rows, to_numpy, xp_of
 
-# Rows of a distance GEMM per chunk, by the chunk's bytes: the clip and the kernel's exp then
-# find it in cache (adult's triangle on one thread: 3.9 s against 6.1 s for whole blocks).
+# Rows of a distance GEMM per chunk, by the chunk's bytes: the clip and the kernel's exp then find it in cache.
 DISTANCE_CHUNK_BYTES = 16 << 20
-# Rows of an L1 distance block per chunk, by the chunk's bytes: each feature's pass over the chunk
-# (and its scratch) then stays in cache. 4,000 x 16,000 blocks of 8 features, exp included: 0.44 s in
-# float32 and 0.89 s in float64, against 1.9 s by scikit-learn's manhattan_distances (float64 only).
+# Rows of an L1 distance block per chunk, by the chunk's bytes: each feature's pass over the chunk (and its
+# scratch) then stays in cache.
 L1_CHUNK_BYTES = 1 << 19
 # Bytes of the (rows, m, n_features) temporary of an L1 block in another namespace.
 DEVICE_L1_CHUNK_BYTES = 64 << 20

@@ -205,7 +205,7 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
     psd = True if kernel is None else kernel.psd
     est._warn_if_not_psd(kernel, rows.X)
     # the budget's exact model for the squared loss only: a smooth loss's Newton steps take many
-    # products with K, each n^2 per class (50,000 rows, 7 classes: past 300 s against 12 s on centers)
+    # products with K, each n^2 per class
     budget = options["memory_budget"] if loss is SquaredLoss else None
     w_host = np.asarray(to_numpy(rows.w))
     center_rows = est._choose_centers(rows.X, w_host, rng, psd, budget, squared=loss is SquaredLoss)
@@ -231,9 +231,8 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
     if centers is not None:
         landmarks = None  # a factor of the rows, not of the centers' system
     if alpha == "auto":
-        # a smooth loss's rule keeps the precision K is stored in: float64's floor let Newton meet nearly
-        # separable problems (UCI power made binary: 86 s and log-loss 0.133 against 3 s and 0.118), and
-        # float32's on small sets moved breast cancer's log-loss above SVC(probability=True)'s
+        # a smooth loss's rule keeps the precision K is stored in: on a float32 K, float64's lower floor
+        # lets Newton chase nearly separable problems to costly ridges; on a float64 K, float32's smooths
         if loss is not SquaredLoss and operator.dtype == np.float32:
             precision = np.float32
         alpha, landmarks, error = _rule(est, rows, kernel, loss, seed, precision, centers is None,
@@ -398,8 +397,7 @@ class DeferredPosterior:
     """What a fit keeps for its posterior (``_posterior``), which is computed when first asked for.
 
     The posterior's factors cost more than many fits (a centers model's ``K_nm' W K_nm``, n m^2; a
-    small exact model's dense inverse, n^3): 100,000 rows on 2,000 centers fitted in 16 s and took
-    26 s more for them. The kernel matrix is evaluated anew from the training rows.
+    small exact model's dense inverse, n^3); the kernel matrix is evaluated anew from the training rows.
     """
 
     X: object  # the training rows (the precomputed kernel's block)

@@ -1,34 +1,18 @@
-"""``alpha="auto"`` for a logistic loss on a full model: the ridge, and on a small set the width, by leave-one-out.
+"""``alpha="auto"`` for a logistic loss on a full model: the ridge, and on a small set the width.
 
-The general rule (``_auto_alpha``) takes the squared loss's ridge for the labels
-read as its targets, scaled by the logistic loss's curvature at the
-intercept-only model; its log-loss can be far from the best ridge's. Where
-Newton's exact system on the distinct rows is small (``_dense_newton.tiny``),
-the ridges ``MULTIPLES`` times that start are fitted, largest first, each
-warm-started from the last, and scored by the approximate leave-one-out loss
-(``_logistic_loo``: one Newton step without each row, Rad & Maleki, 2020; exact
-where the step is long). A group of identical rows is left out as one. The
-largest ridge within one standard error of the least mean loss is chosen (a
-paired one-standard-error rule, after Breiman et al., 1984). On the smallest
-systems (``WIDTH_UNKNOWNS``) the path runs at each of ``WIDTHS`` times
-``sigma="scale"``'s width and the widest within one standard error is kept.
+The start is the squared loss's rule (``_auto_alpha``) for the labels, scaled by the logistic
+loss's curvature at the intercept-only model. Where Newton's dense system on the distinct rows
+is small (``_dense_newton.tiny``), the ridges ``MULTIPLES`` times the start are fitted, largest
+first and warm-started, and scored by approximate leave-one-out (``_logistic_loo``, Rad & Maleki,
+2020); the largest within one standard error of the least loss is chosen (Breiman et al., 1984).
+On the smallest systems (``WIDTH_UNKNOWNS``) each of ``WIDTHS`` runs that path too.
 
-A larger set's paths run on ``DRAWS`` random subsamples, the largest whose
-system is small, and the median multiple scales the rule's ridge: the rule
-misjudges the curvature at the fitted model much the same way at either size.
-Not exactly: the best multiple moves as the rows grow (mostly down, by up to 64
-times on MNIST's odd against even digits), so held-out rows of the whole set
-then check it, a factor of 4 at a time (``_checked_on_held_out_rows``), and try narrower kernels
-(``NARROWER``) where the first subsample's path prefers half the width, or wider ones (``WIDER``) where it
-prefers twice it (``_better_on``): heavy tails stretch the variance ``sigma="scale"`` reads past the bulk
-of the rows, and a threshold on a few features wants a kernel far wider than the spread of all of them.
-With many classes the coupled system allows too few rows; the
-multiple is then the one of least log-loss on held-out rows of one larger
-subsample (``_held_out_multiple``), or, where that subsample's held-out rows
-would be too few, the whole set's folds check the rule's ridge and the narrower
-kernels (then the wider ones) as they check a subsample's multiple. Where the rule's ridge is near the
-least (``NEAR_LEAST``) its error fell to the floor where the model interpolates,
-and the ridge is chosen on held-out rows instead (``_on_held_out_rows``).
+On a larger set the median multiple of ``DRAWS`` small subsamples scales the rule's ridge, and the
+whole set's held-out folds check it a factor of 4 at a time, trying narrower (``NARROWER``) or wider
+(``WIDER``) kernels where a subsample prefers them (``_better_on``). With many classes the held-out
+rows of one larger subsample (``_held_out_multiple``), or of the whole set's folds, choose instead;
+where the rule's ridge is near the least (``NEAR_LEAST``) it carries no information and held-out
+rows choose the ridge (``_on_held_out_rows``).
 """
 
 import warnings
@@ -45,59 +29,42 @@ from ._replicates import collapse, distinct_rows, effective_count, subset_groups
 from ._solvers import run_solver
 from ._solvers._dense_newton import MAX_UNKNOWNS, coordinates, features, tiny
 
-# The ridges fitted, as multiples of the general rule's, largest first: a decade and a fifth either side.
+# The ridges a path fits, as multiples of the rule's, largest first; it may extend past an end it chooses to
+# EXTEND_TO either side (a subsample's upward to SUBSAMPLE_EXTEND_UP: its fits there are cheap).
 MULTIPLES = 4.0 ** np.arange(2, -3, -1)
-# A path goes on past an end it chooses, to at most this factor either side of its start.
 EXTEND_TO = 4.0**4
-# A subsample's path goes further upward (each fit cheaper than the last); a small set's own does not, where
-# the longer path's near-ties would choose apart for weights and the rows repeated.
 SUBSAMPLE_EXTEND_UP = 4.0**8
-# The path's fits are solved at least this tightly: the one-standard-error rule compares scores a few 1e-4 apart.
+# The path's tol at most: the one-standard-error rule compares scores a few 1e-4 apart.
 PATH_TOL = 1e-5
-# Where the rule's ridge is within this factor of the least (``_least``), its error fell to the floor where the
-# model interpolates, and neither it nor a subsample's multiple says how far to smooth: held-out rows decide.
+# A rule's ridge within this factor of the least interpolates: held-out rows choose the ridge instead.
 NEAR_LEAST = 100.0
-# The share of the rows held out there, and the powers of 4 times the least ridge the path starts at and
-# goes up to at most.
+# The share of rows each fold holds out, the held-out rows wanted over all folds (``_folds``), and the powers
+# of 4 times the least ridge where ``_on_held_out_rows`` starts and stops.
 HELD_OUT = 0.2
-# The held-out rows the folds hold together at least, where there are that many (``_folds``).
 HELD_OUT_ROWS = 500
 HELD_OUT_POWERS = (10, 16)
-# Held-out paths' fits stop at this tol (a Newton decrement of 1e-4 of the intercept-only objective): only their
-# held-out losses are read, which agree with tol=1e-3's to 4 digits (gaussian quantiles, hastie) in 4/5 of the time.
+# Held-out fits' tol: only their held-out losses are read, which a looser stop leaves to 4 digits.
 HELD_OUT_TOL = 1e-2
-# A held-out path's first ridge is reached from up to this many factors of 4 above it (not past the path's
-# highest), each fit warm-starting the next: cold at a small ridge, Newton's early steps need hundreds of CG
-# iterations (gaussian quantiles at 2.2e-7: 699 products, against 321 along three larger ridges).
+# A held-out path's first ridge is reached by warm starts from up to this many factors of 4 above it: a cold
+# Newton start at a small ridge takes hundreds of CG iterations.
 WARM_UP = 2
-# The fewest rows a subsample's path may choose the multiple from (fewer say too little of the set).
+# The fewest rows a subsample's path may choose from, and the subsamples drawn (odd) until a majority agrees.
 MIN_SUBSAMPLE = 200
-# Subsamples whose median multiple is taken (odd): one subsample's rule and path vary with its rows. They are
-# drawn in turn until a majority agrees, whose multiple the median then is.
 DRAWS = 3
-# Where no subsample's coupled system is small (many classes), held-out rows of one subsample of this
-# share of the rows choose the multiple: each of its fits costs about the share squared of a fit on every
-# row. Not where its held-out rows would be fewer than MIN_SUBSAMPLE: the rule's ridge then stands.
+# With many classes (no small subsample system), held-out rows of this share of the rows choose the multiple,
+# within 4 ** HELD_OUT_REACH either way: a subsample says which way the rule errs, not by how much.
 HELD_OUT_SUBSAMPLE = 0.25
-# That multiple is 1/4, 1 or 4: the subsample says which way the rule errs, not by how much on every row.
 HELD_OUT_REACH = 1
-# The whole set's held-out check of the subsamples' multiple moves it a factor of 4 at a time while each step
-# lowers the held-out log-loss by this many standard errors of the paired difference: a smaller gain is chance,
-# and each smaller ridge's fit is the slower. Up to this many factors of 4 above it.
+# The whole set's check moves a ridge or width while each step lowers the held-out log-loss by this many
+# standard errors of the paired difference, up to CHECK_REACH_UP factors of 4 above the start.
 CHECK_SIGNIFICANCE = 1.0
 CHECK_REACH_UP = 4
-# The narrower widths, as multiples of sigma="scale"'s, a held-out path's ridge is tried at in turn (each at its
-# own rule's ridge times the multiple chosen) while each lowers the held-out log-loss by CHECK_SIGNIFICANCE.
+# The widths that check tries in turn, as multiples of sigma="scale"'s: narrower, else wider (classes split by
+# thresholds on a few features want a kernel far wider than the spread of every feature).
 NARROWER = (0.5, 0.25)
-# The wider widths tried in turn, as NARROWER's, where the narrower ones are not: classes split by thresholds
-# on a few features want a kernel far wider than sigma="scale"'s (three classes by one feature of 8: test
-# log-loss 0.11 at the width, 0.029 at 4 times it). Each is slower than the last (its ridge the smaller).
 WIDER = (2.0, 4.0, 8.0)
-# The widths a small set's paths compare, as multiples of sigma="scale"'s. Not a subsample's: a wider kernel's
-# smaller ridge can slow the whole set's fit tenfold.
+# The widths a small set's own paths compare, where Newton's dense system has at most WIDTH_UNKNOWNS unknowns.
 WIDTHS = (1.0, 2.0**0.5, 2.0)
-# The widths are compared where Newton's dense system has at most this many unknowns (each width's path
-# costs a few times its cube in flops).
 WIDTH_UNKNOWNS = 512
 
 

@@ -1,22 +1,14 @@
 """KernelOperator: the only code that evaluates kernel matrices for fitting.
 
-Solvers see the training kernel matrix ``K = k(X, C)`` (n training rows, m
-centers; ``C = X`` unless the model is restricted to centers) only through
-products (``K @ V``, ``K.T @ U``, ``K.T W K @ V``), row blocks and the
-diagonal. The operator stores K whole when it fits in the memory budget and
-otherwise recomputes row blocks on every product, so a fit's memory stays
-bounded by the budget whatever n is.
+Solvers see the training kernel matrix ``K = k(X, C)`` (n rows, m centers; ``C = X`` without centers)
+only through products (``K @ V``, ``K.T @ U``, ``K.T W K @ V``), row blocks and the diagonal. K is
+stored whole where it fits the memory budget, else its row blocks are recomputed on every product.
 
-Fits run with single-threaded BLAS, and the operator supplies the
-parallelism itself: kernel blocks are evaluated on a small thread pool. The
-kernel GEMMs are thin (k = n_features) and numpy's elementwise work (exp) is
-single-threaded, so two blocks at once beat one block on two BLAS threads
-(bench_operator.py).
-Products of a stored K with a few columns are memory-bound and run on one
-thread (symv over the stored triangle); with many columns they are
-compute-bound and split by rows over the pool. Pool threads wait without
-spinning, whereas idle OpenBLAS threads spin and, on a loaded machine, slow
-fits down several times (bench_threads.py).
+Fits run with single-threaded BLAS and the operator supplies the parallelism: kernel blocks (thin
+GEMMs and single-threaded exp) are evaluated on a small thread pool whose threads wait without
+spinning, where idle OpenBLAS threads spin and slow a loaded machine (bench_operator.py,
+bench_threads.py). Products of a stored K with a few columns are memory-bound and run on one thread
+(symv over the stored triangle); with many columns they are split by rows over the pool.
 """
 
 import ctypes
@@ -43,52 +35,37 @@ DEFAULT_MEMORY_BUDGET = 2 * GiB  # where the available memory cannot be read
 AUTO_BUDGET_FRACTION = 0.5
 # Largest evaluated block: bigger blocks are no faster and raise the peak.
 MAX_BLOCK_BYTES = 32 << 20
-# ... on a device (arrays of other namespaces), where each block is one parallel launch and its
-# distances read the far rows' norms on the host (a wait for the device): a recomputed float64 product
-# of 10^6 x 10^4 took 300 blocks at 256 MiB.
+# ... on a device, where each block is one parallel launch (and a wait for the host's norms of the far rows).
 DEVICE_BLOCK_BYTES = 2 * GiB
-# ... and at most this fraction of the budget: a block's distances and kernel values take about three
-# blocks beside a stored K, which the budget may fill (a device's budget is 3/4 of its free memory).
+# ... and at most this fraction of the budget: a block's distances and values take about three blocks.
 DEVICE_BLOCKS_IN_BUDGET = 16
-# Blocks written straight into a stored K need no buffer: larger ones prepare the
-# centers fewer times (adult, 32,560 rows: 4.4 s against 6.7-8.6 s at 32 MiB).
+# Blocks written straight into a stored K need no buffer: larger ones prepare the centers fewer times.
 STORE_BLOCK_BYTES = 256 << 20
-# ... but at least this many blocks per pool thread: a K of one block (hastie, 7,000 rows in
-# float32) was evaluated on one core (0.21 s against 0.082 s in 16 blocks on two).
+# ... but at least this many blocks per pool thread, so that every core evaluates K.
 STORE_BLOCKS_PER_THREAD = 8
-# Sparse inputs are made dense where a dense GEMM is cheaper (benchmarks/bench_sparse.py):
-# per kernel entry a GEMM costs n_features multiply-adds, scipy's sparse product
-# SPARSE_OP_COST times (its fixed float64 work + sum_k d_X(k) d_C(k)) of them.
+# Sparse inputs are made dense where a dense GEMM is cheaper (bench_sparse.py): per kernel entry n_features
+# multiply-adds, against SPARSE_OP_COST times (SPARSE_ENTRY_WORK + sum_k d_X(k) d_C(k)) for scipy's product.
 SPARSE_OP_COST = 100
 SPARSE_ENTRY_WORK = 3
 # ... and where the dense copies take at most this share of the memory budget.
 DENSE_COPY_SHARE = 0.25
-# Stored-K products up to this many columns run one GEMV per column:
-# OpenBLAS's GEMM on thin right-hand sides is slower (bench_operator.py).
+# Stored-K products up to this many columns run a GEMV per column (OpenBLAS's GEMM is slower on thin sides).
 GEMV_MAX_COLUMNS = 3
-# From this many columns a stored K's product is split by rows over the pool, one GEMM per thread, once K is
-# whole: it reads K once where a symv per column reads the triangle once per column (bench_operator.py
-# --wide-only: a float32 K of 16,000 rows, 3 columns, 0.094 s against 0.104 s; 4, 0.080 s against 0.140 s; a
-# float64 K of 4,000 rows, 3 columns, 0.012 s against 0.008 s; 4, even; 6, 0.012 s against 0.016 s).
+# From this many columns a stored K's product is split by rows over the pool, one GEMM per thread: it reads K
+# once where a symv per column reads the triangle per column (bench_operator.py --wide-only).
 POOLED_MIN_COLUMNS = 4
 FLOAT32_POOLED_MIN_COLUMNS = 3
-# Rows of a stored K_nm that gram_matvec multiplies twice while they are in cache (bench_operator.py
-# --gram-only, 100,000 x 1,000, 7 columns: 0.184 s a product against 0.240 s with 8 MiB chunks).
+# Rows of a stored K_nm that gram_matvec multiplies twice while in cache (bench_operator.py --gram-only).
 GRAM_CHUNK_BYTES = 2 << 20
-# Smaller stored matrices are never split over the pool: its hand-off costs more than the
-# product (bench_operator.py --threads-only, inside a fit's one BLAS thread, 10 columns:
-# 500 x 500 float64 in 0.58 ms pooled against 0.34 ms in one call; 1,000 x 1,000 in 1.13 ms
-# against 1.46 ms).
+# Smaller stored matrices are never split over the pool: the hand-off costs more than the product.
 POOLED_MIN_BYTES = 4 << 20
 # On one thread, from this many columns one symm over the triangle beats a symv per column.
 SYMM_MIN_COLUMNS = 12
 # "auto" computes in float64 up to this many kernel entries, float32 above.
 AUTO_FLOAT64_MAX_ENTRIES = 4096**2
-# A stored triangle at least this large is advised against huge pages (_triangle_buffer);
-# below it the lower triangle's pages cost little.
+# A stored triangle at least this large is advised against huge pages (_triangle_buffer).
 TRIANGLE_MADVISE_MIN_BYTES = 64 << 20
-# The side of the square tiles mirror_lower copies: on letter's 16,000-row float32 triangle in
-# fresh pages, 0.34 s at 256 against 0.64 s at 512 and 1.8 s copying row strips.
+# The side of the square tiles mirror_lower copies (a copy by row strips misses the cache per entry).
 MIRROR_TILE = 256
 
 
@@ -155,12 +132,9 @@ def resolve_dtype(dtype, n_rows, n_cols):
 
 
 def _triangle_buffer(shape, dtype):
-    """An uninitialised array for a K of which only the upper triangle may be written.
-
-    numpy asks for transparent huge pages on large arrays; a 2 MiB page spans
-    many rows and so maps the lower triangle too, doubling K's resident memory
-    and its first-touch time (bench_cal16k.py: 0.74 GiB against 1.05 GiB peak).
-    The array stays numpy's own (tracemalloc counts it); only its pages' advice changes.
+    """An uninitialised array for a K of which only the upper triangle may be written: advised against
+    transparent huge pages, whose 2 MiB pages would map (and touch) the lower triangle too. It stays numpy's
+    own array (tracemalloc counts it).
     """
     K = np.empty(shape, dtype=dtype)
     madvise = _libc_madvise()
@@ -196,14 +170,9 @@ def _column_density(X):
 
 
 def densify_if_faster(X, centers, memory_budget):
-    """X and the centers as dense arrays where the dense kernel products are cheaper.
-
-    The sparse product ``X C'`` costs about ``n m sum_k d_X(k) d_C(k)``
-    slow scalar operations for column densities d, plus float64 work per
-    entry; the dense one ``n m n_features`` BLAS multiply-adds. Few features
-    (dense numeric columns beside one-hot ones, as in adult) favour the dense
-    copy; thousands of features at a density of a few percent the sparse
-    product.
+    """X and the centers as dense arrays where the dense kernel products are cheaper: the sparse product
+    ``X C'`` costs about ``n m sum_k d_X(k) d_C(k)`` slow scalar operations (column densities d), the dense
+    one ``n m n_features`` BLAS multiply-adds.
     """
     if not (sp.issparse(X) or sp.issparse(centers)):
         return X, centers
@@ -352,9 +321,8 @@ class KernelOperator:
             else min(DEVICE_BLOCK_BYTES, self.memory_budget // DEVICE_BLOCKS_IN_BUDGET)
         )
         self.block_rows = int(max(1, min(self.n, block_bytes // row_bytes)))
-        # A stored symmetric K on the host holds only its upper triangle until a
-        # solver needs whole rows (mirror_lower): half the kernel evaluations,
-        # and symv reads half the memory of gemv per product.
+        # A stored symmetric K on the host holds only its upper triangle until a solver needs whole rows
+        # (mirror_lower): half the kernel evaluations, and symv reads half of gemv's memory.
         self.upper_only = False
         self._fused = None
         if kernel is None:  # precomputed: K is given
@@ -363,8 +331,7 @@ class KernelOperator:
             return
         X, centers = densify_if_faster(X, centers, self.memory_budget)
         if kernel.spec.stationary and not (sp.issparse(X) or sp.issparse(centers)):
-            # A common shift leaves the kernel unchanged and, taken before the
-            # cast, keeps float32 distances accurate far from zero.
+            # A common shift leaves the kernel unchanged and, taken before the cast, keeps float32 distances accurate.
             shift = column_means(X if centers is None else centers)
             X = as_float64(X) - shift
             centers = None if centers is None else as_float64(centers) - shift
@@ -434,8 +401,7 @@ class KernelOperator:
             return
         K, tile = self.K, MIRROR_TILE
 
-        # Square tiles: a transposed copy of whole row strips reads K's columns, a cache
-        # miss per entry (letter, 16,000 rows in float32: 1.1 s against 0.3 s).
+        # Square tiles: a transposed copy of whole row strips reads K's columns, a cache miss per entry.
         def fill(batch):  # each tile row of the batch: the tiles left of its diagonal tile, then that tile's lower part
             for start in range(batch.start, batch.stop, tile):
                 rows = slice(start, min(start + tile, batch.stop))
@@ -505,18 +471,14 @@ class KernelOperator:
         if columns.shape[1] >= SYMM_MIN_COLUMNS:  # compute-bound, and no pool to split it: one level-3 call
             symm = get_blas_funcs("symm", (self.K,))
             return symm(1.0, self.K.T, columns, side=0, lower=1).astype(np.float64).reshape(V.shape)
-        # one BLAS thread, as the whole fit: OpenBLAS's threaded symv is faster on a quiet machine
-        # (bench_operator.py --threads-only: 27 ms against 44 ms at 16,000 rows in float32), but
-        # beside a busy job a Cal-16k fit then took 9.6 s against 3.6 s (bench_threads.py)
+        # one BLAS thread, as the whole fit: a threaded symv beside a busy job is several times slower
+        # (bench_threads.py)
         out = np.column_stack([symv(1.0, self.K.T, columns[:, j], lower=1) for j in range(columns.shape[1])])
         return out.astype(np.float64).reshape(V.shape)
 
     def _pooled(self, V):
-        """Whether a product of the stored K with V is split by rows over the pool.
-
-        Never below ``POOLED_MIN_BYTES``; above it always for a stored K_nm: row halves on two
-        threads beat a gemv per column on one at any width (bench_operator.py, 100,000 x 1,000,
-        one column: 39 ms against 55 ms).
+        """Whether a product of the stored K with V is split by rows over the pool: never below
+        ``POOLED_MIN_BYTES``, always above it for a stored K_nm (bench_operator.py).
         """
         if self.K is None or self.n_threads == 1 or self.K.nbytes < POOLED_MIN_BYTES:  # (1 off the host)
             return False
@@ -593,12 +555,8 @@ class KernelOperator:
         return sum_blocks(self._map_blocks(product, self.n)), KV
 
     def _fused_gram(self, V, w):
-        """``gram_matvec`` of a stored K_nm: each thread reads its rows once, in cache-sized chunks.
-
-        A product with K and one with K.T would read K from memory twice; here each
-        chunk's second product finds it in cache, and the threads split the rows
-        (benchmarks/bench_operator.py, 200,000 x 2,000 on two threads: 1.8x as
-        fast as two passes for one column, 1.2x for seven).
+        """``gram_matvec`` of a stored K_nm: each thread reads its rows once, in cache-sized chunks, so that the
+        product with K.T finds them in cache (bench_operator.py).
         """
         Vc = V.astype(self.dtype, copy=False)
         KV = np.empty((self.n, V.shape[1]))

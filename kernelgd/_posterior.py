@@ -2,41 +2,27 @@
 
 The minimiser of ``sum_i w_i (f(x_i) - y_i)^2 + alpha |f|^2`` (weights summing to one) is the
 posterior mean of a Gaussian process with prior covariance ``s^2 k`` and independent noise of
-variance ``s^2 alpha / w_i`` on row i: the ridge is the noise-to-signal ratio, and a new
-observation (weight ``1 / N`` of N observations) has noise ``s^2 alpha N``. With
-``C = K + alpha W^-1``, the dual coefficients are ``a = C^-1 (y - b)``.
+variance ``s^2 alpha / w_i`` on row i: a new observation (weight ``1 / N``) has noise
+``s^2 alpha N``. With ``C = K + alpha W^-1``, the dual coefficients are ``a = C^-1 (y - b)``.
 
-The scale s^2 maximises the leave-one-out predictive likelihood (Sundararajan and Keerthi,
-2001): row i held out has the residual ``a_i / c_ii`` and the variance ``s^2 / c_ii``
-(``c = diag(C^-1)``), so ``s^2 = mean_i a_i^2 / c_ii`` (larger where its 95% intervals hold clearly
-too few held-out rows: ``_loo_scale``). Unlike the marginal likelihood's
-``(y - b)'a / n``, it is fitted to held-out errors: on a nearly interpolating model (UCI energy,
-alpha ~ 1e-8) the marginal likelihood's intervals covered 88% of test targets, these 96%.
-The exact model gets c from a dense factorization up to ``LOO_DENSE_MAX`` rows and keeps the
-marginal likelihood's s^2 above (on kin8nm's 7,373 rows the two gave the same test
-log-likelihood to 1e-3): ``(y - b)'a`` where the fit's coefficients resolve it (their residual
-bounds its shortfall), else solved anew by CG at the least ridge float64 resolves, which the
-posterior then takes (a near interpolating ridge: CG's coefficients stop far short there).
-The centers model ``f = K_xm beta`` is the subset-of-regressors process (prior
-``Q = K_nm K_mm^-1 K_mn``), for which Woodbury gives ``a_i = w_i r_i / alpha`` and
-``c_ii = w_i (1 - h_i) / alpha`` with the residual r and the leverage
-``h_i = w_i k_i' H^-1 k_i``, ``H = K_mn W K_nm + alpha K_mm``: s^2 is their mean over at most
-``LOO_SAMPLE`` rows. Its predictive variance is the DTC one (Quinonero-Candela and Rasmussen,
-2005), which adds back the prior variance the centers do not carry, so that the band widens
-away from them:
+The scale s^2 maximises the leave-one-out predictive likelihood (Sundararajan and Keerthi, 2001):
+row i held out has residual ``a_i / c_ii`` and variance ``s^2 / c_ii`` (``c = diag(C^-1)``), so
+``s^2 = mean_i a_i^2 / c_ii`` (``_loo_scale``); unlike the marginal likelihood's ``(y - b)'a / n``
+it is fitted to held-out errors, which matters on nearly interpolating models. Above
+``LOO_DENSE_MAX`` rows the exact model keeps the marginal likelihood's s^2, solved anew by CG
+where the fit's coefficients do not resolve it.
 
-    v(x) = k(x, x) - k_xm K_mm^-1 k_mx + alpha k_xm H^-1 k_mx,
+The centers model ``f = K_xm beta`` is the subset-of-regressors process, for which Woodbury gives
+``a_i = w_i r_i / alpha`` and ``c_ii = w_i (1 - h_i) / alpha`` (``h_i = w_i k_i' H^-1 k_i``,
+``H = K_mn W K_nm + alpha K_mm``). Its predictive variance is the DTC one (Quinonero-Candela and
+Rasmussen, 2005), which adds back the prior variance the centers do not carry:
 
-from two m x m Cholesky factors (``n m^2`` flops, one pass over K_nm) formed when first asked for. The
-exact model's ``v(x) = k(x, x) - k_x' C^-1 k_x`` needs a solve per test point with
-``S K S + alpha I`` (``S = W^1/2``, a zero-weight row drops out). For many test points (at least
-``1 / DENSE_BREAK_EVEN`` of n) whose factor fits the memory budget, one dense Cholesky factor
-(n^3 / 3 flops, then n^2 per point); otherwise block preconditioned CG with a Nystroem
-preconditioner, O(n^2) per test point and CG iteration. Where both cost more than
-``EXACT_COST_RATIO`` times the local approximation, each point's variance is conditioned on its
-``LOCAL_ROWS`` rows of largest weighted kernel value (a q x q factor per point): fewer
-observations explain less, so it is never below the exact variance. The intercept is taken as known (as
-``GaussianProcessRegressor(normalize_y=True)`` takes the mean).
+    v(x) = k(x, x) - k_xm K_mm^-1 k_mx + alpha k_xm H^-1 k_mx.
+
+The exact model's ``v(x) = k(x, x) - k_x' C^-1 k_x`` comes from one dense Cholesky factor for many
+test points, else from block preconditioned CG, else, where both cost more than ``EXACT_COST_RATIO``
+times it, from each point's ``LOCAL_ROWS`` nearest rows (never below the exact variance). The
+intercept is taken as known (as ``GaussianProcessRegressor(normalize_y=True)`` takes the mean).
 """
 
 from dataclasses import dataclass
@@ -70,36 +56,30 @@ from ._solvers._preconditioners import (
 VARIANCE_TOL = 1e-6
 # CG iterations per block of test points before the variance is reported unresolved.
 VARIANCE_MAX_ITER = 2000
-# Rows up to which the exact model's s^2 is the leave-one-out one, from a dense factorization of
-# C (about 0.15 s at 2,000 rows); the centers model's comes from at most LOO_SAMPLE rows' leverages.
+# Rows up to which the exact model's s^2 is the leave-one-out one, from a dense factorization of C; the
+# centers model's comes from at most LOO_SAMPLE rows' leverages.
 LOO_DENSE_MAX = 2000
 LOO_SAMPLE = 4096
 # Below this ridge (times the trace of S K S) the dense factorization is not to be trusted.
 LOO_MIN_RIDGE = 1e3 * np.finfo(np.float64).eps
-# Above LOO_DENSE_MAX rows, the fit's coefficients give the marginal likelihood's s^2 where their
-# shortfall is at most this share of it (a near interpolating ridge leaves CG's far larger); else it
-# is solved anew.
+# Above LOO_DENSE_MAX rows, the fit's coefficients give the marginal likelihood's s^2 where their shortfall
+# is at most this share of it; else it is solved anew.
 QUADRATIC_RTOL = 1e-2
-# Where the likelihood's 95% intervals clearly hold too few held-out rows, the scale is the one whose
-# intervals hold 95%: on residuals mostly near 0 or +-1 (UCI wine's integer targets) they held 92%
-# of the test targets.
+# Where the likelihood's 95% intervals clearly hold too few held-out rows, the scale whose intervals hold 95%.
 COVERAGE = 0.95
 COVERAGE_Z = float(ndtri((1 + COVERAGE) / 2))
 # 1 - h_i at least this: a row the centers interpolate (h_i = 1 in rounding) stays finite.
 LOO_MIN_FREEDOM = 1e-12
 # Arrays of n x (block of test points) the exact model's CG holds at once (X, R, Z, P, A P, rhs).
 CG_ARRAYS = 6
-# The exact model's variance from one dense factor of S K S + alpha I (n^3 / 3 flops, then n^2 per
-# point) where there are at least n / DENSE_BREAK_EVEN test points: CG costs about 2 n^2 per point and
-# iteration, and takes 15-40 iterations (kin8nm, 819 test points: 2.4 s against 22 s).
+# The exact variance from one dense factor of S K S + alpha I (n^3 / 3 flops, then n^2 per point) from
+# n / DENSE_BREAK_EVEN test points: CG costs about 2 n^2 per point and iteration, for 15-40 iterations.
 DENSE_BREAK_EVEN = 100
 # Arrays of n x n float64 the dense factorization holds at once (K in the operator's dtype, then in
 # float64, factored in place).
 DENSE_ARRAYS = 2
-# Where the exact variance costs more than EXACT_COST_RATIO times the local one, each test point's
-# variance is conditioned on its LOCAL_ROWS training rows of largest weighted kernel value: never
-# below the exact variance (fewer observations explain less), and close to it (kin8nm, 7,373 rows:
-# std 1-9% above exact, test log-likelihood within 0.001 nats; power plant: within 0-2%).
+# Where the exact variance costs more than EXACT_COST_RATIO times the local one, each point's variance is
+# conditioned on its LOCAL_ROWS rows of largest weighted kernel value: never below the exact variance.
 LOCAL_ROWS = 512
 EXACT_COST_RATIO = 4
 # CG iterations the cost comparison assumes for the exact solves (15-40 on the UCI sets).
@@ -183,14 +163,9 @@ def _distinct(group_of, Y, w, coef=None):
 
 
 def fit_exact(operator, X, Y, coef, intercept, w, alpha, n_observations, group_of=None):
-    """The exact model's posterior from its dual coefficients ``a = C^-1 (y - b)``.
-
-    Up to ``LOO_DENSE_MAX`` rows, s^2 maximises the leave-one-out predictive likelihood, from
-    ``c = diag(C^-1)`` of a dense factorization; above, the marginal likelihood's ``(y - b)'a / n``
-    where the coefficients resolve it (``_resolves_quadratic``), else ``(y - b)' C^-1 (y - b) / n``
-    solved anew at the least ridge float64 resolves, which the posterior then takes (``_quadratic``;
-    X the float64 training rows, or the precomputed kernel). Both read repeated rows (``group_of``)
-    as one: a copy left out would be predicted by its twin.
+    """The exact model's posterior from its dual coefficients ``a = C^-1 (y - b)``: s^2 by leave-one-out from a
+    dense ``c = diag(C^-1)`` up to ``LOO_DENSE_MAX`` rows, above by the marginal likelihood (``_quadratic``; X
+    the float64 training rows, or the precomputed kernel). Repeated rows (``group_of``) are read as one.
     """
     xp = xp_of(Y)
     weights = w
@@ -304,13 +279,9 @@ def fit_centers(operator, Y, coef, intercept, w, alpha, n_observations, rng, gro
 
 
 def centers_posterior(Kmm, gram, alpha, n_observations, jitter, sample):
-    """The centers model's posterior from ``K_mm``, ``gram = K_nm' W K_nm`` and rows' residuals.
-
-    ``sample``: ``(K_Sm, r_S, w_S)`` for rows S (``loo_rows``). Their leverages
-    ``h_i = w_i k_i' H^-1 k_i`` give ``c_ii = w_i (1 - h_i) / alpha`` and the dual
-    ``a_i = w_i r_i / alpha`` (Woodbury), so the leave-one-out estimate is
-    ``s^2 = sum_S w_i a_i^2 / c_ii / sum_S w_i``. Also for a fit on Dask, whose
-    passes over the rows return the gram.
+    """The centers model's posterior from ``K_mm``, ``gram = K_nm' W K_nm`` and rows' residuals: ``sample``,
+    ``(K_Sm, r_S, w_S)`` for rows S (``loo_rows``), gives the leave-one-out ``s^2 = sum_S w_i a_i^2 / c_ii /
+    sum_S w_i``. Also for a fit on Dask, whose passes over the rows return the gram.
     """
     xp = xp_of(Kmm)
     alpha = max(float(alpha), CENTERS_MIN_RIDGE * float(xp.mean(diagonal(Kmm))))

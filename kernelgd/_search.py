@@ -46,9 +46,8 @@ LOO_MAX_SAMPLES = 3000
 LOW_RANK_LOO_RANK = 2000
 # Default widths: sigma_scale * 2**(k / 2), |k| <= WIDTH_STEPS, walked to the best (see _walk_widths).
 WIDTH_STEPS = 8
-# K-fold runs its folds in worker processes, one per core, where the search's rows^2 x target columns
-# reach this: starting a worker (importing kernelgd, about 3 s here) costs more than smaller searches
-# take (wine, 178 rows: 3.6 s in one process; digits, 1,347 rows and 10 classes: 19 s against 15 s).
+# K-fold runs its folds in worker processes, one per core, where the search's rows^2 x target columns reach
+# this: starting a worker (importing kernelgd, seconds) costs more than smaller searches take.
 FOLD_PROCESSES_MIN_WORK = 4_000_000
 # Default ridges, per sample (KernelRidge's alpha / n).
 DEFAULT_ALPHAS = np.logspace(-10, 0, 21)
@@ -75,11 +74,8 @@ def _best_mean(split_scores):
 
 
 class _OnHost:
-    """A fitted model whose predictions the scorers read as numpy arrays.
-
-    The searches fit on the inputs' device but score on the host: a fold's
-    score is one float, and scikit-learn's metrics then never meet labels
-    of one namespace and predictions of another.
+    """A fitted model whose predictions the scorers read as numpy arrays: the searches fit on the inputs' device
+    but score on the host, so scikit-learn's metrics never meet labels and predictions of two namespaces.
     """
 
     def __init__(self, model):
@@ -144,11 +140,8 @@ def _takes_sample_weight(scorer):
 
 
 def _scorer(estimator, scoring, sample_weight, classes=None):
-    """The search's scorer; it passes sample weights on where the user gave them and it takes them.
-
-    A scorer whose metric takes no ``sample_weight`` scores unweighted, as
-    GridSearchCV's does (the fits stay weighted). The log-loss is told every
-    class: a fold's test rows may lack some.
+    """The search's scorer; it passes sample weights on where the user gave them and it takes them (else it
+    scores unweighted, as GridSearchCV's does, the fits staying weighted). The log-loss is told every class.
     """
     if scoring == "neg_log_loss" and classes is not None:
         scoring = make_scorer(log_loss, greater_is_better=False, response_method="predict_proba", labels=classes)
@@ -197,12 +190,10 @@ def _shared_memory_backend():
 def _walk_widths(scale, score, n_jobs=None):
     """Widths ``scale * 2**(k / 2)`` walked to the best score: ``[(sigma, scores), ...]``.
 
-    ``score(sigma)`` returns an (n_alphas, n_splits) array; a width's value is its best
-    alpha's mean. From the factors 1/2, 1 and 2 the walk steps by factors of 2 towards
-    the better end while that end is the best (within ``2**(+-WIDTH_STEPS / 2)``), then
-    scores the best width's two half-step neighbours: 5 to 7 widths where the score is
-    unimodal in log sigma, against 13 for the half-step grid over the same range
-    (each width is one kernel factorisation, the search's cost).
+    ``score(sigma)`` returns an (n_alphas, n_splits) array; a width's value is its best alpha's mean. From
+    the factors 1/2, 1 and 2 the walk steps by factors of 2 towards the better end while that end is the
+    best (within ``2**(+-WIDTH_STEPS / 2)``), then scores the best width's two half-step neighbours: 5 to 7
+    kernel factorisations where the score is unimodal in log sigma, against 13 for the half-step grid.
     """
     done = {}
 
@@ -228,14 +219,12 @@ def _walk_widths(scale, score, n_jobs=None):
 
 def _fold_path(estimator_class, params, K, train, test, y_fit, w, y_host, w_host, alphas, start, scorer,
                every_class=None, record=False):
-    """One fold's scores along the alpha path, from its block of the kernel matrix ``K``.
+    """One fold's ``(scores, warnings)`` along the alpha path, from its block of the kernel matrix ``K``.
 
-    The path runs down from ``alphas[start]``, each solve warm-started from the last, until
-    ``PATH_PATIENCE`` alphas past the fold's best; then up from the start while the score rises,
-    where the start scored best. Alphas off the path score NaN. ``every_class``: the classes the
-    logistic scores need, where a fold's training rows may lack one. ``record``: return the
-    warnings raised (a worker process's would be lost) rather than raising them.
-    Returns ``(scores, warnings)``.
+    The path runs down from ``alphas[start]``, warm-started, until ``PATH_PATIENCE`` alphas past the fold's
+    best; then up from the start while the score rises, where the start scored best. Alphas off the path
+    score NaN. ``every_class``: the classes the logistic scores need. ``record``: return the warnings raised
+    (a worker process's would be lost) rather than raising them.
     """
     scores = np.full(len(alphas), np.nan)
     K_train, K_test = block_of(K, train, train), block_of(K, test, train)
@@ -423,13 +412,9 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         return self.cv
 
     def _fold_workers(self, X, n_splits, n_rows, n_columns):
-        """Folds fitted at once, in worker processes: one per core the widths leave free, on the host.
-
-        Each fold's fits on one core beat one fit at a time on every core: a small fold's
-        products gain little from splitting, the preconditioner's factorizations run on one
-        thread, and threads would share the GIL (scipy's BLAS wrappers hold it). Digits'
-        5-fold logistic search, 2 cores: 14.7 s against 20.6 s in one process on one thread
-        and 24.1 s on two (medians of 3, bench_cv_classification.py).
+        """Folds fitted at once in worker processes, one per core the widths leave free, on the host: a small fold's
+        products gain little from threads, the factorizations run on one thread, and scipy's BLAS wrappers hold
+        the GIL (bench_cv_classification.py).
         """
         if not on_host(X):  # one device: its fits queue on it
             return 1
@@ -714,13 +699,10 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
     def _check_against_rule(self, X, y, sw, scorer, model, by_loo):
         """The search's model, or the base estimator's rules' where they predict held-out rows better.
 
-        Beyond ``LOO_MAX_SAMPLES`` rows the leave-one-out search runs on a subsample and a low-rank
-        factor, which can misjudge the whole set's model: the regressor's favours smooth ones (California:
-        sigma 7.5 where the rule's 2.65 predicts test rows 1.7% better), the classifier's took a ridge 56
-        times smaller than the rule's on nested shells of classes (test accuracy 0.975 against 0.986).
-        Only there, with the default grids, each is fitted on four fifths of the rows and scored on the
-        other fifth; the better is refitted on all of them (the rules' only where ``_beats`` says they win
-        beyond chance).
+        Beyond ``LOO_MAX_SAMPLES`` rows the search runs on a subsample and a low-rank factor, which can misjudge
+        the whole set's model. Only there, with the default grids, each is fitted on four fifths of the rows and
+        scored on the rest; the better is refitted on all of them (the rules' only where ``_beats`` says they
+        win beyond chance).
         """
         self.holdout_scores_ = None
         weights = np.asarray(to_numpy(sw))
@@ -749,8 +731,8 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
                 scored = _EveryClass(scored, self.classes_)  # a class only in the held-out rows
             scores[name], fits[name] = float(scorer(scored, X_held, y_host[held], sample_weight=weights[held])), scored
         self.holdout_scores_ = scores
-        # a fit that warned (naval at alpha=1e-10: CG's iteration cap) scores what it reached, not
-        # its model: the check is then inconclusive, and the search's choice stands
+        # a fit that warned scores what it reached, not its model: the check is then inconclusive and the
+        # search's choice stands
         if warned or not scores["rule"] > scores["search"]:
             return model
         held_groups = np.unique(group_of[in_held], return_inverse=True)[1]

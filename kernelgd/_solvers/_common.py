@@ -96,11 +96,8 @@ def baseline(Y, w, fit_intercept, loss=SquaredLoss):
 
 
 class IterateLog:
-    """The objective of every iterate a solver evaluates, and the best one.
-
-    ``record`` is called with the objective of iterate k (k = 1, 2, ...)
-    and keeps a copy of the best iterate, so a solver can always return the
-    best model it has seen, whatever happens after it.
+    """The objective of every iterate a solver evaluates, and a copy of the best one (``record`` is called with
+    iterate k's objective, k = 1, 2, ...): a solver can always return the best model it has seen.
     """
 
     def __init__(self):
@@ -128,14 +125,10 @@ class IterateLog:
 def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step_size=None, objective=None, KA=None):
     """The SolverResult of a run: the best of the last iterate and the logged ones.
 
-    ``objective``: the run's :class:`Objective` (the full model's by default). ``KA``: the exact
-    product ``K coef`` where the solver has just computed it.
-
-    The returned iterate's objective is recomputed exactly (one product with K,
-    two where an earlier iterate is the better), so ``loss_curve[-1]`` is the
-    objective of the returned model. A model
-    that is worse than the intercept-only one, or not finite, is never
-    returned: the intercept-only model is, with a warning.
+    ``objective``: the run's :class:`Objective` (the full model's by default); ``KA``: the exact ``K coef``
+    where the solver has just computed it. The returned iterate's objective is recomputed exactly, so
+    ``loss_curve[-1]`` is the returned model's. A model worse than the intercept-only one, or not finite,
+    is never returned: the intercept-only model is, with a warning.
     """
     xp = xp_of(coef)
     if objective is None:
@@ -162,9 +155,8 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
     # differences at the level of rounding do not count as worse
     slack = 1e-12 * (value0 + total(Y, Y, w))
     check = RoundingCheck(operator, w, loss, value0)
-    # the best iterate where it is better, or where the last one's predictions are rounding; its
-    # logged value came from the solver's running K A, which rounding can carry away (a linear
-    # kernel on features offset by 1e6: logged 0.37, exactly 377), so it is recomputed too
+    # the best iterate where it is better, or where the last one's predictions are rounding; its logged value
+    # came from the running K A, which rounding can carry away, so it is recomputed too
     broken = log.negative > 0  # the iterates from the first negative objective on are rounding's
     if log.best is not None and (broken or not log.best_value >= value - slack or check.dominated(coef)):
         best_coef, best_b = log.best
@@ -209,14 +201,10 @@ NOISE_FRACTION = 0.03
 
 
 class RoundingCheck:
-    """Whether a model's predictions ``K @ coef`` are dominated by the rounding of K's precision.
-
-    The rounding of a sum of products is about ``eps ||K_i * a||_2``; with
-    ``|K_ij| <= sqrt(k_ii k_jj)`` (PSD) its weighted mean square is at most
-    ``eps^2 (w'|d_rows|) (sum_j |d_j| a_j^2)``: O(m) per model once the
-    diagonals are read. Predictions whose noise is above ``NOISE_FRACTION``
-    of what matters (``loss.prediction_scale``) cannot be told from noise
-    (huge cancelling coefficients).
+    """Whether a model's predictions ``K @ coef`` are dominated by the rounding of K's precision: with
+    ``|K_ij| <= sqrt(k_ii k_jj)`` (PSD) the weighted mean square of that rounding is at most
+    ``eps^2 (w'|d_rows|) (sum_j |d_j| a_j^2)``, O(m) per model; above ``NOISE_FRACTION`` of
+    ``loss.prediction_scale`` the predictions cannot be told from noise.
     """
 
     def __init__(self, operator, w, loss, value0):
@@ -255,15 +243,10 @@ def warn_rounding(settings, name, reason, advice):
 def dual_sum_intercept(w, Y, X_y, X_1):
     """Combine the solutions for [Y, 1] of the full model into coefficients and intercept.
 
-    With all training points as centers, the b-gradient vanishes at the
-    optimum exactly when ``sum_i a_i = 0`` (for alpha > 0: ``alpha a =
-    W (y - f)``), so ``b = sum(X_y) / sum(X_1)`` and ``a = X_y - b X_1``.
-    At convergence this is the optimal intercept; on an unconverged
-    or early-stopped iterate it is a ratio of two sums that grow with every
-    iteration, whereas the b-gradient form divides two vanishing residuals
-    (without ridge, the constant is in the range of K and the intercept is
-    pure noise). Without ridge it converges to the generalised least squares
-    intercept ``1'K^-1 y / 1'K^-1 1`` of the minimum-norm interpolant.
+    At the optimum (alpha > 0) the b-gradient vanishes exactly when ``sum_i a_i = 0``, so
+    ``b = sum(X_y) / sum(X_1)`` and ``a = X_y - b X_1``: on an unconverged iterate a ratio of two sums that
+    grow with every iteration, where the b-gradient form divides two vanishing residuals. Without ridge it
+    converges to the generalised least squares intercept ``1'K^-1 y / 1'K^-1 1``.
     """
     xp = xp_of(X_y)
     total_1 = float(xp.sum(X_1))
@@ -280,12 +263,9 @@ _DENSE_EIG_MAX = 300
 
 
 def top_eigenvalue(operator, w, fit_intercept):
-    """Largest eigenvalue of ``W^1/2 (K [+ 1 1']) W^1/2``, deterministically.
-
-    ``W = diag(w)``; the ``1 1'`` term accounts for an unpenalised
-    intercept. Lanczos (ARPACK, on the host) starts from a fixed
-    pseudo-random vector, so the same data always give the same estimate;
-    its products with K run in w's namespace.
+    """Largest eigenvalue of ``W^1/2 (K [+ 1 1']) W^1/2`` (the ``1 1'`` for an unpenalised intercept),
+    deterministically: Lanczos (ARPACK, on the host) from a fixed pseudo-random vector, its products with
+    K in w's namespace.
     """
     xp = xp_of(w)
     s = xp.sqrt(w)
@@ -315,14 +295,10 @@ def top_eigenvalue(operator, w, fit_intercept):
 
 
 def stable_step_bound(operator, w, alpha, fit_intercept, curvature=2.0):
-    """The step size below which gradient descent on the dual converges.
-
-    The update ``a <- a - eta (2 W (K a + b - y) + 2 alpha a)`` is primal
-    gradient descent whose Hessian is ``2 (W^1/2 (K [+11']) W^1/2 + alpha)``
-    in the sense of eigenvalues; it converges iff ``eta < 1 / (lambda_max +
-    alpha)``. A loss whose second derivative is at most ``curvature`` (2
-    for the squared loss) has the Hessian bound ``curvature W^1/2 K W^1/2 +
-    2 alpha``, and the bound becomes ``1 / (curvature / 2 lambda_max + alpha)``.
+    """The step size below which gradient descent on the dual converges: the update
+    ``a <- a - eta (2 W (K a + b - y) + 2 alpha a)`` is primal gradient descent with Hessian
+    ``2 (W^1/2 (K [+11']) W^1/2 + alpha)``, so ``eta < 1 / (lambda_max + alpha)``; a loss whose second
+    derivative is at most ``curvature`` gives ``1 / (curvature / 2 lambda_max + alpha)``.
     """
     denom = curvature / 2.0 * top_eigenvalue(operator, w, fit_intercept) + alpha
     return 1.0 / denom if denom > 0 else np.inf

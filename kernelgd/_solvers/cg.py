@@ -64,16 +64,12 @@ from ._preconditioners import (
 LOSSES = {"squared"}
 MODELS = {"full", "centers"}
 
-# Below this ridge (times the mean weighted k(x, x)) the full model solves the
-# objective's own normal equations (least-squares mode, module doc).
+# Below this ridge (times the mean weighted k(x, x)) the full model solves least squares (module doc).
 LEAST_SQUARES_RIDGE = PRECONDITIONER_MIN_SHIFT
-# Up to this many rows the least-squares regime is solved by one dense eigendecomposition (about
-# 0.3 s at 2,000 rows) instead: there CG on the normal equations can crawl (UCI energy, 691 rows, the
-# laplacian kernel at alpha=3e-10: test RMSE 5.0 after 1,000 iterations, 2.8 s; dense: 0.32).
+# Up to this many rows least-squares mode is solved by one dense eigendecomposition instead, where CG on the
+# normal equations can crawl.
 DENSE_LEAST_SQUARES_MAX = 2000
-# Its cuts: eigenvalues of M at most this times the largest are left out (the first keeps all but M's
-# rounding); on 800 rows of a smooth rbf fit at alpha=1e-10 the best cut was 1e-8, the computed objective
-# 1e4 times below the uncut one's, and on UCI energy (laplacian) no cut.
+# Its cuts: eigenvalues of M at most this times the largest are left out (the first keeps all but M's rounding).
 DENSE_CUTS = (1e-15, 1e-13, 1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6)
 # Iterations over which least-squares mode measures the objective's decrease to stop.
 SETTLE_WINDOW = 5
@@ -150,9 +146,8 @@ def _solve_full(operator, Y, w, settings, rng):
         if not dense.log.best_value < dense.objective.baseline(center)[1]:  # rounding dominates its cuts
             dense = None
     solved = _solve_full_cg(operator, Y, w, settings, rng, s, center, diag_mean)
-    # Neither way dominates: the cuts keep CG from the tiny eigenvalues' rounding (UCI energy: CG stopped
-    # at 50 times the cuts' objective), CG reaches eigenvalues below the cuts (20 points of one feature,
-    # rbf: the cuts stopped at 3.3 times CG's objective). The lower objective is kept.
+    # Neither dominates: the cuts keep CG from the tiny eigenvalues' rounding, CG reaches eigenvalues below
+    # the cuts. The lower objective is kept.
     if dense is not None and dense.log.best_value <= solved.log.best_value:
         return dense
     return solved
@@ -162,9 +157,8 @@ def _solve_full_cg(operator, Y, w, settings, rng, s, center, diag_mean):
     n, t = Y.shape
     xp = xp_of(Y)
     alpha = settings.alpha
-    # mu = alpha makes P^-1 (N + alpha I) + ... well conditioned (the Nystroem
-    # residual only adds eigenvalues above 1); without ridge, or with a ridge far
-    # below it, P needs a shift: 1 / alpha would blow up rounding outside N's span.
+    # mu = alpha makes P^-1 (N + alpha I) well conditioned; without ridge, or far below it, P needs a shift:
+    # 1 / alpha would blow up rounding outside N's span.
     mu = float(max(alpha, PRECONDITIONER_MIN_SHIFT * diag_mean, np.finfo(float).tiny))
     rank, landmarks = full_landmarks(n, t, settings.landmarks)
     precond = NystroemPreconditioner(operator, s, mu, rank, rng, center=center, factor=landmarks)
@@ -198,11 +192,9 @@ def _solve_full_cg(operator, Y, w, settings, rng, s, center, diag_mean):
         positive = s[:, None] > 0
         X0 = project(xp.where(positive, settings.coef_init / xp.where(positive, s[:, None], 1.0), 0.0))
     B = project(s[:, None] * _residual_targets(Y, w, y_bar))
-    # In least-squares mode the fit has converged once the gradient's relative norm is at
-    # most tol and the best objective fell by at most tol^2 times the intercept-only one
-    # over SETTLE_WINDOW iterations: the decrease CG has left is about what it made over the
-    # last few (Strakos & Tichy, 2002), and (tol |B|)^2 is what a relative residual of tol
-    # allows the ridge system. The gradient alone would stop early: it underweights the
+    # In least-squares mode the fit has converged once the gradient's relative norm is at most tol and the best
+    # objective fell by at most tol^2 times the intercept-only one over SETTLE_WINDOW iterations: what CG has
+    # left is about what it made over the last few (Strakos & Tichy, 2002); the gradient alone underweights the
     # error in K's small eigenvalues.
     settle = (SETTLE_WINDOW, settings.tol**2 * total(B, B), settings.tol) if least_squares else None
     if least_squares:
@@ -258,9 +250,7 @@ def _solve_centers(operator, Y, w, settings, rng):
     if dense is not None:  # small, and where CG's residual is not to be trusted: one exact solve
         return _solve_centers_dense(dense, Y, w, settings)
     factors = center_factors(operator)
-    # FALKON needs a positive ridge: without one, K_nm'W K_nm is as singular
-    # as K_mm and CG stalls. Where k's values are O(1) the floor is far below
-    # any statistically useful ridge (documented with the alpha parameter).
+    # FALKON needs a positive ridge: without one K_nm'W K_nm is as singular as K_mm and CG stalls.
     alpha = max(settings.alpha, CENTERS_MIN_RIDGE * factors.diag_mean)
     floored = 0 < settings.alpha < alpha
     ridge = [alpha]  # the system's; the preconditioner keeps the floor
@@ -271,9 +261,8 @@ def _solve_centers(operator, Y, w, settings, rng):
     falkon = FalkonPreconditioner(factors, d, alpha, center)
     apply_B, apply_Bt = falkon.apply, falkon.apply_t
 
-    # The intercept is eliminated by centring: for a given beta the best b is
-    # w'(y - K beta), which leaves K_c = (I - 1 w') K in the normal equations,
-    # K_c' W K_c = K'W K - k_w k_w' with k_w = K'w. No division, no extra column.
+    # The best intercept for a given beta is w'(y - K beta): centring leaves K_c' W K_c = K'W K - k_w k_w'
+    # (k_w = K'w) in the normal equations, with no division and no extra column.
     y_bar = weighted_sum(w, Y) if center else zeros(Y, t)
     k_w = operator.rmatvec(w) if center else None
     rhs = operator.rmatvec(w[:, None] * _residual_targets(Y, w, y_bar))
@@ -304,12 +293,8 @@ def _solve_centers(operator, Y, w, settings, rng):
     )
     on_iter.flush()
     if floored and status != "max_iter" and n_iter < settings.max_iter:  # converged, or stopped by rounding
-        # Go on from the floor's solution at alpha itself, the floor only preconditioning. That
-        # system is as ill-conditioned as the floor is above alpha, and its residual says little
-        # of the objective: stop once both the residual is at most tol and the objective is flat
-        # to tol^2 of the intercept-only one (as least-squares mode does). Where CG gets there,
-        # the model is the objective's minimiser; often, as where K_mm is singular, the floor's
-        # solution already was.
+        # Go on from the floor's solution at alpha itself, the floor only preconditioning, until the residual is
+        # at most tol and the objective is flat to tol^2 of the intercept-only one (as least-squares mode does).
         ridge[0] = settings.alpha
         settle = (SETTLE_WINDOW, settings.tol**2 * objective.baseline(center)[1], settings.tol)
         confirm = _Monitor(settings, tracker, combine, objective, log, settle=settle, residual_progress=True)
@@ -356,21 +341,12 @@ def _status(status, monitor):
 class _Monitor:
     """The per-iteration step of block_pcg (its ``on_iter``): objective, progress line, callback.
 
-    The tracker holds K times the iterate from the products already
-    computed, so the ``objective`` costs no extra product. Progress is judged by
-    ``quadratic(X)``, the function CG minimises, where it differs from the
-    objective: CG decreases it at every step in exact arithmetic, while the
-    objective, a different norm of the error, may rise for many steps when
-    the system is ill-conditioned, which is not rounding. With
-    ``residual_progress`` a new smallest residual is progress too: once the
-    objective is flat to float64's resolution, CG can still be reducing the
-    residual that its stopping test reads (centers at a tiny ridge).
-    ``reason`` says why it stopped CG ("settled", "no_progress"), if it did.
-
-    The iterates' scalars are read from the arrays' device every ``read_interval``
-    iterations, in one transfer (each iteration on the host); the caller
-    ``flush``-es what is left once CG ends. Iterates read after a stop are
-    logged, nothing more.
+    The tracker holds K times the iterate, so the ``objective`` costs no extra product. Progress is
+    judged by ``quadratic(X)``, which CG decreases at every step, where it differs from the objective
+    (which an ill-conditioned system may raise for many steps); with ``residual_progress`` a new
+    smallest residual is progress too (a flat objective at float64's resolution). ``reason`` says why
+    it stopped CG ("settled", "no_progress"), if it did. Scalars are read from the device every
+    ``read_interval`` iterations in one transfer; the caller ``flush``-es the rest once CG ends.
     """
 
     def __init__(self, settings, tracker, combine, objective, log, quadratic=None, settle=None,

@@ -27,22 +27,19 @@ MAX_HALVINGS = 30
 FORCING_MAX = 0.1
 # A loose exact-model step whose decrement is below this share of the stopping threshold converges.
 CONFIRM_MARGIN = 0.25
-# A fit stops once this many accepted iterates in a row have predictions dominated by the rounding of
-# K's precision (RoundingCheck), none of which may be returned; a converging fit can pass through such
-# iterates (the softmax at alpha=1e-12 in float32).
+# A fit stops once this many accepted iterates in a row have predictions dominated by K's rounding
+# (RoundingCheck): a converging fit can pass through such iterates, none of which may be returned.
 NOISY_PATIENCE = 50
 # A stop where no direction descends still converges if the last accepted step's decrement was
 # within this factor of the stopping threshold (tol**2 times the intercept-only objective);
 # float32 resolves far less than float64.
 NO_DESCENT_NEAR = {"float64": 10.0, "float32": 1e3}
-# An exact step whose CG run stops before its first iteration, right after an accepted decrement
-# above tol times the intercept-only objective, is retaken with CG's tolerance this many times
-# tighter; so are the steps after a damped exact step, and an exact direction that failed, before
-# the fit gives up.
+# An exact step whose CG run stops before its first iteration right after a decrement above tol times the
+# intercept-only objective is retaken with CG's tolerance this many times tighter; so are the steps after a
+# damped exact step, and a failed exact direction before the fit gives up.
 SOLVED_RETIGHTEN = 1e-3
-# At a convergence the running K A is checked against the exact product (exact_state): a difference
-# in the objective above tol**2 of the intercept-only objective, or DRIFT_EPS rounding units of it,
-# is drift
+# At a convergence, a running K A whose objective differs from the exact product's by more than tol**2 of
+# the intercept-only objective, or DRIFT_EPS rounding units of it, has drifted (exact_state).
 DRIFT_EPS = 1e3
 # A fit goes on from the exact K A after at most this many drifted convergences, then stops with a warning.
 DRIFT_RESUMES = 3
@@ -104,13 +101,11 @@ class _NewtonRun:
             check_center_memory(operator.m, settings.memory_budget, Y, operator.center_dtype)
         self.on_centers = not operator.symmetric
         coupled = not loss.diagonal_hessian  # the softmax
-        # dense steps where CG's are not to be trusted (few centers), or cost what CG's would (a tiny full
-        # model below the ridge floor, where CG's stop moved with the BLAS's rounding)
+        # dense steps where CG's are not to be trusted (few centers), or cost what CG's would (a tiny full model)
         steps.dense = _dense_newton.features(operator, k, alpha, coupled)
         if self.on_centers and steps.dense is None:  # CG's factors only for CG's steps; dense steps
             steps.centers = center_factors(operator)  # read the penalty as |B|^2, exactly
-        # a warm-started fit on the same matrix keeps the last one's preconditioner: any preconditioner
-        # leaves CG's solution unchanged (a stale factor is applied with the weights it was made for)
+        # a warm-started fit on the same matrix keeps the last preconditioner: it leaves CG's solution unchanged
         self.state = settings.reuse if operator.symmetric else None
         if self.state is not None and self.state.get("shape") == (n, k):
             steps.L, steps.factors = self.state["preconditioner"]
@@ -138,9 +133,8 @@ class _NewtonRun:
         self.moved_decrement = np.inf  # the decrement of the last accepted step whose CG run iterated
         self.exact_KA = None  # K A computed exactly at a convergence (exact_state)
         self.resumed = 0  # convergences found drifted, from which the fit went on
-        # A stop without descent converges only if the last step taken predicted almost no further decrease
-        # (none taken: failure); float32's rounding of the objective blurs decrements below about 1e3 eps of
-        # it, float64's far less
+        # A stop without descent converges only if the last step taken predicted almost no further decrease;
+        # float32's rounding blurs decrements below about 1e3 eps of the objective
         self.near = NO_DESCENT_NEAR[np.dtype(operator.dtype).name]
         # the softmax's diagonal model: its last full step's decrement, its slow steps in a row, how many
         # make it switch to exact steps, and its direction while they run (_switch_if_linear)
@@ -154,9 +148,8 @@ class _NewtonRun:
     def _start(self, start):
         """The first iterate: a warm start, a subsample's fit, or the intercept-only optimum."""
         settings, steps, Y, k = self.settings, self.steps, self.Y, self.k
-        # the tiny full model's dense steps ignore a warm start: from saturated predictions (coefficients
-        # scaled by 1e6, features of 1e6) a dense step landed where its decrement passed 0.7% above the
-        # optimum, silently; a cold start costs a few exact steps of a few milliseconds
+        # the tiny full model's dense steps ignore a warm start: from saturated predictions a dense step can land
+        # where its decrement passes above the optimum; a cold start costs a few exact steps of milliseconds
         if settings.coef_init is not None and not (self.operator.symmetric and steps.dense is not None):
             A = copy(settings.coef_init)
             b = copy(settings.intercept_init) if settings.fit_intercept else zeros(Y, k)
@@ -192,10 +185,10 @@ class _NewtonRun:
     # ------------------------------------------------------------------ stopping tests
 
     def exact_state(self):
-        """At a convergence, K A recomputed exactly: whether the running K A agrees with it to what the
-        convergence test resolves. It can drift by the rounding of huge, cancelling coefficients (a
-        linear kernel on features of 1e4 without ridge "converged" at 7.7e-7, its exact objective 0.51):
-        the fit then stops with a warning, its best iterate judged by exact objectives."""
+        """At a convergence, K A recomputed exactly: whether the running K A agrees with it to what the convergence
+        test resolves (huge, cancelling coefficients can drift it); the fit then stops with a warning, its best
+        iterate judged by exact objectives.
+        """
         KA_exact = self.operator.matvec(self.A)
         value_exact = self.objective.value(self.A, KA_exact, self.b)
         rounding = DRIFT_EPS * np.finfo(self.operator.dtype).eps * (abs(self.value) + self.value0)
@@ -229,12 +222,9 @@ class _NewtonRun:
         return True
 
     def confirm_exactly(self):
-        """Where the softmax's diagonal model stops: whether the fit goes on with exact steps instead.
-
-        That model converges linearly and its decrement understates what is left (5 classes at alpha
-        1e-9: 5e-4 of the objective); exact steps converge quadratically from there (they take a
-        ridge, no damping), on a tiny system formed densely (CG's residual on a rank-two linear
-        kernel of entries ~1e6 passed a point 0.36% above the optimum, silently).
+        """Where the softmax's diagonal model stops: whether the fit goes on with exact steps instead. That model
+        converges linearly and its decrement understates what is left; exact steps (at a ridge, undamped, on a
+        tiny system formed densely) converge quadratically from there.
         """
         if self.exact_model or self.on_centers or not self.alpha > 0 or self.steps.damping:
             return False
@@ -251,9 +241,8 @@ class _NewtonRun:
         ``DRIFT_RESUMES`` are spent). The softmax's diagonal model goes on with exact steps
         (``confirm_exactly``); otherwise the exact K A decides: from running products that had
         drifted, their objective an understatement, the fit goes on."""
-        # (only where the stop would count as convergence, or the diagonal model's direction failed by
-        # more than rounding: a stop that warns stays one, rather than exact steps that cannot resolve
-        # what rounding hides, as near-duplicate rows at a tiny ridge)
+        # (only where the stop would count as convergence, or the diagonal direction failed by more than rounding:
+        # exact steps cannot resolve what rounding hides)
         if (self._nearly_converged() or self._model_failed()) and self.confirm_exactly():
             return False
         if self.exact_state():
@@ -272,12 +261,11 @@ class _NewtonRun:
         return not self.exact_model and abs(self.slope) > ROUNDING * (abs(self.value) + self.value0)
 
     def _nearly_converged(self):
-        """Whether the last full step predicted almost no further decrease (see ``near``), or two full
-        exact steps in a row converge quadratically to below the threshold (the next decrement about
-        ``d (d / d_prior)^2``: under a tol whose threshold is below the objective's rounding, whether
-        rounding spoils that next step's descent test depends on the CPU's BLAS); before any step,
-        whether the last direction tried is flat to rounding at the start (a stationary start, as the
-        intercept-only model of a kernel constant on the data)."""
+        """Whether the last full step predicted almost no further decrease (``near``), or two full exact steps in a
+        row converge quadratically below the threshold (the next decrement about ``d (d / d_prior)^2``, which the
+        CPU's BLAS rounding would otherwise decide); before any step, whether the last direction is flat to
+        rounding at the start (a stationary start).
+        """
         if not self.settings.tol > 0:
             return False
         if not self.log.curve:
@@ -363,10 +351,8 @@ class _NewtonRun:
         # is below CG's tolerance (after a quadratically convergent step, with a decrement above tol's)
         solved = n_inner == 0 and self.exact_model and not loose and not steps.damping
         if n_inner == 0 and self.tighten == 1.0 and settings.tol > 0 and self.moved_decrement > settings.tol * self.value0:
-            # right after a decrement that large, Newton's quadratic convergence cannot have finished:
-            # CG's tolerance, relative to a right-hand side that holds the predictions, passed an
-            # iterate that is not the optimum (its decrement, the intercepts' alone, would pass as
-            # convergence). Retake the step with CG held to a tighter tolerance.
+            # right after a decrement that large, Newton's quadratic convergence cannot have finished: CG's tolerance,
+            # relative to a right-hand side that holds the predictions, passed a non-optimum. Retake it tighter.
             self.it -= 1
             self.tighten = SOLVED_RETIGHTEN
             return False
@@ -445,11 +431,9 @@ class _NewtonRun:
     def _take(self, step, trial, direction, n_inner, loose):
         """Accept the line search's iterate: the step's bookkeeping, the log and the callback."""
         steps, settings = self.steps, self.settings
-        # a damped step's decrement (what its full step predicted) is no evidence of convergence: the
-        # second-order model failed along it. An exact step's CG run, held to a tolerance relative to a
-        # right-hand side that holds the predictions, can point badly (a degree-3 polynomial softmax
-        # stuck 0.04 above its optimum at steps of 1e-7): the steps after a damped one, and a failed
-        # exact direction before the fit gives up, are solved SOLVED_RETIGHTEN times tighter.
+        # a damped step's decrement (what its full step predicted) is no evidence of convergence: the model failed
+        # along it. An exact step's CG run, held to a tolerance relative to the predictions, can point badly: the
+        # steps after a damped one, and a failed exact direction, are solved SOLVED_RETIGHTEN times tighter.
         # (a decrement at the objective's rounding is damped by that rounding, not by the model)
         self.full = step == 1.0 or self.decrement <= ROUNDING * (abs(self.value) + self.value0)
         self.prior_decrement, self.accepted_decrement = self.accepted_decrement, self.decrement if self.full else np.inf
@@ -480,9 +464,8 @@ class _NewtonRun:
         steps, settings, decrement = self.steps, self.settings, self.decrement
         threshold = settings.tol**2 * self.value0
         below_rounding = decrement <= ROUNDING * (abs(self.value) + self.value0)
-        # A loose step's decrement is only an estimate: confirm it with an exact step, unless the model is
-        # the true second-order one and the estimate has a margin (its CG residual, at most FORCING_MAX
-        # relative, errs by far less than CONFIRM_MARGIN; the confirming step cost 30-50% of a fit)
+        # A loose step's decrement is only an estimate: confirm it with an exact step, unless the model is the true
+        # second-order one and its CG residual (at most FORCING_MAX relative) errs by far less than CONFIRM_MARGIN
         confirmed = self.exact_model and self.full and decrement <= CONFIRM_MARGIN * threshold
         if loose and not confirmed and (decrement <= threshold or below_rounding):
             self.exact = True
@@ -577,15 +560,11 @@ class _NewtonRun:
 
 
 def _subspace_step(loss, F, Y, w, G, alpha, pair, A, KA, new, previous):
-    """The minimiser of the exact second-order model in the span of the latest steps.
-
-    ``new`` is the diagonal model's step ``(D, db, K D, slope)``; with the
-    previous steps it spans a subspace in which the model (gradient and
-    Hessian from Hessian-vector products in F, no product with K) is exact,
-    a preconditioned Krylov-like acceleration. Without previous steps the
-    new direction is scaled by the exact curvature along it. Where the
-    Hessian is diagonal the new step is already the Newton step. Returns the
-    step and its slope; the new step itself where the model is degenerate.
+    """The minimiser of the exact second-order model in the span of the latest steps: ``new`` is the diagonal
+    model's step ``(D, db, K D, slope)``, and the model's gradient and Hessian in the span come from
+    Hessian-vector products in F (no product with K). Without previous steps the new direction is scaled by
+    the exact curvature along it. Returns the step and its slope; the new step itself where the model is
+    degenerate.
     """
     if loss.diagonal_hessian:
         return new
