@@ -1,25 +1,19 @@
-"""Per-feature rbf scales by gradient descent on the exact leave-one-out error.
+"""Per-feature rbf scales by gradient descent on the exact leave-one-out error or the marginal likelihood.
 
-For weights ``w`` (summing to 1), ``S = diag(sqrt(w))``, ``Q = I - s s'``
-and ``M = (Q S K S Q + lam I)^-1``, the hat matrix of the weighted kernel
-ridge fit with an unpenalised intercept satisfies ``I - H = lam M - s s'``
-(as ``Q S K S Q M = I - lam M``). The leave-one-out residual of point i is
-therefore
+For weights ``w`` (summing to 1), ``S = diag(sqrt(w))``, ``Q = I - s s'`` and
+``M = (Q S K S Q + lam I)^-1``, the weighted kernel ridge fit with an unpenalised intercept has
+``I - H = lam M - s s'``, so the leave-one-out residual of point i is
 
     e_i = ((lam M - s s') S y)_i / (s_i (lam M_ii - s_i^2)),
 
-and ``J = sum_i w_i e_i^2`` is a smooth function of the log-scales and of
-``log lam``. Its gradient with respect to K is one n x n matrix (two
-products with M), from which each scale's derivative is an O(n^2) sum, so a
-gradient costs O(n^3 + d n^2), as a Gaussian process's marginal likelihood
-does. The search runs on a subsample with L-BFGS.
+and ``J = sum_i w_i e_i^2`` is smooth in the log-scales and ``log lam``. Its gradient in K is one
+n x n matrix (two products with M), from which each scale's derivative is an O(n^2) sum: O(n^3 + d n^2)
+per gradient, as a Gaussian process's marginal likelihood. The search runs on a subsample with L-BFGS.
 
-The other criterion is a Gaussian process's marginal likelihood: the fit is
-the posterior mean of ``f ~ GP(0, c K)`` observed with noise of variance
-``c lam / w_i``, so ``S y ~ N(0, c (S K S + lam I))``. With the amplitude
-``c`` at its optimum ``q / m`` (``q = y' S Q M Q S y``, ``m`` the number of
-rows, less one for the intercept, whose direction ``s`` is left out: the
-restricted likelihood), minus the log likelihood is, up to a constant,
+The other criterion is that likelihood: the fit is the posterior mean of ``f ~ GP(0, c K)`` observed
+with noise of variance ``c lam / w_i``, so ``S y ~ N(0, c (S K S + lam I))``. With ``c`` at its optimum
+``q / m`` (``q = y' S Q M Q S y``, m the rows less one for the intercept: the restricted likelihood),
+minus the log likelihood is, up to a constant,
 
     L = m/2 log q + 1/2 (log det(Q S K S Q + lam I) - log lam),
 

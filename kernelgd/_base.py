@@ -110,12 +110,9 @@ def resolve_options(options):
 
 
 def _distinct_rows(X, chosen, candidates, rng):
-    """``chosen``, or where it repeats a row of X, as many distinct rows drawn in a random order.
-
-    A repeated center adds no basis function and leaves K_mm exactly singular, which
-    FALKON's factors then amplify by 1 / sqrt(jitter). Rows are drawn uniformly, as
-    ``chosen`` was, each distinct row kept at its first draw; fewer rows remain where
-    X has fewer distinct rows than centers asked for.
+    """``chosen``, or where it repeats a row of X, as many distinct rows drawn in a random order: a repeated
+    center leaves K_mm exactly singular, which FALKON's factors amplify by 1 / sqrt(jitter). Fewer rows
+    remain where X has fewer distinct rows than centers asked for.
     """
     if len(np.unique(to_numpy(take_rows(X, chosen)), axis=0)) == len(chosen):
         return chosen  # the common case: one check on m rows
@@ -125,11 +122,9 @@ def _distinct_rows(X, chosen, candidates, rng):
 
 
 class _CallbackBridge:
-    """scikit-learn's callback API (``sklearn.callback``, 1.9+) around a fit.
-
-    The fit is the root task and each solver iteration a subtask, so
-    ``ProgressBar`` shows the iterations (up to ``max_iter``) and monitors
-    such as ``ScoringMonitor`` get a model that predicts with the iterate.
+    """scikit-learn's callback API (``sklearn.callback``, 1.9+) around a fit: the fit is the root task and each
+    solver iteration a subtask, so ``ProgressBar`` shows the iterations and monitors such as
+    ``ScoringMonitor`` get a model that predicts with the iterate.
     """
 
     def __init__(self, context, X, y, sample_weight):
@@ -163,11 +158,8 @@ class _CallbackBridge:
 
 
 def _asymmetry(X, block=256):
-    """``max |X - X'|`` by square tiles of the upper triangle, each pair of entries read once.
-
-    Four times faster than ``np.abs(X - X.T).max()`` at n = 1,150 (the
-    whole-matrix version reads X.T across cache lines and makes two
-    n x n temporaries), which a K-fold search pays on every fit.
+    """``max |X - X'|`` by square tiles of the upper triangle, each pair of entries read once (without the
+    whole-matrix version's strided reads and n x n temporaries, which a K-fold search pays on every fit).
     """
     xp, n = xp_of(X), X.shape[0]
     edges = [(start, min(start + block, n)) for start in range(0, n, block)]  # in bounds: the standard asks it
@@ -181,23 +173,13 @@ def _asymmetry(X, block=256):
 def auto_centers(n_samples, memory_budget=None, squared=False):
     """``n_centers="auto"``: None (the exact model) up to ``AUTO_EXACT_MAX_ROWS`` rows, else a count of centers.
 
-    ``n_samples`` counts the training rows with positive weight. With a
-    ``memory_budget`` (bytes), the exact model also above that many rows
-    wherever its kernel matrix, stored in float32, takes at most
-    ``AUTO_EXACT_BUDGET_SHARE`` of the budget: centers lose accuracy that the
-    stored matrix keeps at a few times their time.
-
-    The exact model's memory and time per product grow as n^2 (20,000 rows: a
-    1.6 GB kernel matrix in float32); the centers model's as n m. Its count
-    grows as ``AUTO_CENTERS_PER_ROOT * sqrt(n)`` (FALKON's analysis: m of order
-    sqrt(n) keeps the exact model's statistical rate), at least
-    ``AUTO_MIN_CENTERS_SQUARED`` for the squared loss (``squared``: 100,000
-    rows of a smooth problem, 1,000 centers' test RMSE 0.130 and 2,000's
-    0.115 against ``Nystroem(2000)`` + ``RidgeCV``'s 0.116; 4,000's 0.111 in
-    half its time, benchmarks/bench_auto_centers.py) and ``AUTO_MIN_CENTERS`` for a smooth loss
-    (benchmarks/bench_large_logistic.py: 1,000 centers beat
-    Nystroem(1000) + LogisticRegression's log-loss and time at 50,000 and
-    200,000 rows).
+    ``n_samples`` counts the training rows with positive weight. With a ``memory_budget`` (bytes), the exact
+    model also above that many rows wherever its kernel matrix, stored in float32, takes at most
+    ``AUTO_EXACT_BUDGET_SHARE`` of the budget: centers lose accuracy that the stored matrix keeps at a few
+    times their time. Otherwise ``AUTO_CENTERS_PER_ROOT * sqrt(n)`` centers (FALKON's analysis: m of order
+    sqrt(n) keeps the exact model's statistical rate), at least ``AUTO_MIN_CENTERS_SQUARED`` for the squared
+    loss (``squared``) and ``AUTO_MIN_CENTERS`` for a smooth loss (bench_auto_centers.py,
+    bench_large_logistic.py).
     """
     if n_samples <= AUTO_EXACT_MAX_ROWS:
         return None
@@ -298,11 +280,9 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         return isinstance(self.kernel, str) and self.kernel == "precomputed"
 
     def _resolve_sigma(self, X, w):
-        """sigma as a float; "scale" means sigma^2 = n_features * Var(X) (sigma^4 for exponential).
-
-        The variance is weighted by the sample weights, so integer weights
-        and repeated rows give the same sigma. For the polynomial kernel
-        (``centred_scale=False``) it is the mean square about 0, not about X's mean.
+        """sigma as a float; "scale" means sigma^2 = n_features * Var(X) (sigma^4 for exponential), the variance
+        weighted by the sample weights (integer weights and repeated rows give the same sigma); for the polynomial
+        kernel (``centred_scale=False``) the mean square about 0.
         """
         spec = None if self._precomputed else get_spec(self._kernel_used)
         if spec is None or "sigma" not in spec.params:
@@ -397,23 +377,20 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         ``(alpha, landmarks, width, error)``; ``error``: the rule's at its ridge (``_auto_alpha.relative_error``).
 
         With the squared loss, the kernel of ``AUTO_KERNELS`` (``kernel="auto"``, else the one given) whose
-        Nystroem model has the least error (``_auto_alpha.choose_kernel``: at its own best ridge for
-        ``alpha="auto"``, which it then returns), each at its own ``sigma``. With ``sigma="scale"`` and the
-        exact model, the best kernel then walks on to the multiples ``_walk_widths`` of its width while each
-        lowers that error; ``width`` is the multiple kept (1 where none did). ``landmarks`` is the chosen
-        factor where it can precondition the full model. Other losses have no such closed form: the rbf
-        for ``kernel="auto"``. ``rows``: ``_fit.TrainingRows``; ``precision``: the dtype the fit resolves
-        (``_auto_alpha.rounding_floor``); ``memory_budget``: the fit's, which ``n_centers="auto"`` and the
-        side-by-side scores read;
-        ``threads``: the fit's ``options["n_threads"]``.
+        Nystroem model has the least error at its own best ridge (``_auto_alpha.choose_kernel``), each at its own
+        ``sigma``; with ``sigma="scale"`` and the exact model, the best then walks on to the multiples
+        ``_walk_widths`` of its width while each lowers that error (``width``: the multiple kept). ``landmarks``:
+        the chosen factor where it can precondition the full model. Other losses: the rbf for ``kernel="auto"``.
+        ``rows``: ``_fit.TrainingRows``; ``precision``: the dtype the fit resolves; ``memory_budget``,
+        ``threads``: the fit's.
         """
         names = AUTO_KERNELS if self._auto_kernel else (self.kernel,)
         if loss is not SquaredLoss:
             self.kernel_ = names[0]
             return alpha, None, 1.0, None
         candidates, walked = self._kernel_candidates(names, lambda: self._resolve_sigma(rows.X, rows.w)), []
-        # leave-one-out scores the exact model: widths are walked only for it (on 40 centers a wider
-        # kernel at the exact model's ridge raised a test RMSE from 0.34 to 0.40)
+        # leave-one-out scores the exact model: widths are walked only for it (on centers a wider kernel at
+        # the exact model's ridge can lose)
         exact_model = self._n_centers_for(np.asarray(to_numpy(rows.w)), True, memory_budget, True) is None
         walks = isinstance(self.sigma, str) and self.sigma == "scale" and exact_model
 

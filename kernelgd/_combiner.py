@@ -1,14 +1,10 @@
 """The squared-loss classifier's output layer: a logistic regression on its per-class outputs.
 
-One least-squares output per class (one-vs-rest) ranks the classes badly
-where a class lies between others: in nested shells the middle class's
-output is nowhere the largest, at any width or ridge (three shells: 0.94
-accuracy, against 0.97 for a logistic regression on the same outputs). A
-multinomial logistic regression on the outputs, ``K (K + 1)`` numbers for K
-classes, learns how they combine; for two classes it places the threshold.
-It is fitted to each training row's output from the fit without that row
-(``left_out_outputs``): the layer decides for rows the model has not seen,
-whose outputs are less confident than the training rows' own.
+One least-squares output per class ranks the classes badly where a class lies between others (in
+nested shells the middle class's output is nowhere the largest). A multinomial logistic regression
+on the outputs, ``K (K + 1)`` numbers for K classes, learns how they combine; for two classes it
+places the threshold. It is fitted to each training row's output from the fit without that row
+(``left_out_outputs``): the layer decides for rows the model has not seen.
 """
 
 import numpy as np
@@ -58,15 +54,13 @@ def training_outputs(operator, coef, intercept, rows):
 
 def left_out_outputs(X, rows, kernel, Y, w, alpha, fit_intercept, precomputed, threads, seed, landmarks=None):
     """``(F, w_layer)``: the outputs at ridge ``alpha`` of the rows ``rows`` of X (None: all), each from the
-    fit without it and its copies, and the weights with which they train the output layer; None where
-    some class has no such output to train it, below the ridge rule's least ridge (an interpolant, whose
-    left-out outputs are rounding) or for a kernel that is not positive semi-definite.
+    fit without it and its copies, and their weights in the output layer; None where some class has no such
+    output, below the ridge rule's least ridge (an interpolant) or for a kernel that is not PSD.
 
-    They are those of the Nystroem model on the ridge rule's factor (``_auto_alpha``; ``landmarks``, its
-    ``Landmarks`` where the fit drew them on these rows, else drawn here): up to
-    ``_auto_alpha.EXACT_MAX_ROWS`` distinct rows the exact model's leave-one-out outputs, beyond those of
-    its landmarks' model, which singles out the landmarks' own outputs (a basis function each): they weigh
-    zero in the layer (unless a class would be left without a row). On the host, in float64.
+    They are the Nystroem model's on the ridge rule's factor (``landmarks`` where the fit drew them on these
+    rows, else drawn here): the exact model's up to ``_auto_alpha.EXACT_MAX_ROWS`` distinct rows, beyond its
+    landmarks' model, whose own outputs (a basis function each) weigh zero in the layer unless a class would
+    be left without a row. On the host, in float64.
     """
     if kernel is not None and not kernel.psd:
         return None
@@ -111,12 +105,10 @@ def _labels(Y):
 
 
 def fit_combiner(F, Y, w, X):
-    """The output layer: ``LogisticRegression`` fitted to the outputs F of rows X (class codes Y,
-    ``_targets.encode_labels``' +-1 columns; weights w), or None where a class has no row of positive weight.
-
-    Each row weighs its share of the total weight times the number of distinct rows of positive weight
-    (``distinct_rows``): scaling the weights, or a row repeated in place of a doubled weight, fits the same
-    layer, and scikit-learn's ``C=1`` weighs the penalty against that many rows.
+    """The output layer: ``LogisticRegression`` fitted to the outputs F of rows X (class codes Y, +-1 columns;
+    weights w), or None where a class has no row of positive weight. Each row weighs its share of the weight
+    times the number of distinct rows of positive weight: scaling the weights, or a row repeated in place of a
+    doubled weight, fits the same layer, and ``C=1`` weighs the penalty against that many rows.
     """
     F, Y, w = (np.asarray(to_numpy(A), dtype=np.float64) for A in (F, Y, w))
     labels = _labels(Y)
@@ -129,17 +121,13 @@ def fit_combiner(F, Y, w, X):
 
 
 def layer_classes(F, labels, w):
-    """The classes a layer fitted to left-out outputs F (rows' classes ``labels``, weights w) assigns them:
-    the ridge rule's left-out classes where the fit's decision is the layer (``_auto_alpha.choose``).
+    """The classes a layer fitted to left-out outputs F (rows' classes ``labels``, weights w) assigns them: the
+    ridge rule's left-out classes where the fit's decision is the layer (a ridge that smooths the outputs can
+    leave the largest one wrong where a layer reads them right).
 
-    A ridge that smooths the outputs can leave the largest one wrong where a layer reads them right
-    (nested shells: 16 times the ridge the largest output's errors chose, 0.986 accuracy against 0.969).
-    Rows whose outputs and class are the same are merged, weighing their summed weight; at most
-    ``CHECK_ROWS`` of these (a fixed stratified draw) fit it, each weighing its share of the weight times
-    their number (as ``fit_combiner`` weighs rows). It reads the outputs as they are, as the fit's layer
-    does: a left-out output is a little lower for the row's own class (the row is missing from its fit),
-    and on outputs that barely vary (a large ridge's), whitened, a layer reads the class from that alone;
-    the penalty keeps it from it.
+    Rows of equal outputs and class are merged, weighing their summed weight; at most ``CHECK_ROWS`` of them
+    (a fixed stratified draw) fit it, weighed as ``fit_combiner`` weighs rows. It reads the outputs as they
+    are, as the fit's layer does; the penalty keeps it from reading the class from outputs that barely vary.
     """
     labels = labels.astype(int)
     # one row per distinct (outputs, class) of positive weight, weighing their sum: repeating a row or scaling
@@ -178,13 +166,10 @@ def _stratified_draw(labels, size):
 
 
 def _logistic_layer(F, codes, weight, n_classes):
-    """``(coef, intercept)`` of ``LogisticRegression(tol=CHECK_TOL)`` fitted to outputs F, class codes
-    ``codes`` (0 to ``n_classes - 1``, each present) and weights ``weight`` (summing to 1) times the rows'
-    number: the same objective, L-BFGS-B options and start, without its validation, which costs more than
-    the fit itself on the check's few hundred rows.
-
-    The objective is the weighted mean log-loss plus ``|coef|^2 / (2 n)``: binomial (code 1 positive) for
-    two classes, else multinomial with a coefficient column per class.
+    """``(coef, intercept)`` of ``LogisticRegression(tol=CHECK_TOL)`` fitted to outputs F, class codes ``codes``
+    (0 to ``n_classes - 1``, each present) and weights ``weight`` (summing to 1) times the rows' number: the
+    same objective (weighted mean log-loss plus ``|coef|^2 / (2 n)``, binomial for two classes), L-BFGS-B
+    options and start, without its validation, which costs more than the fit on a few hundred rows.
     """
     n, d = F.shape
     k = 1 if n_classes == 2 else n_classes

@@ -83,14 +83,10 @@ def _numpy_neg_sq_distances(X, Y, out=None, then=None):
 
 
 def _exact_near_zero(chunk, X, Y, xx, yy):
-    """Recompute ``-||x - z||^2`` directly (in float64) where the expansion cannot resolve it from 0.
-
-    Entry (i, j) is rounded by about ``eps (|x_i|^2 + |z_j|^2)``; it is
-    recomputed where it lies within 8 times that of 0 and that bound exceeds
-    ``sqrt(eps)`` (a kernel value moved by more). Only rows and columns of
-    large norm can reach that bound, so only they are scanned: a scan of the
-    whole block costs as much as its GEMM for few features, and one outlier
-    row (California housing's) would otherwise make every block pay it.
+    """Recompute ``-||x - z||^2`` directly (in float64) where the expansion cannot resolve it from 0: entry
+    (i, j) is rounded by about ``eps (|x_i|^2 + |z_j|^2)``, and is recomputed where it lies within 8 times
+    that of 0 and that bound exceeds ``sqrt(eps)``. Only rows and columns of large norm can reach it, so only
+    they are scanned (a scan of the whole block costs as much as its GEMM for few features).
     """
     eps = np.finfo(chunk.dtype).eps
     big = np.sqrt(eps) / (8 * eps)  # |x_i|^2 + |z_j|^2 above this can move a kernel value by sqrt(eps)
@@ -137,14 +133,10 @@ def _neg_sq_expansion(xp, X, Y):
 
 
 def _exact_far_rows(xp, D, X, Y):
-    """D (negated squared distances) with the rows and columns of far points recomputed directly, in float64.
-
-    The expansion rounds entry (i, j) by up to ``8 eps (|x_i|^2 + |z_j|^2)``:
-    where a row's own term exceeds sqrt(eps) / 2 (in float32, points 13.5
-    widths from the data's mean) a near-duplicate pair's kernel value moves by
-    more than sqrt(eps). Those rows and columns, few, are recomputed whole
-    (numpy's body recomputes only their entries near 0, with fancy indexing
-    the standard lacks); finding them reads the n + m norms on the host.
+    """D (negated squared distances) with the rows and columns of far points recomputed directly, in float64:
+    where a row's own rounding term ``8 eps |x_i|^2`` exceeds sqrt(eps) / 2 a near-duplicate pair's kernel
+    value moves by more than sqrt(eps). Those few rows are recomputed whole (numpy's body only their entries
+    near 0, with fancy indexing the standard lacks); finding them reads the n + m norms on the host.
     """
     eps = float(xp.finfo(D.dtype).eps)
     far = np.sqrt(eps) / (16 * eps)
@@ -238,12 +230,9 @@ def _numpy_neg_l1_distances(X, Y, out=None, then=None):
 
 
 def subset_products(X, Y):
-    """``prod_k (1 + x_k z_k)`` in float64, without spurious overflow, or a clear error.
-
-    numpy keeps the running product as mantissa * 2**exponent (``frexp``), so
-    partial products may leave float64's range as long as the result fits;
-    sparse inputs multiply only the factors that differ from 1. The standard
-    has no frexp: other namespaces multiply directly and raise on overflow.
+    """``prod_k (1 + x_k z_k)`` in float64, without spurious overflow, or a clear error: numpy keeps the running
+    product as mantissa * 2**exponent (``frexp``) and multiplies sparse inputs' factors that differ from 1;
+    other namespaces (the standard has no frexp) multiply directly and raise on overflow.
     """
     if sp.issparse(X) or sp.issparse(Y):
         return _sparse_subset_products(sp.csc_matrix(X), sp.csc_matrix(Y))

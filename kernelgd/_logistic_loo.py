@@ -21,7 +21,7 @@ from ._solvers._dense_newton import systems
 from ._solvers.newton._run import ARMIJO, MAX_HALVINGS
 
 # A row whose one leave-one-out step raises its loss by more than this (nats) is left out exactly: the
-# step is optimistic where it is long (iris, 105 rows: 0.054 against the exact 0.094 at the ridge it chose).
+# step is optimistic where it is long.
 FAR = 0.5
 # The exact leave-one-out's Newton iterations: at most this many with the fit's Hessian (for every row
 # at once), then this many with their own, until the decrement is below the tolerance.
@@ -80,14 +80,11 @@ def _row_gradients(F, T, binary):
 
 
 def _refined(Psi, r, F, W, T, alpha, M, rows, binary, fit_intercept, loss):
-    """The exact leave-one-out losses of the groups ``rows`` (None where M has no Cholesky factor).
-
-    Without a group the minimiser is reached by Newton's iterations from the fit: first with the
-    Hessian without the group at the fit (M less the group's term, by Woodbury's identity: chord
-    steps, for every group at once), then, for a group still far from it, with the Hessian where it
-    is. Each step is backtracked to descend. The objective's change is read off the scores alone: at
-    the fit the penalty's gradient ``2 alpha B`` is ``-Phi' G`` (G: the rows' weighted gradients),
-    and G sums to 0 over the rows.
+    """The exact leave-one-out losses of the groups ``rows`` (None where M has no Cholesky factor): Newton's
+    iterations from the fit, first with the Hessian without the group at the fit (chord steps by Woodbury's
+    identity, every group at once), then, for a group still far, with its own Hessian, each backtracked to
+    descend. The objective's change is read off the scores alone: at the fit ``2 alpha B = -Phi' G``, and
+    G sums to 0 over the rows.
     """
     try:
         factor = scipy.linalg.cho_factor(M, check_finite=False)

@@ -82,17 +82,13 @@ def _factor_system(B, s, Y, w, fit_intercept):
 
 
 def _loo_scores(system, Y, w, alphas, fit_intercept, scorer):
-    """Exact leave-one-out scores of every alpha from one eigendecomposition.
+    """Exact leave-one-out scores of every alpha from one eigendecomposition (``system``: ``_eigen_system``'s
+    or ``_low_rank_system``'s; V may have fewer columns than rows, the rest at lam = 0).
 
-    The fit minimises ``sum_i w_i (f_i - y_i)^2 + alpha ||f||_H^2`` (w sums
-    to 1). With ``S = diag(sqrt(w))``, ``Q = I - s s'`` (the intercept) and
-    ``Q S K S Q = V diag(lam) V'``, the hat matrix of the weighted problem
-    is ``s s' + V diag(lam / (lam + alpha)) V'``, and the leave-one-out
-    residual is ``(y_i - f_i) / (1 - H_ii)``, row i's with the shift
-    ``alpha (1 - w_i)``: the base estimator fitted without row i
-    renormalises the others' weights. ``system`` is
-    :func:`_eigen_system`'s or :func:`_low_rank_system`'s result (V may have
-    fewer columns than rows: the other directions have lam = 0).
+    For ``sum_i w_i (f_i - y_i)^2 + alpha ||f||_H^2`` (w sums to 1), with ``S = diag(sqrt(w))``,
+    ``Q = I - s s'`` and ``Q S K S Q = V diag(lam) V'``, the hat matrix is
+    ``s s' + V diag(lam / (lam + alpha)) V'`` and the leave-one-out residual ``(y_i - f_i) / (1 - H_ii)``,
+    row i's with the ridge shifted to ``alpha (1 - w_i)`` (the others' weights renormalised without it).
     """
     s, lam, V, y_bar, VtY = system
     xp = xp_of(V)

@@ -70,13 +70,11 @@ WIDTH_UNKNOWNS = 512
 
 def choose(problem, settings, widen=None):
     """``(problem, start, n_iter)``: the problem at the chosen width and ridge, the chosen fit's
-    ``(coef, intercept, converged)`` to start the solve from, and the iterations the paths ran; on a larger set,
-    ``_on_held_out_rows``'s where the rule's ridge is near the least (``NEAR_LEAST``), else ``_on_a_subsample``'s.
-
-    ``widen(factor)``: the problem with its kernel ``factor`` times as wide (its own rule's ridge); None
-    where the width is the user's. Then, on at most ``WIDTH_UNKNOWNS`` unknowns, each of ``WIDTHS`` runs
-    its path, and the widest width whose chosen ridge's losses exceed the least by at most one standard
-    error (on the same rows) is kept.
+    ``(coef, intercept, converged)`` to start the solve from, and the paths' iterations; on a larger set
+    ``_on_held_out_rows``'s where the rule's ridge is near the least, else ``_on_a_subsample``'s.
+    ``widen(factor)``: the problem with a kernel ``factor`` times as wide (None: the width is the user's);
+    on at most ``WIDTH_UNKNOWNS`` unknowns each of ``WIDTHS`` runs its path, and the widest within one
+    standard error of the least loss is kept.
     """
     rows, loss = problem.rows, problem.loss
     n_distinct = rows.Y.shape[0] if rows.replicates is None else int(rows.replicates.max()) + 1
@@ -106,13 +104,12 @@ def choose(problem, settings, widen=None):
 
 
 def _path(problem, settings, extend=False, lowest=0.0, exact=False, highest=EXTEND_TO):
-    """``(alpha, start, n_iter, losses)``: the ridge chosen around ``problem.alpha`` on a small set, its
-    fit ``(coef, intercept, converged)`` (None where no fit was scored), the iterations the path ran, and
-    the groups' leave-one-out losses at the ridge chosen (None where none was scored). ``extend``: a
-    choice at an end of the path goes on past it, a factor of 4 at a time, to at most ``highest``
-    times or an ``EXTEND_TO``-th of the start; no multiple is below ``lowest``. ``exact``: the choice
-    rests on exact losses (``_settled``); a subsample's path, whose multiple is what transfers, keeps the
-    approximation."""
+    """``(alpha, start, n_iter, losses)``: the ridge chosen around ``problem.alpha`` on a small set, its fit
+    ``(coef, intercept, converged)`` (None where none was scored), the path's iterations, and the groups'
+    leave-one-out losses at the ridge (None where none was scored). ``extend``: a choice at an end goes on
+    past it a factor of 4 at a time, to at most ``highest`` times or an ``EXTEND_TO``-th of the start; no
+    multiple below ``lowest``. ``exact``: the choice rests on exact losses (``_settled``).
+    """
     rows, loss = problem.rows, problem.loss
     first, W, T = _groups(rows)
     distinct = _distinct_operator(problem, first)
@@ -182,12 +179,11 @@ def _path(problem, settings, extend=False, lowest=0.0, exact=False, highest=EXTE
 
 def _on_a_subsample(problem, settings, widen=None):
     """``(problem, start, n_iter)``: the problem at the rule's ridge times the median multiple the path chooses
-    on ``DRAWS`` random subsamples of the rows (the largest whose dense system is small), each around the rule's
-    ridge for it, none below ``least_ridge``'s for this loss, as the whole set's held-out rows correct it
-    (``_checked_on_held_out_rows``) where they number at least ``MIN_SUBSAMPLE``. Where such a subsample
-    would be under ``MIN_SUBSAMPLE`` rows, at ``_held_out_multiple``'s multiple, None and 0; where that
-    multiple's subsample would hold out too few rows, the rule's ridge as the whole set's held-out rows
-    correct it."""
+    on ``DRAWS`` random subsamples (the largest whose dense system is small; none below the least ridge), as
+    the whole set's held-out rows correct it (``_checked_on_held_out_rows``). Where such a subsample would be
+    under ``MIN_SUBSAMPLE`` rows, ``_held_out_multiple``'s multiple, or, where its held-out rows would be too
+    few, the rule's ridge as the whole set's held-out rows correct it.
+    """
     rows, loss = problem.rows, problem.loss
     k, coupled = rows.Y.shape[1], not loss.diagonal_hessian
     n = max((m for m in range(MIN_SUBSAMPLE, MAX_UNKNOWNS + 1) if tiny(m, k, coupled)), default=0)
@@ -276,20 +272,16 @@ def _on_held_out_rows(problem, settings):
 def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=None, rule=None, folds=True,
                    ways=(NARROWER,)):
     """``(problem, start, n_iter)``: the problem at the ridge chosen by the log-loss of the groups of identical
-    rows held out of each fit (``_folds``; one fold without ``folds``), fitted on the others; its first fold's fit
-    to start from.
+    rows held out of each fold's fit (``_folds``; one fold without ``folds``), and its first fold's fit.
 
-    The ridges are ``base * 4 ** top`` (its fit started from those of up to ``WARM_UP`` larger ridges of the
-    climb's, largest first), then a factor of 4 smaller while each lowers the held-out loss
-    (each smaller ridge's fit is the slower), down to ``base * 4 ** bottom``, or larger while each lowers it
-    where the first step down did not, up to ``base * 4 ** highest``; the last that lowered it is taken (not
-    the one-standard-error rule's larger one, which underfits there). A step lowers the loss where it cuts
-    the mean by more than ``by`` standard errors of the paired difference over the held-out groups (0: any
-    cut). A held-out row weighs zero in its fold's fits: its coefficient is then zero, and one operator serves
-    every fit and its predictions. ``widen`` (``_fit.widener``'s) and ``rule`` (the rule's ridge at the width):
-    the widths of ``ways`` (sequences of multiples, such as ``NARROWER``) are then tried in turn, each at its
-    rule's ridge times the multiple of ``rule`` chosen, while each lowers the held-out loss by
-    ``CHECK_SIGNIFICANCE`` standard errors; the next way only where the first width of one did not.
+    The ridges are ``base * 4 ** top`` (reached by warm starts from up to ``WARM_UP`` larger ones), then a
+    factor of 4 smaller while each lowers the held-out loss, down to ``base * 4 ** bottom``, or larger while
+    each lowers it where the first step down did not, up to ``base * 4 ** highest``; the last that lowered it
+    is taken. A step lowers the loss where it cuts the mean by more than ``by`` standard errors of the paired
+    difference (0: any cut). A held-out row weighs zero in its fold's fits. ``widen`` (``_fit.widener``'s)
+    and ``rule`` (the rule's ridge): the widths of ``ways`` are then tried in turn, each at its rule's ridge
+    times the multiple of ``rule`` chosen, while each lowers the loss by ``CHECK_SIGNIFICANCE`` standard
+    errors; the next way only where the first width of one did not.
     """
     rows, loss = problem.rows, problem.loss
     w = np.asarray(to_numpy(rows.w), dtype=np.float64)

@@ -1,20 +1,13 @@
 """KernelGDRegressorCV and KernelGDClassifierCV: kernel, sigma and alpha chosen from the data.
 
-For each candidate kernel and width the kernel is evaluated once. With ``cv=None`` and
-at most ``LOO_MAX_SAMPLES`` rows, one eigendecomposition of the centred,
-weighted kernel matrix gives the exact leave-one-out residuals of every
-alpha in closed form (as RidgeCV does for linear ridge). With more rows
-(regressor, ``cv=None``) the same formula runs on a rank-``LOW_RANK_LOO_RANK``
-randomly pivoted Cholesky factor ``K ~ F F'`` (O(n r^2) per width): the exact
-leave-one-out error of the Nystroem model on those pivots. Otherwise each
-fold's model is solved along a decreasing alpha path, warm-started from the
-previous alpha, on the rows of the one kernel matrix (on a subsample of at
-most ``max_search_samples`` rows where n is large), and stops once
-``PATH_PATIENCE`` alphas in a row have not beaten the fold's best score; a
-width searched after another starts ``PATH_HEADROOM`` decades above the best
-alpha so far (and climbs back where that start scores best), and from
-``RACE_FOLDS`` folds on stops once it trails the best candidate on the folds
-so far. The chosen parameters are then refitted on all the data.
+Each candidate kernel and width is evaluated once. With ``cv=None`` and at most ``LOO_MAX_SAMPLES``
+rows, one eigendecomposition of the centred, weighted kernel matrix gives the exact leave-one-out
+residuals of every alpha in closed form (as RidgeCV does for linear ridge); with more rows
+(regressor) the same formula runs on a rank-``LOW_RANK_LOO_RANK`` randomly pivoted Cholesky factor,
+the exact leave-one-out error of the Nystroem model on its pivots. Otherwise each fold's model is
+solved along a decreasing, warm-started alpha path on the rows of one kernel matrix (a subsample of
+at most ``max_search_samples`` rows), widths racing on paired folds (``_search``). The chosen
+parameters are then refitted on all the data.
 """
 
 import time

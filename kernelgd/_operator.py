@@ -530,12 +530,9 @@ class KernelOperator:
         return sum_blocks(self._map_blocks(lambda batch: self.dot(self.rows(batch).T, U[batch, ...]), self.n))
 
     def gram_matvec(self, V, w):
-        """``(K.T W(K @ V), K @ V)`` in one pass over K; V of shape (m, k).
-
-        ``W`` multiplies rows elementwise by w of shape (n,), or (n, k) for one
-        weight vector per column of V; or w is a callable ``w(rows, KV_rows)``
-        that maps a slice of rows and their ``K @ V`` rows to the weighted rows
-        (a Hessian that couples the columns).
+        """``(K.T W(K @ V), K @ V)`` in one pass over K; V of shape (m, k). ``W`` multiplies rows by w of shape (n,),
+        or (n, k) for one weight vector per column of V; or w is a callable ``w(rows, KV_rows)`` mapping a slice
+        of rows and their ``K @ V`` rows to the weighted rows (a Hessian that couples the columns).
         """
         if not callable(w):
             weights = w[:, None] if w.ndim == 1 else w

@@ -88,11 +88,10 @@ CG_ITERATIONS = 30
 
 @dataclass(frozen=True)
 class Posterior:
-    """What ``predict(X, return_std=True)`` needs beside the mean: fitted once, at the end of a fit.
-
-    ``signal_std`` s per target (in y's units: s^2 can overflow where y cannot); ``alpha`` the ridge of the posterior (the
-    centers': at least their floor); ``n_observations`` N. Exact model: the training ``weights``.
-    Centers model: upper Cholesky factors of ``K_mm`` (with FALKON's jitter) and of H.
+    """What ``predict(X, return_std=True)`` needs beside the mean, fitted once at the end of a fit: ``signal_std``
+    s per target (in y's units: s^2 can overflow where y cannot); ``alpha`` the posterior's ridge (the centers':
+    at least their floor); ``n_observations`` N; the exact model's training ``weights``; the centers model's
+    upper Cholesky factors of ``K_mm`` (with FALKON's jitter) and of H.
     """
 
     signal_std: object
@@ -315,11 +314,9 @@ def _exact_system(operator, posterior, rng):
 
 
 def reduction(kernel, X_fit, Z, posterior, operator=None, system=None, full=False):
-    """What the data explain of the prior at the rows of Z, in units of s^2.
-
-    Exact model: ``k_Z' C^-1 k_Z``; centers model: ``q(Z, Z) - alpha k_Zm H^-1 k_mZ`` with
-    ``q`` the Nystroem approximation. Its diagonal, or with ``full`` the whole matrix; and the
-    status of CG's solve (None for the centers model).
+    """What the data explain of the prior at the rows of Z, in units of s^2: ``k_Z' C^-1 k_Z`` (exact model) or
+    ``q(Z, Z) - alpha k_Zm H^-1 k_mZ`` (centers, q the Nystroem approximation). Its diagonal, or with ``full``
+    the whole matrix; and the status of CG's solve (None for the centers model).
     """
     K = kernel(X_fit, Z)  # (n or m) x len(Z)
     xp = xp_of(K)
@@ -382,10 +379,9 @@ def local_system(posterior, n_fit, n_test, memory_budget, full):
 
 
 def _local_explained(kernel, X_fit, B, s, alpha, q):
-    """``b_S' (S K S + alpha I)_SS^-1 b_S`` per column b of B, S its q largest entries (``B = S k_Z``).
-
-    Conditioning on a subset of the rows explains no more than all of them: the variance is never
-    below the exact one.
+    """``b_S' (S K S + alpha I)_SS^-1 b_S`` per column b of B, S its q largest entries (``B = S k_Z``):
+    conditioning on a subset of the rows explains no more than all of them, so the variance is never below
+    the exact one.
     """
     xp = xp_of(B)
     # on the host, one contiguous row per test point: the standard has no argpartition

@@ -1,12 +1,9 @@
 """Repeated rows: which rows of X are identical, and what the ridge rules read from that.
 
-A row repeated k times tells the model no more about the function than one
-row of k times its weight: a criterion that counts each copy as an observation
-of its own is fooled (leaving one copy out, the others still fit it: the
-criterion sees the copies agree and chooses an interpolating ridge). The rules
-therefore leave a group of copies out together, or read the distinct rows
-each with its copies' summed weight and weighted mean target, as R's
-``smooth.spline`` reads tied x values.
+A row repeated k times tells the model no more than one row of k times its weight, but a criterion that
+counts each copy as an observation is fooled (leaving one copy out, the others still fit it). The rules
+therefore leave a group of copies out together, or read the distinct rows each with its copies' summed
+weight and weighted mean target, as R's ``smooth.spline`` reads tied x values.
 """
 
 import numpy as np
@@ -45,13 +42,9 @@ def _row_hashes(A):
 
 
 def replicate_groups(X):
-    """``(groups, n_groups)``: each row's group of identical rows of X (dense, sparse, or a kernel matrix).
-
-    Rows are hashed exactly (integer sums of their entries' bit patterns,
-    which no rounding can make differ between equal rows); rows that share a
-    hash are then told apart by their contents, so a collision never merges
-    distinct rows. Groups are numbered in the order of their first rows, so
-    ``groups == arange(n)`` where no row repeats.
+    """``(groups, n_groups)``: each row's group of identical rows of X (dense, sparse, or a kernel matrix),
+    numbered in the order of their first rows. Rows are hashed exactly (integer sums of their entries' bit
+    patterns) and rows that share a hash are told apart by their contents: a collision never merges rows.
     """
     if sp.issparse(X):
         A = sp.csr_matrix(X, dtype=np.float64, copy=True)
@@ -113,11 +106,8 @@ def _by_first_row(group_of):
 
 
 def effective_count(w, group_of=None):
-    """Kish's effective number of distinct rows, ``(sum W)^2 / sum W^2``, W the groups' summed weights.
-
-    It is the number of distinct rows where they weigh alike, fewer where a few
-    rows carry most of the weight, and it does not change when every weight is
-    scaled.
+    """Kish's effective number of distinct rows, ``(sum W)^2 / sum W^2``, W the groups' summed weights: their
+    number where they weigh alike, fewer where a few carry most of the weight; unchanged by scaling.
     """
     w = np.asarray(w, dtype=np.float64)
     W = w if group_of is None else np.bincount(group_of, weights=w)

@@ -447,13 +447,11 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             return list(check_cv(folds, y, classifier=classifier).split(to_numpy(X), y))
 
     def _kfold_scores(self, X, Y, sw, kernel, sigma, alphas, scorer, incumbent=None, near=None):
-        """Scores of every alpha on every fold, from one kernel matrix (of a subsample where n is large).
-
-        ``incumbent``: the best candidate's score on each fold so far; from ``RACE_FOLDS`` folds
-        on, the width stops once its folds' best scores sum below the incumbent's on the same
-        folds (the folds must be the same for every width: all rows, and ``cv`` None or an int).
-        ``near``: the best candidate's alpha; each fold's path then starts ``PATH_HEADROOM``
-        decades above it. Alphas outside a fold's path score NaN."""
+        """Scores of every alpha on every fold, from one kernel matrix (of a subsample where n is large); alphas
+        outside a fold's path score NaN. ``incumbent``: the best candidate's score on each fold so far; from
+        ``RACE_FOLDS`` folds on the width stops once its folds' best scores sum below it (the same folds for every
+        width). ``near``: the best candidate's alpha, each path starting ``PATH_HEADROOM`` decades above it.
+        """
         rng = check_random_state(self.random_state)
         # zero-weight rows neither train nor score a fold (a fold of them alone has no score); a given
         # splitter or list of splits may index every row (PredefinedSplit), so it keeps them

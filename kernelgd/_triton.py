@@ -1,20 +1,13 @@
 """The Gaussian kernel's products on a CUDA device in one fused Triton kernel: ``exp(-|x - c|^2) @ V``.
 
-A recomputed kernel product written as blocks (a GEMM for ``x'c``, then the
-norms, the scale and ``exp`` in place, then a GEMM with V) passes over every
-block in device memory five or more times: it is bound by memory bandwidth.
-Here each program evaluates a tile of squared distances in registers (from
-the features, which the operator has already shifted by a common point and
-divided by sigma, so float32 distances stay accurate), takes ``exp`` and
-multiplies by V's tile: K never reaches memory, and the product is bound by
-arithmetic. Programs split the summed dimension where the output has few rows
-(``K.T @ U`` has m rows), so that the device's multiprocessors are all busy;
-the splits' partial sums are added in a fixed order (deterministic).
+A kernel product written as blocks (a GEMM for ``x'c``, the norms, ``exp``, a GEMM with V) passes over
+every block in device memory several times and is bound by bandwidth. Here each program evaluates a
+tile of squared distances in registers (from features the operator has shifted and divided by sigma),
+takes ``exp`` and multiplies by V's tile: K never reaches memory. Programs split the summed dimension
+where the output has few rows, and the partial sums are added in a fixed order (deterministic).
 
-Used by the operator only for torch arrays on CUDA in float32, where Triton
-imports (``_array_api``'s ``gaussian_product``); without Triton this module
-imports but defines no kernel. ``ENABLED = False`` sends the operator back to
-the generic blocks (for benchmarks that time both).
+Used by the operator only for torch arrays on CUDA in float32 where Triton imports; without Triton this
+module defines no kernel. ``ENABLED = False`` sends the operator back to the generic blocks.
 """
 
 try:
@@ -25,22 +18,18 @@ except ImportError:  # no Triton: the operator evaluates generic blocks
 
 ENABLED = True
 # Tile of (rows, summed columns, features); V's columns are padded to at least 16 (tl.dot's least).
-# benchmarks/bench_gpu_product.py on an H200, 10^6 x 10^4 x 20 features: one column 2.0e11 entries/s at
-# 128 x 64 with 4 warps, eight columns 1.6e11.
+# Tuned by benchmarks/bench_gpu_product.py.
 BLOCK_ROWS, BLOCK_COLS, BLOCK_FEATURES, MIN_BLOCK_K = 128, 64, 32, 16
 WARPS = 4
 # Programs per multiprocessor to aim for before the summed dimension is split.
 PROGRAMS_PER_SM = 4
-# At most this many terms per float32 accumulator; the splits' sums are added in float64. (K'U of the
-# same problem, summed over 10^6 rows: relative error 1.2e-4 with 1.4e5 terms per program, 3e-5 with this.)
+# At most this many terms per float32 accumulator; the splits' sums are added in float64.
 MAX_SUMMED = 16384
-# "ieee": float32 products on the CUDA cores. "tf32x3" (three TF32 passes on the tensor cores) measured
-# slower (one column 1.3e11 entries/s, eight 1.0e11) though more accurate on long sums; "tf32" is too
-# coarse for CG. PRECISION is that of the products with V, DISTANCE_PRECISION of the distances' x'c.
+# "ieee": float32 products on the CUDA cores ("tf32x3" measured slower, "tf32" is too coarse for CG).
+# PRECISION is that of the products with V, DISTANCE_PRECISION of the distances' x'c.
 PRECISION = DISTANCE_PRECISION = "ieee"
-# One column of V: K's tile times V's column as an elementwise product summed along each row, rather
-# than a tl.dot padded to MIN_BLOCK_K columns (16 times the products, and a change of register layout):
-# 2.0e11 entries/s against 1.3e11.
+# One column of V: K's tile times V's column summed along each row, not a tl.dot padded to MIN_BLOCK_K
+# columns (16 times the products).
 COLUMN_SUM = True
 
 if triton is not None:

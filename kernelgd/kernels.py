@@ -143,14 +143,10 @@ def polynomial(X, Y, degree=3, coef0=1.0, sigma=1.0):
 
 
 def _centred_scaled(X, Y, scale):
-    """``(X - c) * scale`` and ``(Y - c) * scale`` with c the mean of Y, in the inputs' precision.
-
-    Distances do not change under a common shift, but their expansion
-    ``|x|^2 - 2 x'z + |z|^2`` cancels catastrophically for features far from
-    zero (a time stamp of 1.7e9 leaves no digit of a float32 distance), and
-    ``|x|^2`` can overflow where ``|x - z| / sigma`` does not. The shift and
-    scale are applied in float64. Sparse inputs are only scaled: a shift
-    would make them dense.
+    """``(X - c) * scale`` and ``(Y - c) * scale`` with c the mean of Y, shifted and scaled in float64, returned
+    in the inputs' precision: the expansion ``|x|^2 - 2 x'z + |z|^2`` cancels catastrophically for features
+    far from zero, and ``|x|^2`` can overflow where ``|x - z| / sigma`` does not. Sparse inputs are only
+    scaled (a shift would make them dense).
     """
     _checkscales_like(scale, X)
     if sp.issparse(X) or sp.issparse(Y):
@@ -553,14 +549,9 @@ def _user_specs(kernel):
 
 
 class _CarriesRegisteredKernels:
-    """Pickles the specs of user-registered kernel names with the estimator.
-
-    A name registered with :func:`register_kernel` lives in one process's
-    registry; joblib (loky) and Dask workers unpickle the estimator in
-    another, where the name alone would be unknown. The spec travels with
-    the estimator (its function pickled as the pickler can: by value with
-    cloudpickle, which loky and Dask use) and is registered on arrival where
-    the name is still free.
+    """Pickles the specs of user-registered kernel names with the estimator: joblib (loky) and Dask workers
+    unpickle it in another process, whose registry lacks the name. The spec travels with it (its function
+    pickled by value by cloudpickle) and is registered on arrival where the name is still free.
     """
 
     def __getstate__(self):

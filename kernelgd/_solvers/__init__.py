@@ -25,13 +25,9 @@ SMOOTH_LOSS_SOLVERS = {name for name, module in _MODULES.items() if "logistic" i
 
 
 def choose_solver(*, alpha, psd, centers, loss=None):
-    """The fastest solver that fits the problem, for solver="auto".
-
-    Conjugate gradient needs a positive semi-definite system and converges
-    fastest; without ridge it is EigenPro, which early stopping regularises;
-    other smooth losses take Newton steps solved by conjugate gradient;
-    indefinite kernels fall back to plain gradient descent. ``alpha="auto"``
-    is a ridge chosen from the data, positive.
+    """The fastest solver that fits the problem, for solver="auto": conjugate gradient for a PSD system (with a
+    ridge; ``alpha="auto"``'s is positive), EigenPro without ridge (early stopping regularises), Newton steps
+    solved by CG for other smooth losses, plain gradient descent for indefinite kernels.
     """
     if not psd:
         return "gd"

@@ -1,33 +1,20 @@
 """Newton's exact step on few centers, formed and factored densely.
 
-On centers, solver "newton" solves each step by CG (the softmax's over every
-class at once, ``newton._centers.CentersCoupled``), and CG's residual
-test does not always bound what is left of the objective:
-
-* where the centers' kernel matrix K_mm is rank-deficient (a smooth kernel
-  on one or two features, a polynomial kernel), softmax fits stopped 3e-4
-  to 7e-3 above the optimum with a no-descent warning, binary ones 5e-6 to
-  2.6e-4 (some silently);
-* below the centers' ridge floor, where the floor only preconditions, a
-  run of no iteration passed a gradient of 9e-4 for the optimum (the
-  Hessian's curvature along it nearly 0).
-
-Where the whole system is small, it is formed exactly instead (``features``
-says where): in the coordinates ``A = Z B`` with
-``Z = V (Lambda + jitter)^-1/2`` (K_mm's eigenvectors whose function values
-``K_nm v`` are above the product's rounding, and the jitter the solver's penalty carries,
-``center_factors``'), in which that penalty is ``|B|^2``, with features ``Phi = K_nm Z``, the Newton system of
-the coefficients and intercepts of every class is
+On centers, solver "newton" solves each step by CG, and CG's residual test does not always bound
+what is left of the objective: where K_mm is rank-deficient (a smooth kernel on one or two
+features, a polynomial kernel) fits stopped above the optimum, and below the centers' ridge floor
+a run of no iteration could pass for the optimum. Where the whole system is small (``features``
+says where) it is formed exactly instead, in the coordinates ``A = Z B`` with
+``Z = V (Lambda + jitter)^-1/2`` (K_mm's eigenvectors whose function values ``K_nm v`` are above
+the product's rounding), in which the penalty is ``|B|^2``. With features ``Phi = K_nm Z`` the
+Newton system of every class's coefficients and intercepts is
 
     [Phi 1]' H_cd [Phi 1] + 2 alpha I_B delta_cd,   (I_B: the identity on B, 0 on the intercepts),
     H_cd = w (p_c delta_cd - p_c p_d),
 
-of ``(m + 1) k`` unknowns, formed for ``n (m + 1)^2 k (k + 1)`` flops and
-solved by Cholesky (where the Hessian is diagonal, the binary logistic
-loss's or the squared loss's, one system of ``m + 1`` unknowns per column).
-The softmax's invariance (one constant added to every intercept) is its
-null space; the gradient has no component there, and a rank-one term along
-it picks the step without one.
+of ``(m + 1) k`` unknowns, solved by Cholesky (one system of ``m + 1`` unknowns per column where
+the Hessian is diagonal). The softmax's invariance (one constant added to every intercept) is its
+null space; a rank-one term along it picks the step without one.
 """
 
 from typing import NamedTuple
@@ -43,17 +30,13 @@ from ._preconditioners import CENTERS_MIN_RIDGE, center_jitter
 # two cores) and unknowns; beyond, CG's products are the cheaper way to the step.
 MAX_FLOPS = 4e9
 MAX_UNKNOWNS = 2000
-# K_mm is rank-deficient for CG where an eigenvalue is within this many jitters: 1-2 features
-# (rbf, 100-300 centers) put most of them below 1e3 jitters, and CG's steps warned in 6 of 10
-# such fits; at 4-10 features none was within 1e6 and CG's steps reached the optimum
+# K_mm is rank-deficient for CG where an eigenvalue is within this many jitters (1-2 features put most of
+# them there; CG's steps then warned or stopped short)
 RESOLVED_JITTERS = 1e6
 # Below this many flops per step a dense step costs about what CG's would (a few ms) and is exact
-# (4 rows on 2 centers at alpha=1e-16: CG's run of 0 iterations passed a gradient of 9e-4 for
-# the optimum, 0.17 above it, silently)
 TINY_FLOPS = 2e8
 # A direction of K_mm whose function values K_nm v have a norm at most this many eps times the spectral
-# bound of K_nm's rounding, sqrt(n m) max|K_nm|, is that rounding: a linear kernel on features offset by 1e6
-# puts its null directions below 1.6 and its real ones at 1.2e3
+# bound of K_nm's rounding, sqrt(n m) max|K_nm|, is that rounding
 RESOLVED = 1e2
 
 
@@ -80,16 +63,13 @@ def tiny(n, k, coupled):
 def features(operator, k, alpha, coupled, confirm=False):
     """``DenseFeatures`` where the steps on these centers are formed densely, else None.
 
-    Coordinates ``A = Z B`` in which the solver's penalty ``A'(K_mm + jitter I) A``
-    (``center_jitter``'s jitter) is ``|B|^2``, the features ``K_nm Z``, and the map of
-    coefficients A to the penalty's gradient in B, in K_mm's namespace and on its device.
-    Dense steps need ``alpha > 0`` and a small system (``MAX_UNKNOWNS``, ``MAX_FLOPS``), and
-    are taken where CG's are not to be trusted: K_mm has an eigenvalue within
-    ``RESOLVED_JITTERS`` jitters, or alpha is below the centers' ridge floor (CG's residual
-    then says little about the step), or the system costs at most ``TINY_FLOPS``. The full
-    model (a square operator: K itself, no jitter) takes them where it costs at most
-    ``TINY_FLOPS`` and alpha is below that floor (where its stop moved ninefold with the BLAS), or,
-    with ``confirm``, at any alpha (the softmax's exact steps after its diagonal model's stop).
+    Coordinates ``A = Z B`` in which the penalty ``A'(K_mm + jitter I) A`` is ``|B|^2``, the features
+    ``K_nm Z``, and the map of A to the penalty's gradient in B, in K_mm's namespace. Dense steps need
+    ``alpha > 0`` and a small system (``MAX_UNKNOWNS``, ``MAX_FLOPS``), and are taken where CG's are not
+    to be trusted: K_mm has an eigenvalue within ``RESOLVED_JITTERS`` jitters, alpha is below the
+    centers' ridge floor, or the system costs at most ``TINY_FLOPS``. The full model (K itself, no
+    jitter) takes them where it costs at most ``TINY_FLOPS`` and alpha is below that floor, or, with
+    ``confirm``, at any alpha (the softmax's exact steps after its diagonal model's stop).
     """
     if not alpha > 0:
         return None
@@ -109,18 +89,14 @@ def features(operator, k, alpha, coupled, confirm=False):
     trusted = float(lam[0]) >= RESOLVED_JITTERS * jitter and 2.0 * alpha >= floor
     if trusted and flops > TINY_FLOPS:
         return None
-    # A direction v whose function values K_nm v are the product's rounding (K_mm's null space where
-    # the kernel is rank-deficient: a linear or polynomial one) is noise, which a tiny alpha lets the
-    # steps chase once scaled by 1 / sqrt(lambda + jitter) (a linear kernel on one feature, 2 centers,
-    # alpha=1e-16: no model better than the intercept-only one, where the optimum is 0.450). An
-    # eigenvalue at K_mm's own rounding is no such sign: an rbf kernel's there are real functions,
-    # of RKHS norm sqrt(lambda) and values up to it (cutting them at eps times the largest
-    # eigenvalue left a softmax on one feature 5e-4 above its optimum).
+    # A direction v whose function values K_nm v are the product's rounding (K_mm's null space where the
+    # kernel is rank-deficient) is noise, which a tiny alpha lets the steps chase once scaled by
+    # 1 / sqrt(lambda + jitter). An eigenvalue at K_mm's own rounding is no such sign: an rbf kernel's there
+    # are real functions.
     KV = K_nm @ V
     size = to_numpy(xp.sqrt(xp.sum(KV * KV, axis=0)))
     # K_nm's rounding has a spectral norm of at most sqrt(n m) eps max|K_nm|: far less than its Frobenius norm
-    # where every entry is large, and a real direction can lie between the two (a linear kernel on features
-    # near 1e3 varying by 1e-3: the direction orthogonal to the offset)
+    # where every entry is large, and a real direction can lie between the two
     scale = float(np.sqrt(operator.n * operator.m)) * float(xp.max(xp.abs(K_nm)))
     rounding = RESOLVED * np.finfo(float).eps * scale
     keep = np.flatnonzero((size > rounding) & (to_numpy(lam) + float(jitter) > 0))

@@ -25,13 +25,10 @@ class PCGResult(NamedTuple):
 
 
 class ProductTracker:
-    """K times CG's iterate, kept up to date without a product of its own.
-
-    CG's step ``x += step * p`` changes ``K x`` by ``step * K p``, and ``K p``
-    is the product CG has just taken: the caller's ``apply_A`` records it
-    (``record``) and its ``on_iter`` applies the step (``advance``).
-    ``residual`` is CG's largest relative residual after its latest step, read
-    from the arrays' device only when asked for.
+    """K times CG's iterate, kept up to date without a product of its own: CG's step ``x += step * p`` changes
+    ``K x`` by ``step * K p``, the product CG has just taken, which ``apply_A`` records (``record``) and
+    ``on_iter`` applies (``advance``). ``residual``: CG's largest relative residual after its latest step,
+    read from the device only when asked for.
     """
 
     def __init__(self, KX=None):

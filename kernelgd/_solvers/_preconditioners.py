@@ -41,16 +41,11 @@ class Landmarks(NamedTuple):
 
 
 class NystroemPreconditioner:
-    """``P^-1`` for ``P = F F' + mu I``, with ``F F'`` a Nystroem approximation of A.
-
-    ``F`` comes from :func:`rp_cholesky` on ``A = S K S``, or with
-    ``center=True`` on the centred ``A = Q S K S Q`` (``Q = I - s s'``, s the
-    unit vector ``sqrt(w)``) that CG solves with an intercept: the centred
-    system's range is not in the span of S K S's landmarks (a linear kernel
-    on features with a large mean), and outside it ``P^-1`` is ``1 / mu``.
-    By Woodbury ``P^-1 v = (v - F G^-1 F' v) / mu`` with ``G = mu I + F' F``,
-    all in float64: in float32 the subtraction loses the small components
-    that make the preconditioner good.
+    """``P^-1`` for ``P = F F' + mu I``, with ``F F'`` a Nystroem approximation of A: F from :func:`rp_cholesky`
+    on ``A = S K S``, or with ``center=True`` on the centred ``A = Q S K S Q`` (``Q = I - s s'``) that CG
+    solves with an intercept (its range is not in the span of S K S's landmarks, and outside it ``P^-1`` is
+    ``1 / mu``). By Woodbury ``P^-1 v = (v - F G^-1 F' v) / mu`` with ``G = mu I + F' F``, in float64: in
+    float32 the subtraction loses the small components that make the preconditioner good.
     """
 
     def __init__(self, operator, s, mu, n_landmarks, rng, block=RPC_BLOCK, center=False, factor=None):
@@ -63,8 +58,7 @@ class NystroemPreconditioner:
     def _finish(self, operator, F, pivots, mu, F_gram=None):
         """Keep the factor F and factor ``G = mu I + F'F`` (``F_gram``: F'F, where known already)."""
         self.F, self.pivots, self.mu = F, pivots, mu
-        # a large F's products are memory-bound: split by rows over the operator's pool, one BLAS
-        # thread each (Cal-16k, F of 16,000 x 500: 0.27 s of 13 applications on one thread)
+        # a large F's products are memory-bound: split by rows over the operator's pool, one BLAS thread each
         pooled = getattr(operator, "host", False) and operator.n_threads > 1 and F.nbytes >= POOLED_MIN_BYTES
         self._pool = (operator._run, operator._row_batches()) if pooled else None  # F has K's rows
         if F.shape[1] == 0:  # nothing to approximate: P = mu I
@@ -136,15 +130,10 @@ def center_jitter(operator, Kmm):
 
 
 def center_matrix_count(m, like=None):
-    """The m x m matrices (of ``center_dtype``) a centers fit holds at its peak, for arrays like ``like``
-    (None: numpy).
-
-    numpy keeps T and FALKON's factor A, each factored in its own memory (tracemalloc at m = 500: 2.04);
-    so does torch, whose products with T form A's matrix by row blocks (torch on the CPU at m = 3,000:
-    2.4 by the process's peak memory). Other namespaces also keep both triangular inverses where
-    ``keeps_inverses(m)`` (torch solves each into an identity's memory: 4.3), and a namespace that does
-    not factor in place holds A's matrix, its symmetrised copy, an identity and the factor at once
-    (array-api-strict: 5.2, and 4.1 beyond).
+    """The m x m matrices (of ``center_dtype``) a centers fit holds at its peak, for arrays like ``like`` (None:
+    numpy): T and FALKON's factor A, each factored in its own memory (numpy, torch); also both triangular
+    inverses where ``keeps_inverses(m)``; and where the namespace does not factor in place, A's matrix, its
+    symmetrised copy, an identity and the factor at once.
     """
     if like is None or on_host(like):
         return 2
@@ -212,12 +201,9 @@ def center_factors(operator):
 
 
 def falkon_factor(T, d, alpha, center):
-    """The upper Cholesky factor of ``T D T' / m + alpha I``, FALKON's second factor, in its own memory.
-
-    ``K_nm'W K_nm ~ K_mm D K_mm / m`` with D the centers' weights relative to
-    uniform (``n w_c``): Newton's Hessian weights spread over orders of
-    magnitude, and the unweighted ``T T' / m`` then leaves CG many more
-    iterations.
+    """The upper Cholesky factor of ``T D T' / m + alpha I``, FALKON's second factor, in its own memory:
+    ``K_nm'W K_nm ~ K_mm D K_mm / m`` with D the centers' weights relative to uniform (``n w_c``), which
+    Newton's Hessian weights spread over orders of magnitude.
     """
     m = T.shape[0]
     xp = xp_of(T)
@@ -229,10 +215,8 @@ def falkon_factor(T, d, alpha, center):
     def build():
         M = scaled_triangle_gram(T, xp.sqrt(d_T / m))  # T D T' / m
         if center:
-            # The centred system K_c'W K_c is approximated by K_mm (D - d d'/sum(d)) K_mm / m
-            # (positive semi-definite, a weighted covariance): without the rank-one downdate the
-            # preconditioner keeps the constant direction the centring removed, and CG needs many
-            # more iterations.
+            # The centred system K_c'W K_c is approximated by K_mm (D - d d'/sum(d)) K_mm / m (PSD, a weighted
+            # covariance): without the rank-one downdate CG would see the constant direction the centring removed.
             M = minus_outer(M, T @ d_T / float(np.sqrt(m * float(xp.sum(d)))))
         return M
 

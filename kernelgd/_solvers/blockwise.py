@@ -1,27 +1,18 @@
 """Newton's method for a centers model whose rows stay in blocks: every pass over them is one map-reduce.
 
-The model ``f = K_nm beta + b`` on m centers has m x k coefficients, and
-every quantity a Newton step needs from the n rows is a sum over row
-blocks. A *problem* computes those sums wherever its rows live (Dask
-workers: ``kernelgd/_dask.py``; in-memory blocks: the tests' ``LocalBlocks``)
-and exposes
+Every quantity a Newton step on ``f = K_nm beta + b`` needs from the n rows is a sum over row blocks.
+A *problem* computes those sums wherever its rows live (Dask workers: ``kernelgd/_dask.py``; in-memory
+blocks: the tests' ``LocalBlocks``) and exposes
 
-* ``evaluate(beta, b, hessian)``: the loss, ``K'G`` and ``sum_i G_i`` at
-  ``F = K beta + b``; with ``hessian``, also what the Newton step's
-  elimination of the intercept needs (``S = sum_i H_i`` and ``K'H 1``);
+* ``evaluate(beta, b, hessian)``: the loss, ``K'G`` and ``sum_i G_i`` at ``F = K beta + b``; with
+  ``hessian``, also ``S = sum_i H_i`` and ``K'H 1`` for eliminating the intercept;
 * ``hessp(beta, b, D)``: ``K'H K D`` and ``sum_i (H K D)_i``;
-* ``center_matrix()``, ``center_weights`` (the normalised weights of the
-  centers' rows), ``weighted_targets`` (``sum_i w_i Y_i``), ``n``, ``m``.
+* ``center_matrix()``, ``center_weights``, ``weighted_targets`` (``sum_i w_i Y_i``), ``n``, ``m``.
 
-The client keeps the m x m factors and the m x k state. Each step is the
-exact Newton step on centers of solver "newton" (``_direction_centers_coupled``),
-for every loss: the intercept is eliminated through the Schur complement
-of S, and conjugate gradient runs in FALKON's variables (solver "cg"'s
-factors), one pass over the rows per iteration. The squared loss's
-Hessian does not depend on the iterate, so its first step, solved to tol,
-is the fit: solver "cg"'s system. A backtracking line search on the exact
-objective (one pass per trial, which also returns the next step's
-gradient) keeps every iterate a decrease from the intercept-only model.
+The client keeps the m x m factors and the m x k state. Each step is solver "newton"'s exact step on
+centers, for every loss: the intercept eliminated through the Schur complement of S, CG in FALKON's
+variables, one pass over the rows per iteration (the squared loss's first step, solved to tol, is the
+fit). A backtracking line search on the exact objective keeps every iterate a decrease.
 """
 
 import numpy as np

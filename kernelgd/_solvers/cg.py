@@ -1,40 +1,29 @@
 """Solver "cg": preconditioned conjugate gradient on the ridge system.
 
-The objective ``sum_i w_i (f(x_i) - y_i)^2 + alpha ||f||_H^2`` is minimised
-through its optimality conditions, a symmetric positive (semi-)definite
-linear system solved by conjugate gradient with a Nystroem preconditioner.
+The objective ``sum_i w_i (f(x_i) - y_i)^2 + alpha ||f||_H^2`` is minimised through its optimality
+conditions, a symmetric positive (semi-)definite linear system.
 
 * All training points as centers (``f = K a + b``): with ``S = W^1/2``,
-  ``(Q S K S Q + alpha I) c = Q S y`` and ``a = S c``, where ``Q = I - s s'``
-  (``s = sqrt(w)``) removes the intercept: for any a the best intercept is
-  ``b = w'(y - K a)``. The preconditioner is ``Q P^-1 Q`` with ``P = N + mu I``
-  and ``N`` the Nystroem approximation of ``S K S`` on 500 landmarks chosen
-  by randomly pivoted Cholesky, applied by the Woodbury identity in O(n m).
-* m centers (``f = K_nm beta + b``): ``(K_c' W K_c + alpha K_mm) beta =
-  K_c' W y`` with the centred ``K_c = (I - 1 w') K_nm``, preconditioned as in
-  FALKON (Rudi et al., 2017) by Cholesky factors of ``K_mm`` and
-  ``T D T' / m + alpha I`` (``K_mm = T'T``; D the centers' weights ``n w_c``,
-  the identity for uniform weights); alpha is at least
-  ``CENTERS_MIN_RIDGE`` times the mean of ``k(c, c)``. A small system where
-  CG's residual is not to be trusted (``_dense_newton.features``: tiny,
-  alpha below that floor, or K_mm rank-deficient) is instead formed and
-  solved exactly, at alpha itself.
+  ``(Q S K S Q + alpha I) c = Q S y`` and ``a = S c``, where ``Q = I - s s'`` (``s = sqrt(w)``)
+  removes the intercept (for any a the best is ``b = w'(y - K a)``): no division, no second
+  right-hand side. The preconditioner is ``Q P^-1 Q``, ``P = N + mu I`` with N the Nystroem
+  approximation of ``S K S`` on landmarks drawn by randomly pivoted Cholesky (Woodbury, O(n m)).
+* m centers (``f = K_nm beta + b``): ``(K_c' W K_c + alpha K_mm) beta = K_c' W y`` with the centred
+  ``K_c = (I - 1 w') K_nm``, preconditioned as in FALKON (Rudi et al., 2017) by Cholesky factors of
+  ``K_mm = T'T`` and ``T D T' / m + alpha I`` (D the centers' weights ``n w_c``); alpha is at least
+  ``CENTERS_MIN_RIDGE`` times the mean ``k(c, c)``. A small system where CG's residual is not to be
+  trusted (``_dense_newton.features``) is formed and solved exactly, at alpha itself.
 
-Without ridge, or with a ridge below ``LEAST_SQUARES_RIDGE`` times the mean
-of ``w_i k(x_i, x_i)``, the full system is (nearly) singular and, with noisy
-targets, inconsistent: CG's iterates then grow without bound while the
-objective rises. There CG runs on the objective's Hessian ``M (M + alpha I)``
-(``M = Q S K S Q``) with right-hand side ``M B``, preconditioned by the
-square of the Nystroem preconditioner: two products with K per iteration,
-but every iterate decreases the objective itself, and the iterates stay in
-the range of M, so the limit is the least-squares fit with the smallest
-coefficients, as a pseudo-inverse gives. Up to ``DENSE_LEAST_SQUARES_MAX`` rows that
-limit is also taken from one eigendecomposition of ``M``, on its eigenvectors
-above a cut, and the lower of the two objectives is kept.
+Without ridge, or below ``LEAST_SQUARES_RIDGE`` times the mean ``w_i k(x_i, x_i)``, the full system is
+(nearly) singular and, with noisy targets, inconsistent: CG's iterates would grow while the objective
+rises. There CG runs on the objective's Hessian ``M (M + alpha I)`` (``M = Q S K S Q``) with right-hand
+side ``M B``, preconditioned by the square of the Nystroem preconditioner: two products per
+iteration, but every iterate decreases the objective and stays in M's range, so the limit is the
+minimum-norm least-squares fit. Up to ``DENSE_LEAST_SQUARES_MAX`` rows that limit also comes from one
+eigendecomposition of M, and the lower of the two objectives is kept.
 
-Centring eliminates the intercept without a division and without a second
-right-hand side. One pass over K per iteration. ``tol`` bounds the relative
-residual of every column; the best iterate by the objective is returned.
+One pass over K per iteration; ``tol`` bounds every column's relative residual; the best iterate by
+the objective is returned.
 """
 
 from typing import NamedTuple
@@ -99,12 +88,9 @@ def _residual_targets(Y, w, y_bar):
 
 
 def _solve_full_dense(operator, Y, w, settings, s, center):
-    """The minimiser from one eigendecomposition of ``M = Q S K S Q``: ``c = (M + alpha)^-1 Q S y``,
-    ``a = S c``, on M's eigenvectors above a cut.
-
-    In exact arithmetic every eigenvector belongs; in floating point the tiny eigenvalues' huge
-    coefficients put rounding into ``K a``. Of the cuts ``DENSE_CUTS`` (relative to the largest
-    eigenvalue) the model kept is the one whose objective, computed as the model predicts, is least.
+    """The minimiser from one eigendecomposition of ``M = Q S K S Q``: ``c = (M + alpha)^-1 Q S y``, ``a = S c``,
+    on M's eigenvectors above a cut (the tiny eigenvalues' huge coefficients put rounding into ``K a``): of
+    the cuts ``DENSE_CUTS``, the one whose objective, computed as the model predicts, is least.
     """
     xp = xp_of(Y)
     K = xp.astype(operator.rows(slice(None)), xp.float64)

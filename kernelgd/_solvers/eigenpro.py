@@ -1,32 +1,23 @@
-"""Solver "eigenpro": gradient descent preconditioned by top eigen-directions.
+"""Solver "eigenpro": gradient descent preconditioned by top eigen-directions (Ma and Belkin, 2017, 2019).
 
-The EigenPro idea (Ma and Belkin, 2017, 2019). Plain gradient descent on the
-dual is slow because its step is limited by the largest eigenvalue of the
-(weighted) kernel operator. EigenPro shrinks the top q eigen-directions of a
-subsample's kernel matrix down to the (q+1)-th eigenvalue ``tau``:
+Gradient descent on the dual is slow because its step is limited by the largest eigenvalue of the
+weighted kernel operator. EigenPro shrinks the top q eigen-directions of a subsample's kernel matrix
+down to the (q+1)-th eigenvalue ``tau``:
 
     P = I - sum_{j <= q} (1 - (tau + alpha) / (lambda_j + alpha)) phi_j (x) phi_j,
 
-which maps each top eigenvalue ``lambda_j + alpha`` of the ridge system to
-``tau + alpha``, so a step about ``(lambda_1 + alpha) / (tau + alpha)`` times
-larger is stable. The ``phi_j`` are
-exact RKHS-orthonormal eigenfunctions of the subsample, so P is positive
-definite and the minimiser is the one of solver "gd".
-
-In dual coefficients, one step on a mini-batch B with residuals g is
+so a step about ``(lambda_1 + alpha) / (tau + alpha)`` times larger is stable. The ``phi_j`` are exact
+RKHS-orthonormal eigenfunctions of the subsample, so P is positive definite and the minimiser is
+solver "gd"'s. In dual coefficients, one step on a mini-batch B with residuals g is
 
     a_B -= eta * grad_B,    a_S += eta * V D V' K[S, B] grad_B,
     grad_B = (n / |B|) * 2 w_B g_B,    D = diag((1 - (tau + alpha) / (lambda_j + alpha)) / theta_j),
 
-with ``theta_j, V`` the eigenpairs of the subsample matrix K[S, S] and
-``lambda_j = theta_j / |S|``. The batch size is EigenPro 2's critical size
-``beta / tau`` (beta: the largest preconditioned diagonal) and the step
-``bs / (2 (beta + (bs - 1) tau + bs alpha))``. With ridge (``alpha > 0``) the
-batch is the whole training set, so the iteration converges to the exact
-minimiser. Without ridge, early stopping (``max_iter`` epochs, ``tol``,
-``early_stopping``) regularises. The intercept is eliminated exactly, as in
-solver "cg", by iterating on the right-hand sides ``[Y, 1]``. One iteration
-is one epoch, about one pass over K.
+with ``theta_j, V`` the eigenpairs of K[S, S] and ``lambda_j = theta_j / |S|``. The batch size is
+EigenPro 2's critical ``beta / tau`` (beta: the largest preconditioned diagonal), the step
+``bs / (2 (beta + (bs - 1) tau + bs alpha))``. With ridge the batch is the whole set, so the iteration
+converges to the exact minimiser; without, early stopping regularises. The intercept is eliminated as in
+solver "cg", on the right-hand sides ``[Y, 1]``. One iteration is one epoch, about one pass over K.
 """
 
 
@@ -69,14 +60,9 @@ NO_PROGRESS_PATIENCE = 10
 
 
 def _preconditioner(operator, w, alpha, rng):
-    """The subsample S and what the update needs from it.
-
-    With at most SUBSAMPLE weighted points, S is all of them with their
-    weights (exact eigen-directions of the weighted kernel operator, so
-    integer weights and repeated rows give the same preconditioner);
-    otherwise S is drawn with probability w and weighted uniformly.
-
-    Returns S, K[S, S], Vt, D, tau, beta, exact: the correction is
+    """The subsample S and what the update needs from it: with at most SUBSAMPLE weighted points, all of them
+    with their weights (integer weights and repeated rows then give the same preconditioner), else drawn with
+    probability w and weighted uniformly. Returns S, K[S, S], Vt, D, tau, beta, exact: the correction is
     ``Vt D Vt' K[S, :] grad``.
     """
     xp = xp_of(w)
@@ -122,12 +108,9 @@ def _sample(rng, size):
 
 
 class _GradientNorm:
-    """``||grad L||^2 = g'K g + (sum_i g_i)^2`` of an iterate, from samples of its rows.
-
-    ``g'K g`` is estimated from blocks ``K[R, R]`` of random row subsets R
-    (taken from kernel rows already read, where K is streamed); diagonal and
-    off-diagonal terms are reweighted by the chance that a row, or a pair,
-    is sampled. Exact when one block covers the data.
+    """``||grad L||^2 = g'K g + (sum_i g_i)^2`` of an iterate, from samples of its rows: ``g'K g`` is estimated
+    from blocks ``K[R, R]`` of random row subsets (kernel rows already read, where K is streamed), each term
+    reweighted by the chance that its row, or pair, is sampled. Exact when one block covers the data.
     """
 
     def __init__(self, n):

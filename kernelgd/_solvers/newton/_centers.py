@@ -19,14 +19,10 @@ PAIR_COLUMNS_MAX_CLASSES = 8
 
 
 def intercept_pinv(WP, P):
-    """The pseudo-inverse of ``S = sum_i w_i (diag(p_i) - p_i p_i')``, the intercepts' Hessian.
-
-    S's null space holds the softmax's invariance, ``1 / sqrt(k)``: then
-    ``S^+ = (S + c 1 1' / k)^+ - 1 1' / (c k)`` exactly for any ``c > 0``,
-    where a pseudo-inverse of S itself can take the rounding of that null
-    eigenvalue for a real one. ``c`` is S's mean eigenvalue, so the cutoff
-    compares at S's scale; it drops only classes no row gives a probability
-    (their intercepts then get no step).
+    """The pseudo-inverse of ``S = sum_i w_i (diag(p_i) - p_i p_i')``, the intercepts' Hessian: with S's null
+    space ``1 / sqrt(k)`` (the softmax's invariance), ``S^+ = (S + c 1 1' / k)^+ - 1 1' / (c k)`` exactly for
+    any ``c > 0``, which keeps the rounding of that null eigenvalue from passing for a real one. ``c`` is S's
+    mean eigenvalue; the cutoff drops only classes no row gives a probability.
     """
     xp = xp_of(P)
     k = P.shape[1]
@@ -124,19 +120,16 @@ class CentersDiagonal:
 class CentersCoupled:
     """The softmax's exact Newton step on centers, every class in one CG run.
 
-    The Hessian in the predictions couples the classes row by row
-    (``H_i = w_i (diag(p_i) - p_i p_i')``), so the step ``(D, e)`` of the
-    coefficients and intercepts solves the whole system; eliminating ``e``
-    through ``S = sum_i H_i`` (singular along the softmax's invariance, where
-    the right-hand side vanishes) leaves for D the Schur complement
+    The Hessian couples the classes row by row (``H_i = w_i (diag(p_i) - p_i p_i')``); eliminating the
+    intercepts' step e through ``S = sum_i H_i`` (singular along the softmax's invariance, where the
+    right-hand side vanishes) leaves for D the Schur complement
 
         (K'H K - K'H 1 S^+ 1'H K + R) D = -(K'G + 2 alpha K_mm A) - K'H 1 e0,
 
-    ``R = r K_mm`` (one floored ridge for every class, so that D's rows keep
-    summing to zero), ``e0 = -S^+ 1'G``. ``K'H 1`` is made once per step
-    (k^2 columns); past ``PAIR_COLUMNS_MAX_CLASSES`` classes each product is
-    instead ``K'H (K D - 1 e')`` with ``e = S^+ 1'H K D``, two passes over
-    K_nm. Each class is scaled by its total weight.
+    ``R = r K_mm`` (one floored ridge for every class, so D's rows keep summing to zero),
+    ``e0 = -S^+ 1'G``. ``K'H 1`` is made once per step (k^2 columns); past ``PAIR_COLUMNS_MAX_CLASSES``
+    classes each product is ``K'H (K D - 1 e')`` instead, two passes over K_nm. Each class is scaled by
+    its total weight.
     """
 
     exact = True

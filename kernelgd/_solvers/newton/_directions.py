@@ -1,21 +1,15 @@
 """Which direction a fit's Newton steps take, chosen once per fit (``choose``).
 
-Every direction is an object called as ``direction(F, G, H, A, KA, b)``
-(predictions, the loss's gradient and Hessian diagonal in them, the
-iterate) that returns a ``Step``; its ``exact`` says whether its
-second-order model is the objective's own (the softmax's diagonal model is
-not: its steps converge linearly).
+Every direction is called as ``direction(F, G, H, A, KA, b)`` (predictions, the loss's gradient and
+Hessian diagonal in them, the iterate) and returns a ``Step``; its ``exact`` says whether its
+second-order model is the objective's own (the softmax's diagonal model's is not).
 
-* ``Dense``: few centers, or a tiny full model, where CG's residual is not
-  to be trusted: the exact step, formed and factored (``_dense_newton``);
-* ``CentersDiagonal`` / ``CentersCoupled``: a model on centers, for a
-  diagonal Hessian / the softmax's coupled one;
-* ``FullDiagonal`` / ``FullCoupled``: the full model; the softmax takes the
-  coupled, exact steps only where the ridge is large against K's largest
-  eigenvalue (``COUPLED_MAX_CONDITION``, or ``STARTED_MAX_CONDITION`` from a
-  subsample's fit), as the exact steps, taken without damping, need ever
-  more steps and CG iterations as that ratio grows
-  (benchmarks/bench_softmax_steps.py).
+* ``Dense``: few centers, or a tiny full model: the exact step, formed and factored (``_dense_newton``);
+* ``CentersDiagonal`` / ``CentersCoupled``: a model on centers, for a diagonal / the softmax's Hessian;
+* ``FullDiagonal`` / ``FullCoupled``: the full model; the softmax takes the coupled, exact steps only
+  where the ridge is large against K's largest eigenvalue (``COUPLED_MAX_CONDITION``, or
+  ``STARTED_MAX_CONDITION`` from a subsample's fit): undamped exact steps need ever more steps and CG
+  iterations as that ratio grows (bench_softmax_steps.py).
 """
 
 from .. import _dense_newton

@@ -24,11 +24,10 @@ MIN_LANDMARKS = 100
 # k factors cost n r^2 k flops per refactoring, a product with K n^2 k: r <= sqrt(REFACTOR_PRODUCTS n)
 # keeps a refactoring within that many products.
 REFACTOR_PRODUCTS = 8
-# A column's factor is remade where its weights moved by REFACTOR_CHANGE (L1 share) since it was made,
-# or some row's h_i K_ii + mu, or mu, by more than REFACTOR_RATIO: a stale factor leaves the
-# preconditioned spectrum off by about the weights' change, which CG pays in iterations of one product
-# each, where a refactoring costs at most REFACTOR_PRODUCTS. Both tests: the row ratios miss weights
-# that move under a larger mu (they still scale h times K's top eigenvalues), the L1 share a single row.
+# A column's factor is remade where its weights moved by REFACTOR_CHANGE (L1 share) since it was made, or
+# some row's h_i K_ii + mu, or mu, by more than REFACTOR_RATIO: a stale factor costs CG iterations, a
+# refactoring at most REFACTOR_PRODUCTS products. The row ratios miss weights that move under a larger mu,
+# the L1 share a single row.
 REFACTOR_CHANGE = 0.05
 REFACTOR_RATIO = 1.25
 # Column sums of the coefficients below this share of their size are rounding of 0.
@@ -181,10 +180,9 @@ def coupled_gram(L, P, w):
     """``sum_i H~_i (x) L_i' L_i`` (class-major blocks; numpy: the upper triangle, which its Cholesky reads),
     with ``H~_i >= H_i``: the coupling ``-w_i p_ic p_id`` of two classes one of which is below ``COUPLING_FLOOR``
     is replaced by ``w_i p_ic p_id`` on both diagonals (adding the PSD ``(e_c + e_d)(e_c + e_d)'`` term).
-
-    Then ``G~ >= G``, so Woodbury's apply stays positive definite, a preconditioner for CG; and the
-    coupling costs one product per pair of classes over the rows where both are likely, not ``k^2`` over
-    every row (letter, 26 classes: 2.3 -> 0.6 s per factor, CG's iterations 5% more)."""
+    Then ``G~ >= G`` and Woodbury's apply stays positive definite, while the coupling costs one product per
+    pair of classes over the rows where both are likely, not ``k^2`` over every row.
+    """
     xp, k, rank = xp_of(P), P.shape[1], L.shape[1]
     kept = xp.astype(P >= COUPLING_FLOOR, P.dtype)
     Q = kept * P * xp.sqrt(w)[:, None]  # the coupling's rows sqrt(w_i) p_i, the unlikely classes' zeroed
@@ -209,14 +207,10 @@ def coupled_gram(L, P, w):
 
 
 class FullDiagonal:
-    """The diagonal model's minimiser for the full model, all columns in one CG run.
-
-    Column c solves ``(Q S K S Q + ridge I) x = Q S (z - z_bar)`` with
-    ``S = diag(sqrt(h_c))``, ``z = F - G / h`` and ``a = S x``, as solver
-    "cg" does; ``ridge`` is ``2 alpha`` plus any Levenberg-Marquardt damping
-    (then ``damping |x - x0|^2`` is added to the model, and the run truncated
-    at ``LM_INNER``: any of its iterates descends). Warm-started from the
-    current iterate, whose product ``K A`` is known.
+    """The diagonal model's minimiser for the full model, all columns in one CG run: column c solves
+    ``(Q S K S Q + ridge I) x = Q S (z - z_bar)`` with ``S = diag(sqrt(h_c))``, ``z = F - G / h`` and
+    ``a = S x``, as solver "cg" does; ``ridge`` is ``2 alpha`` plus any Levenberg-Marquardt damping (the run
+    then truncated at ``LM_INNER``: any of its iterates descends). Warm-started from the current iterate.
     """
 
     tight = False
@@ -278,22 +272,14 @@ class FullDiagonal:
 class FullCoupled:
     """The softmax's exact Newton step for the full model, every class in one CG run.
 
-    Row i's Hessian ``H_i = w_i (diag(p_i) - p_i p_i')`` factors as
-    ``M_i M_i'`` with ``M_i = sqrt(w_i) (diag(sqrt(p_i)) - p_i sqrt(p_i)')``,
-    and the gradient as ``G_i = M_i g_i``, ``g_i = G_i / sqrt(w_i p_i)``
-    (G's rows sum to zero). With coefficients ``A = M x`` the second-order
-    model is the diagonal model's least squares with the block ``M`` for
-    ``S``: ``(Q M'K M Q + 2 alpha I) x = Q (M'F - g)``, ``Q`` the projection
-    that removes the intercepts (``B = M'1``: ``Q = I - B S^+ B'``,
-    ``S = B'B = sum_i H_i``). Preconditioned on M's range by the diagonal
-    model's per-class factors, or, given the classes ``k`` (the exact steps
-    that follow the diagonal model's at a ridge small against K's spectrum,
-    where the classes' coupling makes CG's iterations many), by the rows'
-    Hessian blocks where that factor is cheap (``coupled_rank``; then
-    ``tight``: each step is solved to the exact tolerance, a few dozen
-    products, where a loose one pointed badly); exactly on its null space
-    (``2 alpha I`` there). Warm-started from ``x0 = A / sqrt(w p)``, for
-    which ``M x0 = A`` where A's rows and columns sum to zero.
+    Row i's Hessian ``H_i = w_i (diag(p_i) - p_i p_i')`` factors as ``M_i M_i'`` with
+    ``M_i = sqrt(w_i) (diag(sqrt(p_i)) - p_i sqrt(p_i)')``, and the gradient as ``G_i = M_i g_i``. With
+    ``A = M x`` the second-order model is the diagonal model's least squares with the block ``M`` for ``S``:
+    ``(Q M'K M Q + 2 alpha I) x = Q (M'F - g)``, ``Q`` the projection that removes the intercepts
+    (``B = M'1``: ``Q = I - B S^+ B'``, ``S = B'B``). Preconditioned on M's range by the diagonal model's
+    per-class factors, or, given the classes ``k``, by the rows' Hessian blocks where that factor is cheap
+    (``coupled_rank``; each step then solved to the exact tolerance, ``tight``); exactly on its null space
+    (``2 alpha I`` there). Warm-started from ``x0 = A / sqrt(w p)``.
     """
 
     exact = True

@@ -46,13 +46,10 @@ class Steps:
 
 
 def damping(steps, operator, H, alpha):
-    """The Levenberg-Marquardt damping of the full model's Newton step (0 where the ridge suffices).
-
-    Without ridge (alpha below ``LM_ALPHA`` times the weighted kernel's
-    trace) the diagonal model is singular: its minimiser interpolates the
-    working targets and is no usable step. ``damping * |x - x0|^2`` added to
-    the model makes it strictly convex, its minimiser a descent direction;
-    the damping shrinks after full steps and grows after damped ones.
+    """The Levenberg-Marquardt damping of the full model's Newton step (0 where the ridge suffices): without
+    ridge (alpha below ``LM_ALPHA`` times the weighted kernel's trace) the diagonal model is singular, and
+    ``damping * |x - x0|^2`` added to it makes its minimiser a descent direction. The damping shrinks after
+    full steps and grows after damped ones.
     """
     scale = float(xp_of(H).max(operator.diag() @ H))
     if not 2.0 * alpha < LM_ALPHA * scale:
@@ -62,13 +59,9 @@ def damping(steps, operator, H, alpha):
 
 
 def shorten(steps, n_inner):
-    """After a failed direction: whether to retry, with more damping or a shorter CG run.
-
-    A damped model is damped further (up to ``LM_MAX``). A CG run that
-    stopped unconverged on an ill-conditioned system can return a direction
-    that is no descent in rounding; its earlier iterates are descent
-    directions (truncated Newton). A converged run's failure is rounding at
-    the optimum.
+    """After a failed direction: whether to retry, with more damping (up to ``LM_MAX``) or a shorter CG run (an
+    unconverged run's earlier iterates are descent directions: truncated Newton). A converged run's failure is
+    rounding at the optimum.
     """
     if steps.damping and steps.lm < LM_MAX:
         steps.lm = min(LM_MAX, 16 * steps.lm)
