@@ -905,13 +905,13 @@ add_at_rows = _dispatched("add_at_rows")  # A[idx] += V for distinct rows; retur
 coldot = _dispatched("coldot")  # sum_i R_ij Z_ij per column j
 colnorm = _dispatched("colnorm")  # each column's Euclidean norm
 sum_of = _dispatched("sum_of")  # sum_ij w_i A_ij B_ij (B and w optional), a 0-d array on A's device
-outer = _dispatched("outer")
+outer_product = _dispatched("outer")
 row_dot = _dispatched("row_dot")  # sum_j A_ij B_ij per row i
 weighted_sum = _dispatched("weighted_sum")  # sum_i w_i Y_i
-zeros = _dispatched("zeros")  # float64 zeros in like's namespace, on its device
+zeros_as = _dispatched("zeros")  # float64 zeros in like's namespace, on its device
 block_of = _dispatched("block_of")  # A[np.ix_(rows, cols)] for numpy index arrays
 rows_of = _dispatched("rows_of")  # A[idx] for a slice or a numpy index array (1-d or 2-d A; or sparse)
-copy = _dispatched("copy")
+copy_array = _dispatched("copy")
 expit = _dispatched("expit")  # the logistic function (numpy: scipy's)
 log_expit = _dispatched("log_expit")  # log(expit(F)) without overflow (numpy: scipy's)
 logsumexp = _dispatched("logsumexp")
@@ -922,7 +922,7 @@ clip_min = _dispatched("clip_min")  # max(A, low) elementwise, for a float low
 as_float64 = _dispatched("as_float64")  # A in float64: a copy where asked, else none where it already is
 column_means = _dispatched("column_means")  # the float64 mean of each column
 cast = _dispatched("cast")  # A in the numpy dtype (float32 or float64), or its namespace's equivalent
-full = _dispatched("full")  # an array of value in like's namespace, on its device (float64 by default)
+full_as = _dispatched("full")  # an array of value in like's namespace, on its device (float64 by default)
 eye = _dispatched("eye")  # the k x k identity in like's namespace (like's dtype by default)
 contiguous = _dispatched("contiguous")  # C order where the namespace has memory orders, cast where asked
 eigh = _dispatched("eigh")  # all eigenpairs of a symmetric M, ascending
@@ -946,7 +946,7 @@ _concat, _sum_blocks = _dispatched("concat"), _dispatched("sum_blocks")
 _to_floats = _dispatched("to_floats")
 
 
-def total(A, B=None, w=None):
+def scalar_sum(A, B=None, w=None):
     """``sum_ij w_i A_ij B_ij`` (B and w optional) as a Python float: a read from A's device."""
     return float(sum_of(A, B, w))
 
@@ -981,7 +981,7 @@ def cholesky(M, what="matrix", jitter=0.0):
     # where the factorization overwrites its input (numpy's potrf, torch's shift), it factors copies
     if on_host(M):
         return cholesky_in_place(lambda: np.array(M, dtype=np.float64, order="K"), what, jitter)[0]
-    return cholesky_in_place(lambda: copy(M) if factors_in_place(M) else M, what, jitter)[0]
+    return cholesky_in_place(lambda: copy_array(M) if factors_in_place(M) else M, what, jitter)[0]
 
 
 _TINY = float(np.finfo(float).tiny)

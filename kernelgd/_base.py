@@ -26,7 +26,7 @@ from sklearn.utils.validation import (
 )
 
 from . import _fit, _posterior
-from ._array_api import as_float64, copy, full, like, memory_budget, namespace, take_rows, to_numpy, xp_of
+from ._array_api import as_float64, copy_array, full_as, like, memory_budget, namespace, take_rows, to_numpy, xp_of
 from ._auto_alpha import choose_kernel
 from ._losses import SquaredLoss
 
@@ -424,7 +424,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         coef = xp.reshape(self.dual_coef_, (self.dual_coef_.shape[0], -1))
         if tuple(coef.shape) != (n_coef, n_targets):
             return None, None
-        return coef, xp.reshape(copy(as_float64(like(self.intercept_, coef))), (-1,))
+        return coef, xp.reshape(copy_array(as_float64(like(self.intercept_, coef))), (-1,))
 
     def _split(self, n_samples, w, stratify, rng):
         """Indices of the training and validation parts for early stopping."""
@@ -457,7 +457,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         n_samples = X.shape[0]
         xp = xp_of(X)  # numpy for sparse X
         if sample_weight is None:
-            raw = full(X, (n_samples,), 1.0)
+            raw = full_as(X, (n_samples,), 1.0)
         else:
             raw = _check_sample_weight(sample_weight, X, dtype=xp.float64, ensure_non_negative=True)
         top = float(xp.max(raw))

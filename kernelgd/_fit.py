@@ -13,7 +13,7 @@ from sklearn.base import is_classifier
 from sklearn.utils import check_random_state
 
 from . import _loo_ridge as loo_ridge
-from ._array_api import add_at_rows, block_of, copy, rows_of, take_rows, to_numpy, xp_of, zeros
+from ._array_api import add_at_rows, block_of, copy_array, rows_of, take_rows, to_numpy, xp_of, zeros_as
 from ._auto_alpha import auto_alpha
 from ._combiner import combiner_rows, fit_combiner, left_out_outputs, training_outputs
 from ._losses import SquaredLoss
@@ -91,7 +91,7 @@ class ValidationMonitor:
         loss = float(self.loss.value(F, self.Y, self.w))
         self.curve.append(loss)
         if loss < self.best_loss * (1 - self.tol):
-            self.best, self.best_loss, self.waited = (copy(A), copy(b)), loss, 0
+            self.best, self.best_loss, self.waited = (copy_array(A), copy_array(b)), loss, 0
             self.best_iter = len(self.curve)
         else:
             self.waited += 1
@@ -279,7 +279,7 @@ def model_attributes(est, problem, coef, intercept, ravel):
     X_fit = rows.X if problem.centers is None else problem.centers
     if est._precomputed and rows.train is not None:
         # predict takes kernels against all training samples: zero weight for the validation part
-        full = zeros(coef, (rows.X_given.shape[0], coef.shape[1]))
+        full = zeros_as(coef, (rows.X_given.shape[0], coef.shape[1]))
         coef, X_fit = add_at_rows(full, rows.train, coef), rows.X_given
     coef, intercept = coef * rows.y_scale, intercept * rows.y_scale
     if ravel:

@@ -11,7 +11,7 @@ threaded LAPACK is safe.
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from ._array_api import clip_min, concat, outer, row_dot, take_rows, to_numpy, xp_of, zeros
+from ._array_api import clip_min, concat, outer_product, row_dot, take_rows, to_numpy, xp_of, zeros_as
 
 # Leave-one-out batches the rows of each distinct weight (one shift each) up to this many weights.
 LOO_WEIGHT_GROUPS = 32
@@ -34,10 +34,10 @@ def _eigen_system(K, Y, w, fit_intercept):
     Ks = s[:, None] * K * s[None, :]
     if fit_intercept:
         u = Ks @ s
-        Ks = Ks - outer(s, u) - outer(u, s) + outer(s, s) * (s @ u)
+        Ks = Ks - outer_product(s, u) - outer_product(u, s) + outer_product(s, s) * (s @ u)
     lam, V = xp.linalg.eigh(Ks)  # the lower triangle, as LAPACK's syevd reads it
     lam = clip_min(lam, 0.0)
-    y_bar = w @ Y if fit_intercept else zeros(Y, Y.shape[1])
+    y_bar = w @ Y if fit_intercept else zeros_as(Y, Y.shape[1])
     # Q S y = S (y - y_bar) since s's = 1
     return s, lam, V, y_bar, V.T @ (s[:, None] * (Y - y_bar))
 
@@ -77,7 +77,7 @@ def _factor_system(B, s, Y, w, fit_intercept):
     lam, W = take_rows(lam, keep), take_rows(W.T, keep).T
     V = B @ W
     V /= xp.sqrt(lam)  # in place (see _low_rank_system); orthonormal: the left singular vectors of B
-    y_bar = w @ Y if fit_intercept else zeros(Y, Y.shape[1])
+    y_bar = w @ Y if fit_intercept else zeros_as(Y, Y.shape[1])
     return s, lam, V, y_bar, V.T @ (s[:, None] * (Y - y_bar))
 
 

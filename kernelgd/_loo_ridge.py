@@ -20,7 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ._array_api import add_at_rows, block_of, like, rows_of, take_rows, to_numpy, xp_of, zeros
+from ._array_api import add_at_rows, block_of, like, rows_of, take_rows, to_numpy, xp_of, zeros_as
 from ._auto_alpha import auto_alpha, curvature_share, least_ridge, significantly_fewer
 from ._logistic_loo import exact as _exact
 from ._logistic_loo import scores as _scores
@@ -438,7 +438,7 @@ class _FoldView:
 
     def whole(self, coef):
         """The fit's coefficients over every row (zero on the held-out ones)."""
-        return coef if self.fitted is None else add_at_rows(zeros(coef, (self.n, coef.shape[1])), self.fitted, coef)
+        return coef if self.fitted is None else add_at_rows(zeros_as(coef, (self.n, coef.shape[1])), self.fitted, coef)
 
 
 def _folds(u, w, groups, folds=True):

@@ -18,7 +18,7 @@ multinomial        logsumexp(f) - sum_c y_c f_c         one-hot rows (0 / 1)
 import numpy as np
 
 from ._array_api import (
-    cast, clip_min, expit, log_expit, logsumexp, row_dot, softmax, sum_of, total, weighted_sum, xp_of, zeros,
+    cast, clip_min, expit, log_expit, logsumexp, row_dot, scalar_sum, softmax, sum_of, weighted_sum, xp_of, zeros_as,
 )
 
 # Probabilities of the baseline are kept this far from 0 and 1, so that a
@@ -58,9 +58,9 @@ class SquaredLoss:
     @staticmethod
     def baseline(Y, w, fit_intercept):
         """The best constant model (the weighted mean, or zero) and its value."""
-        b = weighted_sum(w, Y) if fit_intercept else zeros(Y, Y.shape[1])
+        b = weighted_sum(w, Y) if fit_intercept else zeros_as(Y, Y.shape[1])
         R = Y - b
-        return b, total(R, R, w)
+        return b, scalar_sum(R, R, w)
 
     @staticmethod
     def prediction_scale(value0):
@@ -107,9 +107,9 @@ class BinaryLogisticLoss:
         if fit_intercept:
             positive = float(w @ cast(Y[:, 0] > 0, np.float64))
             p = float(np.clip(positive / float(xp.sum(w)), _P_MIN, 1 - _P_MIN))
-            b = zeros(Y, 1) + float(np.log(p) - np.log1p(-p))
+            b = zeros_as(Y, 1) + float(np.log(p) - np.log1p(-p))
         else:
-            b = zeros(Y, 1)
+            b = zeros_as(Y, 1)
         return b, float(cls.value(xp.broadcast_to(b, Y.shape), Y, w))
 
     @staticmethod
@@ -172,7 +172,7 @@ class MultinomialLoss:
             logp = xp.log(clip_min(w @ Y / xp.sum(w), _P_MIN))
             b = logp - xp.mean(logp)
         else:
-            b = zeros(Y, Y.shape[1])
+            b = zeros_as(Y, Y.shape[1])
         return b, float(cls.value(xp.broadcast_to(b, Y.shape), Y, w))
 
     @staticmethod

@@ -41,7 +41,7 @@ from sklearn.utils import check_array
 from sklearn.utils.extmath import safe_sparse_dot
 
 from ._array_api import (
-    all_finite, as_float64, cast, column_means, common_float, concat, diagonal, exp_in_place, full, input_namespace,
+    all_finite, as_float64, cast, column_means, common_float, concat, diagonal, exp_in_place, full_as, input_namespace,
     is_float32, scales_like, to_numpy,
 )
 from ._distances import (
@@ -339,7 +339,7 @@ def all_subsets(X, Y):
 
 
 def _ones_diag(X, **params):
-    return full(X, (X.shape[0],), 1.0) if not sp.issparse(X) else np.ones(X.shape[0])
+    return full_as(X, (X.shape[0],), 1.0) if not sp.issparse(X) else np.ones(X.shape[0])
 
 
 def _linear_diag(X):
@@ -687,7 +687,7 @@ class BoundKernel:
             return as_float64(self.spec.diag(X, **self.params))
         blocks = [X[start : start + 256] for start in range(0, X.shape[0], 256)]
         return concat([as_float64(diagonal(self(block, block))) for block in blocks]) if blocks \
-            else full(X, (0,), 0.0)
+            else full_as(X, (0,), 0.0)
 
 
 def check_sigma(sigma, spec):

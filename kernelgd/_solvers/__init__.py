@@ -12,7 +12,7 @@ Cholesky (``_krylov``), the Nystroem and FALKON preconditioners
 
 from . import cg, eigenpro, gd, newton
 from ._common import NonPSDKernelWarning, SolverResult, SolverSettings, baseline
-from .._array_api import xp_of, zeros
+from .._array_api import xp_of, zeros_as
 from .._warnings import warn
 
 _MODULES = {"gd": gd, "cg": cg, "eigenpro": eigenpro, "newton": newton}
@@ -56,7 +56,7 @@ def run_solver(name, operator, Y, w, settings):
         )
     elif settings.psd and not bool(xp.any(diag > 0)):
         b, value = baseline(Y, w, settings.fit_intercept, settings.loss)
-        return SolverResult(zeros(Y, (operator.m, Y.shape[1])), b, 0, [value], None, True)
+        return SolverResult(zeros_as(Y, (operator.m, Y.shape[1])), b, 0, [value], None, True)
     return SOLVERS[name](operator, Y, w, settings)
 
 

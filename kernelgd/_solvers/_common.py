@@ -6,7 +6,7 @@ import numpy as np
 from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 from sklearn.exceptions import ConvergenceWarning
 
-from .._array_api import as_float64, copy, from_numpy, outer, to_numpy, total, weighted_sum, xp_of
+from .._array_api import as_float64, copy_array, from_numpy, outer_product, scalar_sum, to_numpy, weighted_sum, xp_of
 from .._losses import SquaredLoss
 from .._replicates import distinct_rows
 from ._objective import Objective
@@ -87,7 +87,7 @@ def mean_diagonal(operator, w):
     """The mean of ``w_i k(x_i, x_i)`` over the rows of positive weight (w sums to 1): the scale of
     ``S K S``'s eigenvalues, below a multiple of which a ridge is singular to the solvers. A row of
     weight zero does not count: the fit with it is the fit without it."""
-    return float(total(operator.diag() * w)) / max(distinct_rows(w), 1)
+    return float(scalar_sum(operator.diag() * w)) / max(distinct_rows(w), 1)
 
 
 def baseline(Y, w, fit_intercept, loss=SquaredLoss):
@@ -115,7 +115,7 @@ class IterateLog:
         # an iterate after a negative objective came from a path rounding broke: never a best either
         if valid and not self.negative and np.isfinite(value) and value < self.best_value:
             self.best_value, self.best_index = value, len(self.curve)
-            self.best = (copy(coef), as_float64(b, copy=True))
+            self.best = (copy_array(coef), as_float64(b, copy=True))
 
     def since_best(self):
         """Iterates recorded since the best one."""
@@ -153,7 +153,7 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
     loss = settings.loss
     b0, value0 = objective.baseline(settings.fit_intercept)
     # differences at the level of rounding do not count as worse
-    slack = 1e-12 * (value0 + total(Y, Y, w))
+    slack = 1e-12 * (value0 + scalar_sum(Y, Y, w))
     check = RoundingCheck(operator, w, loss, value0)
     # the best iterate where it is better, or where the last one's predictions are rounding; its logged value
     # came from the running K A, which rounding can carry away, so it is recomputed too
@@ -254,7 +254,7 @@ def dual_sum_intercept(w, Y, X_y, X_1):
         b = xp.sum(X_y, axis=0) / total_1
     else:  # not positive definite, or nothing learned yet: the weighted mean
         b = weighted_sum(w, Y)
-    return X_y - outer(X_1, b), b
+    return X_y - outer_product(X_1, b), b
 
 
 # Dense eigensolver below this size: exact and cheap, and far below the size
@@ -271,9 +271,9 @@ def top_eigenvalue(operator, w, fit_intercept):
     s = xp.sqrt(w)
     n = operator.n
     if n <= _DENSE_EIG_MAX:
-        M = operator.rows(slice(None)) * outer(s, s)
+        M = operator.rows(slice(None)) * outer_product(s, s)
         if fit_intercept:
-            M = M + outer(s, s)
+            M = M + outer_product(s, s)
         M = np.asarray(to_numpy(M), dtype=np.float64)
         return float(np.linalg.eigvalsh((M + M.T) / 2)[-1])
 

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._array_api import (
-    add_to_diagonal, concat, diagonal, eigh, solve_psd, take_columns, take_rows, to_numpy, xp_of, zeros,
+    add_to_diagonal, concat, diagonal, eigh, solve_psd, take_columns, take_rows, to_numpy, xp_of, zeros_as,
 )
 from ._preconditioners import CENTERS_MIN_RIDGE, center_jitter
 
@@ -108,14 +108,14 @@ def features(operator, k, alpha, coupled, confirm=False):
 def coordinates(dense, n, fit_intercept):
     """``Psi = [Phi 1]`` (``Phi`` without an intercept): the predictions' map from the dense coordinates."""
     Phi = dense.Phi
-    return concat([Phi, zeros(Phi, (n, 1)) + 1.0], axis=1) if fit_intercept else Phi
+    return concat([Phi, zeros_as(Phi, (n, 1)) + 1.0], axis=1) if fit_intercept else Phi
 
 
 def systems(Psi, F, w, alpha, r, fit_intercept, loss, shared=False):
     """The Newton system(s) at the predictions F: one ``(q, q)`` per column where the loss's Hessian
     is diagonal in F (one in all where ``shared``: the squared loss's), else one, the softmax's
     ``(q k, q k)`` of every class at once; ``r``: the coordinates B (the penalty's) among Psi's q."""
-    ridge = zeros(F, (Psi.shape[1],))
+    ridge = zeros_as(F, (Psi.shape[1],))
     ridge[:r] = 2.0 * alpha  # the penalty |B|^2: curvature 2 alpha on B, none on the intercepts
     if loss.diagonal_hessian:
         H = loss.hessian_diagonal(F, w)
@@ -149,7 +149,7 @@ def direction(dense, F, G, A, b, alpha, fit_intercept, loss, w):
         M = systems(Psi, F, w, alpha, r, fit_intercept, loss)[0]
         step = xp.reshape(solve_psd(M, -xp.reshape(g.T, (-1, 1))), (k, Psi.shape[1])).T
     D = Z @ step[:r, :]
-    e = step[r, :] if fit_intercept else zeros(F, (k,))
+    e = step[r, :] if fit_intercept else zeros_as(F, (k,))
     return D, e, Phi @ step[:r, :]
 
 
@@ -162,7 +162,7 @@ def _coupled_system(Psi, P, w, ridge, fit_intercept):
     xp = xp_of(P)
     q, k = Psi.shape[1], P.shape[1]
     WP = w[:, None] * P
-    M = zeros(P, (q * k, q * k))
+    M = zeros_as(P, (q * k, q * k))
     for c in range(k):
         for d in range(c, k):
             h = (WP[:, c] if c == d else 0.0) - WP[:, c] * P[:, d]
@@ -171,7 +171,7 @@ def _coupled_system(Psi, P, w, ridge, fit_intercept):
             M[d * q:(d + 1) * q, c * q:(c + 1) * q] = block.T
     M = add_to_diagonal(M, concat([ridge] * k))
     if fit_intercept:
-        u = zeros(P, (q * k,))
+        u = zeros_as(P, (q * k,))
         u[q - 1::q] = 1.0 / float(np.sqrt(k))
         scale = float(xp.mean(diagonal(M)[q - 1::q]))
         M = M + max(scale, float(np.finfo(float).tiny)) * (u[:, None] * u[None, :])

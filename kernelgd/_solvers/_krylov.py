@@ -9,7 +9,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._array_api import (
-    GrowingFactor, clip_min, coldot, colnorm, copy, pivoted_cholesky, read_interval, take_rows, to_numpy, xp_of,
+    GrowingFactor, clip_min, coldot, colnorm, copy_array, pivoted_cholesky, read_interval, take_rows, to_numpy, xp_of,
 )
 
 # Pivots drawn per round of randomly pivoted Cholesky.
@@ -90,16 +90,16 @@ def block_pcg(
     # numpy scalars are no operands of other namespaces' arrays
     tol, tol_b = (float(t) if np.ndim(t) == 0 else t for t in (tol, tol_b))
     if x0 is None:
-        X, R = xp.zeros_like(B), copy(B)
+        X, R = xp.zeros_like(B), copy_array(B)
     else:
-        X = copy(xp.asarray(x0, dtype=xp.float64))
+        X = copy_array(xp.asarray(x0, dtype=xp.float64))
         if Ax0 is None:
             Ax0 = apply_A(X)
             if tracker is not None:
-                tracker.KX = copy(tracker.last)
+                tracker.KX = copy_array(tracker.last)
         R = B - Ax0
     Z = apply_P(R)
-    P = copy(Z)
+    P = copy_array(Z)
     rz = coldot(R, Z)
     b_norm = colnorm(B)
     if tol_from_start:  # the looser of tol * |R0| and tol_b * |B|, as a tolerance relative to |R0|

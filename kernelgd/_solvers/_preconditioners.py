@@ -12,9 +12,9 @@ from typing import NamedTuple
 import numpy as np
 
 from .._array_api import (
-    add_to_diagonal, as_float64, blas_dot, cast, cho_solve, cholesky, cholesky_in_place, copy, diagonal,
-    factors_in_place, fortran, gram, is_float32, keeps_inverses, minus_outer, on_host, outer, scaled_triangle_gram,
-    single_threaded_blas, take_rows, triangular_dot, triangular_solver, xp_of,
+    add_to_diagonal, as_float64, blas_dot, cast, cho_solve, cholesky, cholesky_in_place, copy_array, diagonal,
+    factors_in_place, fortran, gram, is_float32, keeps_inverses, minus_outer, on_host, outer_product,
+    scaled_triangle_gram, single_threaded_blas, take_rows, triangular_dot, triangular_solver, xp_of,
 )
 from .._operator import POOLED_MIN_BYTES, check_budget
 from ._krylov import RPC_BLOCK, rp_cholesky
@@ -64,7 +64,7 @@ class NystroemPreconditioner:
         if F.shape[1] == 0:  # nothing to approximate: P = mu I
             self.G_factor = None
             return
-        G = gram(F, trans=True) if F_gram is None else copy(F_gram)  # (add_to_diagonal works in place)
+        G = gram(F, trans=True) if F_gram is None else copy_array(F_gram)  # (add_to_diagonal works in place)
         self.G_factor = cholesky(add_to_diagonal(G, mu), "preconditioner matrix")
 
     def __call__(self, V):
@@ -115,8 +115,8 @@ def landmark_factor(operator, s, n_landmarks, rng, block=RPC_BLOCK, center=False
         C *= s[:, None]
         C *= s_idx[None, :]
         if center:
-            C -= outer(u, s_idx)
-            C -= outer(s, s @ C)
+            C -= outer_product(u, s_idx)
+            C -= outer_product(s, s @ C)
         return fortran(C)
 
     return rp_cholesky(columns, diag, n_landmarks, rng, block)

@@ -31,8 +31,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .._array_api import (
-    colnorm, full, outer, read_interval, sum_of, take_columns, take_rows, to_floats, to_numpy, total, weighted_sum,
-    xp_of, zeros,
+    colnorm, full_as, outer_product, read_interval, scalar_sum, sum_of, take_columns, take_rows, to_floats, to_numpy,
+    weighted_sum, xp_of, zeros_as,
 )
 from .._warnings import warn
 from . import _dense_newton
@@ -94,10 +94,10 @@ def _solve_full_dense(operator, Y, w, settings, s, center):
     """
     xp = xp_of(Y)
     K = xp.astype(operator.rows(slice(None)), xp.float64)
-    y_bar = weighted_sum(w, Y) if center else zeros(Y, Y.shape[1])
+    y_bar = weighted_sum(w, Y) if center else zeros_as(Y, Y.shape[1])
 
     def project(V):
-        return V - outer(s, s @ V) if center else V
+        return V - outer_product(s, s @ V) if center else V
 
     M = project(project(s[:, None] * K * s[None, :]).T)
     del K
@@ -113,9 +113,9 @@ def _solve_full_dense(operator, Y, w, settings, s, center):
         shrink = take_rows(projections, idx) / (take_rows(lam, idx) + settings.alpha)[:, None]
         A = s[:, None] * (take_columns(V, idx) @ shrink)
         KA = operator.matvec(A)
-        b = y_bar - weighted_sum(w, KA) if center else zeros(Y, Y.shape[1])
+        b = y_bar - weighted_sum(w, KA) if center else zeros_as(Y, Y.shape[1])
         log.record(objective.value(A, KA, b), A, b)
-    A, b = log.best if log.best is not None else (zeros(Y, (len(s), Y.shape[1])), y_bar)
+    A, b = log.best if log.best is not None else (zeros_as(Y, (len(s), Y.shape[1])), y_bar)
     return _Solved(A, b, 1, log, "converged", objective)
 
 
@@ -148,11 +148,11 @@ def _solve_full_cg(operator, Y, w, settings, rng, s, center, diag_mean):
     mu = float(max(alpha, PRECONDITIONER_MIN_SHIFT * diag_mean, np.finfo(float).tiny))
     rank, landmarks = full_landmarks(n, t, settings.landmarks)
     precond = NystroemPreconditioner(operator, s, mu, rank, rng, center=center, factor=landmarks)
-    y_bar = weighted_sum(w, Y) if center else zeros(Y, t)
+    y_bar = weighted_sum(w, Y) if center else zeros_as(Y, t)
     least_squares = alpha < LEAST_SQUARES_RIDGE * diag_mean
 
     def project(V):  # Q = I - s s': b is eliminated by centring (s's = 1)
-        return V - outer(s, s @ V) if center else V
+        return V - outer_product(s, s @ V) if center else V
 
     def apply_M(V):
         return project(s[:, None] * operator.matvec(s[:, None] * V))
@@ -169,10 +169,10 @@ def _solve_full_cg(operator, Y, w, settings, rng, s, center, diag_mean):
 
     def combine(C, KX):
         A = s[:, None] * C
-        b = y_bar - weighted_sum(w, KX) if center else zeros(Y, t)
+        b = y_bar - weighted_sum(w, KX) if center else zeros_as(Y, t)
         return A, b, KX + b
 
-    tracker = ProductTracker(zeros(Y, (n, t)))
+    tracker = ProductTracker(zeros_as(Y, (n, t)))
     X0 = None
     if settings.coef_init is not None:  # warm start: c = a / s on the weighted rows
         positive = s[:, None] > 0
@@ -182,7 +182,7 @@ def _solve_full_cg(operator, Y, w, settings, rng, s, center, diag_mean):
     # objective fell by at most tol^2 times the intercept-only one over SETTLE_WINDOW iterations: what CG has
     # left is about what it made over the last few (Strakos & Tichy, 2002); the gradient alone underweights the
     # error in K's small eigenvalues.
-    settle = (SETTLE_WINDOW, settings.tol**2 * total(B, B), settings.tol) if least_squares else None
+    settle = (SETTLE_WINDOW, settings.tol**2 * scalar_sum(B, B), settings.tol) if least_squares else None
     if least_squares:
         B = apply_M(B)
 
@@ -217,8 +217,8 @@ def _solve_centers_dense(dense, Y, w, settings):
     loss = settings.loss
     objective = Objective(loss, Y, w, settings.alpha, T=dense.penalty_map)
     b0, _ = objective.baseline(settings.fit_intercept)
-    A0 = zeros(Y, (dense.Z.shape[0], Y.shape[1]))
-    F0 = zeros(Y, Y.shape) + b0
+    A0 = zeros_as(Y, (dense.Z.shape[0], Y.shape[1]))
+    F0 = zeros_as(Y, Y.shape) + b0
     D, db, KD = _dense_newton.direction(dense, F0, loss.gradient(F0, Y, w), A0, b0, settings.alpha,
                                         settings.fit_intercept, loss, w)
     log = IterateLog()
@@ -241,7 +241,7 @@ def _solve_centers(operator, Y, w, settings, rng):
     floored = 0 < settings.alpha < alpha
     ridge = [alpha]  # the system's; the preconditioner keeps the floor
     if operator.center_rows is None:
-        d = full(Y, m, 1.0)
+        d = full_as(Y, m, 1.0)
     else:
         d = n * take_rows(w, operator.center_rows)
     falkon = FalkonPreconditioner(factors, d, alpha, center)
@@ -249,7 +249,7 @@ def _solve_centers(operator, Y, w, settings, rng):
 
     # The best intercept for a given beta is w'(y - K beta): centring leaves K_c' W K_c = K'W K - k_w k_w'
     # (k_w = K'w) in the normal equations, with no division and no extra column.
-    y_bar = weighted_sum(w, Y) if center else zeros(Y, t)
+    y_bar = weighted_sum(w, Y) if center else zeros_as(Y, t)
     k_w = operator.rmatvec(w) if center else None
     rhs = operator.rmatvec(w[:, None] * _residual_targets(Y, w, y_bar))
 
@@ -258,16 +258,16 @@ def _solve_centers(operator, Y, w, settings, rng):
         H, KBV = operator.gram_matvec(BV, w)
         tracker.record(KBV)
         if center:
-            H = H - outer(k_w, k_w @ BV)
+            H = H - outer_product(k_w, k_w @ BV)
         return apply_Bt(H + ridge[0] * factors.kmm_dot(BV))
 
     def combine(Z, KX):
         beta = apply_B(Z)
-        b = y_bar - k_w @ beta if center else zeros(Y, t)
+        b = y_bar - k_w @ beta if center else zeros_as(Y, t)
         return beta, b, KX + b
 
     objective = Objective(settings.loss, Y, w, settings.alpha, T=factors.T)
-    tracker = ProductTracker(zeros(Y, (n, t)))
+    tracker = ProductTracker(zeros_as(Y, (n, t)))
     Z0 = None
     if settings.coef_init is not None:  # warm start: z = B^-1 beta
         Z0 = falkon.variables(settings.coef_init)

@@ -27,8 +27,8 @@ import numpy as np
 from sklearn.utils import gen_batches
 
 from .._array_api import (
-    add_at_rows, as_float64, clip_min, concat, copy, diagonal, full, outer, rows_of, take_columns, to_numpy,
-    top_eigenpairs, total, xp_of, zeros,
+    add_at_rows, as_float64, clip_min, concat, copy_array, diagonal, full_as, outer_product, rows_of, scalar_sum,
+    take_columns, to_numpy, top_eigenpairs, xp_of, zeros_as,
 )
 from .._array_api import blas_dot
 from .._operator import single_threaded_blas
@@ -74,19 +74,19 @@ def _preconditioner(operator, w, alpha, rng):
     else:
         p = w_host[candidates] / w_host[candidates].sum()
         S = np.sort(rng.choice(candidates, SUBSAMPLE, replace=False, p=p))
-        omega = full(w, len(S), 1.0 / len(S))
+        omega = full_as(w, len(S), 1.0 / len(S))
     K_SS = as_float64(take_columns(operator.rows(S), S))
     K_SS = (K_SS + K_SS.T) / 2
     root = xp.sqrt(omega)
     size = len(S)
     q = min(TOP_Q, size - 1)
     if q < 1:  # a single point: nothing to flatten
-        return S, K_SS, zeros(K_SS, (size, 0)), zeros(K_SS, 0), float(K_SS[0, 0] * omega[0]), 0.0, exact
+        return S, K_SS, zeros_as(K_SS, (size, 0)), zeros_as(K_SS, 0), float(K_SS[0, 0] * omega[0]), 0.0, exact
     with single_threaded_blas():  # multithreaded eigh ran 50x slower on a loaded 2-core machine
         lam, U = top_eigenpairs(root[:, None] * K_SS * root[None, :], q)
     lam_host = np.asarray(to_numpy(lam))
     if not lam_host[0] > 0:  # no positive direction: the caller returns the baseline
-        return S, K_SS, zeros(K_SS, (size, 0)), zeros(K_SS, 0), 0.0, 0.0, exact
+        return S, K_SS, zeros_as(K_SS, (size, 0)), zeros_as(K_SS, 0), 0.0, 0.0, exact
     # tau: the (k+1)-th eigenvalue, with k the flattened directions above the floor
     k = int(np.searchsorted(-lam_host[1:], -EIGEN_FLOOR * lam_host[0], side="right"))
     tau = max(float(lam_host[k]), EIGEN_FLOOR * float(lam_host[0]), np.finfo(float).tiny)
@@ -119,8 +119,8 @@ class _GradientNorm:
         self.rows = self.pairs = 0
 
     def add(self, K_RR, GR):
-        quad = total(GR, blas_dot(K_RR, GR))
-        d = total(GR, GR, diagonal(K_RR))
+        quad = scalar_sum(GR, blas_dot(K_RR, GR))
+        d = scalar_sum(GR, GR, diagonal(K_RR))
         self.diag += d
         self.off += quad - d
         rows = GR.shape[0]
@@ -133,7 +133,7 @@ class _GradientNorm:
         if self.pairs:
             est += n * (n - 1) / self.pairs * self.off
         if gsum is not None:
-            est += total(gsum**2) if not isinstance(gsum, float) else gsum**2
+            est += scalar_sum(gsum**2) if not isinstance(gsum, float) else gsum**2
         return max(est, 0.0)
 
 
@@ -167,7 +167,7 @@ def solve(operator, Y, w, settings):
             "eigenvalue on the training data; the intercept-only model is returned.",
             NonPSDKernelWarning,
         )
-        A0 = zeros(Y, (n, t))
+        A0 = zeros_as(Y, (n, t))
         return finish("eigenpro", operator, Y, w, settings, A0, baseline(Y, w, settings.fit_intercept)[0], log, 0, False)
 
     bs, eta = _batch_and_step(operator, n, alpha, tau, beta, exact, settings.memory_budget)
@@ -175,33 +175,33 @@ def solve(operator, Y, w, settings):
     # The intercept is eliminated as the sum of the dual coefficients: iterate
     # on the right-hand sides [Y, 1] and combine (the iteration is linear in them).
     intercept = settings.fit_intercept
-    R = concat([Y, zeros(Y, (n, 1)) + 1.0], axis=1) if intercept else Y
+    R = concat([Y, zeros_as(Y, (n, 1)) + 1.0], axis=1) if intercept else Y
     k = R.shape[1]
-    A = zeros(Y, (n, k))
-    b = zeros(Y, t)
+    A = zeros_as(Y, (n, k))
+    b = zeros_as(Y, t)
     if settings.coef_init is not None:
         A[:, :t] = settings.coef_init
         if intercept:  # the warm intercept rides on the constant column's fit
-            b = copy(settings.intercept_init)
-    u = zeros(Y, (len(S), k))  # K[S] @ A, kept up to date by every step
+            b = copy_array(settings.intercept_init)
+    u = zeros_as(Y, (len(S), k))  # K[S] @ A, kept up to date by every step
     if settings.coef_init is not None:  # a cold start needs no kernel rows here
         u = operator.dot(operator.rows(S), A)
 
     def combined(A, b):
-        return (A[:, :t] - outer(A[:, t], b), b) if intercept else (A, b)
+        return (A[:, :t] - outer_product(A[:, t], b), b) if intercept else (A, b)
 
     from .gd import reference_gradient_norm2
 
     ref2 = reference_gradient_norm2(operator, Y, w, settings)
     if not ref2 > 0 and settings.coef_init is None:  # a stationary start: the intercept-only model
-        return finish("eigenpro", operator, Y, w, settings, zeros(Y, (n, t)),
+        return finish("eigenpro", operator, Y, w, settings, zeros_as(Y, (n, t)),
                       baseline(Y, w, settings.fit_intercept)[0], log, 0, True, eta)
     best_raw, best_raw_value, previous_raw, first_raw = None, np.inf, np.inf, None
     converged, reason, halvings = False, None, 0
     epoch = 0
     while epoch < settings.max_iter:
         epoch += 1
-        raw_iterate = (copy(A), copy(u), copy(b))  # what this epoch evaluates: copies, as A moves in place
+        raw_iterate = (copy_array(A), copy_array(u), copy_array(b))  # this epoch's iterate: copies (A moves in place)
         Ac_snap, b_snap = combined(raw_iterate[0], raw_iterate[2])
         snapshot = _Snapshot(*raw_iterate, Ac_snap, b_snap, t, intercept)
         A, u, raw, value, gsum, grad_norm = _epoch(operator, (Y, R, w, alpha), A, u, snapshot, bs, eta, rng,
@@ -214,7 +214,7 @@ def solve(operator, Y, w, settings):
             if not np.isfinite(raw) or (raw > 4 * min(best_raw_value, previous_raw) and raw > 1e-8 * first_raw):
                 halvings += 1
                 if best_raw is not None:
-                    A, u, b = (copy(x) for x in best_raw.raw)
+                    A, u, b = (copy_array(x) for x in best_raw.raw)
                 if exact or halvings > MAX_HALVINGS:
                     # a stable step diverges only along negative eigenvalues
                     warn(
@@ -326,17 +326,17 @@ class _Snapshot:
         Y, R, w, alpha = problem
         wB = rows_of(w, rows)
         Gs = F - rows_of(R, rows)
-        raw = total(Gs, Gs, wB)
+        raw = scalar_sum(Gs, Gs, wB)
         if alpha:
-            raw += alpha * total(rows_of(self.A, rows), F)
+            raw += alpha * scalar_sum(rows_of(self.A, rows), F)
         t = self.t
-        Fc = F[:, :t] - outer(F[:, t], self.bc) + self.bc if self.intercept else F
+        Fc = F[:, :t] - outer_product(F[:, t], self.bc) + self.bc if self.intercept else F
         Rc = Fc - rows_of(Y, rows)
-        value = total(Rc, Rc, wB)
+        value = scalar_sum(Rc, Rc, wB)
         Gc = 2.0 * wB[:, None] * Rc
         Gsum = xp_of(Gc).sum(Gc, axis=0)
         if alpha:
-            value += alpha * total(rows_of(self.Ac, rows), Fc - self.bc)
+            value += alpha * scalar_sum(rows_of(self.Ac, rows), Fc - self.bc)
             Gc = Gc + 2.0 * alpha * rows_of(self.Ac, rows)
         return raw, value, Gc, Gsum
 

@@ -31,7 +31,7 @@ from ._common import (
     warn_not_converged,
     warn_rounding,
 )
-from .._array_api import copy, total, xp_of, zeros
+from .._array_api import copy_array, scalar_sum, xp_of, zeros_as
 from .._warnings import warn
 from ._objective import Objective
 
@@ -55,9 +55,9 @@ def _step_error(eta, it, bound):
 
 def gradient_norm2(G, KG, gb):
     """``||grad L||^2`` of the primal from the dual gradient G, K G and the intercept's gradient."""
-    value = total(G, KG)
+    value = scalar_sum(G, KG)
     if gb is not None:
-        value += total(gb**2)
+        value += scalar_sum(gb**2)
     return max(value, 0.0)
 
 
@@ -67,7 +67,7 @@ def reference_gradient_norm2(operator, Y, w, settings):
     model every iterate can only round), and the fit converges at its start."""
     b0, _ = baseline(Y, w, settings.fit_intercept, settings.loss)
     xp = xp_of(Y)
-    G0, G_zero = (settings.loss.gradient(xp.broadcast_to(b, Y.shape), Y, w) for b in (b0, zeros(Y, Y.shape[1])))
+    G0, G_zero = (settings.loss.gradient(xp.broadcast_to(b, Y.shape), Y, w) for b in (b0, zeros_as(Y, Y.shape[1])))
     GG = operator.matvec(xp.concat([G0, G_zero], axis=1))
     t = Y.shape[1]
     ref2 = gradient_norm2(G0, GG[:, :t], xp.sum(G0, axis=0) if settings.fit_intercept else None)
@@ -101,13 +101,13 @@ def solve(operator, Y, w, settings):
         eta = float(settings.step_size)
 
     xp = xp_of(Y)
-    A = zeros(Y, (n, n_targets)) if settings.coef_init is None else copy(settings.coef_init)
+    A = zeros_as(Y, (n, n_targets)) if settings.coef_init is None else copy_array(settings.coef_init)
     # a cold start is the intercept-only optimum, the model every iterate must beat: from b = 0 the
     # intercept's steps, limited by the ridge (eta ~ 1 / alpha), left it unconverged for thousands
-    b = copy(settings.intercept_init) if settings.intercept_init is not None else baseline(
+    b = copy_array(settings.intercept_init) if settings.intercept_init is not None else baseline(
         Y, w, settings.fit_intercept, loss)[0]
     if not settings.fit_intercept:
-        b = zeros(Y, n_targets)
+        b = zeros_as(Y, n_targets)
     KA = xp.zeros_like(A) if settings.coef_init is None else operator.matvec(A)
     ref2 = reference_gradient_norm2(operator, Y, w, settings)
     log = IterateLog()

@@ -8,7 +8,7 @@ Hessian's scale, as solver "cg" floors it, unless ``steps.unfloored``.
 
 import numpy as np
 
-from ..._array_api import clip_min, coldot, concat, diagonal, eye, rows_of, take_columns, xp_of, zeros
+from ..._array_api import clip_min, coldot, concat, diagonal, eye, rows_of, take_columns, xp_of, zeros_as
 from .._krylov import ProductTracker, block_pcg
 from .._preconditioners import CENTERS_MIN_RIDGE, FalkonPreconditioner
 from ._steps import Step
@@ -80,7 +80,7 @@ class CentersDiagonal:
         factors = steps.centers
         total = xp.sum(H, axis=0)
         Z = F - G / H
-        z_bar = coldot(H, Z) / total if center else zeros(F, k)
+        z_bar = coldot(H, Z) / total if center else zeros_as(F, k)
         floor = CENTERS_MIN_RIDGE * factors.diag_mean
         ridge = clip_min(floor * total, 2.0 * settings.alpha)  # solver "cg"'s floor, in H's scale
         mean_ridge = float(xp.exp(xp.mean(xp.log(ridge / total))))  # the preconditioner's, floored in any case
@@ -113,7 +113,7 @@ class CentersDiagonal:
             tol_from_start=True, tol_b=steps.exact_tol, on_iter=on_iter, x0=falkon.variables(A), tracker=tracker,
         )
         A_new, KA_new = apply_B(U), tracker.KX
-        b_new = z_bar - coldot(H, KA_new) / total if center else zeros(F, k)
+        b_new = z_bar - coldot(H, KA_new) / total if center else zeros_as(F, k)
         return Step(A_new, b_new, KA_new, n_inner)
 
 
@@ -178,7 +178,7 @@ class CentersCoupled:
             KH1 = intercept_coupling(operator, WP, P)
             rhs = rhs - KH1 @ e0
 
-        tracker = ProductTracker(zeros(F, (n, k)))
+        tracker = ProductTracker(zeros_as(F, (n, k)))
 
         def operator_D(D):
             if project:  # K'H (K D - 1 e'), e the intercepts' best answer to K D
@@ -212,5 +212,5 @@ class CentersCoupled:
             on_iter=on_iter,
         )
         D, KD = apply_B(xp.reshape(U, (m, k))), tracker.KX
-        e = (e0 - S_pinv @ xp.sum(hess(slice(None), KD), axis=0)) if center else zeros(F, k)
+        e = (e0 - S_pinv @ xp.sum(hess(slice(None), KD), axis=0)) if center else zeros_as(F, k)
         return Step(A + D, b + e, KA + KD, n_inner)

@@ -11,8 +11,8 @@ import numpy as np
 
 from ..._array_api import (
     CholeskyStack, add_to_diagonal, blas_dot, cho_solve, cholesky, cholesky_many, clip_min, coldot,
-    concat, contiguous, copy, fortran, from_numpy, gram, single_threaded_blas, take_columns, take_rows, to_numpy,
-    xp_of, zeros,
+    concat, contiguous, copy_array, fortran, from_numpy, gram, single_threaded_blas, take_columns, take_rows, to_numpy,
+    xp_of, zeros_as,
 )
 from .._krylov import ProductTracker, block_pcg, rp_cholesky
 from .._preconditioners import N_LANDMARKS, PRECONDITIONER_MIN_SHIFT
@@ -140,7 +140,7 @@ def preconditioner(operator, H, ridge, settings, steps):
     grams = [add_to_diagonal(gram(S[:, c : c + 1] * L, trans=True), mus[c]) for c in moved]
     for c, R in zip(moved, cholesky_many(grams, "preconditioner matrix")):  # off the host: one read for all
         factors.cholesky.set(c, R)
-        weights[c], shifts[c] = copy(H[:, c]), mus[c]
+        weights[c], shifts[c] = copy_array(H[:, c]), mus[c]
     if not L.shape[1]:
         return lambda V: V / mu
     S_factor = xp.sqrt(xp.stack(weights, axis=1))
@@ -189,7 +189,7 @@ def coupled_gram(L, P, w):
     unlikely = xp.sum((1.0 - kept) * P, axis=1, keepdims=True)
     # H~'s diagonal: w p_c (1 - p_c + unlikely) for a kept class, 2 w p_c (1 - p_c) for an unlikely one
     D = w[:, None] * P * (kept * (1.0 - P + unlikely) + (1.0 - kept) * 2.0 * (1.0 - P))
-    G = fortran(zeros(P, (k * rank, k * rank)))  # (Fortran: the factor's triangular solves read it in place)
+    G = fortran(zeros_as(P, (k * rank, k * rank)))  # (Fortran: the factor's triangular solves read it in place)
     support = np.asarray(to_numpy(P)) >= COUPLING_FLOOR
     for c in range(k):
         block = slice(c * rank, (c + 1) * rank)
@@ -229,7 +229,7 @@ class FullDiagonal:
         S = xp.sqrt(H)
         total = xp.sum(H, axis=0)
         Z = F - G / H
-        z_bar = coldot(H, Z) / total if center else zeros(F, k)
+        z_bar = coldot(H, Z) / total if center else zeros_as(F, k)
         inverse = preconditioner(operator, H, ridge, settings, steps)
 
         def project(V):  # removes the intercept: Q_c = I - s_c s_c' / total_c
@@ -251,7 +251,7 @@ class FullDiagonal:
         # with an intercept): then K S X0 = K A, known, and the warm start costs no product with K
         sums, sizes = xp.abs(xp.sum(A, axis=0)), xp.sum(xp.abs(A), axis=0)
         if not center or bool(xp.all(sums <= ZERO_SUM * sizes)):
-            tracker.KX = copy(KA)
+            tracker.KX = copy_array(KA)
             AX0 = project(S * KA) + ridge * X0
         rhs = project(S * (Z - z_bar))
         tol_b, from_start = steps.exact_tol, steps.loose
@@ -265,7 +265,7 @@ class FullDiagonal:
             tracker=tracker, Ax0=AX0,
         )
         A_new, KA_new = S * X, tracker.KX
-        b_new = z_bar - coldot(H, KA_new) / total if center else zeros(F, k)
+        b_new = z_bar - coldot(H, KA_new) / total if center else zeros_as(F, k)
         return Step(A_new, b_new, KA_new, n_inner)
 
 
@@ -360,7 +360,7 @@ class FullCoupled:
         sizes = xp.sum(xp.abs(A))
         rows_ok = bool(xp.all(xp.abs(xp.sum(A, axis=1)) <= ZERO_SUM * sizes))
         if rows_ok and (not center or bool(xp.all(xp.abs(xp.sum(A, axis=0)) <= ZERO_SUM * sizes))):
-            tracker.KX = copy(KA)
+            tracker.KX = copy_array(KA)
             AX0 = project(Mt(KA)) + ridge * X0
         rhs = project(Mt(F) - G * scale)
         u, n_inner, steps.status = block_pcg(
@@ -372,5 +372,5 @@ class FullCoupled:
         if center:  # the intercepts' optimum given K A_new: S b = sum_i (H_i (F_i - K A_new_i) - G_i)
             b_new = S_pinv @ xp.sum(loss.hessp(F, None, w, F - KA_new) - G, axis=0)
         else:
-            b_new = zeros(F, k)
+            b_new = zeros_as(F, k)
         return Step(A_new, b_new, KA_new, n_inner)

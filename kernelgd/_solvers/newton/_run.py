@@ -4,8 +4,7 @@ from enum import Enum
 
 import numpy as np
 
-from ..._array_api import blas_dot, clip_min, copy, sum_of, to_floats, xp_of, zeros
-from ..._array_api import total as total_of
+from ..._array_api import blas_dot, clip_min, copy_array, scalar_sum, sum_of, to_floats, xp_of, zeros_as
 from ..._warnings import warn
 from .. import _dense_newton
 from .._common import ROUNDING_EPS, IterateLog, RoundingCheck, finish, warn_not_converged, warn_rounding
@@ -151,8 +150,8 @@ class _NewtonRun:
         # the tiny full model's dense steps ignore a warm start: from saturated predictions a dense step can land
         # where its decrement passes above the optimum; a cold start costs a few exact steps of milliseconds
         if settings.coef_init is not None and not (self.operator.symmetric and steps.dense is not None):
-            A = copy(settings.coef_init)
-            b = copy(settings.intercept_init) if settings.fit_intercept else zeros(Y, k)
+            A = copy_array(settings.coef_init)
+            b = copy_array(settings.intercept_init) if settings.fit_intercept else zeros_as(Y, k)
             if steps.dense is not None:  # dense steps move A in K_mm's resolved span only: start there
                 Z, _, penalty_map = steps.dense
                 A = Z @ (penalty_map @ A)
@@ -167,7 +166,8 @@ class _NewtonRun:
             self._intercept_only()
 
     def _intercept_only(self):
-        self.A, self.b, self.KA = zeros(self.Y, (self.operator.m, self.k)), copy(self.b0), zeros(self.Y, (self.n, self.k))
+        self.A, self.KA = zeros_as(self.Y, (self.operator.m, self.k)), zeros_as(self.Y, (self.n, self.k))
+        self.b = copy_array(self.b0)
         self.value = self.objective.value(self.A, self.KA, self.b)
 
     def inner(self, U, KV):
@@ -357,7 +357,7 @@ class _NewtonRun:
             self.tighten = SOLVED_RETIGHTEN
             return False
         D, KD = A_new - self.A, KA_new - self.KA
-        db = (b_new - self.b) if settings.fit_intercept else zeros(self.Y, self.k)
+        db = (b_new - self.b) if settings.fit_intercept else zeros_as(self.Y, self.k)
         slope = self.slope = self._slope(G, D, KD, db)
         self.decrement = max(-slope, 0.0)
         if slope >= 0 and solved:  # nor may the intercepts move: the iterate is the optimum
@@ -414,7 +414,7 @@ class _NewtonRun:
                 loss_part, penalty_part = to_floats(sum_of(G, KD + db), self.inner(D, self.A if self.on_centers else self.KA))
                 slope = loss_part + 2.0 * self.alpha * penalty_part
             else:
-                slope = total_of(G, KD + db)
+                slope = scalar_sum(G, KD + db)
         return slope if np.isfinite(slope) else np.inf
 
     def _line_search(self, D, db, KD, slope):
