@@ -11,8 +11,9 @@ On a larger set the median multiple of ``DRAWS`` small subsamples scales the rul
 whole set's held-out folds check it a factor of 4 at a time, trying narrower (``NARROWER``) or wider
 (``WIDER``) kernels where a subsample prefers them (``_better_on``). With many classes the held-out
 rows of one larger subsample (``_held_out_multiple``), or of the whole set's folds, choose instead;
-where the rule's ridge is near the least (``NEAR_LEAST``) it carries no information and held-out
-rows choose the ridge (``_on_held_out_rows``).
+where the rule's ridge is near the least (``NEAR_LEAST``), or the subsamples see no signal, held-out
+rows choose the ridge (``_on_held_out_rows``), and narrower kernels where its loss still falls at the least
+ridge or predicts no better than the classes' shares.
 """
 
 import warnings
@@ -59,6 +60,9 @@ HELD_OUT_REACH = 1
 # standard errors of the paired difference, up to CHECK_REACH_UP factors of 4 above the start.
 CHECK_SIGNIFICANCE = 1.0
 CHECK_REACH_UP = 4
+# Where a kernel is flat at every ridge (``_HeldOut.flat``), a narrower one must lower the held-out log-loss by
+# this many standard errors: on labels drawn at random every kernel is flat, and one in six passes one.
+FLAT_SIGNIFICANCE = 2.0
 # The widths that check tries in turn, as multiples of sigma="scale"'s: narrower, else wider (classes split by
 # thresholds on a few features want a kernel far wider than the spread of every feature).
 NARROWER = (0.5, 0.25)
@@ -80,7 +84,7 @@ def choose(problem, settings, widen=None):
     n_distinct = rows.Y.shape[0] if rows.replicates is None else int(rows.replicates.max()) + 1
     if not tiny(n_distinct, rows.Y.shape[1], not loss.diagonal_hessian):  # before any kernel evaluation
         if problem.alpha < NEAR_LEAST * _least(problem, settings):
-            return _on_held_out_rows(problem, settings)
+            return _on_held_out_rows(problem, settings, widen)
         return _on_a_subsample(problem, settings, widen)
     unknowns = (n_distinct + 1) * (1 if loss.diagonal_hessian else rows.Y.shape[1])
     widths = WIDTHS if widen is not None and unknowns <= WIDTH_UNKNOWNS else (1.0,)
@@ -211,8 +215,11 @@ def _on_a_subsample(problem, settings, widen=None):
     if settings.verbose:
         print(f"[alpha] on {len(multiples)} subsamples of {n} rows the leave-one-out paths took {multiples} times "
               f"the rule's ridge: {multiple:g}")
+    enough = _held_out_count(distinct_rows(rows.w, rows.replicates)) >= MIN_SUBSAMPLE  # held-out rows to judge by
+    if multiple >= SUBSAMPLE_EXTEND_UP and enough:  # the subsamples saw no signal, only the smoothest model
+        return _on_held_out_rows(problem, settings, widen)
     rule, problem = problem.alpha, replace(problem, alpha=problem.alpha * multiple)
-    if _held_out_count(distinct_rows(rows.w, rows.replicates)) < MIN_SUBSAMPLE:  # too few held-out rows to judge by
+    if not enough:
         return problem, None, 0
     # the first way whose first width the subsample prefers, if any
     ways = () if widen is None else next(((way,) for way in (NARROWER, WIDER)
@@ -261,129 +268,190 @@ def _least(problem, settings):
         problem.loss, rows.Y, rows.w, settings.fit_intercept)
 
 
-def _on_held_out_rows(problem, settings):
+def _on_held_out_rows(problem, settings, widen=None):
     """``(problem, start, n_iter)``: ``_held_out_path`` from the least ridge (``_least``) times
     ``4 ** HELD_OUT_POWERS[0]`` down to the least, or up to ``4 ** HELD_OUT_POWERS[1]`` times it. Powers
-    of 4 from the least ridge, not from the rule's: weights and the rows repeated then try the same ridges."""
+    of 4 from the least ridge, not from the rule's: weights and the rows repeated then try the same ridges.
+    Where the held-out loss still falls at the least ridge, ``widen``'s narrower kernels run the path too."""
     top, highest = HELD_OUT_POWERS
-    return _held_out_path(problem, settings, _least(problem, settings), top, 0, highest)
+    return _held_out_path(problem, settings, _least(problem, settings), top, 0, highest, widen=widen,
+                          ways=(NARROWER,))
 
 
 def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=None, rule=None, folds=True,
                    ways=(NARROWER,)):
     """``(problem, start, n_iter)``: the problem at the ridge chosen by the log-loss of the groups of identical
-    rows held out of each fold's fit (``_folds``; one fold without ``folds``), and its first fold's fit.
+    rows held out of each fold's fit (``_HeldOut``; one fold without ``folds``), and its first fold's fit.
 
     The ridges are ``base * 4 ** top`` (reached by warm starts from up to ``WARM_UP`` larger ones), then a
     factor of 4 smaller while each lowers the held-out loss, down to ``base * 4 ** bottom``, or larger while
     each lowers it where the first step down did not, up to ``base * 4 ** highest``; the last that lowered it
     is taken. A step lowers the loss where it cuts the mean by more than ``by`` standard errors of the paired
-    difference (0: any cut). A held-out row weighs zero in its fold's fits. ``widen`` (``_fit.widener``'s)
-    and ``rule`` (the rule's ridge): the widths of ``ways`` are then tried in turn, each at its rule's ridge
-    times the multiple of ``rule`` chosen, while each lowers the loss by ``CHECK_SIGNIFICANCE`` standard
-    errors; the next way only where the first width of one did not.
+    difference (0: any cut). ``widen`` (``_fit.widener``'s) and ``rule`` (the rule's ridge): the widths of
+    ``ways`` are then tried in turn, each at its rule's ridge times the multiple of ``rule`` chosen, while
+    each lowers the loss by ``CHECK_SIGNIFICANCE`` standard errors; the next way only where the first width
+    of one did not. Without ``rule``, where the chosen ridge is ``flat``, the widths of ``ways[0]`` run the
+    path from their own least ridge in turn, each kept where it lowers the loss by ``FLAT_SIGNIFICANCE``
+    standard errors and ``informs``, tried on while the best is flat.
     """
-    rows, loss = problem.rows, problem.loss
-    w = np.asarray(to_numpy(rows.w), dtype=np.float64)
-    groups = np.arange(len(w)) if rows.replicates is None else rows.replicates
-    outs = _folds(np.random.RandomState(problem.seed).rand(int(groups.max()) + 1)[groups], w, groups, folds)
-    Y = np.asarray(to_numpy(rows.Y))
-    fitted = [Y[(w > 0) & ~out] for out in outs]
-    if not outs or any(not len(f) or np.any(f.max(axis=0) == f.min(axis=0)) for f in fitted):
-        return problem, None, 0  # a class without fitted rows (or only them): nothing to separate it from
-    kept = [np.where(out, 0.0, w) for out in outs]  # each fold's fitted rows' weights
-    w_fits = [like(k / k.sum(), rows.Y) for k in kept]
-    folds_of = _fold_views(outs, w_fits)
-    held = np.concatenate([np.flatnonzero(out) for out in outs])  # each held-out row once, fold by fold
-    W = w[held] / w[held].sum()
-    held_groups = np.unique(groups[held], return_inverse=True)[1]
-    n_effective = effective_count(W, held_groups)
-    labels = (Y[held, 0] > 0).astype(int) if Y.shape[1] == 1 else np.argmax(Y[held], axis=1)
-    path, n_iter = [], 0  # [power of 4, the folds' fits, held-out losses], every ridge fitted
-    shared = [{} for _ in outs]  # per fold, one K, one preconditioner for every fit (CG's solutions unchanged)
-
-    def held_out_fit(on, alpha, starts, reuse):
-        """``(fits, losses)`` of ``on``'s model at ``alpha``, a fit per fold on its fitted rows; None where
-        one fails."""
-        nonlocal n_iter
-        fits, F = [], []
-        for fold, (view, start) in enumerate(zip(folds_of(on), starts)):
-            fit = replace(settings, alpha=alpha, coef_init=start[0], intercept_init=start[1], verbose=0,
-                          callback=None, rounding_stops=[], landmarks=None, reuse=reuse[fold],
-                          tol=max(settings.tol, HELD_OUT_TOL))
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                result = run_solver(on.solver, view.operator, view.Y, view.w, fit)
-            n_iter += result.n_iter
-            if caught or not (result.converged or fit.rounding_stops):
-                return None  # a failed fit ends the path: a smaller ridge is harder
-            fits.append((result.dual_coef, result.intercept, False, view))  # a start, in its fold's rows
-            F.append(np.asarray(to_numpy(loss.log_probabilities(view.held_out_scores(result.dual_coef)
-                                                                + result.intercept)), dtype=np.float64))
-        losses = -np.concatenate(F)[np.arange(len(labels)), labels]
-        return (fits, losses) if np.all(np.isfinite(losses)) else None
-
-    def fit_at(power, starts):
-        done = held_out_fit(problem, base * 4.0**power, starts, shared)
-        if done is None:
-            return None
-        path.append([power, *done])
-        return path[-1]
-
-    def lowers(done, best, by=by):
-        return done is not None and significantly_fewer(done[2], best[2], W, held_groups, n_effective, by)
-
-    cold = [(None, None, False)] * len(outs)
-    starts = cold
-    for power in range(min(highest, top + WARM_UP), top, -1):  # the warm-up: the climb's ridges, made first
-        done = fit_at(power, starts)
-        starts = starts if done is None else done[1]
-    best = fit_at(top, starts)
+    held = _HeldOut(problem, settings, folds, (top, bottom, highest, by))
+    best = held.walk(problem, base, held.shared) if held.outs else None
     if best is None:
-        return problem, None, n_iter
-    for power in range(top - 1, bottom - 1, -1):
-        done = fit_at(power, path[-1][1])
-        if not lowers(done, best):
-            break
-        best = done
-    # where the first step down did not lower the loss, larger ridges while each does (each fit the cheaper)
-    climb = best[0] == top and any(power < top for power, _, _ in path)
-    while climb and best[0] < highest:
-        made = [fit for fit in path if fit[0] == best[0] + 1]
-        done = made[0] if made else fit_at(best[0] + 1, best[1])
-        if not lowers(done, best):
-            break
-        best = done
-    if settings.verbose:
-        means = ", ".join(f"{base * 4.0**power:.3g}: {losses @ W:.4g}" for power, _, losses in
-                          sorted(path, key=lambda p: -p[0]))
-        print(f"[alpha] held-out log-loss on {len(held)} rows in {len(outs)} folds by ridge: {means}; "
-              f"chosen {base * 4.0**best[0]:.3g}")
+        return problem, None, held.n_iter
     chosen, fits = replace(problem, alpha=float(base * 4.0 ** best[0])), best[1]
     multiple = chosen.alpha / rule if rule else None
+    for factor in ways[0] if widen is not None and not rule and held.flat(best) else ():
+        other = widen(factor)
+        other_base = _least(other, settings)
+        found = held.walk(other, other_base, [{} for _ in held.outs])
+        better = held.lowers(found, best, FLAT_SIGNIFICANCE) and held.informs(found)
+        held.report(factor, found, best)
+        if better:
+            chosen, fits, best = replace(other, alpha=float(other_base * 4.0 ** found[0])), found[1], found
+        elif not held.flat(best):
+            break
     descent = max(0, top - best[0])  # the factors of 4 the path went down from its first ridge
     # other widths in turn, each at its own rule's ridge times the multiple chosen, while each lowers the loss
     for way in ways if widen is not None and multiple else ():
         for factor in way:
             other = widen(factor)
             other = replace(other, alpha=other.alpha * multiple)
-            done, reuse, begin = None, [{} for _ in outs], cold
+            done, reuse, begin = None, [{} for _ in held.outs], held.cold
             # warmed up as the path was, from where it began: cold at a small ridge, Newton's first steps are slow
             for power in range(WARM_UP + descent, -1, -1):
-                done = held_out_fit(other, other.alpha * 4.0**power, begin, reuse)
+                done = held.fit(other, other.alpha * 4.0**power, begin, reuse)
                 if done is None:
                     break
                 begin = done[0]
-            if settings.verbose:
-                print(f"[sigma] held-out log-loss at {factor:g} times the width, alpha {other.alpha:.3g}: "
-                      f"{'failed' if done is None else f'{done[1] @ W:.4g}'}; chosen so far {best[2] @ W:.4g}")
-            if not lowers(None if done is None else [None, *done], best, CHECK_SIGNIFICANCE):
+            found = None if done is None else [None, *done]
+            held.report(factor, found, best, other.alpha)
+            if not held.lowers(found, best, CHECK_SIGNIFICANCE):
                 break
-            chosen, fits, best = other, done[0], [None, *done]
+            chosen, fits, best = other, done[0], found
         if chosen.kernel is not problem.kernel:
             break  # this way moved the width: the other way would go back
     coef, intercept, converged, view = fits[0]
-    return chosen, (view.whole(coef), intercept, converged), n_iter
+    return chosen, (view.whole(coef), intercept, converged), held.n_iter
+
+
+class _HeldOut:
+    """The held-out folds of a problem's rows (``_folds``) and the fits of models on the others: a held-out row
+    weighs zero in its fold's fits. ``outs`` is empty where some fold leaves a class without fitted rows (or
+    with only them): nothing to separate it from. ``path``: ``_held_out_path``'s (top, bottom, highest, by)."""
+
+    def __init__(self, problem, settings, folds, path):
+        rows, self.settings, self.loss = problem.rows, settings, problem.loss
+        self.top, self.bottom, self.highest, self.by = path
+        w = np.asarray(to_numpy(rows.w), dtype=np.float64)
+        groups = np.arange(len(w)) if rows.replicates is None else rows.replicates
+        outs = _folds(np.random.RandomState(problem.seed).rand(int(groups.max()) + 1)[groups], w, groups, folds)
+        Y = np.asarray(to_numpy(rows.Y))
+        fitted = [Y[(w > 0) & ~out] for out in outs]
+        self.outs = [] if any(not len(f) or np.any(f.max(axis=0) == f.min(axis=0)) for f in fitted) else outs
+        kept = [np.where(out, 0.0, w) for out in self.outs]  # each fold's fitted rows' weights
+        self.folds_of = _fold_views(self.outs, [like(k / k.sum(), rows.Y) for k in kept])
+        self.held = np.concatenate([np.flatnonzero(out) for out in self.outs]) if self.outs else np.zeros(0, int)
+        self.W = w[self.held] / w[self.held].sum() if self.outs else None  # each held-out row once, fold by fold
+        self.groups = np.unique(groups[self.held], return_inverse=True)[1]
+        self.n_effective = effective_count(self.W, self.groups) if self.outs else 0.0
+        self.labels = (Y[self.held, 0] > 0).astype(int) if Y.shape[1] == 1 else np.argmax(Y[self.held], axis=1)
+        self.prior = [None, None, _prior_losses(Y, kept, self.outs)] if self.outs else None
+        self.n_iter, self.cold = 0, [(None, None, False)] * len(self.outs)
+        # per fold, one K, one preconditioner for every fit of the path's own kernel (CG's solutions unchanged)
+        self.shared = [{} for _ in self.outs]
+
+    def fit(self, on, alpha, starts, reuse):
+        """``(fits, losses)`` of ``on``'s model at ``alpha``, a fit per fold on its fitted rows; None where
+        one fails."""
+        fits, F = [], []
+        for fold, (view, start) in enumerate(zip(self.folds_of(on), starts)):
+            fit = replace(self.settings, alpha=alpha, coef_init=start[0], intercept_init=start[1], verbose=0,
+                          callback=None, rounding_stops=[], landmarks=None, reuse=reuse[fold],
+                          tol=max(self.settings.tol, HELD_OUT_TOL))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                result = run_solver(on.solver, view.operator, view.Y, view.w, fit)
+            self.n_iter += result.n_iter
+            if caught or not (result.converged or fit.rounding_stops):
+                return None  # a failed fit ends the path: a smaller ridge is harder
+            fits.append((result.dual_coef, result.intercept, False, view))  # a start, in its fold's rows
+            F.append(np.asarray(to_numpy(self.loss.log_probabilities(view.held_out_scores(result.dual_coef)
+                                                                     + result.intercept)), dtype=np.float64))
+        losses = -np.concatenate(F)[np.arange(len(self.labels)), self.labels]
+        return (fits, losses) if np.all(np.isfinite(losses)) else None
+
+    def lowers(self, done, best, by=None):
+        """Whether ``done``'s held-out losses are below ``best``'s by ``by`` (None: the path's) standard errors."""
+        by = self.by if by is None else by
+        return done is not None and significantly_fewer(done[2], best[2], self.W, self.groups, self.n_effective, by)
+
+    def informs(self, found):
+        """Whether a path's choice predicts the held-out rows better than the classes' shares, by
+        ``CHECK_SIGNIFICANCE`` standard errors."""
+        return self.lowers(found, self.prior, CHECK_SIGNIFICANCE)
+
+    def flat(self, found):
+        """Whether a path's choice fell to its least ridge, or does not inform (``informs``): a kernel too smooth
+        for the rows at any ridge."""
+        return found[0] == self.bottom or not self.informs(found)
+
+    def walk(self, on, base, reuse):
+        """``[power, fits, losses]`` of the ridge ``base * 4 ** power`` the path chooses for ``on``; None where
+        its first ridge fails."""
+        top, bottom, highest = self.top, self.bottom, self.highest
+        path = []  # [power of 4, the folds' fits, held-out losses], every ridge fitted
+
+        def fit_at(power, starts):
+            done = self.fit(on, base * 4.0**power, starts, reuse)
+            if done is None:
+                return None
+            path.append([power, *done])
+            return path[-1]
+
+        starts = self.cold
+        for power in range(min(highest, top + WARM_UP), top, -1):  # the warm-up: the climb's ridges, made first
+            done = fit_at(power, starts)
+            starts = starts if done is None else done[1]
+        best = fit_at(top, starts)
+        if best is None:
+            return None
+        for power in range(top - 1, bottom - 1, -1):
+            done = fit_at(power, path[-1][1])
+            if not self.lowers(done, best):
+                break
+            best = done
+        # where the first step down did not lower the loss, larger ridges while each does (each fit the cheaper)
+        climb = best[0] == top and any(power < top for power, _, _ in path)
+        while climb and best[0] < highest:
+            made = [fit for fit in path if fit[0] == best[0] + 1]
+            done = made[0] if made else fit_at(best[0] + 1, best[1])
+            if not self.lowers(done, best):
+                break
+            best = done
+        if self.settings.verbose:
+            means = ", ".join(f"{base * 4.0**power:.3g}: {losses @ self.W:.4g}" for power, _, losses in
+                              sorted(path, key=lambda p: -p[0]))
+            print(f"[alpha] held-out log-loss on {len(self.held)} rows in {len(self.outs)} folds by ridge: "
+                  f"{means}; chosen {base * 4.0**best[0]:.3g}")
+        return best
+
+    def report(self, factor, found, best, alpha=None):
+        """The verbose line of a width tried: its held-out log-loss against the best so far."""
+        if self.settings.verbose:
+            at = "" if alpha is None else f", alpha {alpha:.3g}"
+            print(f"[sigma] held-out log-loss at {factor:g} times the width{at}: "
+                  f"{'failed' if found is None else f'{found[2] @ self.W:.4g}'}; chosen so far {best[2] @ self.W:.4g}")
+
+
+def _prior_losses(Y, kept, outs):
+    """Each fold's held-out rows' log-loss under the classes' shares of its fitted rows' weight ``kept``."""
+    labels = (Y[:, 0] > 0).astype(int) if Y.shape[1] == 1 else np.argmax(Y, axis=1)
+    losses = []
+    for weights, out in zip(kept, outs):
+        shares = np.bincount(labels, weights=weights, minlength=max(2, Y.shape[1])) / weights.sum()
+        with np.errstate(divide="ignore"):
+            losses.append(-np.log(shares[labels[out]]))
+    return np.concatenate(losses)
 
 
 def _fold_views(outs, w_fits):

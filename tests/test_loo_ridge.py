@@ -260,18 +260,18 @@ def test_the_subsamples_paths_go_up_past_the_small_sets_reach_while_the_loss_fal
     # Regression: a subsample's path went on past its ends to at most 4**4 either way; on separated
     # circles (3,000 rows) the subsamples' paths stopped at that cap, where the held-out log-loss was 1.5
     # times the one at 4**6. Labels independent of X make every larger ridge better (the intercept-only
-    # model is the best): each subsample's path must go on up to its reach, on any CPU's BLAS.
+    # model is the best): each subsample's path must go on up to its reach, on any CPU's BLAS. Paths that
+    # all reach it saw no signal: the whole set's held-out rows then choose the ridge.
     rng = np.random.RandomState(0)
     X, y = rng.normal(size=(1500, 3)), rng.randint(0, 2, 1500)
-    multiples = []
-    multiple_of = _loo_ridge._subsample_multiple
+    multiples, held_out = [], []
+    multiple_of, on_held_out_rows = _loo_ridge._subsample_multiple, _loo_ridge._on_held_out_rows
     monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda *args: multiples.append(multiple_of(*args)[0])
                         or (multiples[-1], None))
+    monkeypatch.setattr(_loo_ridge, "_on_held_out_rows", lambda *args: held_out.append(1) or on_held_out_rows(*args))
     chosen = KernelGDClassifier(loss="logistic", random_state=0).fit(X[:1000], y[:1000])
     assert multiples == [_loo_ridge.SUBSAMPLE_EXTEND_UP] * (_loo_ridge.DRAWS // 2 + 1)  # a majority at once
-    monkeypatch.setattr(_loo_ridge, "SUBSAMPLE_EXTEND_UP", _loo_ridge.EXTEND_TO)
-    capped = KernelGDClassifier(loss="logistic", random_state=0).fit(X[:1000], y[:1000])
-    assert chosen.alpha_ == pytest.approx(capped.alpha_ * 4.0**8 / _loo_ridge.EXTEND_TO, rel=1e-12)
+    assert held_out == [1]
     assert log_loss(y[1000:], chosen.predict_proba(X[1000:])) < np.log(2.0) + 1e-3  # no worse than a coin
 
 
@@ -667,3 +667,33 @@ def test_classes_split_by_thresholds_of_one_feature_take_a_wider_kernel(n, n_cla
     chosen = log_loss(y_test, model.predict_proba(X_test))
     assert chosen < 0.6 * min(at_scale)
     assert chosen < 0.6 * log_loss(y_test, peer.predict_proba(X_test))
+
+
+@pytest.mark.parametrize("n, cells", [(3000, 2), (4000, 3)])
+def test_a_checkerboard_takes_a_narrower_kernel(n, cells):
+    # A checkerboard of (4 cells)^2 cells: at sigma="scale"'s width no ridge fits it, and the logistic default
+    # predicted about the class shares (test log-loss 0.59 and 0.69, accuracy 0.64 and 0.52). Its held-out
+    # loss still fell at the least ridge (8 x 8 cells: the rule's ridge near the least), or the subsamples saw
+    # no signal (12 x 12): the whole set's held-out path then tries narrower kernels too.
+    from sklearn.svm import SVC
+
+    rng = np.random.RandomState(0)
+    X = rng.rand(n + 2000, 2) * 4
+    y = ((np.floor(X[:, 0] * cells) + np.floor(X[:, 1] * cells)) % 2).astype(int)
+    X = (X - X[:n].mean(axis=0)) / X[:n].std(axis=0)
+    X, y, X_test, y_test = X[:n], y[:n], X[n:], y[n:]
+    model = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    at_scale = []
+    for alpha in (1e-8, 1e-6, 1e-4):  # a given ridge keeps sigma="scale"'s width
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fixed = KernelGDClassifier(loss="logistic", alpha=alpha).fit(X, y)
+        at_scale.append(log_loss(y_test, fixed.predict_proba(X_test)))
+    assert model.sigma_ <= 0.5 * fixed.sigma_
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # probability=True's deprecation in scikit-learn 1.9
+        peer = SVC(probability=True, random_state=0).fit(X, y)
+    chosen = log_loss(y_test, model.predict_proba(X_test))
+    assert chosen < 0.4 * min(at_scale)
+    assert chosen < 0.4 * log_loss(y_test, peer.predict_proba(X_test))
+    assert model.score(X_test, y_test) > 0.9
