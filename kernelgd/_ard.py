@@ -91,9 +91,8 @@ def loo_error_and_gradient(theta, X, y, w, fit_intercept):
     value = float(w @ e**2)
     grad = np.empty(d + 1)
     factor = 2.0 * w * e / (s * v)  # dJ/du_i
-    # A change dKt of the centred kernel moves u by -lam M dKt My and v_i by
-    # -lam (M dKt M)_ii, so dJ = tr(G dKt) with G below; then dKt = Q S dK S Q
-    # gives dJ = sum_ij H_ij dK_ij, one n^3 product for all d scales.
+    # A change dKt of the centred kernel moves u by -lam M dKt My and v_i by -lam (M dKt M)_ii, so dJ = tr(G dKt)
+    # with G below; dKt = Q S dK S Q then gives dJ = sum_ij H_ij dK_ij, one n^3 product for all d scales.
     G = lam * ((M * (factor * e * s)) @ M - np.outer(My, M @ factor))
     grad[:d] = _scale_gradient(G, s, Xs, K, centre)
     M2y = M @ My

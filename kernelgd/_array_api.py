@@ -744,9 +744,8 @@ class _Generic:
         return A
 
     def triangular_solver(T):
-        # T's explicit inverse, once: each solve is then one product, not a latency-bound triangular solve per
-        # call. Past EXPLICIT_INVERSE_ROWS a solve reads as many bytes as that product, and the inverse would
-        # double the memory.
+        # T's explicit inverse, once: each solve is then one product, not a latency-bound triangular solve. Past
+        # EXPLICIT_INVERSE_ROWS a solve reads as many bytes as that product, and the inverse would double the memory.
         if not keeps_inverses(T.shape[0]):  # (a float32 T, of many centers, solves in float32)
             dtype = np.float32 if is_float32(T) else np.float64
             return lambda V, trans=False: as_float64(solve_triangular(T, cast(V, dtype), trans=trans))

@@ -40,8 +40,7 @@ MAX_DF_SHARE = 0.5
 # Errors within this relative margin of the least count as tied.
 TIE = 1e-3
 # ``check_floor``: the random rows that check GCV's choice by exact leave-one-out; the multiple of their least
-# left-out error that fails it (exploding errors, not the check's noise); and the rows whose exact ridge then
-# bounds GCV's (more than the check's: a few hundred rows' best total ridge can be far above the whole set's).
+# left-out error that fails it; and the rows whose exact ridge then bounds GCV's.
 CHECK_ROWS = 500
 CHECK_FACTOR = 2.0
 FLOOR_ROWS = EXACT_MAX_ROWS

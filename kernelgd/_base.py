@@ -68,9 +68,8 @@ AUTO_WIDTHS = (2.0, 4.0)
 AUTO_EXACT_MAX_ROWS = 20_000
 # Above those rows, the exact model still where its float32 kernel matrix takes at most this share of the budget.
 AUTO_EXACT_BUDGET_SHARE = 1.0
-# The fewest centers: for the squared loss twice the Nystroem(2000) features a user would fit instead
-# (on as many, the two models differ only in their ridge); for a smooth loss, whose Newton steps take
-# many products per class, fewer.
+# The fewest centers: for the squared loss twice the Nystroem(2000) features a user would fit instead; for a
+# smooth loss, whose Newton steps take many products per class, fewer.
 AUTO_MIN_CENTERS_SQUARED = 4000
 AUTO_MIN_CENTERS = 1000
 AUTO_CENTERS_PER_ROOT = 2.0

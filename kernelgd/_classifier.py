@@ -21,9 +21,8 @@ from ._losses import BinaryLogisticLoss, MultinomialLoss, SquaredLoss
 from ._targets import class_weights, encode_labels
 from .kernels import get_spec, is_builtin
 
-# The squared loss's sigma="scale": the multiples of that width walked to in turn while each lowers the rule's
-# left-out error without misclassifying more left-out rows (``_auto_alpha.choose_kernel``): the scale's width is a
-# smoother's, and a class boundary is often sharper.
+# The squared loss's sigma="scale": the multiples of that width walked to while each lowers the rule's left-out
+# error without misclassifying more left-out rows: the scale's width is a smoother's, a class boundary sharper.
 WIDTHS = (0.5, 0.25)
 
 

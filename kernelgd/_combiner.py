@@ -130,9 +130,8 @@ def layer_classes(F, labels, w):
     are, as the fit's layer does; the penalty keeps it from reading the class from outputs that barely vary.
     """
     labels = labels.astype(int)
-    # one row per distinct (outputs, class) of positive weight, weighing their sum: repeating a row or scaling
-    # every weight fits the same layer, as it does the fit's. A random projection tells the rows apart (those
-    # it merges agree to rounding).
+    # one row per distinct (outputs, class) of positive weight, weighing their sum (repeated rows and scaled weights
+    # fit the same layer); a random projection tells the rows apart
     key = np.column_stack([F, labels]) @ np.random.RandomState(0).standard_normal(F.shape[1] + 1)
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     weight = np.bincount(inverse.ravel(), weights=w, minlength=len(first))

@@ -1,13 +1,9 @@
 """Fits and predictions on Dask collections: the rows stay on the workers.
 
-``fit(X, y)`` with X (and y, sample_weight) as row-chunked dask arrays or
-dask DataFrames fits the centers model: the blocks are persisted once on
-the workers, the centers are drawn from them and gathered (m rows), and
-the solver (``_solvers/blockwise.py``) runs on the client, each pass over
-the rows one map-reduce (a task per block, its result m x k, summed in a
-tree). Predictions map the numpy methods over the blocks and return dask
-arrays. dask is an optional dependency: nothing here imports it unless
-the input is already a dask collection.
+``fit(X, y)`` on row-chunked dask arrays or DataFrames fits the centers model: the blocks are persisted
+once, the centers drawn from them and gathered (m rows), and the solver (``_solvers/blockwise.py``) runs
+on the client, each pass over the rows one map-reduce summed in a tree. Predictions map the numpy
+methods over the blocks. dask is optional: nothing here imports it unless the input is a dask collection.
 """
 
 import sys

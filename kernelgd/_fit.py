@@ -23,9 +23,8 @@ from ._solvers import CENTER_SOLVERS, SMOOTH_LOSS_SOLVERS, SolverSettings, choos
 from ._solvers._preconditioners import center_dtype, check_center_memory
 
 
-# tol="auto": CG on the squared loss's exact model stops where its error in the fitted values (at most the relative
-# residual times y's spread) is this share of the error alpha="auto"'s rule measured at its ridge, far below the
-# model's own; DEFAULT_TOL elsewhere (a given alpha, another loss or solver, centers).
+# tol="auto": CG on the squared loss's exact model stops where its error in the fitted values is this share of
+# the error alpha="auto"'s rule measured at its ridge; DEFAULT_TOL elsewhere.
 TOL_SHARE = 0.02
 DEFAULT_TOL = 1e-3
 MIN_TOL = 1e-8

@@ -1,16 +1,10 @@
 """The logistic loss's leave-one-out losses on a small dense Newton system: one step, and exact.
 
-Without row i the minimiser moves by about one Newton step of the objective without
-that row (Rad & Maleki, 2020), which moves its scores to
-
-    f_i^(-i) = f_i + Q_i (I - H_i Q_i)^-1 g_i,    Q_i = Psi_i M^-1 Psi_i'
-
-(g_i, H_i: the row's gradient and Hessian of the loss in its scores, weight
-included; M: the Newton system in the dense coordinates ``Psi = [K Z, 1]`` of
-``_dense_newton``): ``scores``. The step errs where it is long (a nearly
-interpolating fit, a row its neighbours contradict); ``exact`` takes Newton's
-iterations on the objective without such a row to its minimiser. Rows are the
-distinct rows' groups, each with its summed weight W and its mean label T.
+Without row i the minimiser moves by about one Newton step (Rad & Maleki, 2020), which moves its scores
+to ``f_i^(-i) = f_i + Q_i (I - H_i Q_i)^-1 g_i``, ``Q_i = Psi_i M^-1 Psi_i'`` (g_i, H_i: the row's
+gradient and Hessian in its scores; M: the Newton system in ``_dense_newton``'s coordinates
+``Psi = [K Z, 1]``): ``scores``. The step errs where it is long; ``exact`` iterates Newton without
+such a row to its minimiser. Rows are the distinct rows' groups (summed weight W, mean label T).
 """
 
 import numpy as np

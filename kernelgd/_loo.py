@@ -1,11 +1,6 @@
-"""Exact leave-one-out for kernel ridge regression: every alpha from one eigendecomposition.
-
-The closed form RidgeCV uses for linear ridge, on the centred, weighted kernel
-matrix (:func:`_eigen_system`) or on a low-rank factor ``K ~ F F'``
-(:func:`_low_rank_system`); :func:`_loo_scores` turns either into the
-leave-one-out predictions and scores of every alpha. BLAS threads are the
-caller's to set: the eigendecompositions here are at most 3,000 x 3,000, where
-threaded LAPACK is safe.
+"""Exact leave-one-out for kernel ridge regression: every alpha from one eigendecomposition, RidgeCV's
+closed form on the centred, weighted kernel matrix (``_eigen_system``) or a low-rank factor ``K ~ F F'``
+(``_low_rank_system``). The eigendecompositions are at most 3,000 x 3,000, where threaded LAPACK is safe.
 """
 
 import numpy as np

@@ -274,9 +274,8 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
                             key=lambda i: ranks[i])]
         sigma0, alpha0, kernel = origin["sigma"], origin["alpha"], origin.get("kernel", kernels[0])
         rng = check_random_state(self.random_state)
-        # Fitted on every row, the scales are judged on the rows they were fitted on: by another
-        # criterion than the judge's own (the marginal likelihood); on a subsample, the other rows
-        # judge leave-one-out scales without that bias.
+        # Fitted on every row, the scales would be judged on their own rows by another criterion than the judge's
+        # own; on a subsample, the other rows judge leave-one-out scales without that bias.
         sw_host = np.asarray(to_numpy(sw))
         criterion = "likelihood" if np.count_nonzero(sw_host) <= _ard.ARD_MAX_SAMPLES else "loo"
         # the scales' L-BFGS runs on the host, on at most ARD_MAX_SAMPLES rows (numpy copies)

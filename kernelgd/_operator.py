@@ -89,11 +89,8 @@ def _read_int(path):
 
 
 def available_memory():
-    """Bytes this process can still allocate: the OS's MemAvailable, within cgroup limits.
-
-    Reads /proc/meminfo and the cgroup v2 (``memory.max``) or v1
-    (``memory.limit_in_bytes``) limit less its usage; None where none of them
-    can be read (not Linux).
+    """Bytes this process can still allocate: /proc/meminfo's MemAvailable within the cgroup v2 (``memory.max``)
+    or v1 (``memory.limit_in_bytes``) limit less its usage; None where none can be read (not Linux).
     """
     candidates = []
     try:
@@ -266,19 +263,15 @@ def run_pooled(func, items, threads):
 class KernelOperator:
     """The n x m training kernel matrix ``K = k(X, C)``, as products and rows.
 
-    One body for every array namespace: K and its products live in X's
-    namespace and on its device. numpy arrays (the host) get the tuned paths:
-    blocks evaluated on a thread pool, a symmetric K stored as its upper
-    triangle, products through scipy's BLAS. Other namespaces evaluate and
-    multiply in larger blocks, and a device runs each block in parallel itself.
+    One body for every array namespace: K and its products live in X's namespace and device. numpy arrays
+    get the tuned paths (blocks on a thread pool, a symmetric K stored as its upper triangle, scipy's BLAS);
+    other namespaces evaluate and multiply in larger blocks, each run in parallel by the device.
 
     Parameters
     ----------
     X : array of shape (n, n_features), or a scipy.sparse matrix
-        Training inputs; for ``kernel=None`` the precomputed (n, n) matrix.
-        Sparse X (CSR) is copied dense only where dense products are the
-        faster and the copy is small (``densify_if_faster``); otherwise
-        blocks of rows are sliced from it.
+        Training inputs; for ``kernel=None`` the precomputed (n, n) matrix. Sparse X (CSR) is copied dense
+        only where that is faster and small (``densify_if_faster``).
     kernel : BoundKernel or None
         The kernel with its parameters; None when X is precomputed.
     centers : ndarray of shape (m, n_features), default=None
@@ -290,13 +283,11 @@ class KernelOperator:
     store : bool, default=None
         Whether to store K; None stores it when it fits in the budget.
     threads : int or "auto", default="auto"
-        Size of the thread pool that evaluates kernel blocks on the host; "auto" uses every core this
-        process may use. Arrays of other namespaces use none.
+        The host's thread pool for kernel blocks; "auto": every core this process may use.
     center_rows : ndarray of shape (m,), default=None
-        Where the centers are rows of X, their indices (``C = X[center_rows]``):
-        solver "cg" then weighs its FALKON preconditioner by the centers' weights.
+        Where the centers are rows of X, their indices (solver "cg" weighs FALKON's preconditioner by them).
     center_dtype : {"float64", "float32"}, default="float64"
-        The dtype of ``center_matrix()`` and of the factors made from it (``_preconditioners.center_dtype``).
+        The dtype of ``center_matrix()`` and of its factors (``_preconditioners.center_dtype``).
     """
 
     def __init__(

@@ -398,11 +398,9 @@ def _local_explained(kernel, X_fit, B, s, alpha, q):
 
 
 def exact_system(operator, posterior, seed, n_test=1, memory_budget=np.inf, X=None):
-    """The exact model's system for :func:`reduction` (None for the centers model).
-
-    ``("dense", U, s)`` for at least ``n / DENSE_BREAK_EVEN`` test points where ``DENSE_ARRAYS``
-    n x n arrays fit ``memory_budget`` and the ridge resolves a factor (its kernel from X's float64
-    rows where given); else ``("cg", apply_A, apply_P, s)``.
+    """The exact model's system for :func:`reduction` (None for the centers model): ``("dense", U, s)`` for at
+    least ``n / DENSE_BREAK_EVEN`` test points where ``DENSE_ARRAYS`` n x n arrays fit ``memory_budget`` and
+    the ridge resolves a factor; else ``("cg", apply_A, apply_P, s)``.
     """
     if posterior.weights is None:
         return None

@@ -22,9 +22,8 @@ from .kernels import bind_kernel, check_sparse_support
 DENSE_MAX_SAMPLES = 2000
 # Lanczos steps for larger n: the extreme Ritz values converge first.
 LANCZOS_STEPS = 120
-# Eigenvalues below -tol * max|eigenvalue| are "clearly negative"; the
-# default tol is this many machine epsilons per sample, far above the
-# rounding of a PSD matrix (about n * eps) and far below a real violation.
+# Eigenvalues below -tol * max|eigenvalue| are "clearly negative"; the default tol is this many eps per sample,
+# far above a PSD matrix's rounding (about n eps) and far below a real violation.
 TOL_EPS_PER_SAMPLE = 100
 # The probe a fit runs on a declared-PSD user kernel uses at most this many rows.
 PROBE_SAMPLES = 200

@@ -641,32 +641,39 @@ def test_heavy_tailed_features_take_a_narrower_kernel_where_held_out_rows_prefer
     assert log_loss(y_test, model.predict_proba(X_test)) < 0.75 * min(at_scale)
 
 
+def _against_scale_and_peer(X, y, X_test, y_test, alphas):
+    """``(sigma, log-losses, peer's)``: sigma="scale"'s width and the test log-loss of the logistic loss at each
+    given ridge there (a given ridge keeps that width), and SVC(probability=True)'s."""
+    from sklearn.svm import SVC
+
+    at_scale = []
+    for alpha in alphas:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fixed = KernelGDClassifier(loss="logistic", alpha=alpha).fit(X, y)
+        at_scale.append(log_loss(y_test, fixed.predict_proba(X_test)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # probability=True's deprecation in scikit-learn 1.9
+        peer = SVC(probability=True, random_state=0).fit(X, y)
+    return fixed.sigma_, at_scale, log_loss(y_test, peer.predict_proba(X_test))
+
+
 @pytest.mark.parametrize("n, n_classes, wider", [(1200, 3, 2.0), (800, 5, 4.0)])
 def test_classes_split_by_thresholds_of_one_feature_take_a_wider_kernel(n, n_classes, wider):
     # Classes by quantiles of one feature among 6: sigma="scale" reads the spread of all six, and every
     # ridge there leaves the log-loss above SVC(probability=True)'s (800 rows, five classes: 0.36 against
     # 0.31). The width walks wider while the held-out rows prefer it: screened by a subsample (three
     # classes) or straight on the whole set's folds (five classes on 800 rows, no small subsample).
-    from sklearn.svm import SVC
-
     rng = np.random.RandomState(0)
     X = rng.randn(n + 2000, 6)
     y = np.digitize(X[:, 0], np.quantile(X[:n, 0], np.linspace(0, 1, n_classes + 1)[1:-1]))
     X, y, X_test, y_test = X[:n], y[:n], X[n:], y[n:]
     model = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
-    at_scale = []
-    for alpha in (1e-6, 1e-5, 1e-4):  # a given ridge keeps sigma="scale"'s width
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fixed = KernelGDClassifier(loss="logistic", alpha=alpha).fit(X, y)
-        at_scale.append(log_loss(y_test, fixed.predict_proba(X_test)))
-    assert model.sigma_ == pytest.approx(wider * fixed.sigma_)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # probability=True's deprecation in scikit-learn 1.9
-        peer = SVC(probability=True, random_state=0).fit(X, y)
+    sigma, at_scale, peer = _against_scale_and_peer(X, y, X_test, y_test, (1e-6, 1e-5, 1e-4))
+    assert model.sigma_ == pytest.approx(wider * sigma)
     chosen = log_loss(y_test, model.predict_proba(X_test))
     assert chosen < 0.6 * min(at_scale)
-    assert chosen < 0.6 * log_loss(y_test, peer.predict_proba(X_test))
+    assert chosen < 0.6 * peer
 
 
 @pytest.mark.parametrize("n, cells", [(3000, 2), (4000, 3)])
@@ -675,25 +682,15 @@ def test_a_checkerboard_takes_a_narrower_kernel(n, cells):
     # predicted about the class shares (test log-loss 0.59 and 0.69, accuracy 0.64 and 0.52). Its held-out
     # loss still fell at the least ridge (8 x 8 cells: the rule's ridge near the least), or the subsamples saw
     # no signal (12 x 12): the whole set's held-out path then tries narrower kernels too.
-    from sklearn.svm import SVC
-
     rng = np.random.RandomState(0)
     X = rng.rand(n + 2000, 2) * 4
     y = ((np.floor(X[:, 0] * cells) + np.floor(X[:, 1] * cells)) % 2).astype(int)
     X = (X - X[:n].mean(axis=0)) / X[:n].std(axis=0)
     X, y, X_test, y_test = X[:n], y[:n], X[n:], y[n:]
     model = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
-    at_scale = []
-    for alpha in (1e-8, 1e-6, 1e-4):  # a given ridge keeps sigma="scale"'s width
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fixed = KernelGDClassifier(loss="logistic", alpha=alpha).fit(X, y)
-        at_scale.append(log_loss(y_test, fixed.predict_proba(X_test)))
-    assert model.sigma_ <= 0.5 * fixed.sigma_
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # probability=True's deprecation in scikit-learn 1.9
-        peer = SVC(probability=True, random_state=0).fit(X, y)
+    sigma, at_scale, peer = _against_scale_and_peer(X, y, X_test, y_test, (1e-8, 1e-6, 1e-4))
+    assert model.sigma_ <= 0.5 * sigma
     chosen = log_loss(y_test, model.predict_proba(X_test))
     assert chosen < 0.4 * min(at_scale)
-    assert chosen < 0.4 * log_loss(y_test, peer.predict_proba(X_test))
+    assert chosen < 0.4 * peer
     assert model.score(X_test, y_test) > 0.9

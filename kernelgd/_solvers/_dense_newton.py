@@ -89,10 +89,8 @@ def features(operator, k, alpha, coupled, confirm=False):
     trusted = float(lam[0]) >= RESOLVED_JITTERS * jitter and 2.0 * alpha >= floor
     if trusted and flops > TINY_FLOPS:
         return None
-    # A direction v whose function values K_nm v are the product's rounding (K_mm's null space where the
-    # kernel is rank-deficient) is noise, which a tiny alpha lets the steps chase once scaled by
-    # 1 / sqrt(lambda + jitter). An eigenvalue at K_mm's own rounding is no such sign: an rbf kernel's there
-    # are real functions.
+    # A direction v whose function values K_nm v are the product's rounding (K_mm's null space) is noise, which a
+    # tiny alpha lets the steps chase; an eigenvalue at K_mm's own rounding is not (an rbf kernel's are real).
     KV = K_nm @ V
     size = to_numpy(xp.sqrt(xp.sum(KV * KV, axis=0)))
     # K_nm's rounding has a spectral norm of at most sqrt(n m) eps max|K_nm|: far less than its Frobenius norm

@@ -57,34 +57,27 @@ def block_pcg(
         ``V -> A V`` and ``V -> P^-1 V`` on (n, k) arrays.
     B : ndarray of shape (n, k)
     on_iter : callable, default=None
-        ``on_iter(X, step) -> bool`` after every iteration, with the column
-        steps taken; True stops. Off the host, the run tests convergence
-        every ``read_interval(B)`` iterations only (a read waits for the
-        device): converged columns take zero steps until then, and
-        ``n_iter`` counts the iterations a test at every one would have run.
+        ``on_iter(X, step) -> bool`` after every iteration, with the column steps taken; True stops. Off
+        the host, convergence is tested every ``read_interval(B)`` iterations only (a read waits for the
+        device): converged columns take zero steps until then, and ``n_iter`` counts as if tested each time.
     x0 : ndarray of shape (n, k), default=None
         The starting point (zero by default).
     tracker : ProductTracker, default=None
-        With x0, its ``KX`` is set to the product that ``A x0`` recorded;
-        its ``residual`` is the largest relative residual, before on_iter.
+        With x0, its ``KX`` is set to the product that ``A x0`` recorded.
     tol_from_start : bool, default=False
-        Whether tol is relative to the initial residual ``B - A x0`` rather
-        than to B: CG then solves for the correction to x0, and every
-        iterate's correction is a descent direction of the quadratic.
+        Whether tol is relative to the initial residual ``B - A x0`` rather than to B (every iterate's
+        correction to x0 is then a descent direction of the quadratic).
     tol_b : float, default=0.0
-        With tol_from_start, a column also stops once its residual is at
-        most tol_b times B's: near the solution the initial residual is
-        tiny, and tol times it can be stricter than an exact solve.
+        With tol_from_start, a column also stops once its residual is at most tol_b times B's (near the
+        solution tol times the initial residual can be stricter than an exact solve).
     Ax0 : ndarray of shape (n, k), default=None
-        ``A x0``, where the caller already has it: no product is spent on
-        it, and the tracker's ``KX`` is then the caller's to set.
+        ``A x0``, where the caller already has it (the tracker's ``KX`` is then the caller's to set).
 
     Returns
     -------
     PCGResult
-        ``(x, n_iter, status)``; status is "converged" (every relative residual at most tol),
-        "max_iter", "stalled" (a column lost conjugacy: ``p'A p <= 0`` in
-        rounding) or "stopped" (on_iter returned True).
+        ``(x, n_iter, status)``; status is "converged" (every relative residual at most tol), "max_iter",
+        "stalled" (a column lost conjugacy: ``p'A p <= 0`` in rounding) or "stopped" (on_iter returned True).
     """
     xp = xp_of(B)
     # numpy scalars are no operands of other namespaces' arrays
@@ -147,14 +140,11 @@ def _ended(stalled):
 
 
 def rp_cholesky(columns, diag, rank, rng, block=RPC_BLOCK):
-    """Randomly pivoted Cholesky: ``A ~ F F'`` from ``rank`` columns of A.
+    """Randomly pivoted Cholesky: ``A ~ F F'`` from ``rank`` columns of A (Chen, Epperly, Tropp & Webber, 2022).
 
-    Pivots are drawn in proportion to the diagonal of the residual
-    ``A - F F'``, so they land where the current approximation is worst
-    (Chen, Epperly, Tropp & Webber, 2022). ``F F'`` equals the Nystroem
-    approximation on the pivots; on Cal-16k such pivots halve the CG
-    iterations of uniformly drawn landmarks (benchmarks/bench_preconditioner.py).
-    The pivots are drawn on the host; F stays in diag's namespace.
+    Pivots are drawn in proportion to the residual ``A - F F'``'s diagonal, where the approximation is worst
+    (on Cal-16k they halve the CG iterations of uniform landmarks: bench_preconditioner.py); ``F F'`` is the
+    Nystroem approximation on them. Pivots are drawn on the host; F stays in diag's namespace.
 
     Parameters
     ----------
@@ -163,7 +153,7 @@ def rp_cholesky(columns, diag, rank, rng, block=RPC_BLOCK):
     diag : array of shape (n,)
         ``diag(A)``; pivots are never drawn where it is zero.
     rank : int
-        Number of pivots (columns of F); fewer when A is numerically of lower rank.
+        Number of pivots; fewer when A is numerically of lower rank.
     rng : RandomState
     block : int
         Pivots drawn per round: a round is one GEMM instead of ``block`` GEMVs.

@@ -20,8 +20,7 @@ from .._operator import POOLED_MIN_BYTES, check_budget
 from ._krylov import RPC_BLOCK, rp_cholesky
 
 # Landmarks of the Nystroem preconditioner for the full system: N_LANDMARKS, and with many right-hand sides up to
-# MAX_LANDMARKS where its factor (about n r^2 flops) costs at most FACTOR_PRODUCTS products with K (2 n^2 flops
-# per column): each CG iteration it saves is one such product (``full_landmarks``).
+# MAX_LANDMARKS where its factor (n r^2 flops) costs at most FACTOR_PRODUCTS products with K (``full_landmarks``).
 N_LANDMARKS = 500
 MAX_LANDMARKS = 2000
 FACTOR_PRODUCTS = 1
@@ -193,9 +192,8 @@ def center_factors(operator):
     """
     Kmm = operator.center_matrix()
     diag_mean = float(xp_of(Kmm).mean(diagonal(Kmm)))
-    # FALKON's jitter m * eps(dtype) on K_mm: K_mm is nearly singular for
-    # smooth kernels, and beta = B z is an exact change of variables, so
-    # the jitter only shapes the preconditioner, never the solution.
+    # FALKON's jitter m * eps(dtype) on the nearly singular K_mm: beta = B z is an exact change of variables,
+    # so the jitter shapes the preconditioner, never the solution.
     T, jitter = cholesky_in_place(operator.center_matrix, "center kernel matrix", center_jitter(operator, Kmm), Kmm)
     return CenterFactors(T, jitter, diag_mean, triangular_solver(T))
 

@@ -1,21 +1,15 @@
 """Solver "gd": plain gradient descent on the dual coefficients.
 
-Objective ``L = sum_i w_i (f(x_i) - y_i)^2 + alpha ||f||_H^2`` with
-``f = K a + b`` and ``||f||_H^2 = a'K a``. Starting from the intercept-only
-optimum (``a = 0``) each iteration applies
+For ``L = sum_i w_i (f(x_i) - y_i)^2 + alpha ||f||_H^2`` with ``f = K a + b``, each iteration from the
+intercept-only optimum (``a = 0``) applies
 
     a_i <- a_i - eta * (2 w_i (f(x_i) - y_i) + 2 alpha a_i)
     b   <- b   - eta * sum_i 2 w_i (f(x_i) - y_i)          (fit_intercept)
 
-which is primal gradient descent on ``beta = sum_i a_i phi(x_i)`` carried
-out through the kernel. One product ``K @ g`` per iteration: the dual
-gradient ``g`` times K gives both the next ``K a`` and the norm of the
-primal gradient, ``||grad L||^2 = g'K g + (sum_i g_i)^2``.
-
-The fit stops when that norm is at most ``tol`` times its value at the
-intercept-only model (the zero model without intercept): a scale-free test
-that does not depend on where the iteration started, so a warm start from a
-converged model stops at once.
+primal gradient descent carried out through the kernel. One product ``K @ g`` per iteration gives
+both the next ``K a`` and the primal gradient's norm ``||grad L||^2 = g'K g + (sum_i g_i)^2``; the fit
+stops when it is at most ``tol`` times its value at the intercept-only model, a scale-free test that a
+warm start from a converged model passes at once.
 """
 
 

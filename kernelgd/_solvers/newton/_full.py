@@ -118,9 +118,8 @@ def preconditioner(operator, H, ridge, settings, steps):
         steps.factors = FullFactors.empty(k)
     factors = steps.factors
     weights, shifts = factors.weights, factors.shifts
-    # every column's shift and refactoring tests, all columns at once, in one read from the arrays' device:
-    # the weights' L1 change since each factor was made, and the largest factor by which a row's
-    # h_i K_ii + mu moved
+    # every column's shift and refactoring tests in one read from the device: the weights' L1 change since each
+    # factor was made, and the largest factor by which a row's h_i K_ii + mu moved
     seen = [c for c in range(k) if weights[c] is not None]
     parts = [mu]
     if seen:
@@ -322,9 +321,8 @@ class FullCoupled:
             inverse = coupled_preconditioner(operator, P, H, w, ridge, settings, steps, self.rank, M, Mt)
         else:
             inverse = preconditioner(operator, H, ridge, settings, steps)
-        # On M's null space (each row's sqrt(p), all of a row that does not weigh) the system is exactly
-        # ridge * I, where the diagonal model's factors see a confident row's curvature p (1 - p): they
-        # are applied on M's range only, the null part solved exactly.
+        # On M's null space (each row's sqrt(p)) the system is exactly ridge * I, where the diagonal model's factors
+        # see a confident row's curvature: they apply on M's range only, the null part is solved exactly.
         unit = root_p / xp.sqrt(xp.sum(root_p * root_p, axis=1, keepdims=True))
         weighs = xp.astype(root_w > 0, root_w.dtype)
         unit = weighs * unit

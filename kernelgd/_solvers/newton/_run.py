@@ -29,9 +29,8 @@ CONFIRM_MARGIN = 0.25
 # A fit stops once this many accepted iterates in a row have predictions dominated by K's rounding
 # (RoundingCheck): a converging fit can pass through such iterates, none of which may be returned.
 NOISY_PATIENCE = 50
-# A stop where no direction descends still converges if the last accepted step's decrement was
-# within this factor of the stopping threshold (tol**2 times the intercept-only objective);
-# float32 resolves far less than float64.
+# A stop where no direction descends still converges if the last accepted step's decrement was within this
+# factor of the stopping threshold (tol**2 times the intercept-only objective); float32 resolves far less.
 NO_DESCENT_NEAR = {"float64": 10.0, "float32": 1e3}
 # An exact step whose CG run stops before its first iteration right after a decrement above tol times the
 # intercept-only objective is retaken with CG's tolerance this many times tighter; so are the steps after a
