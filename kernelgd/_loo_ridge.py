@@ -184,9 +184,10 @@ def _path(problem, settings, extend=False, lowest=0.0, exact=False, highest=EXTE
 def _on_a_subsample(problem, settings, widen=None):
     """``(problem, start, n_iter)``: the problem at the rule's ridge times the median multiple the path chooses
     on ``DRAWS`` random subsamples (the largest whose dense system is small; none below the least ridge), as
-    the whole set's held-out rows correct it (``_checked_on_held_out_rows``). Where such a subsample would be
-    under ``MIN_SUBSAMPLE`` rows, ``_held_out_multiple``'s multiple, or, where its held-out rows would be too
-    few, the rule's ridge as the whole set's held-out rows correct it.
+    the whole set's held-out rows correct it (``_checked_on_held_out_rows``); where every path ran up to its
+    reach (no signal), ``_on_held_out_rows``'s. Where such a subsample would be under ``MIN_SUBSAMPLE`` rows,
+    ``_held_out_multiple``'s multiple, or, where its held-out rows would be too few, the rule's ridge as the
+    whole set's held-out rows correct it.
     """
     rows, loss = problem.rows, problem.loss
     k, coupled = rows.Y.shape[1], not loss.diagonal_hessian
