@@ -273,10 +273,9 @@ def _on_held_out_rows(problem, settings, widen=None):
     """``(problem, start, n_iter)``: ``_held_out_path`` from the least ridge (``_least``) times
     ``4 ** HELD_OUT_POWERS[0]`` down to the least, or up to ``4 ** HELD_OUT_POWERS[1]`` times it. Powers
     of 4 from the least ridge, not from the rule's: weights and the rows repeated then try the same ridges.
-    Where the held-out loss still falls at the least ridge, ``widen``'s narrower kernels run the path too."""
+    Where the chosen ridge is flat (``_HeldOut.flat``), ``widen``'s narrower kernels run the path too."""
     top, highest = HELD_OUT_POWERS
-    return _held_out_path(problem, settings, _least(problem, settings), top, 0, highest, widen=widen,
-                          ways=(NARROWER,))
+    return _held_out_path(problem, settings, _least(problem, settings), top, 0, highest, widen=widen)
 
 
 def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=None, rule=None, folds=True,
@@ -349,17 +348,19 @@ class _HeldOut:
         Y = np.asarray(to_numpy(rows.Y))
         fitted = [Y[(w > 0) & ~out] for out in outs]
         self.outs = [] if any(not len(f) or np.any(f.max(axis=0) == f.min(axis=0)) for f in fitted) else outs
-        kept = [np.where(out, 0.0, w) for out in self.outs]  # each fold's fitted rows' weights
-        self.folds_of = _fold_views(self.outs, [like(k / k.sum(), rows.Y) for k in kept])
-        self.held = np.concatenate([np.flatnonzero(out) for out in self.outs]) if self.outs else np.zeros(0, int)
-        self.W = w[self.held] / w[self.held].sum() if self.outs else None  # each held-out row once, fold by fold
-        self.groups = np.unique(groups[self.held], return_inverse=True)[1]
-        self.n_effective = effective_count(self.W, self.groups) if self.outs else 0.0
-        self.labels = (Y[self.held, 0] > 0).astype(int) if Y.shape[1] == 1 else np.argmax(Y[self.held], axis=1)
-        self.prior = [None, None, _prior_losses(Y, kept, self.outs)] if self.outs else None
         self.n_iter, self.cold = 0, [(None, None, False)] * len(self.outs)
         # per fold, one K, one preconditioner for every fit of the path's own kernel (CG's solutions unchanged)
         self.shared = [{} for _ in self.outs]
+        if not self.outs:
+            return
+        kept = [np.where(out, 0.0, w) for out in self.outs]  # each fold's fitted rows' weights
+        self.folds_of = _fold_views(self.outs, [like(k / k.sum(), rows.Y) for k in kept])
+        self.held = np.concatenate([np.flatnonzero(out) for out in self.outs])  # each held-out row once, in order
+        self.W = w[self.held] / w[self.held].sum()
+        self.groups = np.unique(groups[self.held], return_inverse=True)[1]
+        self.n_effective = effective_count(self.W, self.groups)
+        self.labels = (Y[self.held, 0] > 0).astype(int) if Y.shape[1] == 1 else np.argmax(Y[self.held], axis=1)
+        self.prior = [None, None, _prior_losses(Y, kept, self.outs)]
 
     def fit(self, on, alpha, starts, reuse):
         """``(fits, losses)`` of ``on``'s model at ``alpha``, a fit per fold on its fitted rows; None where
