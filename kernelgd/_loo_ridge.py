@@ -47,8 +47,10 @@ HELD_OUT_POWERS = (10, 16)
 # Held-out fits' tol: only their held-out losses are read, which a looser stop leaves to 4 digits.
 HELD_OUT_TOL = 1e-2
 # A held-out path's first ridge is reached by warm starts from up to this many factors of 4 above it: a cold
-# Newton start at a small ridge takes hundreds of CG iterations.
+# Newton start at a small ridge takes hundreds of CG iterations. A width tried at the ridge chosen (``ways``)
+# starts from one fit TRIAL_WARM_UP factors of 4 above it: a longer climb costs more fits than it saves.
 WARM_UP = 2
+TRIAL_WARM_UP = 1
 # The fewest rows a subsample's path may choose from, and the subsamples drawn (odd) until a majority agrees.
 MIN_SUBSAMPLE = 200
 DRAWS = 3
@@ -288,11 +290,11 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
     each lowers it where the first step down did not, up to ``base * 4 ** highest``; the last that lowered it
     is taken. A step lowers the loss where it cuts the mean by more than ``by`` standard errors of the paired
     difference (0: any cut). ``widen`` (``_fit.widener``'s) and ``rule`` (the rule's ridge): the widths of
-    ``ways`` are then tried in turn, each at its rule's ridge times the multiple of ``rule`` chosen, while
-    each lowers the loss by ``CHECK_SIGNIFICANCE`` standard errors; the next way only where the first width
-    of one did not. Without ``rule``, where the chosen ridge is ``flat``, the widths of ``ways[0]`` run the
-    path from their own least ridge in turn, each kept where it lowers the loss by ``FLAT_SIGNIFICANCE``
-    standard errors and ``informs``, tried on while the best is flat.
+    ``ways`` are then tried in turn, each at its rule's ridge times the multiple of ``rule`` chosen (warm-started
+    from ``TRIAL_WARM_UP`` factors of 4 above), while each lowers the loss by ``CHECK_SIGNIFICANCE`` standard
+    errors; the next way only where the first width of one did not. Without ``rule``, where the chosen ridge is
+    ``flat``, the widths of ``ways[0]`` run the path from their own least ridge in turn, each kept where it lowers
+    the loss by ``FLAT_SIGNIFICANCE`` standard errors and ``informs``, tried on while the best is flat.
     """
     held = _HeldOut(problem, settings, folds, (top, bottom, highest, by))
     best = held.walk(problem, base, held.shared) if held.outs else None
@@ -310,15 +312,13 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
             chosen, fits, best = replace(other, alpha=float(other_base * 4.0 ** found[0])), found[1], found
         elif not held.flat(best):
             break
-    descent = max(0, top - best[0])  # the factors of 4 the path went down from its first ridge
     # other widths in turn, each at its own rule's ridge times the multiple chosen, while each lowers the loss
     for way in ways if widen is not None and multiple else ():
         for factor in way:
             other = widen(factor)
             other = replace(other, alpha=other.alpha * multiple)
             done, reuse, begin = None, [{} for _ in held.outs], held.cold
-            # warmed up as the path was, from where it began: cold at a small ridge, Newton's first steps are slow
-            for power in range(WARM_UP + descent, -1, -1):
+            for power in range(TRIAL_WARM_UP, -1, -1):
                 done = held.fit(other, other.alpha * 4.0**power, begin, reuse)
                 if done is None:
                     break
