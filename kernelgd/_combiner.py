@@ -18,6 +18,7 @@ from ._auto_alpha import (
     _left_out, _operator, _take, _unstored_factor, every_row_rule, factor_directions, least_ridge,
 )
 from ._replicates import distinct_groups, distinct_rows, replicate_groups
+from ._solvers._preconditioners import Landmarks
 
 # The output layer reads at most this many training rows (drawn at random beyond): K (K + 1) numbers
 # are set by a few thousand, and its fit costs rows x K^2 per iteration.
@@ -64,21 +65,13 @@ def left_out_outputs(X, rows, kernel, Y, w, alpha, fit_intercept, precomputed, t
     """
     if kernel is not None and not kernel.psd:
         return None
-    X = to_numpy(X)
     Y = np.asarray(to_numpy(Y), dtype=np.float64)
-    w = np.asarray(to_numpy(w), dtype=np.float64)
-    w = w / w.sum()
-    X_rows = X if rows is None else _take(X, rows, precomputed)
-    group_of, n_groups = replicate_groups(X_rows)
-    group_of = None if n_groups == len(w) else group_of
-    operator = _operator(X_rows, kernel, precomputed, threads)
+    _, w, group_of, operator = _layer_rows(X, rows, kernel, w, precomputed, threads)
     if not alpha > 0 or alpha < least_ridge(operator, w, distinct_rows(w, group_of)):
         return None  # the model interpolates whatever the ridge
     if landmarks is None:
-        factor, pivots = _unstored_factor(operator, w, fit_intercept, np.random.RandomState(seed), group_of)
-        gram = factor.T @ factor
-    else:
-        factor, gram, pivots = (np.asarray(to_numpy(A)) for A in landmarks)
+        landmarks = _layer_factor(operator, w, fit_intercept, group_of, seed)
+    factor, gram, pivots = (np.asarray(to_numpy(A)) for A in landmarks)
     lam, W = factor_directions(gram)
     if not len(lam):
         return None  # a kernel of zero on these rows: no model to leave a row out of
@@ -97,6 +90,30 @@ def left_out_outputs(X, rows, kernel, Y, w, alpha, fit_intercept, precomputed, t
     if len(np.unique(labels[w_layer > 0])) < len(np.unique(labels[w > 0])):
         return None  # a class none of whose rows can train the layer
     return F, w_layer
+
+
+def layer_landmarks(X, kernel, w, fit_intercept, precomputed, threads, seed):
+    """The factor (``Landmarks``) ``left_out_outputs`` draws on every row of X where the fit has none: drawn
+    before a fixed ridge's solve, whose preconditioner then reuses it (one factor of K, not two)."""
+    _, w, group_of, operator = _layer_rows(X, None, kernel, w, precomputed, threads)
+    return _layer_factor(operator, w, fit_intercept, group_of, seed)
+
+
+def _layer_rows(X, rows, kernel, w, precomputed, threads):
+    """``(X_rows, w, group_of, operator)``: the rows the layer reads, their weights summing to one, their groups
+    of identical rows (None: all distinct) and a float64 operator that stores no K."""
+    X = to_numpy(X)
+    w = np.asarray(to_numpy(w), dtype=np.float64)
+    w = w / w.sum()
+    X_rows = X if rows is None else _take(X, rows, precomputed)
+    group_of, n_groups = replicate_groups(X_rows)
+    return X_rows, w, None if n_groups == len(w) else group_of, _operator(X_rows, kernel, precomputed, threads)
+
+
+def _layer_factor(operator, w, fit_intercept, group_of, seed):
+    """The ridge rule's factor of the rows (``_auto_alpha._unstored_factor``), drawn with the fit's seed."""
+    factor, pivots = _unstored_factor(operator, w, fit_intercept, np.random.RandomState(seed), group_of)
+    return Landmarks(factor, factor.T @ factor, pivots)
 
 
 def _labels(Y):

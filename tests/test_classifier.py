@@ -94,6 +94,33 @@ def test_output_layer_is_a_logistic_regression_on_the_left_out_outputs(n_classes
     assert_allclose(clf.predict_log_proba(X_test), ref.predict_log_proba(outputs), rtol=1e-5, atol=1e-7)
 
 
+def test_a_fixed_ridge_fit_draws_one_factor_for_its_preconditioner_and_its_output_layer(monkeypatch):
+    # The output layer's left-out outputs come from the ridge rule's factor of every row; at a fixed ridge it is
+    # drawn before the solve and CG's preconditioner reuses it: one factor of K, not two (hastie, 7,000 rows at
+    # its default's width and ridge: two factors of rank 500 before).
+    from sklearn.datasets import make_gaussian_quantiles
+
+    from kernelgd import _auto_alpha
+    from kernelgd._solvers import _preconditioners
+
+    calls, original = [], _preconditioners.landmark_factor
+
+    def counted(operator, *args, **kwargs):
+        calls.append(operator.n)
+        return original(operator, *args, **kwargs)
+
+    monkeypatch.setattr(_preconditioners, "landmark_factor", counted)
+    monkeypatch.setattr(_auto_alpha, "landmark_factor", counted)
+    X, y = make_gaussian_quantiles(n_samples=1500, n_features=4, n_classes=3, random_state=0)
+    params = dict(sigma=2.0, alpha=1e-4, tol=1e-8, random_state=0)
+    clf = KernelGDClassifier(**params).fit(X, y)
+    assert calls == [len(y)]
+    calls.clear()
+    plain = KernelGDClassifier(combine="argmax", **params).fit(X, y)  # no layer: the preconditioner's own factor
+    assert calls == [len(y)]
+    assert_allclose(clf.dual_coef_, plain.dual_coef_, rtol=1e-6, atol=1e-6 * np.abs(plain.dual_coef_).max())
+
+
 def test_output_layer_ranks_nested_shells_that_the_argmax_cannot():
     from sklearn.datasets import make_gaussian_quantiles
 
