@@ -66,7 +66,7 @@ def left_out_outputs(X, rows, kernel, Y, w, alpha, fit_intercept, precomputed, t
     if kernel is not None and not kernel.psd:
         return None
     Y = np.asarray(to_numpy(Y), dtype=np.float64)
-    _, w, group_of, operator = _layer_rows(X, rows, kernel, w, precomputed, threads)
+    w, group_of, operator = _layer_rows(X, rows, kernel, w, precomputed, threads)
     if not alpha > 0 or alpha < least_ridge(operator, w, distinct_rows(w, group_of)):
         return None  # the model interpolates whatever the ridge
     if landmarks is None:
@@ -95,19 +95,19 @@ def left_out_outputs(X, rows, kernel, Y, w, alpha, fit_intercept, precomputed, t
 def layer_landmarks(X, kernel, w, fit_intercept, precomputed, threads, seed):
     """The factor (``Landmarks``) ``left_out_outputs`` draws on every row of X where the fit has none: drawn
     before a fixed ridge's solve, whose preconditioner then reuses it (one factor of K, not two)."""
-    _, w, group_of, operator = _layer_rows(X, None, kernel, w, precomputed, threads)
+    w, group_of, operator = _layer_rows(X, None, kernel, w, precomputed, threads)
     return _layer_factor(operator, w, fit_intercept, group_of, seed)
 
 
 def _layer_rows(X, rows, kernel, w, precomputed, threads):
-    """``(X_rows, w, group_of, operator)``: the rows the layer reads, their weights summing to one, their groups
-    of identical rows (None: all distinct) and a float64 operator that stores no K."""
+    """``(w, group_of, operator)`` of the rows ``rows`` of X the layer reads (None: all): their weights summing to
+    one, their groups of identical rows (None: all distinct) and a float64 operator that stores no K."""
     X = to_numpy(X)
     w = np.asarray(to_numpy(w), dtype=np.float64)
     w = w / w.sum()
     X_rows = X if rows is None else _take(X, rows, precomputed)
     group_of, n_groups = replicate_groups(X_rows)
-    return X_rows, w, None if n_groups == len(w) else group_of, _operator(X_rows, kernel, precomputed, threads)
+    return w, None if n_groups == len(w) else group_of, _operator(X_rows, kernel, precomputed, threads)
 
 
 def _layer_factor(operator, w, fit_intercept, group_of, seed):
