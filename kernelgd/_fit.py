@@ -13,7 +13,7 @@ from sklearn.base import is_classifier
 from sklearn.utils import check_random_state
 
 from . import _loo_ridge as loo_ridge
-from ._array_api import add_at_rows, block_of, copy_array, rows_of, take_rows, to_numpy, xp_of, zeros_as
+from ._array_api import add_at_rows, block_of, copy_array, on_host, rows_of, take_rows, to_numpy, xp_of, zeros_as
 from ._auto_alpha import auto_alpha
 from ._combiner import combiner_rows, fit_combiner, layer_landmarks, left_out_outputs, training_outputs
 from ._losses import SquaredLoss
@@ -237,8 +237,9 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
         alpha, landmarks, error = _rule(est, rows, kernel, loss, seed, precision, centers is None,
                                         options["n_threads"])
     elif (landmarks is None and centers is None and psd and solver == "cg" and is_classifier(est)
-          and est._combines(loss) and combiner_rows(rows.X.shape[0], seed) is None):
-        # the output layer's factor of every row, drawn before a fixed ridge's solve: its preconditioner reuses it
+          and est._combines(loss) and combiner_rows(rows.X.shape[0], seed) is None and on_host(rows.w)):
+        # the output layer's factor of every row (on the host, as the layer), drawn before a fixed ridge's solve:
+        # its preconditioner reuses it
         landmarks = layer_landmarks(rows.X, kernel, rows.w, est.fit_intercept, est._precomputed,
                                     options["n_threads"], seed)
     tol = resolve_tol(est, loss, error, solver, centers is not None)
