@@ -17,6 +17,7 @@ from ._array_api import follow, from_numpy, like, to_numpy, xp_of
 from ._base import BaseKernelGD
 from ._auto_alpha import largest_output
 from ._combiner import layer_classes
+from ._logistic_layer import layer_inputs
 from ._losses import BinaryLogisticLoss, MultinomialLoss, SquaredLoss
 from ._targets import class_weights, encode_labels
 from .kernels import get_spec, is_builtin
@@ -52,10 +53,11 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
     regression on those outputs (``combine``) makes the decision. With
     ``loss="logistic"`` it is kernel logistic regression: binary (one
     column) or multinomial (softmax, one column per class). Both have
-    ``predict_proba``: the logistic model's own probabilities, or the
-    squared loss's output layer's, fitted to left-out outputs as Platt
-    scaling is to held-out ones. ``predict`` returns the class of the
-    largest decision value. Labels may be of any type, strings included.
+    ``predict_proba``: the output layer's (``combine``), fitted to left-out
+    outputs as Platt scaling is to held-out ones, where the fit has one,
+    else the logistic model's own probabilities. ``predict`` returns the
+    class of the largest decision value. Labels may be of any type, strings
+    included.
 
     Read more in the :ref:`User Guide <ug-classification>`.
 
@@ -76,8 +78,8 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         same fit, ``alpha="auto"``'s ridge included (its rule reads weights
         as relative, through Kish's effective number of rows).
     combine : {"logistic", "argmax"}, default="logistic"
-        How the squared loss's per-class outputs decide (ignored with
-        ``loss="logistic"``). ``"logistic"``: scikit-learn's
+        How the per-class outputs decide. With the squared loss,
+        ``"logistic"``: scikit-learn's
         ``LogisticRegression()`` fitted to the training rows' left-out
         outputs (each row's output from the fit without it: exact up to
         1,000 distinct rows, of a 500-landmark Nystroem model beyond; at
@@ -85,9 +87,22 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         decides from the outputs (``combiner_``): one least-squares output
         per class ranks a class lying between others poorly (nested shells,
         bands of one feature), and for two classes the layer places the
-        threshold. Its probabilities are ``predict_proba``'s. ``"argmax"``:
-        the largest output (its sign for two classes), as scikit-learn's
-        ``RidgeClassifier``, without probabilities.
+        threshold. Its probabilities are ``predict_proba``'s. With the
+        logistic loss and ``alpha="auto"``, ``"logistic"``: the same layer
+        on the model's log-probabilities (its log-odds for two classes) of
+        rows held out of fits at the chosen ``sigma_`` and ``alpha_``: the
+        ridge rule's held-out folds, and more folds of a fifth of the rows
+        each up to 1,000 held-out rows (every row once on smaller sets)
+        where their fits are small (``n**2 * k`` at most ``2e8``, k the
+        score columns), with at least 10 held-out rows per number it fits
+        (``k (k + 1)``), kept where its own cross-validated log-loss on those
+        rows is lower than the model's by a standard error of the
+        difference: one ridge shrinks every class's scores alike, which a
+        class between others or labels drawn at random leave miscalibrated.
+        ``"argmax"``: the largest
+        output (its sign for two classes), as scikit-learn's
+        ``RidgeClassifier``, without probabilities for the squared loss; the
+        logistic model's own probabilities for the logistic loss.
 %(parameters)s
 
     Attributes
@@ -100,12 +115,14 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
     intercept_ : ndarray of shape (1,) or (n_classes,)
         The intercepts.
     combiner_ : LogisticRegression or None
-        The output layer (``combine="logistic"`` with the squared loss),
+        The output layer (``combine="logistic"``). With the squared loss,
         fitted to the training rows' left-out outputs at ``alpha_`` and
         applied to those of ``dual_coef_`` and ``intercept_`` (their own
         where ``alpha_`` is 0 or the kernel is not positive semi-definite);
-        None otherwise (or where a class has no training row of positive
-        weight).
+        None where a class has no training row of positive weight. With the
+        logistic loss, fitted to held-out log-probabilities where
+        ``alpha="auto"`` chose the ridge and the layer lowers their
+        cross-validated log-loss; None otherwise.
     X_fit_ : ndarray of shape (n_samples, n_features)
         The training inputs (the training kernel matrix when precomputed).
     kernel_ : str or callable
@@ -224,6 +241,18 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         """Whether the fit ends with the output layer (``_combiner``): the squared loss, ``combine="logistic"``."""
         return loss is SquaredLoss and self.combine == "logistic"
 
+    def _layers(self, problem, monitor):
+        """Whether a fit of the logistic loss ends with its output layer (``_logistic_layer``): ``combine="logistic"``
+        where the ridge rule chose the ridge of the full model (alpha="auto", no early stopping)."""
+        return (problem.loss is not SquaredLoss and self.combine == "logistic" and isinstance(self.alpha, str)
+                and problem.centers is None and (problem.kernel is None or problem.kernel.psd) and monitor is None)
+
+    def _layer_inputs(self, F):
+        """What the output layer reads of the model's scores F (2-D): the outputs themselves for the squared loss,
+        ``_logistic_layer.layer_inputs`` for the logistic loss, on the host."""
+        F = np.asarray(to_numpy(F))
+        return layer_inputs(self._fitted_loss(), F) if self.loss == "logistic" else F
+
     def _left_out_classes(self, loss):
         """How the ridge rule reads a left-out row's class from its outputs: as the fit will decide."""
         return layer_classes if self._combines(loss) else largest_output
@@ -320,7 +349,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
     def _scores(self, X, method):
         F = self._decision(X, method)
         if getattr(self, "combiner_", None) is not None:  # the output layer's scores, in F's namespace
-            return like(self.combiner_.decision_function(np.asarray(to_numpy(F))), F)
+            return like(self.combiner_.decision_function(self._layer_inputs(F)), F)
         return xp_of(F).reshape(F, (-1,)) if F.shape[1] == 1 else F
 
     def predict(self, X):
@@ -348,11 +377,12 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
 
     @available_if(_has_probabilities)
     def predict_proba(self, X):
-        """Class probabilities: the logistic model's, or the squared loss's output layer's (``combiner_``).
+        """Class probabilities: the output layer's (``combiner_``) where the fit has one, else the logistic model's.
 
         The output layer is a logistic regression fitted to the training rows' left-out outputs, so its
         probabilities are calibrated on outputs the model had not seen, as Platt scaling's are on held-out
-        ones (``SVC(probability=True)``), at no extra fit.
+        ones (``SVC(probability=True)``): for the squared loss at no extra fit, for the logistic loss from
+        the held-out fits that chose its ridge and a few more.
 
         Parameters
         ----------
@@ -419,9 +449,9 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         """``(loss, F)``: the logistic loss component and the scores its probabilities are read from, ``f(x)``
         for the logistic loss, the output layer's decision values (its log-odds) for the squared loss's."""
         F = self._decision(X, method)
-        if self.loss == "logistic":
+        if self.loss == "logistic" and getattr(self, "combiner_", None) is None:
             return self._fitted_loss(), F
-        S = like(self.combiner_.decision_function(np.asarray(to_numpy(F))), F)
+        S = like(self.combiner_.decision_function(self._layer_inputs(F)), F)
         S = xp_of(S).reshape(S, (-1, 1)) if S.ndim == 1 else S
         return BinaryLogisticLoss if S.shape[1] == 1 else MultinomialLoss, S
 

@@ -16,6 +16,7 @@ from . import _loo_ridge as loo_ridge
 from ._array_api import add_at_rows, block_of, copy_array, on_host, rows_of, take_rows, to_numpy, xp_of, zeros_as
 from ._auto_alpha import auto_alpha
 from ._combiner import combiner_rows, fit_combiner, layer_landmarks, left_out_outputs, training_outputs
+from ._logistic_layer import output_layer
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
 from ._replicates import distinct_groups, effective_count
@@ -317,8 +318,9 @@ def solver_settings(est, problem, callback=None):
 
 
 def solve(est, problem, callback, monitor):
-    """Run the solver; returns ``(problem, coef, intercept, n_iter, curve, result)``, the problem
-    with the operator that ran last, the rest in the solver's units.
+    """Run the solver; returns ``(problem, coef, intercept, n_iter, curve, result, held_out)``, the problem
+    with the operator that ran last, the rest in the solver's units; ``held_out``: the logistic ridge rule's
+    held-out fits of the chosen model (``_loo_ridge.HeldOutFits``; None where it made none).
 
     Where ``options["dtype"]`` is "auto" and float32's rounding stopped the fit short, it goes on in
     float64 from where float32 got to. ``callback(problem)``: the solver's callback (None: none).
@@ -326,10 +328,10 @@ def solve(est, problem, callback, monitor):
     """
     rows, operator, options = problem.rows, problem.operator, problem.options
     settings = solver_settings(est, problem, callback(problem))
-    path_iter, start = 0, None
+    path_iter, start, held_out = 0, None, None
     if (est.alpha == "auto" and problem.loss is not SquaredLoss and problem.centers is None and monitor is None
             and settings.psd):  # a small problem's ridge by leave-one-out; the path's fit there is its start
-        problem, start, path_iter = loo_ridge.choose(problem, settings, widener(est, problem))
+        problem, start, path_iter, held_out = loo_ridge.choose(problem, settings, widener(est, problem))
         operator = problem.operator
         settings = replace(settings, alpha=problem.alpha, landmarks=problem.landmarks)
         if problem.kernel is not None and "sigma" in problem.kernel.params:
@@ -355,7 +357,7 @@ def solve(est, problem, callback, monitor):
     if monitor is not None and monitor.best is not None:
         coef, intercept = monitor.best
         curve = curve[: monitor.best_iter]  # loss_curve_ ends at the returned model
-    return problem, coef, intercept, n_iter, curve, result
+    return problem, coef, intercept, n_iter, curve, result, held_out
 
 
 def fit(est, X, Y, sample_weight, stratify, options, progress, ravel):
@@ -378,7 +380,7 @@ def fit(est, X, Y, sample_weight, stratify, options, progress, ravel):
         return chain_callbacks(monitor, None if progress is None else progress.iteration(
             est, lambda coef, intercept: model_attributes(est, running, coef, intercept, ravel)))
 
-    problem, coef, intercept, n_iter, curve, result = solve(est, problem, callback, monitor)
+    problem, coef, intercept, n_iter, curve, result, held_out = solve(est, problem, callback, monitor)
     if est._predictive:  # the Gaussian-process view: predict(X, return_std=True), computed when first asked for
         # a new observation's noise is that of a row of the mean weight: N is Kish's effective number of rows
         n_observations = effective_count(np.asarray(to_numpy(rows.w)), rows.replicates)
@@ -395,6 +397,8 @@ def fit(est, X, Y, sample_weight, stratify, options, progress, ravel):
                                     problem.landmarks if picked is None else None)
         outputs, w = left_out or (training_outputs(problem.operator, coef, intercept, picked), w)
         est.combiner_ = fit_combiner(outputs * rows.y_scale, Y, w, X)
+    elif is_classifier(est) and est._layers(problem, monitor):  # the logistic loss's, where it lowers held-out loss
+        est.combiner_ = output_layer(problem, solver_settings(est, problem), held_out)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ ridge or predicts no better than the classes' shares.
 
 import warnings
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -75,9 +76,10 @@ WIDTH_UNKNOWNS = 512
 
 
 def choose(problem, settings, widen=None):
-    """``(problem, start, n_iter)``: the problem at the chosen width and ridge, the chosen fit's
-    ``(coef, intercept, converged)`` to start the solve from, and the paths' iterations; on a larger set
-    ``_on_held_out_rows``'s where the rule's ridge is near the least, else ``_on_a_subsample``'s.
+    """``(problem, start, n_iter, held_out)``: the problem at the chosen width and ridge, the chosen fit's
+    ``(coef, intercept, converged)`` to start the solve from, the paths' iterations, and the held-out folds'
+    fits of the chosen model where the whole set's held-out rows chose it (``HeldOutFits``, else None); on a larger
+    set ``_on_held_out_rows``'s where the rule's ridge is near the least, else ``_on_a_subsample``'s.
     ``widen(factor)``: the problem with a kernel ``factor`` times as wide (None: the width is the user's);
     on at most ``WIDTH_UNKNOWNS`` unknowns each of ``WIDTHS`` runs its path, and the widest within one
     standard error of the least loss is kept.
@@ -98,7 +100,7 @@ def choose(problem, settings, widen=None):
         if losses is not None:
             fits.append((factor, replace(candidate, alpha=alpha), start, losses))
     if not fits:
-        return problem, None, n_iter
+        return problem, None, n_iter, None
     # the widest kernel within one standard error of the least loss: the smoothest the rows cannot tell apart
     fits.sort(key=lambda fit: -fit[0])
     W = _groups(rows)[1]
@@ -106,7 +108,7 @@ def choose(problem, settings, widen=None):
     if settings.verbose and len(widths) > 1:
         means = ", ".join(f"x{factor:.3g}: {losses @ W:.4g}" for factor, _, _, losses in fits)
         print(f"[sigma] leave-one-out log-loss by multiple of sigma='scale': {means}; chosen x{chosen[0]:.3g}")
-    return chosen[1], chosen[2], n_iter
+    return chosen[1], chosen[2], n_iter, None
 
 
 def _path(problem, settings, extend=False, lowest=0.0, exact=False, highest=EXTEND_TO):
@@ -184,8 +186,8 @@ def _path(problem, settings, extend=False, lowest=0.0, exact=False, highest=EXTE
 
 
 def _on_a_subsample(problem, settings, widen=None):
-    """``(problem, start, n_iter)``: the problem at the rule's ridge times the median multiple the path chooses
-    on ``DRAWS`` random subsamples (the largest whose dense system is small; none below the least ridge), as
+    """``(problem, start, n_iter, held_out)``: the problem at the rule's ridge times the median multiple the path
+    chooses on ``DRAWS`` random subsamples (the largest whose dense system is small; none below the least ridge), as
     the whole set's held-out rows correct it (``_checked_on_held_out_rows``); where every path ran up to its
     reach (no signal), ``_on_held_out_rows``'s. Where such a subsample would be under ``MIN_SUBSAMPLE`` rows,
     ``_held_out_multiple``'s multiple, or, where its held-out rows would be too few, the rule's ridge as the
@@ -199,11 +201,12 @@ def _on_a_subsample(problem, settings, widen=None):
     if n < MIN_SUBSAMPLE:
         if HELD_OUT * HELD_OUT_SUBSAMPLE * len(positive) < MIN_SUBSAMPLE:  # a few thousand rows: all of them
             if _held_out_count(distinct_rows(rows.w, rows.replicates)) < MIN_SUBSAMPLE:
-                return problem, None, 0
+                return problem, None, 0, None
             return _checked_on_held_out_rows(problem, settings, widen, problem.alpha)
-        return replace(problem, alpha=problem.alpha * _held_out_multiple(problem, settings, positive, rng)), None, 0
+        multiple = _held_out_multiple(problem, settings, positive, rng)
+        return replace(problem, alpha=problem.alpha * multiple), None, 0, None
     if len(positive) <= n:
-        return problem, None, 0
+        return problem, None, 0, None
     # separable classes' paths would fall to ever smaller ridges, each slower: not past the least one
     lowest = _least(problem, settings) / problem.alpha
     draws, multiples, losses = [], [], []
@@ -223,7 +226,7 @@ def _on_a_subsample(problem, settings, widen=None):
         return _on_held_out_rows(problem, settings, widen)
     rule, problem = problem.alpha, replace(problem, alpha=problem.alpha * multiple)
     if not enough:
-        return problem, None, 0
+        return problem, None, 0, None
     # the first way whose first width the subsample prefers, if any
     ways = () if widen is None else next(((way,) for way in (NARROWER, WIDER)
                                           if _better_on(problem, settings, draws[0], losses[0], rng, way[0])), ())
@@ -272,7 +275,7 @@ def _least(problem, settings):
 
 
 def _on_held_out_rows(problem, settings, widen=None):
-    """``(problem, start, n_iter)``: ``_held_out_path`` from the least ridge (``_least``) times
+    """``(problem, start, n_iter, held_out)``: ``_held_out_path`` from the least ridge (``_least``) times
     ``4 ** HELD_OUT_POWERS[0]`` down to the least, or up to ``4 ** HELD_OUT_POWERS[1]`` times it. Powers
     of 4 from the least ridge, not from the rule's: weights and the rows repeated then try the same ridges.
     Where the chosen ridge is flat (``_HeldOut.flat``), ``widen``'s narrower kernels run the path too."""
@@ -282,8 +285,9 @@ def _on_held_out_rows(problem, settings, widen=None):
 
 def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=None, rule=None, folds=True,
                    ways=(NARROWER,)):
-    """``(problem, start, n_iter)``: the problem at the ridge chosen by the log-loss of the groups of identical
-    rows held out of each fold's fit (``_HeldOut``; one fold without ``folds``), and its first fold's fit.
+    """``(problem, start, n_iter, held_out)``: the problem at the ridge chosen by the log-loss of the groups of
+    identical rows held out of each fold's fit (``_HeldOut``; one fold without ``folds``), its first fold's fit,
+    and every fold's (``HeldOutFits``).
 
     The ridges are ``base * 4 ** top`` (reached by warm starts from up to ``WARM_UP`` larger ones), then a
     factor of 4 smaller while each lowers the held-out loss, down to ``base * 4 ** bottom``, or larger while
@@ -299,7 +303,7 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
     held = _HeldOut(problem, settings, folds, (top, bottom, highest, by))
     best = held.walk(problem, base, held.shared) if held.outs else None
     if best is None:
-        return problem, None, held.n_iter
+        return problem, None, held.n_iter, None
     chosen, fits = replace(problem, alpha=float(base * 4.0 ** best[0])), best[1]
     multiple = chosen.alpha / rule if rule else None
     for factor in ways[0] if widen is not None and not rule and held.flat(best) else ():
@@ -331,20 +335,31 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
         if chosen.kernel is not problem.kernel:
             break  # this way moved the width: the other way would go back
     coef, intercept, converged, view = fits[0]
-    return chosen, (view.whole(coef), intercept, converged), held.n_iter
+    held_out = HeldOutFits(held.outs, [held.scores([fit]) for fit in fits])
+    return chosen, (view.whole(coef), intercept, converged), held.n_iter, held_out
+
+
+class HeldOutFits(NamedTuple):
+    """The held-out rows of the folds that chose a model (``_HeldOut.outs``), and each fold's held-out scores under
+    the model fitted to its other rows (``_HeldOut.scores``): what the fits leave once their kernel matrices go."""
+
+    outs: list
+    scores: list
 
 
 class _HeldOut:
     """The held-out folds of a problem's rows (``_folds``) and the fits of models on the others: a held-out row
     weighs zero in its fold's fits. ``outs`` is empty where some fold leaves a class without fitted rows (or
-    with only them): nothing to separate it from. ``path``: ``_held_out_path``'s (top, bottom, highest, by)."""
+    with only them): nothing to separate it from. ``path``: ``_held_out_path``'s (top, bottom, highest, by);
+    ``n_folds``, ``skip``: ``_folds``'s."""
 
-    def __init__(self, problem, settings, folds, path):
+    def __init__(self, problem, settings, folds, path, n_folds=None, skip=0):
         rows, self.settings, self.loss = problem.rows, settings, problem.loss
         self.top, self.bottom, self.highest, self.by = path
         w = np.asarray(to_numpy(rows.w), dtype=np.float64)
         groups = np.arange(len(w)) if rows.replicates is None else rows.replicates
-        outs = _folds(np.random.RandomState(problem.seed).rand(int(groups.max()) + 1)[groups], w, groups, folds)
+        outs = _folds(np.random.RandomState(problem.seed).rand(int(groups.max()) + 1)[groups], w, groups, folds,
+                      n_folds, skip)
         Y = np.asarray(to_numpy(rows.Y))
         fitted = [Y[(w > 0) & ~out] for out in outs]
         self.outs = [] if any(not len(f) or np.any(f.max(axis=0) == f.min(axis=0)) for f in fitted) else outs
@@ -365,7 +380,7 @@ class _HeldOut:
     def fit(self, on, alpha, starts, reuse):
         """``(fits, losses)`` of ``on``'s model at ``alpha``, a fit per fold on its fitted rows; None where
         one fails."""
-        fits, F = [], []
+        fits = []
         for fold, (view, start) in enumerate(zip(self.folds_of(on), starts)):
             fit = replace(self.settings, alpha=alpha, coef_init=start[0], intercept_init=start[1], verbose=0,
                           callback=None, rounding_stops=[], landmarks=None, reuse=reuse[fold],
@@ -377,10 +392,14 @@ class _HeldOut:
             if caught or not (result.converged or fit.rounding_stops):
                 return None  # a failed fit ends the path: a smaller ridge is harder
             fits.append((result.dual_coef, result.intercept, False, view))  # a start, in its fold's rows
-            F.append(np.asarray(to_numpy(self.loss.log_probabilities(view.held_out_scores(result.dual_coef)
-                                                                     + result.intercept)), dtype=np.float64))
-        losses = -np.concatenate(F)[np.arange(len(self.labels)), self.labels]
+        F = self.loss.log_probabilities(self.scores(fits))  # on the host
+        losses = -F[np.arange(len(self.labels)), self.labels]
         return (fits, losses) if np.all(np.isfinite(losses)) else None
+
+    def scores(self, fits):
+        """The held-out rows' scores under ``fits`` (``fit``'s), in ``held``'s order, as float64 host arrays."""
+        return np.concatenate([np.asarray(to_numpy(view.held_out_scores(coef) + intercept), dtype=np.float64)
+                               for coef, intercept, _, view in fits])
 
     def lowers(self, done, best, by=None):
         """Whether ``done``'s held-out losses are below ``best``'s by ``by`` (None: the path's) standard errors."""
@@ -511,13 +530,14 @@ class _FoldView:
         return coef if self.fitted is None else add_at_rows(zeros_as(coef, (self.n, coef.shape[1])), self.fitted, coef)
 
 
-def _folds(u, w, groups, folds=True):
+def _folds(u, w, groups, folds=True, n_folds=None, skip=0):
     """The held-out rows of each fold, from each row's group's uniform draw ``u``: the first ``HELD_OUT`` of
-    [0, 1), then the next, ``_n_folds`` for the groups of positive weight (one without ``folds``). Log-loss is
-    led by the few confidently wrong rows (a label drawn at random), which a few hundred held-out rows may not
-    hold: their ridge then overfits the others."""
-    n_folds = _n_folds(distinct_rows(w, groups)) if folds else 1
-    outs = [(u >= k * HELD_OUT) & (u < (k + 1) * HELD_OUT) & (w > 0) for k in range(n_folds)]
+    [0, 1), then the next, ``n_folds`` of them (None: ``_n_folds`` for the groups of positive weight; one without
+    ``folds``), but the first ``skip`` (made already). Log-loss is led by the few confidently wrong rows (a label drawn at random), which a few hundred
+    held-out rows may not hold: their ridge then overfits the others."""
+    if n_folds is None:
+        n_folds = _n_folds(distinct_rows(w, groups)) if folds else 1
+    outs = [(u >= k * HELD_OUT) & (u < (k + 1) * HELD_OUT) & (w > 0) for k in range(skip, n_folds)]
     return [out for out in outs if out.any()]
 
 

@@ -396,7 +396,8 @@ def test_the_held_out_path_scores_each_ridge_as_a_refit_on_the_other_rows_does(m
     monkeypatch.setattr(_loo_ridge, "_FoldView", Recorded)
     monkeypatch.setattr(_loo_ridge, "run_solver", lambda name, op, Y, w, s: sizes.append(op.n)
                         or run(name, op, Y, w, s))
-    model = KernelGDClassifier(loss="logistic", random_state=0, verbose=1).fit(X, y)
+    # (combine="argmax": the rule's folds alone, without the output layer's)
+    model = KernelGDClassifier(loss="logistic", random_state=0, verbose=1, combine="argmax").fit(X, y)
     line = next(line for line in capsys.readouterr().out.splitlines() if "held-out log-loss" in line)
     reported = [tuple(map(float, pair.split(": "))) for pair in line.split("by ridge: ")[1].split(";")[0].split(", ")]
     folds = list({tuple(np.flatnonzero(out)): None for out in held_out})
@@ -502,7 +503,7 @@ def test_with_many_classes_held_out_rows_of_a_subsample_move_the_rules_ridge_one
     X, y = make_gaussian_quantiles(n_samples=3000, n_features=3, n_classes=6, random_state=0)
     X_tr, X_te, y_tr, y_te = X[:1500], X[1500:], y[:1500], y[1500:]
     with monkeypatch.context() as patched:  # no held-out rows: the rule's ridge
-        patched.setattr(_loo_ridge, "_checked_on_held_out_rows", lambda problem, *args: (problem, None, 0))
+        patched.setattr(_loo_ridge, "_checked_on_held_out_rows", lambda problem, *args: (problem, None, 0, None))
         rule = KernelGDClassifier(loss="logistic", random_state=0).fit(X_tr, y_tr)
     monkeypatch.setattr(_loo_ridge, "HELD_OUT_SUBSAMPLE", 1.0)
     capsys.readouterr()
@@ -529,13 +530,13 @@ def test_with_many_classes_on_a_few_hundred_rows_the_whole_sets_folds_check_the_
     flip = r.rand(len(y)) < 0.02
     y[flip] = r.randint(0, 5, flip.sum())
     X_tr, X_te, y_tr, y_te = X[:600], X[600:], y[:600], y[600:]
-    with warnings.catch_warnings():
+    with warnings.catch_warnings():  # (combine="argmax": the ridges' own models, without the output layer)
         warnings.simplefilter("error")
-        chosen = KernelGDClassifier(loss="logistic", random_state=0, verbose=1).fit(X_tr, y_tr)
+        chosen = KernelGDClassifier(loss="logistic", random_state=0, verbose=1, combine="argmax").fit(X_tr, y_tr)
     assert "held-out log-loss on 600 rows in 5 folds" in capsys.readouterr().out
     with monkeypatch.context() as patched:  # the rule's ridge, unchecked
-        patched.setattr(_loo_ridge, "_checked_on_held_out_rows", lambda problem, *args: (problem, None, 0))
-        rule = KernelGDClassifier(loss="logistic", random_state=0).fit(X_tr, y_tr)
+        patched.setattr(_loo_ridge, "_checked_on_held_out_rows", lambda problem, *args: (problem, None, 0, None))
+        rule = KernelGDClassifier(loss="logistic", random_state=0, combine="argmax").fit(X_tr, y_tr)
     assert chosen.alpha_ > 4 * rule.alpha_
     assert log_loss(y_te, chosen.predict_proba(X_te)) < log_loss(y_te, rule.predict_proba(X_te)) - 0.05
 

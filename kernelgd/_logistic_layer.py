@@ -1,0 +1,138 @@
+"""The logistic loss's output layer: a logistic regression on the model's log-probabilities of held-out rows.
+
+One ridge shrinks every class's scores toward zero alike. Where a class lies between others (ordered
+bands of a feature, nested shells) or labels are noisy, the kernel model's probabilities are off in a
+way that ``K (K + 1)`` numbers on its log-probabilities correct, as the squared loss's output layer
+(``_combiner``) corrects its outputs. The layer reads the scores of rows held out of fits at the chosen
+width and ridge (at least ``LAYER_ROWS`` rows, every row once where the set is that small): the ridge
+rule's own held-out fits where they chose the model, the other folds' fitted cold. It is kept only where its own
+cross-validated log-loss on those rows is below the model's by ``SIGNIFICANCE`` standard errors of the
+paired difference: on a model already calibrated, a layer fitted to a few thousand rows adds noise.
+"""
+
+import warnings
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from ._array_api import rows_of, to_numpy
+from ._auto_alpha import significantly_fewer
+from ._combiner import fit_combiner
+from ._loo_ridge import HELD_OUT, _HeldOut
+from ._losses import BinaryLogisticLoss, MultinomialLoss
+
+# The held-out rows the layer reads at least (all of them on smaller sets), in at most 1 / HELD_OUT folds.
+LAYER_ROWS = 1000
+# The layer reads log-probabilities (and log-odds) down to this: a probability of 1e-13 or one of 1e-30 says the
+# same of a class, and inputs in the hundreds of nats leave its LBFGS unconverged.
+LEAST_LOG_PROBABILITY = -30.0
+# The layer's cross-validated log-loss must be below the model's by this many standard errors.
+SIGNIFICANCE = 1.0
+# A _HeldOut's path, which the layer's folds do not walk.
+HELD_OUT_PATH = (0, 0, 0, 0.0)
+# The layer's own cross-validation: at most this many folds (fewer where a class has fewer held-out rows).
+LAYER_FOLDS = 5
+# The distinct held-out rows per number the layer fits (k (k + 1) for k score columns) at least: on fewer it overfits
+# (26 classes' 702 numbers on letter's 3,200 held-out rows, 110 on 1,000 of digits), and its checks cost seconds.
+ROWS_PER_NUMBER = 10
+# The folds fitted for the layer beside the ridge rule's, at most this many times n^2 k kernel entries
+# together (each fit takes many products of that size): 4 folds of 3,000 rows of 5 classes, not one of
+# MNIST's 8,000 rows of 10. Beyond, the rule's folds alone, where it made any.
+LAYER_WORK = 2e8
+
+
+def layer_inputs(loss, F):
+    """What the layer reads of scores F (a host array): the log-odds for two classes, else the log-probabilities,
+    each at least ``LEAST_LOG_PROBABILITY`` (below, they tell the layer nothing more, and their scale stalls its
+    solver)."""
+    F = np.asarray(F, dtype=np.float64)
+    if F.shape[1] == 1:
+        return np.clip(F, LEAST_LOG_PROBABILITY, -LEAST_LOG_PROBABILITY)
+    return np.maximum(loss.log_probabilities(F), LEAST_LOG_PROBABILITY)
+
+
+def layer_folds(n):
+    """The folds whose held-out rows, ``HELD_OUT`` of the n rows each, hold ``LAYER_ROWS`` together (every
+    row once at most)."""
+    return int(min(round(1 / HELD_OUT), max(1, np.ceil(LAYER_ROWS / max(HELD_OUT * n, 1.0)))))
+
+
+def output_layer(problem, settings, held_out=None):
+    """The layer (``LogisticRegression``) on the held-out log-probabilities of ``problem``'s model at its width and
+    ridge: of the ridge rule's folds that chose the model (``held_out``, ``_loo_ridge.HeldOutFits``), and of more
+    folds fitted cold (``layer_folds``, within ``LAYER_WORK``); None where the held-out rows are too few for its
+    numbers (``ROWS_PER_NUMBER``), a fold's fit fails, a class has too few held-out rows, or the layer does not
+    lower the held-out log-loss significantly."""
+    rows, loss = problem.rows, problem.loss
+    n, k = rows.Y.shape
+    outs, scores = ([], []) if held_out is None else (list(held_out.outs), list(held_out.scores))
+    n_folds = max(layer_folds(n), len(outs))
+    if (n_folds - len(outs)) * float(n) * n * k > LAYER_WORK:
+        n_folds = len(outs)
+    held = _HeldOut(problem, settings, True, HELD_OUT_PATH, n_folds) if n_folds else None  # every fold's rows
+    if held is None or not held.outs or held.groups.max() + 1 < ROWS_PER_NUMBER * k * (k + 1):  # distinct rows
+        return None
+    if len(held.outs) > len(outs):
+        more = _HeldOut(problem, settings, True, HELD_OUT_PATH, n_folds, skip=len(outs))
+        done = more.fit(problem, problem.alpha, more.cold, [{} for _ in more.outs]) if more.outs else None
+        if done is None:
+            return None
+        outs, scores = outs + more.outs, scores + [more.scores(done[0])]
+    if len(outs) != len(held.outs) or not all(np.array_equal(a, b) for a, b in zip(outs, held.outs)):
+        return None  # (never: the rule's folds are the first ones, of the same rows, seed and share)
+    F = np.concatenate(scores)
+    raw_losses = -loss.log_probabilities(F)[np.arange(len(held.labels)), held.labels]
+    if not np.all(np.isfinite(raw_losses)):
+        return None
+    S = layer_inputs(loss, F)
+    Y, X = (to_numpy(rows_of(A, held.held)) for A in (rows.Y, rows.X))  # on the host (X: sparse or dense)
+    w = held.W
+    layer_losses = _cross_validated_losses(S, Y, w, X, held.labels, held.groups, problem.seed)
+    if layer_losses is None or not significantly_fewer(layer_losses, raw_losses, w, held.groups, held.n_effective,
+                                                       SIGNIFICANCE):
+        return None
+    return _fit_layer(S, Y, w, X)
+
+
+def _fit_layer(S, Y, w, X):
+    """``_combiner.fit_combiner``'s layer, or None where its solver did not converge (no layer rather than a
+    warning the user cannot act on)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        layer = fit_combiner(S, Y, w, X)
+    return None if any(issubclass(w.category, ConvergenceWarning) for w in caught) else layer
+
+
+def _cross_validated_losses(S, Y, w, X, labels, groups, seed):
+    """Each row's log-loss under a layer fitted to the other folds' rows; None where some class has fewer groups
+    of identical rows than two folds need, or a fold's layer misses a class."""
+    losses = np.empty(len(labels))
+    folds = _folds(labels, groups, np.random.RandomState(seed))
+    if folds is None:
+        return None
+    for k in range(folds.max() + 1):
+        train, test = np.flatnonzero(folds != k), np.flatnonzero(folds == k)
+        layer = _fit_layer(S[train], Y[train], w[train], X[train])
+        if layer is None:
+            return None
+        D = layer.decision_function(S[test])  # log-probabilities from the layer's log-odds: no log of a rounded 0
+        P = (MultinomialLoss if D.ndim == 2 else BinaryLogisticLoss).log_probabilities(D.reshape(len(test), -1))
+        losses[test] = -P[np.arange(len(test)), np.searchsorted(layer.classes_, labels[test])]
+    return losses
+
+
+def _folds(labels, groups, rng):
+    """Each row's fold of the layer's cross-validation: a class's groups of identical rows dealt in a random order
+    to ``LAYER_FOLDS`` folds (fewer where a class has fewer groups, None below two), a group's rows together. The
+    rows of every held-out fit's model fall in every fold, as they fall in the layer's fit."""
+    first = np.unique(groups, return_index=True)[1]
+    group_labels = labels[first]
+    present = np.unique(group_labels)
+    n_splits = min(LAYER_FOLDS, min(int(np.sum(group_labels == c)) for c in present))
+    if n_splits < 2:
+        return None
+    fold_of = np.empty(len(first), dtype=int)
+    for c in present:
+        members = rng.permutation(np.flatnonzero(group_labels == c))
+        fold_of[members] = np.arange(len(members)) % n_splits
+    return fold_of[groups]

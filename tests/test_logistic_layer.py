@@ -1,0 +1,95 @@
+"""The logistic loss's output layer (``_logistic_layer``): fitted to held-out log-probabilities where it lowers the
+held-out log-loss, checked against brute-force refits and scikit-learn's LogisticRegression."""
+
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import log_loss
+
+from kernelgd import KernelGDClassifier, _logistic_layer, _loo_ridge
+
+
+def _bands(n, seed):
+    # five classes in bands of a product of two uniform features (of five), a tenth of the labels at random:
+    # one ridge shrinks the middle classes' scores as the outer ones', which a layer on the log-probabilities undoes
+    rng = np.random.RandomState(seed)
+    X = rng.uniform(-1.7, 1.7, (n, 5))
+    f = X[:, 0] * X[:, 1]
+    y = np.searchsorted(np.quantile(f, [0.2, 0.4, 0.6, 0.8]), f)
+    return X, np.where(rng.rand(n) < 0.1, rng.randint(0, 5, n), y)
+
+
+def test_the_layer_is_a_logistic_regression_on_the_log_probabilities_of_rows_held_out_of_refits(monkeypatch):
+    # 600 rows: five folds, every row held out once; each fold's refit on its other rows alone (to a tight tol)
+    # gives the held-out rows' log-probabilities, and scikit-learn's LogisticRegression on them is the layer
+    X, y = _bands(600, 0)
+    X_test = _bands(2000, 1)[0]
+    outs, view = [], _loo_ridge._FoldView
+
+    class Recorded(view):
+        def __init__(self, problem, out, *args):
+            outs.append(out.copy())
+            super().__init__(problem, out, *args)
+
+    monkeypatch.setattr(_loo_ridge, "_FoldView", Recorded)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    assert model.combiner_ is not None
+    folds = list({tuple(np.flatnonzero(out)): None for out in outs})
+    assert len(folds) == 5 and sorted(np.concatenate(folds)) == list(range(len(y)))  # every row held out once
+    refit = dict(loss="logistic", alpha=model.alpha_, sigma=model.sigma_, tol=1e-8, combine="argmax")
+    S = np.concatenate([KernelGDClassifier(**refit).fit(np.delete(X, fold, 0), np.delete(y, fold))
+                        .predict_log_proba(X[list(fold)]) for fold in folds])
+    layer = LogisticRegression(max_iter=1000).fit(S, y[np.concatenate(folds)])
+    whole = KernelGDClassifier(**refit).fit(X, y)
+    assert_allclose(model.predict_proba(X_test), layer.predict_proba(whole.predict_log_proba(X_test)), atol=0.01)
+
+
+def test_the_layer_is_kept_only_where_it_lowers_the_held_out_log_loss(monkeypatch):
+    X, y = _bands(600, 0)
+    X_test, y_test = _bands(4000, 1)
+    layered = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    plain = KernelGDClassifier(loss="logistic", random_state=0, combine="argmax").fit(X, y)
+    assert layered.combiner_ is not None and plain.combiner_ is None
+    assert log_loss(y_test, layered.predict_proba(X_test)) < log_loss(y_test, plain.predict_proba(X_test)) - 0.02
+    monkeypatch.setattr(_logistic_layer, "SIGNIFICANCE", np.inf)  # no gain is enough: the model's own probabilities
+    refused = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    assert refused.combiner_ is None
+    assert_allclose(refused.predict_proba(X_test), plain.predict_proba(X_test), atol=1e-12)
+
+
+def test_a_layered_models_predictions_agree_with_its_probabilities():
+    X, y = _bands(600, 0)
+    X_test = _bands(500, 1)[0]
+    model = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    assert model.combiner_ is not None
+    proba = model.predict_proba(X_test)
+    assert_allclose(proba.sum(axis=1), 1.0, atol=1e-12)
+    assert_allclose(np.exp(model.predict_log_proba(X_test)), proba, atol=1e-12)
+    np.testing.assert_array_equal(model.predict(X_test), model.classes_[np.argmax(proba, axis=1)])
+    assert_allclose(model.decision_function(X_test), model.combiner_.decision_function(
+        _logistic_layer.layer_inputs(model._fitted_loss(), model._decision(X_test, "decision_function"))))
+
+
+@pytest.mark.parametrize("params", [dict(alpha=1e-4), dict(combine="argmax"), dict(n_centers=100)])
+def test_no_layer_where_the_ridge_is_given_or_the_layer_is_declined(params):
+    X, y = _bands(600, 0)
+    assert KernelGDClassifier(loss="logistic", random_state=0, **params).fit(X, y).combiner_ is None
+
+
+def test_the_layers_cross_validation_reads_certain_wrong_rows_without_a_warning():
+    # Regression: the layer's cross-validated losses read log(predict_proba), which warned of a division by zero
+    # where the layer gave a held-out row's class a probability that rounds to 0; they now come from its log-odds
+    rng = np.random.RandomState(0)
+    labels = rng.randint(0, 2, 200)
+    S = np.where(labels == 1, 40.0, -40.0)[:, None] + rng.normal(size=(200, 1))
+    labels[0] = 1 - labels[0]  # one row far on the other class's side
+    Y = np.where(labels == 1, 1.0, -1.0)[:, None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        losses = _logistic_layer._cross_validated_losses(S, Y, np.full(200, 1 / 200), S, labels, np.arange(200), 0)
+    assert np.all(np.isfinite(losses)) and losses[0] > 10.0
