@@ -20,6 +20,7 @@ from ._auto_alpha import significantly_fewer
 from ._combiner import fit_combiner
 from ._loo_ridge import HELD_OUT, _HeldOut
 from ._losses import BinaryLogisticLoss, MultinomialLoss
+from ._replicates import distinct_rows
 
 # The held-out rows the layer reads at least (all of them on smaller sets), in at most 1 / HELD_OUT folds.
 LAYER_ROWS = 1000
@@ -52,7 +53,7 @@ def layer_inputs(loss, F):
 
 
 def layer_folds(n):
-    """The folds whose held-out rows, ``HELD_OUT`` of the n rows each, hold ``LAYER_ROWS`` together (every
+    """The folds whose held-out rows, ``HELD_OUT`` of the n distinct rows each, hold ``LAYER_ROWS`` together (every
     row once at most)."""
     return int(min(round(1 / HELD_OUT), max(1, np.ceil(LAYER_ROWS / max(HELD_OUT * n, 1.0)))))
 
@@ -66,7 +67,7 @@ def output_layer(problem, settings, held_out=None):
     rows, loss = problem.rows, problem.loss
     n, k = rows.Y.shape
     outs, scores = ([], []) if held_out is None else (list(held_out.outs), list(held_out.scores))
-    n_folds = max(layer_folds(n), len(outs))
+    n_folds = max(layer_folds(distinct_rows(rows.w, rows.replicates)), len(outs))  # as weights or rows repeated
     if (n_folds - len(outs)) * float(n) * n * k > LAYER_WORK:
         n_folds = len(outs)
     held = _HeldOut(problem, settings, True, HELD_OUT_PATH, n_folds) if n_folds else None  # every fold's rows

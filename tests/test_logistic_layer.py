@@ -93,3 +93,17 @@ def test_the_layers_cross_validation_reads_certain_wrong_rows_without_a_warning(
         warnings.simplefilter("error")
         losses = _logistic_layer._cross_validated_losses(S, Y, np.full(200, 1 / 200), S, labels, np.arange(200), 0)
     assert np.all(np.isfinite(losses)) and losses[0] > 10.0
+
+
+def test_the_layer_reads_weights_as_the_rows_repeated():
+    # integer weights and the rows repeated: the same folds (groups of identical rows held out together), the same
+    # layer kept, the same probabilities
+    X, y = _bands(600, 0)
+    X_test = _bands(500, 1)[0]
+    counts = np.random.RandomState(0).randint(1, 4, len(y))
+    weighted = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y, sample_weight=counts)
+    repeated = KernelGDClassifier(loss="logistic", random_state=0).fit(np.repeat(X, counts, axis=0),
+                                                                       np.repeat(y, counts))
+    assert weighted.combiner_ is not None and repeated.combiner_ is not None
+    assert repeated.alpha_ == pytest.approx(weighted.alpha_, rel=1e-9)
+    assert_allclose(repeated.predict_proba(X_test), weighted.predict_proba(X_test), atol=1e-2)
