@@ -2,12 +2,12 @@
 
 One ridge shrinks every class's scores toward zero alike. Where a class lies between others (ordered
 bands of a feature, nested shells) or labels are noisy, the kernel model's probabilities are off in a
-way that ``K (K + 1)`` numbers on its log-probabilities correct, as the squared loss's output layer
+way that ``k (k + 1)`` numbers on its log-probabilities correct, as the squared loss's output layer
 (``_combiner``) corrects its outputs. The layer reads the scores of rows held out of fits at the chosen
 width and ridge (at least ``LAYER_ROWS`` rows, every row once where the set is that small): the ridge
-rule's own held-out fits where they chose the model, the other folds' fitted cold. It is kept only where its own
-cross-validated log-loss on those rows is below the model's by ``SIGNIFICANCE`` standard errors of the
-paired difference: on a model already calibrated, a layer fitted to a few thousand rows adds noise.
+rule's own held-out fits where they chose the model, the other folds fitted cold. It is kept only where
+its own cross-validated log-loss on those rows is below the model's by ``SIGNIFICANCE`` standard errors
+of the paired difference: on a model already calibrated, a layer fitted to a few thousand rows adds noise.
 """
 
 import warnings
@@ -37,8 +37,8 @@ LAYER_FOLDS = 5
 # (26 classes' 702 numbers on letter's 3,200 held-out rows, 110 on 1,000 of digits), and its checks cost seconds.
 ROWS_PER_NUMBER = 10
 # The folds fitted for the layer beside the ridge rule's, at most this many times n^2 k kernel entries
-# together (each fit takes many products of that size): 4 folds of 3,000 rows of 5 classes, not one of
-# MNIST's 8,000 rows of 10. Beyond, the rule's folds alone, where it made any.
+# together (each fit takes many products of that size): a fold of 5,600 rows of five classes (1.6e8), not one
+# of MNIST's 8,000 rows of ten (6.4e8). Beyond, the rule's folds alone, where it made any.
 LAYER_WORK = 2e8
 
 
