@@ -101,14 +101,14 @@ def _fit_layer(S, Y, w, X):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         layer = fit_combiner(S, Y, w, X)
-    return None if any(issubclass(w.category, ConvergenceWarning) for w in caught) else layer
+    return None if any(issubclass(warning.category, ConvergenceWarning) for warning in caught) else layer
 
 
 def _cross_validated_losses(S, Y, w, X, labels, groups, seed):
     """Each row's log-loss under a layer fitted to the other folds' rows; None where some class has fewer groups
     of identical rows than two folds need, or a fold's layer misses a class."""
     losses = np.empty(len(labels))
-    folds = _folds(labels, groups, np.random.RandomState(seed))
+    folds = _cross_validation_folds(labels, groups, np.random.RandomState(seed))
     if folds is None:
         return None
     for k in range(folds.max() + 1):
@@ -122,7 +122,7 @@ def _cross_validated_losses(S, Y, w, X, labels, groups, seed):
     return losses
 
 
-def _folds(labels, groups, rng):
+def _cross_validation_folds(labels, groups, rng):
     """Each row's fold of the layer's cross-validation: a class's groups of identical rows dealt in a random order
     to ``LAYER_FOLDS`` folds (fewer where a class has fewer groups, None below two), a group's rows together. The
     rows of every held-out fit's model fall in every fold, as they fall in the layer's fit."""
