@@ -5,19 +5,24 @@ nested shells the middle class's output is nowhere the largest). A multinomial l
 on the outputs, ``K (K + 1)`` numbers for K classes, learns how they combine; for two classes it
 places the threshold. It is fitted to each training row's output from the fit without that row
 (``left_out_outputs``): the layer decides for rows the model has not seen.
+
+Both output layers (this one and the logistic loss's, ``_logistic_layer``) read their probabilities as those of
+labels drawn at random with probability eps where that fits held-out rows significantly better (``label_noise``):
+a model certain far from its boundaries pays tens of nats for each such label.
 """
 
 import numpy as np
-from scipy.optimize import minimize
+from scipy.optimize import minimize, minimize_scalar
 from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils import gen_batches
 
 from ._array_api import take_rows, to_numpy
 from ._auto_alpha import (
-    _left_out, _operator, _take, _unstored_factor, every_row_rule, factor_directions, least_ridge,
+    _left_out, _operator, _take, _unstored_factor, every_row_rule, factor_directions, least_ridge, significantly_fewer,
 )
-from ._replicates import distinct_groups, distinct_rows, replicate_groups
+from ._losses import BinaryLogisticLoss, MultinomialLoss
+from ._replicates import distinct_groups, distinct_rows, effective_count, replicate_groups
 from ._solvers._preconditioners import Landmarks
 
 # The output layer reads at most this many training rows (drawn at random beyond): K (K + 1) numbers
@@ -30,6 +35,12 @@ BLOCK_FLOATS = 1 << 23
 CHECK_ROWS = 1000
 CHECK_ROWS_PER_CLASS = 100
 CHECK_TOL = 1e-2
+# A layer, or a share of labels drawn at random, is kept where its cross-validated log-loss is below the
+# probabilities' it replaces by this many standard errors of the paired difference: on a calibrated model, numbers
+# fitted to a few thousand rows add noise.
+SIGNIFICANCE = 1.0
+# The folds of that cross-validation at most (fewer where a class has fewer groups of identical rows).
+CV_FOLDS = 5
 
 
 def combiner_rows(n, seed):
@@ -135,6 +146,70 @@ def fit_combiner(F, Y, w, X):
     group_of = distinct_groups(X)
     weight = w[positive] / w[positive].sum() * distinct_rows(w, group_of)
     return LogisticRegression(max_iter=1000).fit(F[positive], labels[positive], sample_weight=weight)
+
+
+def cross_validation_folds(labels, groups, rng):
+    """Each row's fold of a layer's cross-validation: a class's groups of identical rows dealt in a random order
+    to ``CV_FOLDS`` folds (fewer where a class has fewer groups, None below two), a group's rows together. The
+    rows of every held-out fit's model fall in every fold, as they fall in the layer's fit."""
+    first = np.unique(groups, return_index=True)[1]
+    group_labels = labels[first]
+    present = np.unique(group_labels)
+    n_splits = min(CV_FOLDS, min(int(np.sum(group_labels == c)) for c in present))
+    if n_splits < 2:
+        return None
+    fold_of = np.empty(len(first), dtype=int)
+    for c in present:
+        members = rng.permutation(np.flatnonzero(group_labels == c))
+        fold_of[members] = np.arange(len(members)) % n_splits
+    return fold_of[groups]
+
+
+def label_noise(losses, w, folds, groups, n_effective, n_classes):
+    """The share eps of labels drawn at random (uniformly over ``n_classes``) of greatest likelihood for rows whose
+    label has log-loss ``losses`` (weights ``w`` summing to 1): the probabilities ``(1 - eps) p + eps / n_classes``
+    then. 0 unless eps fitted to the other ``folds`` lowers each fold's log-loss by ``SIGNIFICANCE`` standard errors
+    of the paired difference (over ``groups`` of identical rows, ``n_effective`` of them)."""
+
+    def fitted(rows):  # the log-likelihood is concave in eps: one bounded scalar search
+        weights = w[rows] / w[rows].sum()
+        return minimize_scalar(lambda eps: weights @ mixed(losses[rows], eps, n_classes), bounds=(0.0, 1.0),
+                               method="bounded").x
+
+    held = np.empty_like(losses)
+    for fold in range(folds.max() + 1):
+        test = folds == fold
+        held[test] = mixed(losses[test], fitted(~test), n_classes)
+    if not significantly_fewer(held, losses, w, groups, n_effective, SIGNIFICANCE):
+        return 0.0
+    return float(fitted(np.ones(len(losses), dtype=bool)))
+
+
+def mixed(losses, eps, n_classes):
+    """The log-losses ``losses`` of labels once a share ``eps`` of them is drawn at random: ``-log((1 - eps) p +
+    eps / n_classes)`` for ``p = exp(-losses)``, without forming p (a certain wrong row's is below float's range)."""
+    with np.errstate(divide="ignore"):  # log(0) at eps = 0 or 1: the term drops out
+        return -np.logaddexp(np.log1p(-eps) - losses, np.log(eps / n_classes))
+
+
+def combiner_label_noise(layer, F, Y, w, X, seed):
+    """``label_noise``'s share for the output layer ``layer`` that ``fit_combiner`` fitted to outputs F of rows X
+    (class codes Y, weights w), from its probabilities of those rows: their outputs are left-out ones, and its
+    ``K (K + 1)`` numbers barely fit a few thousand rows. 0 where the layer is None."""
+    if layer is None:
+        return 0.0
+    F, Y, w = (np.asarray(to_numpy(A), dtype=np.float64) for A in (F, Y, w))
+    positive = np.flatnonzero(w > 0)
+    labels = _labels(Y)[positive]
+    groups = np.unique(replicate_groups(X)[0][positive], return_inverse=True)[1].reshape(-1)
+    D = layer.decision_function(F[positive])
+    log_p = (MultinomialLoss if D.ndim == 2 else BinaryLogisticLoss).log_probabilities(D.reshape(len(positive), -1))
+    losses = -log_p[np.arange(len(positive)), labels]
+    folds = cross_validation_folds(labels, groups, np.random.RandomState(seed))
+    if folds is None or not np.all(np.isfinite(losses)):
+        return 0.0
+    weights = w[positive] / w[positive].sum()
+    return label_noise(losses, weights, folds, groups, effective_count(weights, groups), max(Y.shape[1], 2))
 
 
 def layer_classes(F, labels, w):

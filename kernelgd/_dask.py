@@ -18,7 +18,7 @@ from sklearn.utils.validation import _check_feature_names
 
 from . import _auto_alpha, _base, _fit, _posterior
 from ._losses import SquaredLoss
-from ._combiner import combiner_rows, fit_combiner, left_out_outputs
+from ._combiner import combiner_label_noise, combiner_rows, fit_combiner, left_out_outputs
 from ._replicates import distinct_groups
 from ._solvers import SMOOTH_LOSS_SOLVERS
 from ._solvers import blockwise
@@ -175,7 +175,7 @@ def fit(estimator, X, y, sample_weight, classifier):
     _fit.export(est, problem, result.dual_coef, result.intercept, result.n_iter, list(result.loss_curve), result,
                 ravel=not classifier and y.ndim == 1)
     if classifier:  # the output layer, on the rows the in-memory fit reads (``_combiner``)
-        est.combiner_ = None
+        est.combiner_, est.label_noise_ = None, 0.0
         if est._combines(loss):
             picked = combiner_rows(n, seed)
             Xc, Yc, wc = dask.compute(*(A if picked is None else A[picked] for A in (X_rows, Y, wn)))
@@ -183,6 +183,7 @@ def fit(estimator, X, y, sample_weight, classifier):
                                         options["n_threads"], seed)
             outputs, wc = (left_out[0] * y_scale, left_out[1]) if left_out else (est._decision(Xc, "fit"), wc)
             est.combiner_ = fit_combiner(outputs, Yc, wc, Xc)
+            est.label_noise_ = combiner_label_noise(est.combiner_, outputs, Yc, wc, Xc, seed)
     return est
 
 

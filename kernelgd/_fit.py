@@ -15,7 +15,9 @@ from sklearn.utils import check_random_state
 from . import _loo_ridge as loo_ridge
 from ._array_api import add_at_rows, block_of, copy_array, on_host, rows_of, take_rows, to_numpy, xp_of, zeros_as
 from ._auto_alpha import auto_alpha
-from ._combiner import combiner_rows, fit_combiner, layer_landmarks, left_out_outputs, training_outputs
+from ._combiner import (
+    combiner_label_noise, combiner_rows, fit_combiner, layer_landmarks, left_out_outputs, training_outputs,
+)
 from ._logistic_layer import output_layer
 from ._losses import SquaredLoss
 from ._operator import KernelOperator
@@ -397,8 +399,9 @@ def fit(est, X, Y, sample_weight, stratify, options, progress, ravel):
                                     problem.landmarks if picked is None else None)
         outputs, w = left_out or (training_outputs(problem.operator, coef, intercept, picked), w)
         est.combiner_ = fit_combiner(outputs * rows.y_scale, Y, w, X)
+        est.label_noise_ = combiner_label_noise(est.combiner_, outputs * rows.y_scale, Y, w, X, problem.seed)
     elif is_classifier(est) and est._layers(problem, monitor):  # the logistic loss's, where it lowers held-out loss
-        est.combiner_ = output_layer(problem, solver_settings(est, problem), held_out)
+        est.combiner_, est.label_noise_ = output_layer(problem, solver_settings(est, problem), held_out)
 
 
 @dataclass(frozen=True)

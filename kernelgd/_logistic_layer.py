@@ -1,4 +1,5 @@
-"""The logistic loss's output layer: a logistic regression on the model's log-probabilities of held-out rows.
+"""The logistic loss's output layer: a logistic regression on the model's log-probabilities of held-out rows, and
+the share of labels drawn at random.
 
 One ridge shrinks every class's scores toward zero alike. Where a class lies between others (ordered
 bands of a feature, nested shells) or labels are noisy, the kernel model's probabilities are off in a
@@ -6,18 +7,24 @@ way that ``k (k + 1)`` numbers on its log-probabilities correct, as the squared 
 (``_combiner``) corrects its outputs. The layer reads the scores of rows held out of fits at the chosen
 width and ridge (at least ``LAYER_ROWS`` rows, every row once where the set is that small): the ridge
 rule's own held-out fits where they chose the model, the other folds fitted cold. It is kept only where
-its own cross-validated log-loss on those rows is below the model's by ``SIGNIFICANCE`` standard errors
-of the paired difference: on a model already calibrated, a layer fitted to a few thousand rows adds noise.
+its own cross-validated log-loss on those rows is below the model's by ``_combiner.SIGNIFICANCE`` standard
+errors of the paired difference: on a model already calibrated, a layer fitted to a few thousand rows adds noise.
+
+A model fitted at a small ridge is certain far from its boundaries, and a label drawn at random there costs
+tens of nats. The probabilities are then read as those of labels drawn at random with probability ``eps``
+(``_combiner.label_noise``): ``(1 - eps) p + eps / k``, eps of greatest likelihood on the same held-out rows,
+kept under the same test.
 """
 
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from ._array_api import rows_of, to_numpy
 from ._auto_alpha import significantly_fewer
-from ._combiner import fit_combiner
+from ._combiner import SIGNIFICANCE, cross_validation_folds, fit_combiner, label_noise
 from ._loo_ridge import HELD_OUT, _HeldOut
 from ._losses import BinaryLogisticLoss, MultinomialLoss
 from ._replicates import distinct_rows
@@ -27,12 +34,8 @@ LAYER_ROWS = 1000
 # The layer reads log-probabilities (and log-odds) down to this: a probability of 1e-13 or one of 1e-30 says the
 # same of a class, and inputs in the hundreds of nats leave its LBFGS unconverged.
 LEAST_LOG_PROBABILITY = -30.0
-# The layer's cross-validated log-loss must be below the model's by this many standard errors.
-SIGNIFICANCE = 1.0
 # A _HeldOut's path, which the layer's folds do not walk.
 HELD_OUT_PATH = (0, 0, 0, 0.0)
-# The layer's own cross-validation: at most this many folds (fewer where a class has fewer held-out rows).
-LAYER_FOLDS = 5
 # The distinct held-out rows per number the layer fits (k (k + 1) for k score columns) at least: on fewer it overfits
 # (26 classes' 702 numbers on letter's 3,200 held-out rows, 110 on 1,000 of digits), and its checks cost seconds.
 ROWS_PER_NUMBER = 10
@@ -58,12 +61,24 @@ def layer_folds(n):
     return int(min(round(1 / HELD_OUT), max(1, np.ceil(LAYER_ROWS / max(HELD_OUT * n, 1.0)))))
 
 
+class Calibration(NamedTuple):
+    """What ``output_layer`` fitted: the layer (a ``LogisticRegression``, or None) and the share of labels drawn at
+    random (``label_noise``'s eps, 0 for none)."""
+
+    layer: object
+    label_noise: float
+
+
+NO_CALIBRATION = Calibration(None, 0.0)
+
+
 def output_layer(problem, settings, held_out=None):
-    """The layer (``LogisticRegression``) on the held-out log-probabilities of ``problem``'s model at its width and
-    ridge: of the ridge rule's folds that chose the model (``held_out``, ``_loo_ridge.HeldOutFits``), and of more
-    folds fitted cold (``layer_folds``, within ``LAYER_WORK``); None where the held-out rows are too few for its
-    numbers (``ROWS_PER_NUMBER``), a fold's fit fails, a class has too few held-out rows, or the layer does not
-    lower the held-out log-loss significantly."""
+    """The ``Calibration`` of ``problem``'s model at its width and ridge from its held-out log-probabilities: of the
+    ridge rule's folds that chose the model (``held_out``, ``_loo_ridge.HeldOutFits``), and of more folds fitted
+    cold (``layer_folds``, within ``LAYER_WORK``) where the held-out rows are then enough for the layer's numbers
+    (``ROWS_PER_NUMBER``). The layer (``LogisticRegression``) where it lowers their log-loss significantly; then
+    the share of labels drawn at random of the probabilities kept (``_combiner.label_noise``). ``NO_CALIBRATION``
+    where a fold's fit fails or a class has too few held-out rows."""
     rows, loss = problem.rows, problem.loss
     n, k = rows.Y.shape
     outs, scores = ([], []) if held_out is None else (list(held_out.outs), list(held_out.scores))
@@ -71,28 +86,37 @@ def output_layer(problem, settings, held_out=None):
     if (n_folds - len(outs)) * float(n) * n * k > LAYER_WORK:
         n_folds = len(outs)
     held = _HeldOut(problem, settings, True, HELD_OUT_PATH, n_folds) if n_folds else None  # every fold's rows
-    if held is None or not held.outs or held.groups.max() + 1 < ROWS_PER_NUMBER * k * (k + 1):  # distinct rows
-        return None
+    layered = held is not None and held.outs and held.groups.max() + 1 >= ROWS_PER_NUMBER * k * (k + 1)
+    if not layered and n_folds > len(outs):  # too few distinct rows for the layer: the rule's folds alone, for eps
+        n_folds = len(outs)
+        held = _HeldOut(problem, settings, True, HELD_OUT_PATH, n_folds) if n_folds else None
+    if held is None or not held.outs or held.groups.max() + 1 < ROWS_PER_NUMBER:  # distinct rows for eps
+        return NO_CALIBRATION
     if len(held.outs) > len(outs):
         more = _HeldOut(problem, settings, True, HELD_OUT_PATH, n_folds, skip=len(outs))
         done = more.fit(problem, problem.alpha, more.cold, [{} for _ in more.outs]) if more.outs else None
         if done is None:
-            return None
+            return NO_CALIBRATION
         outs, scores = outs + more.outs, scores + [more.scores(done[0])]
     if len(outs) != len(held.outs) or not all(np.array_equal(a, b) for a, b in zip(outs, held.outs)):
-        return None  # (never: the rule's folds are the first ones, of the same rows, seed and share)
+        return NO_CALIBRATION  # (never: the rule's folds are the first ones, of the same rows, seed and share)
     F = np.concatenate(scores)
-    raw_losses = -loss.log_probabilities(F)[np.arange(len(held.labels)), held.labels]
-    if not np.all(np.isfinite(raw_losses)):
-        return None
-    S = layer_inputs(loss, F)
-    Y, X = (to_numpy(rows_of(A, held.held)) for A in (rows.Y, rows.X))  # on the host (X: sparse or dense)
-    w = held.W
-    layer_losses = _cross_validated_losses(S, Y, w, X, held.labels, held.groups, problem.seed)
-    if layer_losses is None or not significantly_fewer(layer_losses, raw_losses, w, held.groups, held.n_effective,
-                                                       SIGNIFICANCE):
-        return None
-    return _fit_layer(S, Y, w, X)
+    losses = -loss.log_probabilities(F)[np.arange(len(held.labels)), held.labels]
+    if not np.all(np.isfinite(losses)):
+        return NO_CALIBRATION
+    w, layer = held.W, None
+    folds = cross_validation_folds(held.labels, held.groups, np.random.RandomState(problem.seed))
+    if folds is None:
+        return NO_CALIBRATION
+    if layered:
+        S = layer_inputs(loss, F)
+        Y, X = (to_numpy(rows_of(A, held.held)) for A in (rows.Y, rows.X))  # on the host (X: sparse or dense)
+        layer_losses = _cross_validated_losses(S, Y, w, X, held.labels, folds)
+        if layer_losses is not None and significantly_fewer(layer_losses, losses, w, held.groups, held.n_effective,
+                                                            SIGNIFICANCE):
+            layer = _fit_layer(S, Y, w, X)
+            losses = losses if layer is None else layer_losses  # the layer's probabilities, out of its own fit
+    return Calibration(layer, label_noise(losses, w, folds, held.groups, held.n_effective, max(k, 2)))
 
 
 def _fit_layer(S, Y, w, X):
@@ -104,13 +128,10 @@ def _fit_layer(S, Y, w, X):
     return None if any(issubclass(warning.category, ConvergenceWarning) for warning in caught) else layer
 
 
-def _cross_validated_losses(S, Y, w, X, labels, groups, seed):
-    """Each row's log-loss under a layer fitted to the other folds' rows; None where some class has fewer groups
-    of identical rows than two folds need, or a fold's layer misses a class."""
+def _cross_validated_losses(S, Y, w, X, labels, folds):
+    """Each row's log-loss under a layer fitted to the other ``folds``' rows (``cross_validation_folds``); None
+    where a fold's layer misses a class."""
     losses = np.empty(len(labels))
-    folds = _cross_validation_folds(labels, groups, np.random.RandomState(seed))
-    if folds is None:
-        return None
     for k in range(folds.max() + 1):
         train, test = np.flatnonzero(folds != k), np.flatnonzero(folds == k)
         layer = _fit_layer(S[train], Y[train], w[train], X[train])
@@ -120,20 +141,3 @@ def _cross_validated_losses(S, Y, w, X, labels, groups, seed):
         P = (MultinomialLoss if D.ndim == 2 else BinaryLogisticLoss).log_probabilities(D.reshape(len(test), -1))
         losses[test] = -P[np.arange(len(test)), np.searchsorted(layer.classes_, labels[test])]
     return losses
-
-
-def _cross_validation_folds(labels, groups, rng):
-    """Each row's fold of the layer's cross-validation: a class's groups of identical rows dealt in a random order
-    to ``LAYER_FOLDS`` folds (fewer where a class has fewer groups, None below two), a group's rows together. The
-    rows of every held-out fit's model fall in every fold, as they fall in the layer's fit."""
-    first = np.unique(groups, return_index=True)[1]
-    group_labels = labels[first]
-    present = np.unique(group_labels)
-    n_splits = min(LAYER_FOLDS, min(int(np.sum(group_labels == c)) for c in present))
-    if n_splits < 2:
-        return None
-    fold_of = np.empty(len(first), dtype=int)
-    for c in present:
-        members = rng.permutation(np.flatnonzero(group_labels == c))
-        fold_of[members] = np.arange(len(members)) % n_splits
-    return fold_of[groups]

@@ -1,5 +1,6 @@
 """The logistic loss's output layer (``_logistic_layer``): fitted to held-out log-probabilities where it lowers the
-held-out log-loss, checked against brute-force refits and scikit-learn's LogisticRegression."""
+held-out log-loss, checked against brute-force refits and scikit-learn's LogisticRegression; and the share of labels
+drawn at random, checked against a brute-force likelihood."""
 
 import warnings
 
@@ -9,7 +10,7 @@ from numpy.testing import assert_allclose
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
 
-from kernelgd import KernelGDClassifier, _logistic_layer, _loo_ridge
+from kernelgd import KernelGDClassifier, _combiner, _logistic_layer, _loo_ridge
 
 
 def _bands(n, seed):
@@ -46,7 +47,9 @@ def test_the_layer_is_a_logistic_regression_on_the_log_probabilities_of_rows_hel
                         .predict_log_proba(X[list(fold)]) for fold in folds])
     layer = LogisticRegression(max_iter=1000).fit(S, y[np.concatenate(folds)])
     whole = KernelGDClassifier(**refit).fit(X, y)
-    assert_allclose(model.predict_proba(X_test), layer.predict_proba(whole.predict_log_proba(X_test)), atol=0.01)
+    eps = model.label_noise_  # the share of labels drawn at random, on the layer's probabilities
+    assert_allclose(model.predict_proba(X_test), (1 - eps) * layer.predict_proba(whole.predict_log_proba(X_test))
+                    + eps / 5, atol=0.01)
 
 
 def test_the_layer_is_kept_only_where_it_lowers_the_held_out_log_loss(monkeypatch):
@@ -57,8 +60,9 @@ def test_the_layer_is_kept_only_where_it_lowers_the_held_out_log_loss(monkeypatc
     assert layered.combiner_ is not None and plain.combiner_ is None
     assert log_loss(y_test, layered.predict_proba(X_test)) < log_loss(y_test, plain.predict_proba(X_test)) - 0.02
     monkeypatch.setattr(_logistic_layer, "SIGNIFICANCE", np.inf)  # no gain is enough: the model's own probabilities
+    monkeypatch.setattr(_combiner, "SIGNIFICANCE", np.inf)
     refused = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
-    assert refused.combiner_ is None
+    assert refused.combiner_ is None and refused.label_noise_ == 0.0
     assert_allclose(refused.predict_proba(X_test), plain.predict_proba(X_test), atol=1e-12)
 
 
@@ -91,7 +95,8 @@ def test_the_layers_cross_validation_reads_certain_wrong_rows_without_a_warning(
     Y = np.where(labels == 1, 1.0, -1.0)[:, None]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        losses = _logistic_layer._cross_validated_losses(S, Y, np.full(200, 1 / 200), S, labels, np.arange(200), 0)
+        folds = _combiner.cross_validation_folds(labels, np.arange(200), np.random.RandomState(0))
+        losses = _logistic_layer._cross_validated_losses(S, Y, np.full(200, 1 / 200), S, labels, folds)
     assert np.all(np.isfinite(losses)) and losses[0] > 10.0
 
 
@@ -107,3 +112,60 @@ def test_the_layer_reads_weights_as_the_rows_repeated():
     assert weighted.combiner_ is not None and repeated.combiner_ is not None
     assert repeated.alpha_ == pytest.approx(weighted.alpha_, rel=1e-9)
     assert_allclose(repeated.predict_proba(X_test), weighted.predict_proba(X_test), atol=1e-2)
+
+
+def _noisy_product(n, seed, classes=5, drawn=0.02):
+    # classes in bands of x0 * x1 over Gaussian rows, a few labels drawn at random: far from the bands' edges a
+    # small ridge's model is certain, and a drawn label there costs tens of nats
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n, 3)
+    f = X[:, 0] * X[:, 1]
+    y = np.searchsorted(np.quantile(rng.randn(100_000) * rng.randn(100_000), np.linspace(0, 1, classes + 1)[1:-1]), f)
+    return X, np.where(rng.rand(n) < drawn, rng.randint(0, classes, n), y)
+
+
+def test_label_noise_is_the_share_of_greatest_likelihood():
+    rng = np.random.RandomState(0)
+    n, k = 2000, 5
+    losses = rng.exponential(0.1, n)
+    losses[rng.rand(n) < 0.03] = 25.0  # certain and wrong: labels drawn at random
+    w = rng.uniform(0.5, 1.5, n)
+    w /= w.sum()
+    labels = rng.randint(0, k, n)
+    folds = _combiner.cross_validation_folds(labels, np.arange(n), np.random.RandomState(0))
+    eps = _combiner.label_noise(losses, w, folds, np.arange(n), 1 / (w @ w), k)
+    grid = np.linspace(0.0, 0.2, 200_001)  # brute force: the weighted log-likelihood of (1 - e) p + e / k
+    likelihood = [w @ np.log((1 - e) * np.exp(-losses) + e / k) for e in grid[::100]]
+    coarse = grid[::100][int(np.argmax(likelihood))]
+    fine = grid[np.abs(grid - coarse) <= 2e-4]
+    best = fine[int(np.argmax([w @ np.log((1 - e) * np.exp(-losses) + e / k) for e in fine]))]
+    assert 0.0 < eps and eps == pytest.approx(best, abs=2e-5)
+    calibrated = rng.exponential(0.1, n)  # no row far off: no share is kept
+    assert _combiner.label_noise(calibrated, w, folds, np.arange(n), 1 / (w @ w), k) == 0.0
+
+
+def test_probabilities_take_the_labels_drawn_at_random(monkeypatch):
+    X, y = _noisy_product(1500, 0)
+    X_test, y_test = _noisy_product(4000, 1)
+    # no layer (its cross-validation fails): the model's own probabilities, mixed
+    monkeypatch.setattr(_logistic_layer, "_cross_validated_losses", lambda *args: None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    plain = KernelGDClassifier(loss="logistic", random_state=0, combine="argmax").fit(X, y)
+    assert model.combiner_ is None and 0.0 < model.label_noise_ < 0.1 and plain.label_noise_ == 0.0
+    eps, P = model.label_noise_, plain.predict_proba(X_test)
+    assert_allclose(model.predict_proba(X_test), (1 - eps) * P + eps / 5, rtol=1e-12, atol=1e-15)
+    assert_allclose(model.predict_log_proba(X_test), np.log((1 - eps) * P + eps / 5), rtol=1e-10)
+    np.testing.assert_array_equal(model.predict(X_test), plain.predict(X_test))
+    assert log_loss(y_test, model.predict_proba(X_test)) < log_loss(y_test, P) - 0.01
+    monkeypatch.setattr(_combiner, "SIGNIFICANCE", np.inf)  # no gain is enough: the model's own probabilities
+    refused = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    assert refused.label_noise_ == 0.0
+    assert_allclose(refused.predict_proba(X_test), P, atol=1e-12)
+
+
+def test_clean_labels_take_no_share_drawn_at_random():
+    X, y = _noisy_product(1500, 0, classes=2, drawn=0.0)
+    model = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    assert model.label_noise_ == 0.0
