@@ -182,6 +182,27 @@ def test_classifier_matches_numpy(module, n_classes, name):
 
 
 @pytest.mark.parametrize("module", NAMESPACES)
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_probabilities_with_labels_drawn_at_random_match_numpy(module, loss, monkeypatch):
+    # any share of labels drawn at random is kept: the mixed probabilities in the array's namespace equal numpy's
+    from kernelgd import _combiner
+
+    monkeypatch.setattr(_combiner, "SIGNIFICANCE", -np.inf)
+    X, y = make_classification(300, 5, n_informative=3, n_redundant=0, n_classes=3, flip_y=0.2, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref, est = _fit_both(KernelGDClassifier(loss=loss, random_state=0), module, X, y)
+    assert ref.label_noise_ > 0 and est.label_noise_ == pytest.approx(ref.label_noise_, rel=1e-6)
+    Xm = module.asarray(X)
+    with config_context(array_api_dispatch=True):
+        proba, log_proba = est.predict_proba(Xm), est.predict_log_proba(Xm)
+    _assert_in_namespace(proba, module)
+    _assert_in_namespace(log_proba, module)
+    assert_allclose(to_numpy(proba), ref.predict_proba(X), rtol=1e-6, atol=1e-9)
+    assert_allclose(to_numpy(log_proba), ref.predict_log_proba(X), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
 def test_softmax_coupled_factor_matches_numpy(module, monkeypatch):
     # The exact steps' coupled factor of the rows' Hessian blocks (of rank 28 here).
     from sklearn.datasets import make_blobs
