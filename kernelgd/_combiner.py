@@ -171,18 +171,21 @@ def label_noise(losses, w, folds, groups, n_effective, n_classes):
     then. 0 unless eps fitted to the other ``folds`` lowers each fold's log-loss by ``SIGNIFICANCE`` standard errors
     of the paired difference (over ``groups`` of identical rows, ``n_effective`` of them)."""
 
-    def fitted(rows):  # the log-likelihood is concave in eps: one bounded scalar search
-        weights = w[rows] / w[rows].sum()
-        return minimize_scalar(lambda eps: weights @ mixed(losses[rows], eps, n_classes), bounds=(0.0, 1.0),
-                               method="bounded").x
-
     held = np.empty_like(losses)
     for fold in range(folds.max() + 1):
         test = folds == fold
-        held[test] = mixed(losses[test], fitted(~test), n_classes)
+        held[test] = mixed(losses[test], likeliest_share(losses[~test], w[~test], n_classes), n_classes)
     if not significantly_fewer(held, losses, w, groups, n_effective, SIGNIFICANCE):
         return 0.0
-    return float(fitted(np.ones(len(losses), dtype=bool)))
+    return likeliest_share(losses, w, n_classes)
+
+
+def likeliest_share(losses, w, n_classes):
+    """The share eps in [0, 1] of labels drawn at random of greatest likelihood for rows of log-losses ``losses``
+    (weights w): the log-likelihood is concave in eps, one bounded scalar search finds it."""
+    w = w / w.sum()
+    return float(minimize_scalar(lambda eps: w @ mixed(losses, eps, n_classes), bounds=(0.0, 1.0),
+                                 method="bounded").x)
 
 
 def mixed(losses, eps, n_classes):
