@@ -257,8 +257,10 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
 
     def _layers(self, problem, monitor):
         """Whether a fit of the logistic loss ends with its output layer (``_logistic_layer``): ``combine="logistic"``
-        where the ridge rule chose the ridge of the full model (alpha="auto", no early stopping)."""
-        return (problem.loss is not SquaredLoss and self.combine == "logistic" and isinstance(self.alpha, str)
+        where the ridge rule chose the ridge of the full model (alpha="auto", no early stopping), or a search's
+        refit of the ridge it chose (``_calibrates``: a one-off fit, where a user's fixed ridge may be one of many)."""
+        chosen = isinstance(self.alpha, str) or getattr(self, "_calibrates", False)
+        return (problem.loss is not SquaredLoss and self.combine == "logistic" and chosen
                 and problem.centers is None and (problem.kernel is None or problem.kernel.psd) and monitor is None)
 
     def _layer_inputs(self, F):

@@ -498,7 +498,13 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
     :class:`KernelGDClassifier`'s own width and ridge rules, as
     :class:`KernelGDRegressorCV`'s is (``holdout_scores_``); with the
     default scoring the rules' model is refitted only where its held-out
-    misclassifications are fewer by one standard error.
+    misclassifications are fewer by one standard error. With the logistic
+    loss and ``combine="logistic"``, the refit's probabilities are then
+    calibrated as :class:`KernelGDClassifier`'s are under ``alpha="auto"``:
+    the output layer and the share of labels drawn at random
+    (``best_estimator_.combiner_`` and ``label_noise_``), each where it
+    lowers the cross-validated log-loss of rows held out of fits at the
+    chosen width and ridge.
 
     Read more in the :ref:`User Guide <ug-model-selection>`.
 

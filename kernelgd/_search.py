@@ -611,6 +611,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         model = self._base(kernel=self.kernel_, sigma=self.sigma_ if self.sigma_ is not None else "scale",
                            alpha=self.alpha_, **self._refit_params(Y, sw))
         model = self._check_against_rule(X, y, sw, scorer, model, loo_scores is not None)
+        model._calibrates = model.alpha != "auto"  # the rules' model is calibrated by its own held-out rows
 
         def refit():
             self.best_estimator_ = model.fit(X_in, y, sample_weight=self._sample_weight)

@@ -10,7 +10,7 @@ from numpy.testing import assert_allclose
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
 
-from kernelgd import KernelGDClassifier, _combiner, _logistic_layer, _loo_ridge
+from kernelgd import KernelGDClassifier, KernelGDClassifierCV, _combiner, _logistic_layer, _loo_ridge
 
 
 def _bands(n, seed):
@@ -169,3 +169,27 @@ def test_clean_labels_take_no_share_drawn_at_random():
     X, y = _noisy_product(1500, 0, classes=2, drawn=0.0)
     model = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
     assert model.label_noise_ == 0.0
+
+
+def test_a_searchs_refit_is_calibrated_as_the_ridge_rules_fit():
+    # KernelGDClassifierCV(loss="logistic") refits the width and ridge it chose: its probabilities take the share of
+    # labels drawn at random (and a layer where one helps) from rows held out of fits at them
+    X, y = _noisy_product(1500, 0)
+    X_test = _noisy_product(500, 1)[0]
+    search = KernelGDClassifierCV(loss="logistic", sigmas=[0.6, 1.2], alphas=[1e-5, 1e-6], cv=3, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        search.fit(X, y)
+    refit = search.best_estimator_
+    assert refit.combiner_ is not None or refit.label_noise_ > 0
+    plain = KernelGDClassifier(loss="logistic", sigma=search.sigma_, alpha=search.alpha_, combine="argmax",
+                               random_state=0).fit(X, y)
+    P = plain.predict_proba(X_test)
+    if refit.combiner_ is not None:  # the layer on the model's log-probabilities
+        P = refit.combiner_.predict_proba(_logistic_layer.layer_inputs(
+            plain._fitted_loss(), plain._decision(X_test, "decision_function")))
+    eps = refit.label_noise_
+    assert_allclose(search.predict_proba(X_test), (1 - eps) * P + eps / 5, atol=1e-6)
+    unmixed = KernelGDClassifierCV(loss="logistic", sigmas=[0.6, 1.2], alphas=[1e-5, 1e-6], cv=3, combine="argmax",
+                                   random_state=0).fit(X, y)
+    assert unmixed.best_estimator_.combiner_ is None and unmixed.best_estimator_.label_noise_ == 0.0
