@@ -170,7 +170,6 @@ def label_noise(losses, w, folds, groups, n_effective, n_classes):
     label has log-loss ``losses`` (weights ``w`` summing to 1): the probabilities ``(1 - eps) p + eps / n_classes``
     then. 0 unless eps fitted to the other ``folds`` lowers each fold's log-loss by ``SIGNIFICANCE`` standard errors
     of the paired difference (over ``groups`` of identical rows, ``n_effective`` of them)."""
-
     held = np.empty_like(losses)
     for fold in range(folds.max() + 1):
         test = folds == fold
@@ -197,8 +196,8 @@ def mixed(losses, eps, n_classes):
 
 def combiner_label_noise(layer, F, Y, w, X, seed):
     """``label_noise``'s share for the output layer ``layer`` that ``fit_combiner`` fitted to outputs F of rows X
-    (class codes Y, weights w), from its probabilities of those rows: their outputs are left-out ones, and its
-    ``K (K + 1)`` numbers barely fit a few thousand rows. 0 where the layer is None."""
+    (class codes Y, weights w), from its probabilities of those rows: their outputs are left-out ones, and the
+    layer's ``K (K + 1)`` numbers, fitted to thousands of rows, barely overfit them. 0 where the layer is None."""
     if layer is None:
         return 0.0
     F, Y, w = (np.asarray(to_numpy(A), dtype=np.float64) for A in (F, Y, w))
