@@ -212,9 +212,10 @@ def test_cv_widths_run_on_joblibs_dask_backend(client, loss):
     from kernelgd import KernelGDClassifierCV
 
     Xs, ys = X[:400], labels3[:400]
-    ref = KernelGDClassifierCV(loss=loss, cv=3, n_jobs=-1).fit(Xs, ys)  # threads (the logistic loss races widths)
+    # threads (the logistic loss races widths); a seed: the logistic refit's calibration draws its folds
+    ref = KernelGDClassifierCV(loss=loss, cv=3, n_jobs=-1, random_state=0).fit(Xs, ys)
     with distributed.get_task_stream(client) as stream, parallel_config(backend="dask"):
-        est = KernelGDClassifierCV(loss=loss, cv=3, n_jobs=-1).fit(Xs, ys)
+        est = KernelGDClassifierCV(loss=loss, cv=3, n_jobs=-1, random_state=0).fit(Xs, ys)
     assert len(stream.data) >= 3  # the widths ran on the workers
     assert (est.sigma_, est.alpha_) == (ref.sigma_, ref.alpha_)
     assert_array_equal(est.predict(Xs), ref.predict(Xs))
