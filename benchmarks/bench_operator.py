@@ -10,11 +10,13 @@
 4. scipy's symv right after a numpy product, against after a scipy product:
    numpy and scipy ship separate OpenBLAS builds whose idle threads spin.
 5. K @ V for wide V (3, 4, 6, 10 and 26 columns, one per class of a
-   multinomial fit; and 2 to 6 on a float64 K of 4,000 rows): a symv per
+   multinomial fit; and 2 to 26 on a float64 K of 4,000 rows): a symv per
    column or one symm over the triangle, on one thread, against a GEMM per
    row half of the whole K on two pool threads (numpy's matmul, which
    releases the GIL; scipy's BLAS wrappers hold it), and the one-off cost
-   of mirroring the triangle. ``--wide-only`` runs this part alone.
+   of mirroring the triangle; each row half's GEMM also as ``(V' K_b')'``,
+   which OpenBLAS runs faster in float64 and slower in float32.
+   ``--wide-only`` runs this part alone.
 6. K_nm.T (w * K_nm V), the centers solvers' product (--gram-rows x 2,000
    float64, 1 and 7 columns): a product with K_nm then one with K_nm.T,
    against KernelOperator.gram_matvec's one pass, which multiplies each
@@ -165,11 +167,11 @@ def wide_rows(K, rng, columns=(3, 4, 6, 10, 26)):
     rows = []
     with ThreadPoolExecutor(2) as pool:
 
-        def row_halves(W):
-            out = np.empty_like(W)
+        def row_halves(W, transposed=False):
+            out, Wt = np.empty_like(W), np.ascontiguousarray(W.T)
 
-            def product(batch):
-                out[batch] = K[batch] @ W
+            def product(batch):  # K_b W, or as (W' K_b')' (K_b' a Fortran view: no copy)
+                out[batch] = (Wt @ K[batch].T).T if transposed else K[batch] @ W
 
             with threadpool_limits(1):
                 list(pool.map(product, halves))
@@ -185,8 +187,11 @@ def wide_rows(K, rng, columns=(3, 4, 6, 10, 26)):
                     {"measure": f"{label}: one symm", "seconds": median_time(
                         lambda: symm(1.0, K.T, W, side=0, lower=1))},
                 ]
-            rows.append({"measure": f"{label}: row halves on two threads", "seconds": median_time(
-                lambda: row_halves(W))})
+            rows += [
+                {"measure": f"{label}: row halves on two threads", "seconds": median_time(lambda: row_halves(W))},
+                {"measure": f"{label}: row halves on two threads, as (V' K_b')'", "seconds": median_time(
+                    lambda: row_halves(W, True))},
+            ]
     return rows
 
 
@@ -194,7 +199,8 @@ def small_wide_rows(rng, n=4000):
     """Part 5 on a float64 K of ``n`` rows (the most "auto" computes in float64)."""
     X = rng.normal(size=(n, 8))
     sq = np.einsum("ij,ij->i", X, X)
-    return wide_rows(np.exp(-0.5 * np.maximum(sq[:, None] + sq[None, :] - 2 * X @ X.T, 0.0) / 8), rng, (2, 3, 4, 6))
+    return wide_rows(np.exp(-0.5 * np.maximum(sq[:, None] + sq[None, :] - 2 * X @ X.T, 0.0) / 8), rng,
+                     (2, 3, 4, 6, 10, 26))
 
 
 def main(argv=None):
