@@ -23,7 +23,14 @@ from ._array_api import (
 
 # Probabilities of the baseline are kept this far from 0 and 1, so that a
 # class without weight gives a large finite intercept instead of inf.
-_P_MIN = 1e-12
+P_MIN = 1e-12
+
+
+def baseline_fits(loss, value0, n_columns):
+    """Whether the intercept-only model is the fit already (``value0`` its objective, weights summing to 1): a
+    logistic loss whose labels of positive weight are all of one class, which the baseline predicts with every
+    other class at ``P_MIN``. No finite model reaches the infimum 0; steps would only chase an intercept."""
+    return loss is not SquaredLoss and value0 <= (n_columns + 1) * P_MIN
 
 
 class SquaredLoss:
@@ -106,7 +113,7 @@ class BinaryLogisticLoss:
         xp = xp_of(Y)
         if fit_intercept:
             positive = float(w @ cast(Y[:, 0] > 0, np.float64))
-            p = float(np.clip(positive / float(xp.sum(w)), _P_MIN, 1 - _P_MIN))
+            p = float(np.clip(positive / float(xp.sum(w)), P_MIN, 1 - P_MIN))
             b = zeros_as(Y, 1) + float(np.log(p) - np.log1p(-p))
         else:
             b = zeros_as(Y, 1)
@@ -169,7 +176,7 @@ class MultinomialLoss:
         """The log of the weighted class shares, centred (or zero), and its value."""
         xp = xp_of(Y)
         if fit_intercept:
-            logp = xp.log(clip_min(w @ Y / xp.sum(w), _P_MIN))
+            logp = xp.log(clip_min(w @ Y / xp.sum(w), P_MIN))
             b = logp - xp.mean(logp)
         else:
             b = zeros_as(Y, Y.shape[1])

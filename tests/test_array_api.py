@@ -221,6 +221,22 @@ def test_softmax_coupled_factor_matches_numpy(module, monkeypatch):
 
 
 @pytest.mark.parametrize("module", NAMESPACES)
+def test_softmax_with_a_class_without_weight_matches_numpy(module):
+    # the class without weight is left out of the fit and put back with the floor's intercept
+    X, y = make_classification(200, 4, n_informative=3, n_redundant=0, n_classes=3, random_state=0)
+    weights = np.where(y == 1, 0.0, 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ref, est = _fit_both(KernelGDClassifier(loss="logistic", alpha=1e-3, random_state=0), module, X, y,
+                             sample_weight=weights)
+    with config_context(array_api_dispatch=True):
+        proba = est.predict_proba(module.asarray(X))
+    _assert_in_namespace(est.intercept_, module)
+    assert_allclose(to_numpy(est.intercept_), ref.intercept_, rtol=1e-6)
+    assert_allclose(to_numpy(proba), ref.predict_proba(X), rtol=1e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
 def test_string_labels_stay_numpy(module):
     X, y = make_classification(120, 4, random_state=0)
     labels = np.array(["no", "yes"])[y]

@@ -182,6 +182,49 @@ def test_balanced_class_weight_matches_logistic_regression():
     assert_allclose(model.predict_proba(X), ref.predict_proba(X), atol=1e-5)
 
 
+@pytest.mark.parametrize("n_centers", [None, 40])
+def test_a_class_without_weight_is_left_out_as_logistic_regression_leaves_it(n_centers):
+    # class 0 weighs nothing: its intercept has no optimum (it runs to -inf). The fit is the other classes'
+    # softmax, as LogisticRegression's, without a warning; class 0 gets no coefficients and the floor's probability
+    cw = {0: 0.0, 1: 1.0, 2: 1.0}
+    ref = LogisticRegression(C=0.3, class_weight=cw, tol=1e-12, max_iter=10_000).fit(X, y3)
+    alpha = 1.0 / (2.0 * 0.3 * np.count_nonzero(y3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = KernelGDClassifier(loss="logistic", kernel="linear", alpha=alpha, class_weight=cw,
+                                   n_centers=n_centers, **TIGHT_NEWTON).fit(X, y3)
+    P = model.predict_proba(X)
+    assert_allclose(P, ref.predict_proba(X), atol=1e-6)
+    assert np.all(model.dual_coef_[:, 0] == 0) and 0 < P[:, 0].max() <= 1.001e-12
+    assert np.all(np.isfinite(model.predict_log_proba(X)))
+
+
+@pytest.mark.parametrize("labels", [y2, y3], ids=["binary", "multinomial"])
+def test_labels_of_one_weighted_class_are_the_intercept_only_model(labels):
+    # every other class weighs nothing: the intercept-only model, at the baseline's floor, is the fit at once
+    cw = {c: float(c == 1) for c in np.unique(labels)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = KernelGDClassifier(loss="logistic", alpha=1e-3, class_weight=cw, random_state=0).fit(X, labels)
+    assert model.n_iter_ == 0 and np.all(model.dual_coef_ == 0)
+    P = model.predict_proba(X)
+    assert_allclose(P[:, 1], 1.0, atol=1e-11)
+    assert np.all(np.isfinite(model.predict_log_proba(X)))
+
+
+def test_default_fit_with_a_class_without_weight_does_not_warn():
+    from sklearn.datasets import load_wine
+    from sklearn.preprocessing import scale
+
+    Xw, yw = load_wine(return_X_y=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = KernelGDClassifier(loss="logistic", class_weight={0: 0.0}, random_state=0).fit(scale(Xw), yw)
+    keep = yw > 0
+    assert model.score(scale(Xw)[keep], yw[keep]) > 0.95
+    assert model.predict_proba(scale(Xw))[:, 0].max() < 1e-6
+
+
 @pytest.mark.parametrize("solver", ["cg", "eigenpro"])
 def test_squared_only_solvers_refuse_logistic(solver):
     with pytest.raises(ValueError, match="squared loss only"):

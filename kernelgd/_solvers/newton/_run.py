@@ -1,10 +1,14 @@
 """One Newton fit: its state between steps, the stopping tests and the failure policy."""
 
+from dataclasses import replace
 from enum import Enum
 
 import numpy as np
 
-from ..._array_api import blas_dot, clip_min, copy_array, scalar_sum, sum_of, to_floats, xp_of, zeros_as
+from ..._array_api import (
+    blas_dot, clip_min, copy_array, from_numpy, scalar_sum, sum_of, to_floats, to_numpy, xp_of, zeros_as,
+)
+from ..._losses import P_MIN, baseline_fits
 from ..._warnings import warn
 from .. import _dense_newton
 from .._common import ROUNDING_EPS, IterateLog, RoundingCheck, finish, warn_not_converged, warn_rounding
@@ -77,7 +81,50 @@ def solve(operator, Y, w, settings):
     -------
     SolverResult
     """
-    return _NewtonRun(operator, Y, w, settings).run()
+    empty = _classes_without_weight(Y, w, settings)
+    if empty is None:
+        return _NewtonRun(operator, Y, w, settings).run()
+    return _fit_without(empty, operator, Y, w, settings)
+
+
+def _classes_without_weight(Y, w, settings):
+    """The softmax's classes of no weight (host indices) where at least two others weigh and an intercept is
+    fitted; else None."""
+    if settings.loss.diagonal_hessian or not settings.fit_intercept:
+        return None
+    totals = np.asarray(to_numpy(w @ Y))
+    empty = np.flatnonzero(~(totals > 0))
+    return empty if len(empty) and len(totals) - len(empty) >= 2 else None
+
+
+def _fit_without(empty, operator, Y, w, settings):
+    """The softmax fit with the classes ``empty`` left out. A class without weight has no optimum (its intercept
+    runs to -inf, where the exact steps' floor on its probabilities breaks them); the others' fit is the model's.
+    A left-out class gets no coefficients and an intercept that gives it a probability of at most ``P_MIN`` (the
+    baseline's floor) on every row of weight."""
+    k = Y.shape[1]
+    kept, weighs = np.setdiff1d(np.arange(k), empty), np.asarray(to_numpy(w)) > 0
+
+    def put_back(M):  # M @ put_back(M): the kept columns in their places, zeros in the left-out ones
+        return from_numpy(np.eye(k)[kept], xp_of(M), getattr(M, "device", None))
+
+    def narrow(M):
+        return None if M is None else M @ put_back(M).T
+
+    def wide(A, b):
+        # the kept outputs' log-sum-exp on every row of weight is at least ``least``: an intercept log(P_MIN)
+        # below it bounds the left-out class's probability there
+        F = np.asarray(to_numpy(operator.matvec(A) + b))[weighs]
+        least = float(np.min(np.logaddexp.reduce(F, axis=1)))
+        floor = from_numpy(np.isin(np.arange(k), empty) * (least + np.log(P_MIN)), xp_of(b), getattr(b, "device", None))
+        return A @ put_back(A), b @ put_back(b) + floor
+
+    callback = settings.callback
+    reduced = replace(settings, coef_init=narrow(settings.coef_init), intercept_init=narrow(settings.intercept_init),
+                      callback=None if callback is None else lambda A, b: callback(*wide(A, b)))
+    result = _NewtonRun(operator, narrow(Y), w, reduced).run()
+    A, b = wide(result.dual_coef, result.intercept)
+    return replace(result, dual_coef=A, intercept=b)
 
 
 class _NewtonRun:
@@ -300,7 +347,11 @@ class _NewtonRun:
     # ------------------------------------------------------------------ the steps
 
     def run(self):
-        while self.it < self.settings.max_iter:
+        fitted = self.settings.fit_intercept and baseline_fits(self.loss, self.value0, self.k)
+        if fitted:  # (labels of one class: no step is worth taking)
+            self._intercept_only()
+            self.converged = True
+        while not fitted and self.it < self.settings.max_iter:
             self.it += 1
             if self._iterate():
                 break
