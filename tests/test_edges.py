@@ -119,6 +119,30 @@ def test_rbf_tiny_sigma_fits_the_intercept_as_the_mean():
     assert reg.intercept_ == pytest.approx(y.mean(), abs=1e-8)
 
 
+@pytest.mark.parametrize("alpha", [1e-6, 1e-8, 0.0])
+@pytest.mark.parametrize("model", ["regressor", "squared", "logistic", "softmax", "centers", "softmax centers"])
+def test_a_kernel_constant_on_the_data_fits_the_intercept_without_warning(alpha, model):
+    # every row the same: the intercept-only model is the optimum, whatever tiny ridge; no solver may call
+    # its (cancelling, or absent) coefficients a failure of conditioning
+    rng = np.random.RandomState(0)
+    X = np.full((700, 2), 3.7)
+    y = {"regressor": rng.normal(size=700), "centers": rng.normal(size=700)}.get(model, rng.randint(0, 3, 700))
+    if model in ("squared", "logistic"):
+        y = y % 2
+    loss = "squared" if model == "squared" else "logistic"
+    centers = 30 if "centers" in model else None
+    est = (KernelGDRegressor(alpha=alpha, n_centers=centers) if model in ("regressor", "centers")
+           else KernelGDClassifier(loss=loss, alpha=alpha, n_centers=centers))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est.fit(X, y)
+    if isinstance(est, KernelGDRegressor):
+        assert_allclose(est.predict(X[:3]), y.mean(), rtol=1e-9)
+    elif loss == "logistic":
+        shares = np.bincount(y) / len(y)
+        assert_allclose(est.predict_proba(X[:3]), np.tile(shares, (3, 1)), rtol=1e-6)
+
+
 @pytest.mark.parametrize("kernel", ["rbf", "laplacian", "exponential", "poly"])
 @pytest.mark.parametrize("c", [1e-3, 1e3])
 def test_sigma_scale_makes_predictions_invariant_to_units(kernel, c):

@@ -180,19 +180,34 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
         and value + loss.noise_effect(value0, noise) <= value0 + slack
         and noise <= check.limit
     ):
-        warn_rounding(
-            settings, name, f"found no model better than the intercept-only one "
-            f"(objective {value:.6g} against {value0:.6g}), or only one whose predictions "
-            "are dominated by rounding: the problem is too badly conditioned in this precision",
-            "The intercept-only model is returned. "
-            "Increase alpha, scale the features, or change the kernel parameters.",
-        )
+        # where the intercept-only model is the optimum (a kernel constant on the data), it is the fit: no failure
+        converged = stationary_start(operator, loss, Y, w, b0)
+        if not converged:
+            warn_rounding(
+                settings, name, f"found no model better than the intercept-only one "
+                f"(objective {value:.6g} against {value0:.6g}), or only one whose predictions "
+                "are dominated by rounding: the problem is too badly conditioned in this precision",
+                "The intercept-only model is returned. "
+                "Increase alpha, scale the features, or change the kernel parameters.",
+            )
         coef, b = xp.zeros_like(coef), b0
-        curve, converged = [value0], False
+        curve = [value0]
     b = xp.asarray(b, dtype=xp.float64)
     if getattr(loss, "shift_invariant", False):  # the softmax: the same model whatever the solver's path
         b = b - xp.mean(b)
     return SolverResult(coef, b, n_iter, curve, step_size, converged)
+
+
+def stationary_start(operator, loss, Y, w, b0):
+    """Whether the intercept-only model ``b0`` is the optimum: the objective is convex, and the gradient of its loss
+    in the coefficients there, ``K' G`` (the penalty's is 0), is rounding of its scale in every column (with
+    ``|K_ij| <= sqrt(k_ii k_jj)``: ``max_j sqrt(k_jj) sum_i sqrt(k_ii) |G_i|``)."""
+    xp = xp_of(Y)
+    G = loss.gradient(xp.zeros_like(Y) + b0, Y, w)
+    rows, columns = xp.sqrt(xp.abs(operator.diag())), xp.sqrt(xp.abs(operator.center_diag()))
+    scale = xp.max(columns) * (rows @ xp.abs(G))
+    rounding = ROUNDING_EPS * float(np.finfo(operator.dtype).eps) * scale
+    return bool(xp.all(xp.max(xp.abs(operator.rmatvec(G)), axis=0) <= rounding))
 
 
 # A model whose predictions carry rounding noise above this fraction of the

@@ -11,7 +11,9 @@ from ..._array_api import (
 from ..._losses import P_MIN, baseline_fits
 from ..._warnings import warn
 from .. import _dense_newton
-from .._common import ROUNDING_EPS, IterateLog, RoundingCheck, finish, warn_not_converged, warn_rounding
+from .._common import (
+    ROUNDING_EPS, IterateLog, RoundingCheck, finish, stationary_start, warn_not_converged, warn_rounding,
+)
 from .._objective import Objective
 from .._preconditioners import CENTERS_MIN_RIDGE, center_factors, check_center_memory
 from . import _start as subsample
@@ -551,9 +553,13 @@ class _NewtonRun:
 
     def report(self):
         """The warning of the stop: each ``Stop`` reason's, or max_iter's; ``converged`` where no descent
-        was left after a step that predicted almost none."""
+        was left after a step that predicted almost none, or where the intercept-only model is the optimum (a kernel
+        constant on the data: no step can descend)."""
         settings, operator, it, alpha, reason = self.settings, self.operator, self.it, self.alpha, self.reason
-        if reason is Stop.NO_DESCENT and self.damped:
+        if reason in (Stop.NO_DESCENT, Stop.ROUNDING) and stationary_start(operator, self.loss, self.Y, self.w,
+                                                                           self.b0):
+            self.converged = True
+        elif reason is Stop.NO_DESCENT and self.damped:
             if alpha > 0:  # a ridge the kernel's scale makes negligible (see _damping)
                 what = (f"alpha={alpha:g} is negligible against the kernel's values (up to "
                         f"{float(self.xp.max(operator.diag())):.3g}): its steps, damped as without a ridge, no "
