@@ -47,17 +47,21 @@ from ._targets import class_weights
 # The classifier's rules replace its search's choice where their held-out misclassifications are fewer by this
 # many standard errors of the paired difference: a smaller gain is within chance (the one-standard-error rule).
 HOLDOUT_SIGNIFICANCE = 1.0
+# The search's dense copy of sparse X is refused where it would outgrow both the kernel matrix and these bytes.
+DENSE_COPY_BYTES = 64 << 20
 
 
 def _dense(X, name):
     """X for the search, dense: its kernel matrices are (the refit takes X as given, sparse or not)."""
     if not sp.issparse(X):
         return X
-    if X.shape[1] > X.shape[0]:
+    size = X.shape[0] * X.shape[1] * np.dtype(np.float64).itemsize
+    if X.shape[1] > X.shape[0] and size > DENSE_COPY_BYTES:
         raise ValueError(
             f"{name} computes on a dense copy of sparse X, which with {X.shape[1]} features for {X.shape[0]} "
-            "rows would outgrow the kernel matrix itself. Reduce the features (TruncatedSVD, feature "
-            "selection), or fit KernelGDRegressor / KernelGDClassifier, which take sparse X, in a GridSearchCV."
+            f"rows ({size / 2**20:.0f} MiB) would outgrow the kernel matrix itself. Reduce the features "
+            "(TruncatedSVD, feature selection), or fit KernelGDRegressor / KernelGDClassifier, which take sparse "
+            "X, in a GridSearchCV."
         )
     return X.toarray()
 
@@ -435,7 +439,8 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Sparse X is searched on a dense copy and refitted as given.
+            Sparse X is searched on a dense copy and refitted as given (a ValueError where that
+            copy would exceed both the kernel matrix and 64 MiB).
             Under ``sklearn.config_context(array_api_dispatch=True)``, arrays of
             torch, CuPy or another array API library are searched on their own
             device (the "GPUs" page of the documentation).
@@ -617,7 +622,8 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Sparse X is searched on a dense copy and refitted as given.
+            Sparse X is searched on a dense copy and refitted as given (a ValueError where that
+            copy would exceed both the kernel matrix and 64 MiB).
             Under ``sklearn.config_context(array_api_dispatch=True)``, arrays of
             torch, CuPy or another array API library are searched on their own
             device (the "GPUs" page of the documentation).

@@ -191,5 +191,9 @@ def test_cv_estimators_take_sparse_x_as_its_dense_copy():
         method = "predict_proba" if hasattr(sparse, "predict_proba") else "predict"
         # the refits agree to the solvers' tolerance: sparse and dense kernel products round differently
         assert_allclose(getattr(sparse, method)(sp.csr_matrix(Xd)), getattr(dense, method)(Xd), atol=1e-3)
+    # wider than long and past 64 MiB dense: refused before any copy; a small wide X is copied
     with pytest.raises(ValueError, match="dense copy of sparse X"):
-        KernelGDRegressorCV().fit(sp.random(20, 50, density=0.1, format="csr", random_state=0), np.arange(20.0))
+        KernelGDRegressorCV().fit(sp.random(100, 100_000, density=1e-4, format="csr", random_state=0), np.arange(100.0))
+    wide = sp.random(20, 50, density=0.3, format="csr", random_state=0)
+    assert_allclose(KernelGDRegressorCV().fit(wide, np.arange(20.0)).predict(wide[:3]),
+                    KernelGDRegressorCV().fit(wide.toarray(), np.arange(20.0)).predict(wide[:3].toarray()), atol=1e-6)
