@@ -221,6 +221,25 @@ def test_softmax_coupled_factor_matches_numpy(module, monkeypatch):
 
 
 @pytest.mark.parametrize("module", NAMESPACES)
+def test_softmax_on_centers_per_class_factors_match_numpy(module, monkeypatch):
+    # the centers softmax's per-class FALKON factors (class_preconditioner; 2,400 unknowns: CG steps), in the
+    # array's namespace
+    from sklearn.datasets import make_blobs
+
+    from kernelgd._solvers.newton import _centers
+
+    X6, y6 = make_blobs(1500, 4, centers=6, cluster_std=2.0, random_state=0)
+    used, original = [], _centers.class_preconditioner
+    monkeypatch.setattr(_centers, "class_preconditioner", lambda *args: used.append(1) or original(*args))
+    ref, est = _fit_both(KernelGDClassifier(loss="logistic", n_centers=400, alpha=1e-5, random_state=0),
+                         module, X6, y6)
+    assert used and est.n_iter_ == ref.n_iter_
+    with config_context(array_api_dispatch=True):
+        proba = est.predict_proba(module.asarray(X6))
+    assert_allclose(to_numpy(proba), ref.predict_proba(X6), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("module", NAMESPACES)
 def test_softmax_with_a_class_without_weight_matches_numpy(module):
     # the class without weight is left out of the fit and put back with the floor's intercept
     X, y = make_classification(200, 4, n_informative=3, n_redundant=0, n_classes=3, random_state=0)

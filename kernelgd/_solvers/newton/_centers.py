@@ -6,16 +6,35 @@ floored at ``CENTERS_MIN_RIDGE`` times the mean ``k(c, c)`` in the
 Hessian's scale, as solver "cg" floors it, unless ``steps.unfloored``.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
-from ..._array_api import clip_min, coldot, concat, diagonal, eye, rows_of, take_columns, xp_of, zeros_as
+from ..._array_api import (
+    clip_min, coldot, concat, diagonal, eye, rows_of, take_columns, to_numpy, triangular_dot, triangular_solver, xp_of,
+    zeros_as,
+)
 from .._krylov import ProductTracker, block_pcg
-from .._preconditioners import CENTERS_MIN_RIDGE, FalkonPreconditioner
-from ._steps import Step
+from .._preconditioners import CENTERS_MIN_RIDGE, FalkonPreconditioner, falkon_factor
+from ._steps import REFACTOR_CHANGE, REFACTOR_RATIO, Step
 
 # The softmax with an intercept and more classes than this eliminates the intercepts in each CG
 # product (two passes over K_nm) rather than precomputing K'H 1's k (k + 1) / 2 columns per step.
 PAIR_COLUMNS_MAX_CLASSES = 8
+# The softmax's steps precondition each class by a FALKON factor of its own Hessian weights (a class's weights
+# lie near its boundaries, far from their mean over the classes) where the k factors cost at most
+# CLASS_FACTOR_PASSES products' flops (k 2 m^3 / 3 against 4 n m k: m^2 <= 6 P n) and hold at most
+# CLASS_FACTOR_MEMORY of the memory budget; else by one factor of the classes' mean weights.
+CLASS_FACTOR_PASSES = 32
+CLASS_FACTOR_MEMORY = 0.25
+
+
+class ClassFactor(NamedTuple):
+    """A class's FALKON factor (applied as ``solve(V, trans)``) and the weights and ridge it was made for."""
+
+    solve: object
+    weights: object
+    ridge: float
 
 
 def intercept_pinv(WP, P):
@@ -53,8 +72,46 @@ def intercept_coupling(operator, WP, P):
 def _center_weights(operator, H, total):
     """D: the centers' Hessian weights averaged over the columns, relative to uniform weights of the same
     total (so that the ridge compares as in solver "cg")."""
+    return xp_of(H).mean(_class_weights(operator, H, total), axis=1)
+
+
+def _class_weights(operator, H, total):
+    """Each column's Hessian weights at the centers, relative to uniform weights of the same total."""
     rows = np.arange(operator.m) if operator.center_rows is None else operator.center_rows
-    return xp_of(H).mean(operator.n * rows_of(H, rows) / total, axis=1)
+    return operator.n * rows_of(H, rows) / total
+
+
+def class_preconditioner(operator, factors, falkon, H, total, ridge, center, steps, memory_budget):
+    """The inverse of each class's block of the softmax's system in FALKON's shared variables, or None where the
+    per-class factors do not pay (``CLASS_FACTOR_PASSES``, ``CLASS_FACTOR_MEMORY``). With ``A_c`` FALKON's factor
+    of class c's own weights and ridge, ``B'(K'H_c K + r K_mm)B ~ total_c A^-T A_c'A_c A^-1`` for the shared
+    ``B = T^-1 A^-1``, so that block's inverse is ``A A_c^-1 A_c^-T A' / total_c``. Factors are kept in ``steps``
+    and remade where their weights or ridge moved (``REFACTOR_CHANGE``, ``REFACTOR_RATIO``).
+    """
+    m, k = operator.m, H.shape[1]
+    if m * m > 6 * CLASS_FACTOR_PASSES * operator.n or k * m * m * 8 > CLASS_FACTOR_MEMORY * memory_budget:
+        return None
+    xp = xp_of(H)
+    D = _class_weights(operator, H, total)
+    ridges = ridge / np.asarray(to_numpy(total), dtype=np.float64)
+    kept = steps.class_factors if steps.class_factors is not None and len(steps.class_factors) == k else [None] * k
+    moved = np.asarray(to_numpy(xp.stack(
+        [xp.sum(xp.abs(D[:, c] - kept[c].weights)) / xp.sum(kept[c].weights) if kept[c] is not None
+         else xp.asarray(np.inf) for c in range(k)])))
+    for c in range(k):
+        old = kept[c]
+        if (old is None or moved[c] > REFACTOR_CHANGE
+                or max(ridges[c] / old.ridge, old.ridge / ridges[c]) > REFACTOR_RATIO):
+            A_c = falkon_factor(factors.T, D[:, c], float(ridges[c]), center)
+            kept[c] = ClassFactor(triangular_solver(A_c), D[:, c], float(ridges[c]))
+    steps.class_factors = kept
+
+    def apply(R):  # R: (m, k), one column per class
+        Z = triangular_dot(falkon.A, R, trans=True)
+        Z = concat([kept[c].solve(kept[c].solve(Z[:, c : c + 1], trans=True)) for c in range(k)], axis=1)
+        return triangular_dot(falkon.A, Z) / total
+
+    return apply
 
 
 class CentersDiagonal:
@@ -152,6 +209,8 @@ class CentersCoupled:
         ridge = max(2.0 * settings.alpha, floor * float(xp.max(total)))
         d = _center_weights(operator, H, total)
         falkon = FalkonPreconditioner(factors, d, float(xp.exp(xp.mean(xp.log(ridge / total)))), center)
+        by_class = class_preconditioner(operator, factors, falkon, H, total, ridge, center, steps,
+                                        settings.memory_budget)
         if steps.unfloored:
             ridge = 2.0 * settings.alpha
         steps.floored = 2.0 * settings.alpha < ridge
@@ -200,8 +259,9 @@ class CentersCoupled:
         def apply_A(u):  # one CG column of m * k entries
             return zero_sum(apply_Bt(operator_D(apply_B(xp.reshape(u, (m, k))))))
 
-        def precondition(r):  # each class by its weight (see ridge for the zero sums)
-            return zero_sum(xp.reshape(r, (m, k)) / total)
+        def precondition(r):  # each class by its block (or its weight; see ridge for the zero sums)
+            R = xp.reshape(r, (m, k))
+            return zero_sum(R / total if by_class is None else by_class(R))
 
         def on_iter(X, step):
             tracker.advance(step[0])

@@ -17,7 +17,7 @@ from ..._array_api import (
 from .._krylov import ProductTracker, block_pcg, rp_cholesky
 from .._preconditioners import N_LANDMARKS, PRECONDITIONER_MIN_SHIFT
 from ._centers import intercept_pinv
-from ._steps import LM_INNER, Step
+from ._steps import LM_INNER, REFACTOR_CHANGE, REFACTOR_RATIO, Step
 
 # The Nystroem factor's rank: at most N_LANDMARKS, at least MIN_LANDMARKS (every row below that).
 MIN_LANDMARKS = 100
@@ -28,8 +28,6 @@ REFACTOR_PRODUCTS = 8
 # some row's h_i K_ii + mu, or mu, by more than REFACTOR_RATIO: a stale factor costs CG iterations, a
 # refactoring at most REFACTOR_PRODUCTS products. The row ratios miss weights that move under a larger mu,
 # the L1 share a single row.
-REFACTOR_CHANGE = 0.05
-REFACTOR_RATIO = 1.25
 # Column sums of the coefficients below this share of their size are rounding of 0.
 ZERO_SUM = 1e-10
 # A row's coupling of two classes is bounded above where either's probability is below this (coupled_gram).

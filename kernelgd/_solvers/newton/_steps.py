@@ -13,6 +13,10 @@ LM_MIN = 1e-9
 LM_MAX = 1e3
 # A damped step's CG run is truncated here: any of its iterates is a descent direction.
 LM_INNER = 50
+# A preconditioner factor made for some Hessian weights is remade where they moved by REFACTOR_CHANGE (L1
+# share), or its shift by REFACTOR_RATIO, since: a stale factor costs CG iterations, a new one flops.
+REFACTOR_CHANGE = 0.05
+REFACTOR_RATIO = 1.25
 
 
 class Step(NamedTuple):
@@ -43,6 +47,7 @@ class Steps:
     floored: bool = False  # whether the last centers step's ridge was CENTERS_MIN_RIDGE's floor, not 2 alpha
     unfloored: bool = False  # centers steps solve with 2 alpha itself (the floor then only preconditions)
     dense: object = None  # few centers where CG is not to be trusted: _dense_newton's features (dense steps)
+    class_factors: list = None  # the softmax's per-class FALKON factors on centers (ClassFactor), where kept
 
 
 def damping(steps, operator, H, alpha):
