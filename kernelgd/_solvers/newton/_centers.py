@@ -95,9 +95,11 @@ def class_preconditioner(operator, factors, falkon, H, total, ridge, center, ste
     D = _class_weights(operator, H, total)
     ridges = ridge / np.asarray(to_numpy(total), dtype=np.float64)
     kept = steps.class_factors if steps.class_factors is not None and len(steps.class_factors) == k else [None] * k
-    moved = np.asarray(to_numpy(xp.stack(
-        [xp.sum(xp.abs(D[:, c] - kept[c].weights)) / xp.sum(kept[c].weights) if kept[c] is not None
-         else xp.asarray(np.inf) for c in range(k)])))
+    seen = [c for c in range(k) if kept[c] is not None]
+    moved = np.full(k, np.inf)  # each kept factor's weights' L1 change, in one read from the device
+    if seen:
+        moved[seen] = np.asarray(to_numpy(xp.stack(
+            [xp.sum(xp.abs(D[:, c] - kept[c].weights)) / xp.sum(kept[c].weights) for c in seen])))
     for c in range(k):
         old = kept[c]
         if (old is None or moved[c] > REFACTOR_CHANGE
