@@ -202,41 +202,34 @@ def test_probabilities_with_labels_drawn_at_random_match_numpy(module, loss, mon
     assert_allclose(to_numpy(log_proba), ref.predict_log_proba(X), rtol=1e-6, atol=1e-8)
 
 
-@pytest.mark.parametrize("module", NAMESPACES)
-def test_softmax_coupled_factor_matches_numpy(module, monkeypatch):
-    # The exact steps' coupled factor of the rows' Hessian blocks (of rank 28 here).
-    from sklearn.datasets import make_blobs
-
-    from kernelgd._solvers.newton import _full
-
-    X8, y8 = make_blobs(400, 4, centers=8, cluster_std=2.0, random_state=0)
-    used, original = [], _full.coupled_preconditioner
-    monkeypatch.setattr(_full, "coupled_preconditioner", lambda *args: used.append(1) or original(*args))
-    ref, est = _fit_both(KernelGDClassifier(loss="logistic", alpha=1e-6, solver="newton", random_state=0),
-                         module, X8, y8)
-    assert used and est.n_iter_ == ref.n_iter_
-    with config_context(array_api_dispatch=True):
-        proba = est.predict_proba(module.asarray(X8))
-    assert_allclose(to_numpy(proba), ref.predict_proba(X8), rtol=1e-6, atol=1e-9)
+# (where, the preconditioner a softmax fit must use, its estimator, rows and classes of make_blobs)
+SOFTMAX_PRECONDITIONERS = {
+    # the exact steps' coupled factor of the rows' Hessian blocks (of rank 28 here)
+    "coupled": ("_full", "coupled_preconditioner",
+                dict(loss="logistic", alpha=1e-6, solver="newton", random_state=0), 400, 8),
+    # the centers softmax's per-class FALKON factors (2,400 unknowns: CG steps)
+    "per-class centers": ("_centers", "class_preconditioner",
+                          dict(loss="logistic", n_centers=400, alpha=1e-5, random_state=0), 1500, 6),
+}
 
 
 @pytest.mark.parametrize("module", NAMESPACES)
-def test_softmax_on_centers_per_class_factors_match_numpy(module, monkeypatch):
-    # the centers softmax's per-class FALKON factors (class_preconditioner; 2,400 unknowns: CG steps), in the
-    # array's namespace
+@pytest.mark.parametrize("case", list(SOFTMAX_PRECONDITIONERS))
+def test_softmax_preconditioners_match_numpy(module, case, monkeypatch):
+    import importlib
+
     from sklearn.datasets import make_blobs
 
-    from kernelgd._solvers.newton import _centers
-
-    X6, y6 = make_blobs(1500, 4, centers=6, cluster_std=2.0, random_state=0)
-    used, original = [], _centers.class_preconditioner
-    monkeypatch.setattr(_centers, "class_preconditioner", lambda *args: used.append(1) or original(*args))
-    ref, est = _fit_both(KernelGDClassifier(loss="logistic", n_centers=400, alpha=1e-5, random_state=0),
-                         module, X6, y6)
+    where, name, params, n, k = SOFTMAX_PRECONDITIONERS[case]
+    home = importlib.import_module(f"kernelgd._solvers.newton.{where}")
+    Xb, yb = make_blobs(n, 4, centers=k, cluster_std=2.0, random_state=0)
+    used, original = [], getattr(home, name)
+    monkeypatch.setattr(home, name, lambda *args: used.append(1) or original(*args))
+    ref, est = _fit_both(KernelGDClassifier(**params), module, Xb, yb)
     assert used and est.n_iter_ == ref.n_iter_
     with config_context(array_api_dispatch=True):
-        proba = est.predict_proba(module.asarray(X6))
-    assert_allclose(to_numpy(proba), ref.predict_proba(X6), rtol=1e-6, atol=1e-9)
+        proba = est.predict_proba(module.asarray(Xb))
+    assert_allclose(to_numpy(proba), ref.predict_proba(Xb), rtol=1e-6, atol=1e-9)
 
 
 @pytest.mark.parametrize("module", NAMESPACES)
