@@ -145,7 +145,29 @@ def fit_combiner(F, Y, w, X):
         return None
     group_of = distinct_groups(X)
     weight = w[positive] / w[positive].sum() * distinct_rows(w, group_of)
-    return LogisticRegression(max_iter=1000).fit(F[positive], labels[positive], sample_weight=weight)
+    layer = LogisticRegression(max_iter=1000).fit(F[positive], labels[positive], sample_weight=weight)
+    if not reads_own_class(layer.coef_.T, layer.classes_):  # no signal: the classes' weighted shares
+        layer = LogisticRegression(max_iter=1000).fit(np.zeros_like(F[positive]), labels[positive],
+                                                      sample_weight=weight)
+    return layer
+
+
+def reads_own_class(coef, columns):
+    """Whether a layer of coefficients ``coef`` (its inputs by its decision columns; one decision column for two
+    classes) reads each class's output (``columns[j]``: class j's input) as evidence for that class: a positive
+    slope on one output, else a positive sum of each class's own coefficient, centred over the classes.
+
+    A row's left-out output leans away from its own class where the outputs carry no signal (the fit without it
+    follows the other rows' labels), and a layer fitted to such outputs reads them inverted: it would then assign
+    the full model's training rows, whose outputs follow their labels, to the wrong classes.
+    """
+    coef = np.asarray(coef, dtype=np.float64)
+    if coef.shape[0] == 1:  # one output (two classes): its slope
+        return bool(coef[0, 0] > 0)
+    if coef.shape[1] == 1:  # two classes of several outputs: the second's score over the first's
+        coef = np.hstack([-coef / 2.0, coef / 2.0])
+    centered = coef - coef.mean(axis=1, keepdims=True)
+    return bool(np.sum(centered[np.asarray(columns), np.arange(len(columns))]) > 0)
 
 
 def cross_validation_folds(labels, groups, rng):
@@ -241,6 +263,8 @@ def layer_classes(F, labels, w):
         return np.full(len(labels), np.argmax(np.bincount(labels[first], weights=weight)))
     classes, codes = np.unique(labels[first], return_inverse=True)
     coef, intercept = _logistic_layer(F[first], codes, weight, len(classes))
+    if not reads_own_class(coef, classes):  # no signal: the weighted majority class (as ``fit_combiner``'s)
+        return np.full(len(labels), classes[np.argmax(np.bincount(codes, weights=weight))])
     scores = F @ coef + intercept
     return classes[(scores[:, 0] > 0).astype(int) if len(classes) == 2 else np.argmax(scores, axis=1)]
 

@@ -258,6 +258,7 @@ def test_left_out_classes_of_the_layer_do_not_read_the_left_out_rows_absence(n):
     F = 2 * (onehot.sum(axis=0) - onehot) / (n - 1) - 1  # each row's left-out mean of the +-1 codes
     assert np.mean(layer_classes(F, labels, np.ones(n)) == labels) < 0.6
 
+
 def test_left_out_classes_of_the_layer_without_two_classes_or_spread_are_the_majoritys():
     from kernelgd._combiner import layer_classes
 
@@ -265,6 +266,48 @@ def test_left_out_classes_of_the_layer_without_two_classes_or_spread_are_the_maj
     assert_array_equal(layer_classes(np.ones((5, 3)), labels, w), np.full(5, 2))
     assert_array_equal(layer_classes(np.arange(5.0)[:, None], np.ones(5), w), np.ones(5))
 
+
+
+def test_a_layer_reads_own_class_by_its_slope_or_its_classes_centred_own_coefficients():
+    from kernelgd._combiner import reads_own_class
+
+    assert reads_own_class([[0.5]], [0]) and not reads_own_class([[-0.5]], [0]) and not reads_own_class([[0.0]], [0])
+    W = np.array([[2.0, -1.0, -1.0], [-1.0, 2.0, -1.0], [-1.0, -1.0, 2.0]])
+    assert reads_own_class(W, [0, 1, 2]) and not reads_own_class(-W, [0, 1, 2])
+    # adding a constant to every class's score changes no probability, nor the reading
+    assert reads_own_class(W + 5.0, [0, 1, 2]) and not reads_own_class(-W + 5.0, [0, 1, 2])
+    # a middle class read from the others' outputs (nested shells) may have its own coefficient negative
+    assert reads_own_class(np.array([[3.0, -1.0, -2.0], [1.0, -0.5, -0.5], [-2.0, -1.0, 3.0]]), [0, 1, 2])
+    # two classes (2 and 0) of three outputs: one decision column, class 2's score over class 0's
+    assert reads_own_class(np.array([[-1.0], [0.0], [1.0]]), [0, 2])
+    assert not reads_own_class(np.array([[1.0], [0.0], [-1.0]]), [0, 2])
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_output_layer_does_not_invert_outputs_that_carry_no_signal(n_classes):
+    # Regression: on labels independent of X, each row's left-out output leans away from its own class, and
+    # the layer fitted to them read the outputs inverted: the training rows, whose own outputs follow their
+    # labels, were all assigned wrong classes (accuracy 0.0 on 30 rows of 40 features, 3 classes, where the
+    # majority class has 0.5). The layer is then the classes' weighted shares: the intercept-only model.
+    from kernelgd._combiner import fit_combiner
+
+    for seed in range(3):
+        rng = np.random.RandomState(seed)
+        X = rng.normal(size=(60, 10))
+        y = rng.choice(n_classes, 60, p=[0.5, 0.5] if n_classes == 2 else [0.5, 0.3, 0.2])
+        clf = KernelGDClassifier(random_state=0).fit(X, y)
+        shares = np.bincount(y, minlength=n_classes) / len(y)
+        assert clf.score(X, y) >= shares.max() - 1e-12
+        assert_allclose(clf.combiner_.coef_, 0.0)
+        assert_allclose(clf.combiner_.predict_proba(clf.decision_function(X).reshape(60, -1)),
+                        np.tile(shares, (60, 1)), atol=1e-4)
+    # the left-out means of the codes, the purest case: every row's output leans away from its class
+    labels = np.random.RandomState(0).choice(3, 300, p=[0.5, 0.3, 0.2])
+    Y = 2.0 * (labels[:, None] == np.arange(3)) - 1
+    F = (Y.sum(axis=0) - Y) / 299
+    layer = fit_combiner(F, Y, np.ones(300), F)
+    assert_allclose(layer.coef_, 0.0)
+    assert_allclose(layer.predict_proba(F)[0], np.bincount(labels) / 300, atol=1e-4)
 
 @pytest.mark.parametrize("n, flip, seed", [(600, 0.1, 0), (1500, 0.1, 1)])
 def test_output_layer_fitted_to_left_out_outputs_reads_classes_between_others(n, flip, seed):
