@@ -180,9 +180,13 @@ def cross_validation_folds(labels, groups, rng):
     n_splits = min(CV_FOLDS, min(int(np.sum(group_labels == c)) for c in present))
     if n_splits < 2:
         return None
+    # one random order of every group, each class dealt in it: the same folds whatever the classes are called
+    rank = np.empty(len(first), dtype=int)
+    rank[rng.permutation(len(first))] = np.arange(len(first))
     fold_of = np.empty(len(first), dtype=int)
     for c in present:
-        members = rng.permutation(np.flatnonzero(group_labels == c))
+        members = np.flatnonzero(group_labels == c)
+        members = members[np.argsort(rank[members])]
         fold_of[members] = np.arange(len(members)) % n_splits
     return fold_of[groups]
 

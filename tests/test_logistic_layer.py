@@ -114,6 +114,28 @@ def test_the_layer_reads_weights_as_the_rows_repeated():
     assert_allclose(repeated.predict_proba(X_test), weighted.predict_proba(X_test), atol=1e-2)
 
 
+
+def test_the_layers_folds_and_the_fit_do_not_depend_on_what_the_classes_are_called():
+    # Regression: each class's groups were dealt to the folds in turn from one generator, class 0 first, so
+    # relabelling the classes moved rows between folds; on 600 rows of three classes the layer was kept under one
+    # labelling and declined under another (probabilities 0.25 apart)
+    labels = np.random.RandomState(1).randint(0, 4, 300)
+    perm = np.array([2, 0, 3, 1])
+    folds = _combiner.cross_validation_folds(labels, np.arange(300), np.random.RandomState(0))
+    assert_allclose(_combiner.cross_validation_folds(perm[labels], np.arange(300), np.random.RandomState(0)), folds)
+    for c in range(4):  # each class dealt evenly
+        assert np.ptp(np.bincount(folds[labels == c])) <= 1
+    rng = np.random.RandomState(4)
+    X = rng.normal(size=(600, 5))
+    z = np.sin(2 * X[:, 0]) + 0.5 * X[:, -1] + 0.4 * rng.normal(size=600)
+    y = np.digitize(z, np.quantile(z, [1 / 3, 2 / 3]))
+    w = rng.exponential(size=600)
+    perm, X_test = np.array([2, 0, 1]), rng.normal(size=(40, 5))
+    fit = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y, sample_weight=w)
+    relabelled = KernelGDClassifier(loss="logistic", random_state=0).fit(X, perm[y], sample_weight=w)
+    assert (fit.combiner_ is None) == (relabelled.combiner_ is None)
+    assert_allclose(relabelled.predict_proba(X_test)[:, perm], fit.predict_proba(X_test), atol=1e-8)
+
 def _noisy_product(n, seed, classes=5, drawn=0.02):
     # classes in bands of x0 * x1 over Gaussian rows, a few labels drawn at random: far from the bands' edges a
     # small ridge's model is certain, and a drawn label there costs tens of nats
