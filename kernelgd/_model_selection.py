@@ -36,7 +36,7 @@ from ._ard import fit_scales
 from ._auto_alpha import significantly_fewer
 from ._array_api import follow, from_numpy, single_threaded_blas, to_numpy, xp_of
 from ._base import _check_same_namespace
-from ._classifier import KernelGDClassifier
+from ._classifier import KernelGDClassifier, _has_probabilities
 from ._fit import TOL_SHARE
 from ._loo import _Predictions
 from ._regressor import KernelGDRegressor
@@ -516,8 +516,9 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
     Parameters
     ----------
     loss : {"squared", "logistic"}, default="squared"
-        As in :class:`KernelGDClassifier`; with "logistic" the model has
-        ``predict_proba``.
+        As in :class:`KernelGDClassifier`; the refit's ``predict_proba`` is
+        the model's own with "logistic", its output layer's with "squared"
+        (``combine="logistic"``).
     class_weight : dict, "balanced" or None, default=None
         As in :class:`KernelGDClassifier`.
     combine : {"logistic", "argmax"}, default="logistic"
@@ -653,8 +654,9 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         if self.loss == "squared" and response in ("predict_proba", "predict_log_proba"):
             raise ValueError(
                 f"scoring={self.scoring!r} needs predict_proba, which KernelGDClassifierCV(loss='squared') does "
-                "not have. Use loss='logistic' (kernel logistic regression, with probabilities), or a scoring "
-                "that reads labels or decision values, such as 'accuracy' (or 'roc_auc' for two classes)."
+                "not score candidates by (its output layer is fitted to the refit alone). Use loss='logistic' "
+                "(kernel logistic regression, searched by its probabilities), or a scoring that reads labels or "
+                "decision values, such as 'accuracy' (or 'roc_auc' for two classes)."
             )
         X = xp.astype(X, xp.float64)
         loo = None
@@ -715,11 +717,13 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         return significantly_fewer(*wrong, w, group_of, effective_count(w, group_of), HOLDOUT_SIGNIFICANCE)
 
     def _has_proba(self):
-        return self.loss == "logistic"
+        # the refit's, as KernelGDClassifier has them: the logistic loss's, or the squared loss's output layer
+        return _has_probabilities(self.best_estimator_ if hasattr(self, "best_estimator_") else self._base())
 
     @available_if(_has_proba)
     def predict_proba(self, X):
-        """Class probabilities of the refitted model (``loss="logistic"`` only).
+        """Class probabilities of the refitted model: the logistic loss's, or the squared loss's output layer's
+        (``combine="logistic"``), as :class:`KernelGDClassifier`'s.
 
         Parameters
         ----------
@@ -735,7 +739,7 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
 
     @available_if(_has_proba)
     def predict_log_proba(self, X):
-        """Log class probabilities of the refitted model (``loss="logistic"`` only).
+        """Log class probabilities of the refitted model, as ``predict_proba``'s.
 
         Parameters
         ----------

@@ -307,9 +307,17 @@ def test_classifier_leave_one_out_scoring_runs_on_one_blas_thread(monkeypatch):
     assert seen and set(seen) == {1}
 
 
-def test_classifier_probabilities_only_with_logistic_loss():
+def test_classifier_probabilities_are_the_refits_as_the_base_classifier_has_them():
+    # the logistic loss's, or the squared loss's output layer's (KernelGDClassifier's default): not with argmax
+    assert hasattr(KernelGDClassifierCV(), "predict_proba")
+    assert not hasattr(KernelGDClassifierCV(combine="argmax"), "predict_proba")
     squared = KernelGDClassifierCV(sigmas=[1.0], alphas=[1e-3]).fit(X, labels)
-    assert not hasattr(squared, "predict_proba")
+    assert squared.best_estimator_.combiner_ is not None
+    assert_allclose(squared.predict_proba(X), squared.best_estimator_.predict_proba(X))
+    assert_allclose(squared.predict_log_proba(X), squared.best_estimator_.predict_log_proba(X))
+    assert_array_equal(squared.predict(X), squared.classes_[squared.predict_proba(X).argmax(axis=1)])
+    argmax = KernelGDClassifierCV(combine="argmax", sigmas=[1.0], alphas=[1e-3]).fit(X, labels)
+    assert not hasattr(argmax, "predict_proba") and not hasattr(argmax, "predict_log_proba")
     logistic = KernelGDClassifierCV(loss="logistic", sigmas=[1.0], alphas=[1e-3]).fit(X, labels)
     proba = logistic.predict_proba(X)
     assert_allclose(proba.sum(axis=1), 1.0)
@@ -680,7 +688,7 @@ def test_a_width_that_loses_every_fold_stops_early():
 @pytest.mark.parametrize("cv", [None, 3])
 @pytest.mark.parametrize("scoring", ["neg_log_loss", "neg_brier_score"])
 def test_probability_scoring_without_probabilities_is_a_clear_error(scoring, cv):
-    """The squared loss has no predict_proba: a probability scorer is refused up front, not an AttributeError."""
+    """The squared loss's search scores no probabilities: a probability scorer is refused up front."""
     with pytest.raises(ValueError, match="needs predict_proba.*loss='logistic'"):
         KernelGDClassifierCV(scoring=scoring, cv=cv, sigmas=[1.0], alphas=[1e-3]).fit(X, labels)
     binary = (labels > 0).astype(int)
