@@ -36,6 +36,7 @@ from ._operator import KernelOperator, n_threads, single_threaded_blas
 from ._progress import SearchProgress
 from ._regressor import KernelGDRegressor
 from ._solvers._krylov import rp_cholesky
+from ._warnings import held_back
 from ._loo import _eigen_system, _loo_scores, _low_rank_system, score_predictions
 from ._replicates import collapse, replicate_groups
 from .kernels import _CarriesRegisteredKernels, bind_kernel, check_sparse_support, get_spec
@@ -224,7 +225,9 @@ def _fold_path(estimator_class, params, K, train, test, y_fit, w, y_host, w_host
     The path runs down from ``alphas[start]``, warm-started, until ``PATH_PATIENCE`` alphas past the fold's
     best; then up from the start while the score rises, where the start scored best. Alphas off the path
     score NaN. ``every_class``: the classes the logistic scores need. ``record``: return the warnings raised
-    (a worker process's would be lost) rather than raising them.
+    (a worker process's would be lost) rather than raising them. The fits' own warnings (a solve stopped short
+    at a probe's ridge) are held back (``_warnings.held_back``): each scores what it reached, and the user gets
+    the refit, whose warnings show.
     """
     scores = np.full(len(alphas), np.nan)
     K_train, K_test = block_of(K, train, train), block_of(K, test, train)
@@ -243,7 +246,7 @@ def _fold_path(estimator_class, params, K, train, test, y_fit, w, y_host, w_host
         scores[i] = scorer(scored, K_test, y_host[test], sample_weight=w_host[test])
         return scores[i]
 
-    with warnings.catch_warnings(record=True) if record else nullcontext() as caught:
+    with warnings.catch_warnings(record=True) if record else nullcontext() as caught, held_back():
         if record:
             warnings.simplefilter("always")  # the caller's filters decide
         for path in (range(start, len(alphas)), range(start - 1, -1, -1)):
