@@ -16,7 +16,6 @@ rows choose the ridge (``_on_held_out_rows``), and narrower kernels where its lo
 ridge or predicts no better than the classes' shares.
 """
 
-import warnings
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -30,6 +29,7 @@ from ._operator import KernelOperator, cross_kernel_dot
 from ._replicates import collapse, distinct_rows, effective_count, subset_groups
 from ._solvers import run_solver
 from ._solvers._dense_newton import MAX_UNKNOWNS, coordinates, features, tiny
+from ._warnings import recorded
 
 # The ridges a path fits, as multiples of the rule's, largest first; it may extend past an end it chooses to
 # EXTEND_TO either side (a subsample's upward to SUBSAMPLE_EXTEND_UP: its fits there are cheap).
@@ -136,8 +136,7 @@ def _path(problem, settings, extend=False, lowest=0.0, exact=False, highest=EXTE
         path = replace(settings, alpha=alpha, coef_init=start[0], intercept_init=start[1], verbose=0,
                        tol=min(settings.tol, PATH_TOL), callback=None, rounding_stops=stops,
                        landmarks=problem.landmarks)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with recorded() as caught:
             result = run_solver(problem.solver, problem.operator, rows.Y, rows.w, path)
         n_iter += result.n_iter
         # a fit stopped at its objective's rounding (a tol below it, where the CPU's BLAS decides the
@@ -385,8 +384,7 @@ class _HeldOut:
             fit = replace(self.settings, alpha=alpha, coef_init=start[0], intercept_init=start[1], verbose=0,
                           callback=None, rounding_stops=[], landmarks=None, reuse=reuse[fold],
                           tol=max(self.settings.tol, HELD_OUT_TOL))
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
+            with recorded() as caught:
                 result = run_solver(on.solver, view.operator, view.Y, view.w, fit)
             self.n_iter += result.n_iter
             if caught or not (result.converged or fit.rounding_stops):

@@ -36,7 +36,7 @@ from ._operator import KernelOperator, n_threads, single_threaded_blas
 from ._progress import SearchProgress
 from ._regressor import KernelGDRegressor
 from ._solvers._krylov import rp_cholesky
-from ._warnings import held_back
+from ._warnings import held_back, recorded
 from ._loo import _eigen_system, _loo_scores, _low_rank_system, score_predictions
 from ._replicates import collapse, replicate_groups
 from .kernels import _CarriesRegisteredKernels, bind_kernel, check_sparse_support, get_spec
@@ -722,8 +722,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         y_host = np.asarray(to_numpy(y))
         scores, fits, warned = {}, {}, False
         for name, candidate in (("search", model), ("rule", rule)):
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
+            with recorded() as caught:
                 fit = clone(candidate)
                 fit._predictive = False  # scored on its predictions only: no posterior
                 fit.fit(X_fit, take_rows(y, fitted), sample_weight=take_rows(sw, fitted))

@@ -41,3 +41,14 @@ def held_back():
         yield held
     finally:
         _HELD_BACK.reset(token)
+
+
+@contextmanager
+def recorded():
+    """``warnings.catch_warnings(record=True)`` with every warning shown, kernelgd's own included where an enclosing
+    ``held_back`` would keep them: for fits whose warnings decide (a held-out fit that warned fails)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with held_back() as held:
+            yield caught
+        caught.extend(held)

@@ -744,6 +744,25 @@ def test_the_folds_fits_warnings_are_held_back_and_the_refits_shown(monkeypatch,
     assert np.isfinite(model.cv_results_["mean_test_score"]).all()
 
 
+
+def test_held_back_warnings_still_fail_a_fit_whose_warnings_decide():
+    # the K-fold path holds kernelgd's warnings back; a held-out fit inside it that fails on a warning (recorded)
+    # still sees them, and its own held ones stay out of the enclosing list
+    from kernelgd._warnings import held_back, recorded, warn
+
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        with held_back() as outer:
+            warn("a probe's warning")
+            with recorded() as caught:
+                warn("a held-out fit's warning")
+                warnings.warn("another library's warning")
+        warn("the refit's warning")
+    assert [str(m) for _, m in outer] == ["a probe's warning"]
+    assert sorted(str(c.message if hasattr(c, "message") else c[1]) for c in caught) == [
+        "a held-out fit's warning", "another library's warning"]
+    assert [str(w.message) for w in shown] == ["the refit's warning"]
+
 def test_a_fold_path_returns_other_warnings_for_a_worker_process_to_pass_on():
     # in a worker process (record=True) the path returns what else warned (here the scorer), which the caller
     # raises again; the fits' own warnings are held back there too
