@@ -24,10 +24,6 @@ MIN_LANDMARKS = 100
 # k factors cost n r^2 k flops per refactoring, a product with K n^2 k: r <= sqrt(REFACTOR_PRODUCTS n)
 # keeps a refactoring within that many products.
 REFACTOR_PRODUCTS = 8
-# A column's factor is remade where its weights moved by REFACTOR_CHANGE (L1 share) since it was made, or
-# some row's h_i K_ii + mu, or mu, by more than REFACTOR_RATIO: a stale factor costs CG iterations, a
-# refactoring at most REFACTOR_PRODUCTS products. The row ratios miss weights that move under a larger mu,
-# the L1 share a single row.
 # Column sums of the coefficients below this share of their size are rounding of 0.
 ZERO_SUM = 1e-10
 # A row's coupling of two classes is bounded above where either's probability is below this (coupled_gram).
@@ -129,7 +125,10 @@ def preconditioner(operator, H, ridge, settings, steps):
     read = [float(value) for value in np.asarray(to_numpy(concat(parts)))]
     mus, tests = read[:k], {c: (read[k + i], read[k + len(seen) + i]) for i, c in enumerate(seen)}
 
-    def stale(c):  # (the shift alone sets the spectrum outside L's span: a damping that moved moves it)
+    # a column's factor is remade where its weights moved by REFACTOR_CHANGE (L1 share) since it was made, or some
+    # row's h_i K_ii + mu, or mu, by more than REFACTOR_RATIO: the row ratios miss weights that move under a larger
+    # mu, the L1 share a single row (the shift alone sets the spectrum outside L's span: a damping that moved moves it)
+    def stale(c):
         change, ratio = tests.get(c, (np.inf, np.inf))
         return change > REFACTOR_CHANGE or ratio * max(mus[c] / shifts[c], shifts[c] / mus[c]) > REFACTOR_RATIO
 
