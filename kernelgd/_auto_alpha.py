@@ -15,9 +15,11 @@ of the least error the largest is taken. A classifier's ridge may move to one wh
 error rate is significantly lower (``classification_ridge``).
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
-from ._array_api import block_of, like, on_host, sum_blocks, take_rows, to_numpy, xp_of
+from ._array_api import add_at_rows, block_of, like, on_host, sum_blocks, take_rows, to_numpy, xp_of, zeros_as
 from ._loo import center_columns
 from ._losses import SquaredLoss
 from ._operator import KernelOperator, n_threads, run_pooled
@@ -236,16 +238,37 @@ def significantly_fewer(wrong, than, w, group_of, n_effective, by=SIGNIFICANCE):
 
 
 def _subsample(xp, X, Y, w, group_of, rng, precomputed):
-    """``(X, Y, w, groups, every_row)``: at most ``MAX_ROWS`` random rows of positive weight, w renormalised,
-    and their groups of identical rows."""
+    """``(X, Y, w, groups, kept)``: at most ``MAX_ROWS`` random rows of positive weight, w renormalised,
+    their groups of identical rows, and which rows of X they are (None: every row; ``lifted`` reads it)."""
     rows = np.flatnonzero(np.asarray(to_numpy(w)) > 0)
     if len(rows) == X.shape[0]:  # every row: no copy (a precomputed K may be most of the memory)
-        return X, Y, w / xp.sum(w), group_of, True
+        return X, Y, w / xp.sum(w), group_of, None
+    weighted = len(rows)
     if len(rows) > MAX_ROWS:
         rows = np.sort(rng.choice(rows, MAX_ROWS, replace=False))
     Xs = _take(X, rows, precomputed)
     Ys, ws = take_rows(Y, rows), take_rows(w, rows)
-    return Xs, Ys, ws / xp.sum(ws), subset_groups(group_of, rows), False
+    return Xs, Ys, ws / xp.sum(ws), subset_groups(group_of, rows), _Kept(rows, X.shape[0], len(rows) == weighted)
+
+
+class _Kept(NamedTuple):
+    """The rows of positive weight a rule read (``_subsample``), of ``n`` rows, and whether they are all of them."""
+
+    rows: np.ndarray
+    n: int
+    every_weighted: bool
+
+
+def lifted(factor, gram, pivots, kept):
+    """``Landmarks`` of every row from a factor of the weighted rows ``kept`` (``_subsample``'s): a row of zero
+    weight is a zero row of the weighted kernel matrix's factor, as a factor drawn on every row has it, so that
+    rows of zero weight change no fit. None where the rule read a subsample of the weighted rows."""
+    if kept is None:
+        return Landmarks(factor, gram, pivots)
+    if not kept.every_weighted:
+        return None
+    full = add_at_rows(zeros_as(factor, (kept.n, factor.shape[1])), kept.rows, factor)
+    return Landmarks(full, gram, kept.rows[np.asarray(to_numpy(pivots))])
 
 
 def _take(X, rows, precomputed):
@@ -275,9 +298,9 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
     """
     xp = xp_of(w)
     n_distinct = distinct_rows(w, group_of)  # the fit's, for its least ridge
-    Xs, Ys, ws, group_of, every_row = _subsample(xp, X, Y, w, group_of, rng, False)
+    Xs, Ys, ws, group_of, kept = _subsample(xp, X, Y, w, group_of, rng, False)
     seed = rng.randint(np.iinfo(np.int32).max)
-    exact = every_row_rule(Xs.shape[0], group_of)
+    exact = every_row_rule(ws, group_of)
 
     def score(index, kernel):
         operator = _operator(Xs, kernel, False, threads)
@@ -297,7 +320,7 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
         chosen, errors, _, wrong, residuals = result
         # a factor is kept only where the full model's solve reuses it
         return (np.inf if errors is None else float(np.min(errors)), index, chosen if alpha == "auto" else alpha,
-                Landmarks(factor, gram, pivots) if every_row and alpha == "auto" else None, wrong, residuals,
+                lifted(factor, gram, pivots, kept) if alpha == "auto" else None, wrong, residuals,
                 relative_error(result, Ys, ws, fit_intercept))
 
     ws_host = np.asarray(to_numpy(ws), dtype=np.float64)
@@ -326,7 +349,7 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
 
     ahead = list(walk(candidates[0], exact)) if walk is not None and len(candidates) == 1 else None
     jobs = list(enumerate(candidates)) + [(len(candidates), kernel) for kernel in (ahead or [])[:1]]
-    extra = (len(jobs) - 1) * 2 * Xs.shape[0] * _factor_rank(Xs.shape[0], group_of) * 8  # beside the first
+    extra = (len(jobs) - 1) * 2 * Xs.shape[0] * _factor_rank(ws, group_of) * 8  # beside the first
     side_by_side = on_host(w) and (memory_budget is None or extra <= memory_budget)
     done = run_pooled(lambda job: score(*job), jobs, n_threads(threads) if side_by_side else 1)
     best = pick(done[: len(candidates)])
@@ -417,28 +440,26 @@ def rounding_floor(operator, w, precision=np.float64):
 
 def _unstored_factor(operator, w, fit_intercept, rng, group_of=None, every_row=False):
     """``(Q B, pivots)``, B the factor of ``S K S``, from an operator that stores no K: centring B costs O(n r),
-    centring the matrix first a product with K. Of rank ``RANK``, or of every distinct row (``every_row``, or
-    ``every_row_rule``).
+    centring the matrix first a product with K. Of rank ``RANK``, or of every distinct row of positive weight
+    (``every_row``, or ``every_row_rule``).
     """
     root = xp_of(w).sqrt(w)
-    factor, pivots = landmark_factor(operator, root, _factor_rank(operator.n, group_of, every_row), rng)
+    factor, pivots = landmark_factor(operator, root, _factor_rank(w, group_of, every_row), rng)
     return center_columns(factor, root) if fit_intercept else factor, pivots
 
 
-def _factor_rank(n, group_of, every_row=False):
-    """The rule's factor rank on n rows: every distinct row (``every_row``, or ``every_row_rule``), else ``RANK``."""
-    return _distinct(n, group_of) if every_row or every_row_rule(n, group_of) else RANK
+def _factor_rank(w, group_of, every_row=False):
+    """The rule's factor rank on rows of weights w: every distinct row of positive weight (``every_row``, or
+    ``every_row_rule``), else ``RANK``."""
+    n = distinct_rows(w, group_of)
+    return n if every_row or n <= EXACT_MAX_ROWS else RANK
 
 
-def _distinct(n, group_of):
-    """The number of distinct rows among n in the groups ``group_of`` (None: all distinct)."""
-    return n if group_of is None else int(group_of.max()) + 1
-
-
-def every_row_rule(n, group_of):
-    """Whether the rule's factor of n rows takes every distinct row (``EXACT_MAX_ROWS``): a row repeated
-    adds no direction, and weights and repeats must decide alike."""
-    return _distinct(n, group_of) <= EXACT_MAX_ROWS
+def every_row_rule(w, group_of):
+    """Whether the rule's factor of rows of weights w takes every distinct row of positive weight
+    (``EXACT_MAX_ROWS``): a repeated row, or one of zero weight, adds no direction, and weights, repeats and
+    rows of zero weight must decide alike."""
+    return distinct_rows(w, group_of) <= EXACT_MAX_ROWS
 
 
 def curvature_share(loss, Y, w, fit_intercept):
@@ -467,12 +488,12 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
     """
     scale = curvature_share(loss, Y, w, fit_intercept)
     n_distinct = distinct_rows(w, group_of)  # the fit's, for its least ridge
-    Xs, Ys, ws, group_of, every_row = _subsample(xp_of(w), X, Y, w, group_of, rng, precomputed)
+    Xs, Ys, ws, group_of, kept = _subsample(xp_of(w), X, Y, w, group_of, rng, precomputed)
     operator = _operator(Xs, kernel, precomputed, threads)
     pool = (operator._run, operator._row_batches())
     factor, pivots = _unstored_factor(operator, ws, fit_intercept, rng, group_of)
     gram = factor_gram(factor, pool)
-    exact = every_row_rule(Xs.shape[0], group_of)
+    exact = every_row_rule(ws, group_of)
 
     def at(least):
         return choose(factor, Ys, ws, fit_intercept, group_of, floor=rounding_floor(operator, ws, precision),
@@ -482,7 +503,7 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
     result = _checked(at, least_ridge(operator, ws, n_distinct), exact, lambda gcv: check_floor(
         Xs, kernel, Ys, ws, group_of, fit_intercept, rng, precomputed, n_distinct, precision, classify, gcv,
         threads))
-    return (result[0] * scale, Landmarks(factor, gram, pivots) if full_model and every_row else None,
+    return (result[0] * scale, lifted(factor, gram, pivots, kept) if full_model else None,
             relative_error(result, Ys, ws, fit_intercept))
 
 

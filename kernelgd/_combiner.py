@@ -77,6 +77,15 @@ def left_out_outputs(X, rows, kernel, Y, w, alpha, fit_intercept, precomputed, t
     if kernel is not None and not kernel.psd:
         return None
     Y = np.asarray(to_numpy(Y), dtype=np.float64)
+    weighted = np.flatnonzero(np.asarray(to_numpy(w)) > 0)
+    if landmarks is None and len(weighted) < len(Y):  # a factor drawn on the weighted rows: the others change nothing
+        found = left_out_outputs(X, weighted if rows is None else np.asarray(rows)[weighted], kernel, Y[weighted],
+                                 take_rows(w, weighted), alpha, fit_intercept, precomputed, threads, seed)
+        if found is None:
+            return None
+        F, w_layer = np.zeros_like(Y), np.zeros(len(Y))
+        F[weighted], w_layer[weighted] = found
+        return F, w_layer
     w, group_of, operator = _layer_rows(X, rows, kernel, w, precomputed, threads)
     if not alpha > 0 or alpha < least_ridge(operator, w, distinct_rows(w, group_of)):
         return None  # the model interpolates whatever the ridge
@@ -92,7 +101,7 @@ def left_out_outputs(X, rows, kernel, Y, w, alpha, fit_intercept, precomputed, t
     read = np.isfinite(F).all(axis=1) & (w > 0)  # a group of leverage 1 (an interpolant's) has no left-out output
     F[~read] = 0.0
     w_layer = np.where(read, w, 0.0)
-    if not every_row_rule(len(w), group_of):
+    if not every_row_rule(w, group_of):
         landmark = np.zeros(len(w), dtype=bool)
         landmark[pivots] = True
         landmark = landmark if group_of is None else np.isin(group_of, group_of[landmark])

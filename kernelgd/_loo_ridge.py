@@ -85,7 +85,7 @@ def choose(problem, settings, widen=None):
     standard error of the least loss is kept.
     """
     rows, loss = problem.rows, problem.loss
-    n_distinct = rows.Y.shape[0] if rows.replicates is None else int(rows.replicates.max()) + 1
+    n_distinct = distinct_rows(rows.w, rows.replicates)  # of positive weight: rows of zero weight change nothing
     if not tiny(n_distinct, rows.Y.shape[1], not loss.diagonal_hessian):  # before any kernel evaluation
         if problem.alpha < NEAR_LEAST * _least(problem, settings):
             return _on_held_out_rows(problem, settings, widen)
@@ -635,11 +635,13 @@ def _one_standard_error(losses, W):
 
 
 def _groups(rows):
-    """``(first, W, T)``: each group of identical rows' first row, summed weight and weighted mean label."""
+    """``(first, W, T)``: each group of identical rows' first row, summed weight and weighted mean label, for the
+    groups of positive weight (rows of zero weight change no fit, and no choice)."""
     w = np.asarray(to_numpy(rows.w), dtype=np.float64)
     group_of = np.arange(len(w)) if rows.replicates is None else rows.replicates
     first, T, W = collapse(group_of, int(group_of.max()) + 1, to_numpy(rows.Y), w)
-    return first, W, T
+    weighs = W > 0
+    return first[weighs], W[weighs], T[weighs]
 
 
 def _distinct_operator(problem, first):

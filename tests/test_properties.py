@@ -375,6 +375,53 @@ def test_zero_weight_rows_are_the_fit_without_them(case, seed, n, scale):
     np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * np.max(np.abs(b)))
 
 
+def _three_classes(n, d, seed):
+    r = np.random.RandomState(seed)
+    X = r.randn(n, d)
+    f = np.sin(2 * X[:, 0]) + 0.3 * X[:, -1] ** 2 + 0.5 * r.randn(n)
+    return X, (f > np.median(f)).astype(int) + (f > np.quantile(f, 0.8)), r
+
+
+@pytest.mark.parametrize("case", ["rule's factor", "repeated rows", "centers"])
+def test_zero_weight_rows_change_no_output_layer(case):
+    # The squared loss's output layer reads left-out outputs from a factor of K, which rows of weight zero once
+    # changed (probabilities moved by 0.03 to 0.6): past 1,000 rows the ridge rule's factor of the weighted rows
+    # was not reused and the layer drew landmarks of its own; the distinct rows that make the factor exact were
+    # counted with the rows of weight zero; a centers model's layer drew its factor on every row
+    X, y, r = _three_classes(1100, 8, 5)
+    params, n_zero = {}, 5
+    if case == "repeated rows":  # 900 distinct rows of positive weight, 1,040 with the rows of weight zero
+        X, y, n_zero = np.vstack([X[:900], X[:200]]), np.r_[y[:900], y[:200]], 140
+    elif case == "centers":  # a few distinct values per feature: the factor's last pivots follow rounding
+        X, y, r = _three_classes(1500, 3, 4)
+        X[r.rand(*X.shape) < 0.5] = 0.0
+        params = {"n_centers": 200}
+    w = r.uniform(0.2, 3.0, len(y))
+    Xz = r.randn(n_zero, X.shape[1])
+    weighted = KernelGDClassifier(random_state=0, **params).fit(
+        np.vstack([X, Xz]), np.r_[y, r.randint(0, 3, n_zero)], sample_weight=np.r_[w, np.zeros(n_zero)])
+    dropped = KernelGDClassifier(random_state=0, **params).fit(X, y, sample_weight=w)
+    X_test = r.randn(50, X.shape[1])
+    assert weighted.alpha_ == dropped.alpha_
+    np.testing.assert_allclose(weighted.predict_proba(X_test), dropped.predict_proba(X_test), atol=1e-5)
+
+
+@pytest.mark.parametrize("n_zero, seed", [(50, 3), (1000, 0)])
+def test_zero_weight_rows_do_not_size_the_logistic_ridge_path(n_zero, seed):
+    # The logistic rule's leave-one-out path on a small set counted rows of weight zero: 50 of them beside 150
+    # rows took it past the size that compares widths (another width and ridge), 1,000 past the size of its
+    # dense system (the rule's ridge unchecked); probabilities moved by 0.2 and 0.4
+    X, y, r = _three_classes(150, 4, seed)
+    Xz, yz = r.randn(n_zero, X.shape[1]), r.randint(0, 3, n_zero)
+    weighted = KernelGDClassifier(loss="logistic", random_state=0).fit(
+        np.vstack([X, Xz]), np.r_[y, yz], sample_weight=np.r_[np.ones(len(y)), np.zeros(n_zero)])
+    dropped = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    X_test = r.randn(50, X.shape[1])
+    assert weighted.sigma_ == pytest.approx(dropped.sigma_, rel=1e-12)
+    assert weighted.alpha_ == pytest.approx(dropped.alpha_, rel=1e-12)
+    np.testing.assert_allclose(weighted.predict_proba(X_test), dropped.predict_proba(X_test), atol=1e-4)
+
+
 @settings(max_examples=int(__import__("os").environ.get("KGD_EXAMPLES", 150)) // 5, deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(sorted(ZERO_WEIGHT_CASES)), st.integers(0, 2**16), st.integers(40, 90),
