@@ -43,12 +43,14 @@ SIGNIFICANCE = 1.0
 CV_FOLDS = 5
 
 
-def combiner_rows(n, seed):
-    """The training rows the output layer reads: None for all of the n, else ``COMBINER_ROWS`` drawn
-    with the fit's seed (the in-memory and the Dask fit draw the same)."""
-    if n <= COMBINER_ROWS:
+def combiner_rows(w, seed):
+    """The training rows the output layer reads: None for all of them, else ``COMBINER_ROWS`` of the rows of
+    positive weight w, drawn with the fit's seed (rows of zero weight change no draw; the in-memory and the
+    Dask fit draw the same)."""
+    positive = np.flatnonzero(np.asarray(to_numpy(w)) > 0)
+    if len(positive) <= COMBINER_ROWS:
         return None
-    return np.sort(np.random.RandomState(seed).choice(n, COMBINER_ROWS, replace=False))
+    return positive[np.sort(np.random.RandomState(seed).choice(len(positive), COMBINER_ROWS, replace=False))]
 
 
 def training_outputs(operator, coef, intercept, rows):

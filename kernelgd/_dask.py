@@ -16,9 +16,9 @@ from sklearn.base import is_classifier
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_feature_names
 
-from . import _auto_alpha, _base, _fit, _posterior
+from . import _auto_alpha, _base, _combiner, _fit, _posterior
 from ._losses import SquaredLoss
-from ._combiner import combiner_label_noise, combiner_rows, fit_combiner, left_out_outputs
+from ._combiner import combiner_label_noise, fit_combiner, left_out_outputs
 from ._replicates import distinct_groups
 from ._solvers import SMOOTH_LOSS_SOLVERS
 from ._solvers import blockwise
@@ -177,7 +177,9 @@ def fit(estimator, X, y, sample_weight, classifier):
     if classifier:  # the output layer, on the rows the in-memory fit reads (``_combiner``)
         est.combiner_, est.label_noise_ = None, 0.0
         if est._combines(loss):
-            picked = combiner_rows(n, seed)
+            limit = _combiner.COMBINER_ROWS
+            picked = None if n_positive <= limit else _center_rows(  # combiner_rows's draw
+                np.random.RandomState(seed), wn if w is not None else None, n_positive, limit)
             Xc, Yc, wc = dask.compute(*(A if picked is None else A[picked] for A in (X_rows, Y, wn)))
             left_out = left_out_outputs(Xc, None, kernel, Yc, wc, alpha, est.fit_intercept, est._precomputed,
                                         options["n_threads"], seed)

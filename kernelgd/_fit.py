@@ -240,7 +240,7 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
         alpha, landmarks, error = _rule(est, rows, kernel, loss, seed, precision, centers is None,
                                         options["n_threads"])
     elif (landmarks is None and centers is None and psd and solver == "cg" and is_classifier(est)
-          and est._combines(loss) and combiner_rows(rows.X.shape[0], seed) is None and on_host(rows.w)):
+          and est._combines(loss) and on_host(rows.w) and combiner_rows(rows.w, seed) is None):
         # the output layer's factor of every row (on the host, as the layer), drawn before a fixed ridge's solve:
         # its preconditioner reuses it
         landmarks = layer_landmarks(rows.X, kernel, rows.w, est.fit_intercept, est._precomputed,
@@ -392,7 +392,7 @@ def fit(est, X, Y, sample_weight, stratify, options, progress, ravel):
             problem.kernel is None or problem.kernel.psd, problem.seed, rows.replicates)
     export(est, problem, coef, intercept, n_iter, curve, result, ravel, monitor)
     if is_classifier(est) and est._combines(problem.loss):  # the output layer, on (at most 20,000 of) its rows
-        picked = combiner_rows(rows.X.shape[0], problem.seed)
+        picked = combiner_rows(rows.w, problem.seed)
         Y, w, X = (A if picked is None else take_rows(A, picked) for A in (rows.Y, rows.w, rows.X))
         left_out = left_out_outputs(rows.X, picked, problem.kernel, Y, w, problem.alpha, est.fit_intercept,
                                     est._precomputed, problem.options["n_threads"], problem.seed,

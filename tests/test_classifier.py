@@ -155,10 +155,18 @@ def test_output_layer_rows_beyond_its_limit_are_a_seeded_draw(monkeypatch):
     from kernelgd._operator import KernelOperator
     from kernelgd.kernels import bind_kernel
 
-    assert _combiner.combiner_rows(_combiner.COMBINER_ROWS, 0) is None
-    rows = _combiner.combiner_rows(_combiner.COMBINER_ROWS + 5, 3)
-    assert_array_equal(rows, _combiner.combiner_rows(_combiner.COMBINER_ROWS + 5, 3))
-    assert len(np.unique(rows)) == _combiner.COMBINER_ROWS and np.all(np.diff(rows) > 0)
+    limit = _combiner.COMBINER_ROWS
+    assert _combiner.combiner_rows(np.ones(limit), 0) is None
+    rows = _combiner.combiner_rows(np.ones(limit + 5), 3)
+    assert_array_equal(rows, _combiner.combiner_rows(np.ones(limit + 5), 3))
+    assert len(np.unique(rows)) == limit and np.all(np.diff(rows) > 0)
+    # rows of zero weight are never drawn, nor change the draw: a row of zero weight once took a weighted
+    # row's place, and 5 of them beside 20,000 weighted rows changed which rows the layer read
+    w = np.ones(limit + 10)
+    w[::5] = 0.0
+    assert _combiner.combiner_rows(w, 3) is None
+    w = np.r_[np.ones(limit + 5), np.zeros(5)]
+    assert_array_equal(_combiner.combiner_rows(w, 3), rows)
     # the rows' outputs, a block of kernel rows at a time, are those of the whole product
     operator = KernelOperator(X_iris, bind_kernel("rbf", kernel_params={"sigma": 2.0}), dtype="float64")
     coef = np.random.RandomState(0).randn(150, 3)

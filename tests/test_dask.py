@@ -104,6 +104,18 @@ def test_weights_with_zeros_and_balanced_classes(client):
     assert_allclose(est.predict_proba(X), ref.predict_proba(X), atol=1e-6)
 
 
+def test_output_layer_past_its_rows_reads_the_in_memory_fits_rows(client, monkeypatch):
+    # Past COMBINER_ROWS rows both fits' layers read the same seeded draw of the weighted rows
+    from kernelgd import _combiner
+
+    monkeypatch.setattr(_combiner, "COMBINER_ROWS", 1000)
+    w = rng.uniform(0.5, 2, N)
+    w[rng.rand(N) < 0.2] = 0.0
+    ref = quiet(KernelGDClassifier(alpha=1e-4, **TIGHT), X, labels3, sample_weight=w)
+    est = quiet(KernelGDClassifier(alpha=1e-4, **TIGHT), dask(X), dask(labels3), sample_weight=dask(w))
+    assert_allclose(est.predict_proba(X), ref.predict_proba(X), atol=1e-5)
+
+
 def test_predictions_are_lazy_dask_arrays_equal_to_numpy(client):
     est = KernelGDClassifier(loss="logistic", n_centers=100, alpha=1e-3, random_state=0).fit(dask(X), dask(labels3))
     Xd = dask(X)

@@ -406,6 +406,26 @@ def test_zero_weight_rows_change_no_output_layer(case):
     np.testing.assert_allclose(weighted.predict_proba(X_test), dropped.predict_proba(X_test), atol=1e-5)
 
 
+def test_zero_weight_rows_change_no_output_layer_past_its_rows(monkeypatch):
+    # Past COMBINER_ROWS rows the output layer reads a seeded draw of them, which once counted the rows of
+    # weight zero: drawn among them, such rows took weighted rows' places
+    from kernelgd import _combiner
+
+    monkeypatch.setattr(_combiner, "COMBINER_ROWS", 300)
+    X, y, r = _three_classes(500, 5, 2)
+    w = r.uniform(0.2, 3.0, len(y))
+    zero = np.zeros(len(y) + 60, dtype=bool)
+    zero[r.choice(len(zero), 60, replace=False)] = True  # interleaved
+    X_all, y_all, w_all = np.empty((len(zero), X.shape[1])), np.empty(len(zero), dtype=int), np.zeros(len(zero))
+    X_all[~zero], y_all[~zero], w_all[~zero] = X, y, w
+    X_all[zero], y_all[zero] = r.randn(60, X.shape[1]), r.randint(0, 3, 60)
+    params = dict(random_state=0, alpha=1e-3, sigma=2.0)
+    weighted = KernelGDClassifier(**params).fit(X_all, y_all, sample_weight=w_all)
+    dropped = KernelGDClassifier(**params).fit(X, y, sample_weight=w)
+    X_test = r.randn(50, X.shape[1])
+    np.testing.assert_allclose(weighted.predict_proba(X_test), dropped.predict_proba(X_test), atol=1e-5)
+
+
 @pytest.mark.parametrize("n_zero, seed", [(50, 3), (1000, 0)])
 def test_zero_weight_rows_do_not_size_the_logistic_ridge_path(n_zero, seed):
     # The logistic rule's leave-one-out path on a small set counted rows of weight zero: 50 of them beside 150
