@@ -357,8 +357,7 @@ class _HeldOut:
         self.top, self.bottom, self.highest, self.by = path
         w = np.asarray(to_numpy(rows.w), dtype=np.float64)
         groups = np.arange(len(w)) if rows.replicates is None else rows.replicates
-        outs = _folds(np.random.RandomState(problem.seed).rand(int(groups.max()) + 1)[groups], w, groups, folds,
-                      n_folds, skip)
+        outs = _folds(_group_draws(problem.seed, w, groups), w, groups, folds, n_folds, skip)
         Y = np.asarray(to_numpy(rows.Y))
         fitted = [Y[(w > 0) & ~out] for out in outs]
         self.outs = [] if any(not len(f) or np.any(f.max(axis=0) == f.min(axis=0)) for f in fitted) else outs
@@ -526,6 +525,17 @@ class _FoldView:
     def whole(self, coef):
         """The fit's coefficients over every row (zero on the held-out ones)."""
         return coef if self.fitted is None else add_at_rows(zeros_as(coef, (self.n, coef.shape[1])), self.fitted, coef)
+
+
+def _group_draws(seed, w, groups):
+    """Each row's group's uniform draw: one per group of positive weight, in the order of their first rows, so that
+    rows of zero weight, wherever they are, change no group's draw."""
+    first = np.unique(groups, return_index=True)[1]  # each group's first row, by group number
+    weighs = np.bincount(groups, weights=w, minlength=len(first)) > 0
+    order = np.flatnonzero(weighs)[np.argsort(first[weighs], kind="stable")]
+    u = np.zeros(len(first))
+    u[order] = np.random.RandomState(seed).rand(len(order))
+    return u[groups]
 
 
 def _folds(u, w, groups, folds=True, n_folds=None, skip=0):

@@ -426,6 +426,24 @@ def test_zero_weight_rows_change_no_output_layer_past_its_rows(monkeypatch):
     np.testing.assert_allclose(weighted.predict_proba(X_test), dropped.predict_proba(X_test), atol=1e-5)
 
 
+def test_interleaved_zero_weight_rows_change_no_held_out_fold():
+    # The logistic rule's held-out folds drew one number per group of identical rows by group number, which rows
+    # of weight zero among the others shifted: other folds, another output layer (probabilities 0.085 apart)
+    X, y, r = _three_classes(600, 5, 0)
+    w = r.uniform(0.2, 3.0, len(y))
+    zero = np.zeros(len(y) + 60, dtype=bool)
+    zero[r.choice(len(zero), 60, replace=False)] = True
+    X_all, y_all, w_all = np.empty((len(zero), X.shape[1])), np.empty(len(zero), dtype=int), np.zeros(len(zero))
+    X_all[~zero], y_all[~zero], w_all[~zero] = X, y, w
+    X_all[zero], y_all[zero] = r.randn(60, X.shape[1]), r.randint(0, 3, 60)
+    weighted = KernelGDClassifier(loss="logistic", random_state=0).fit(X_all, y_all, sample_weight=w_all)
+    dropped = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y, sample_weight=w)
+    X_test = r.randn(100, X.shape[1])
+    assert weighted.alpha_ == pytest.approx(dropped.alpha_, rel=1e-12)
+    # Newton stops within tol of the optimum: probabilities agree to about 1e-3
+    np.testing.assert_allclose(weighted.predict_proba(X_test), dropped.predict_proba(X_test), atol=1e-2)
+
+
 @pytest.mark.parametrize("n_zero, seed", [(50, 3), (1000, 0)])
 def test_zero_weight_rows_do_not_size_the_logistic_ridge_path(n_zero, seed):
     # The logistic rule's leave-one-out path on a small set counted rows of weight zero: 50 of them beside 150
