@@ -244,14 +244,15 @@ def single_threaded_blas():
         yield
 
 
-def pivoted_cholesky(G):
+def pivoted_cholesky(G, tol=-1.0):
     """LAPACK's pivoted Cholesky (pstrf) of a small PSD block, on the host (the standard has none; the blocks
     are a randomly pivoted Cholesky round's, so the round trip costs microseconds). Returns
-    ``(R, perm, rank)`` with ``perm`` 0-based.
+    ``(R, perm, rank)`` with ``perm`` 0-based; ``rank`` counts the pivots above ``tol`` (negative: LAPACK's
+    default, the block's size times eps times its largest diagonal entry).
     """
     from scipy.linalg.lapack import dpstrf
 
-    R, perm, rank, _ = dpstrf(np.asarray(to_numpy(G), dtype=np.float64), lower=0)
+    R, perm, rank, _ = dpstrf(np.asarray(to_numpy(G), dtype=np.float64), tol=tol, lower=0)
     return np.triu(R), perm - 1, int(rank)  # pstrf leaves the input below the diagonal
 
 

@@ -49,6 +49,33 @@ def test_rp_cholesky_recovers_a_low_rank_matrix_and_stops():
     assert_allclose(F @ F.T, K, atol=1e-9)
 
 
+@pytest.mark.parametrize("seed", [2, 5])
+def test_rp_cholesky_leaves_a_psd_residual_on_a_numerically_low_rank_kernel(seed):
+    # A - F F' is PSD. An rbf kernel of two rounded features has eigenvalues decaying to rounding: pivots on
+    # residual entries at rounding level divided their errors by a tiny square root (entries 1e-5 off, the
+    # residual's least eigenvalue -2e-5); such pivots are now declined.
+    X = np.round(np.random.RandomState(seed).normal(size=(600, 2)), 1)
+    K = kernel_matrix(X, kernel="rbf", sigma=2.0)
+    F, _ = rpc(K, 300, 100, seed)
+    residual = K - F @ F.T
+    assert np.abs(residual).max() < 1e-9
+    assert np.linalg.eigvalsh(residual)[0] > -1e-9
+    assert np.trace(residual) < 1e-7  # the rank it declined was rounding
+
+
+def test_landmarks_of_a_float32_kernel_decline_its_rounding():
+    # Columns computed in float32 carry rounding of 1e-7 whatever dtype they are returned in: pivots whose
+    # residual was that rounding made F F' exceed K by half its trace (an entry off by 0.04 x n).
+    n = 2000
+    X = np.round(np.random.RandomState(0).normal(size=(n, 3)), 1)
+    op = KernelOperator(X, bind_kernel("rbf", sigma=3.0), dtype="float32")
+    F, _ = _preconditioners.landmark_factor(op, np.full(n, 1 / np.sqrt(n)), 500, np.random.RandomState(0))
+    residual = kernel_matrix(X, kernel="rbf", sigma=3.0) - n * F @ F.T
+    assert np.abs(residual).max() < 1e-3
+    assert np.linalg.eigvalsh(residual)[0] > -1e-3
+    assert np.trace(residual) > -1e-3
+
+
 def test_rp_cholesky_duplicate_points():
     X = np.repeat(np.random.RandomState(1).normal(size=(15, 2)), 20, axis=0)  # 15 distinct
     K = kernel_matrix(X, kernel="rbf", sigma=1.0)

@@ -14,6 +14,10 @@ from .._array_api import (
 
 # Pivots drawn per round of randomly pivoted Cholesky.
 RPC_BLOCK = 100
+# A residual's entries carry rounding of about (eps of the columns' precision + rank x float64's eps) times A's
+# largest diagonal entry; a pivot whose residual is within this factor of it is declined: it would divide that
+# rounding by the residual's square root, and F F' would overshoot A (A - F F' indefinite).
+RPC_MARGIN = 1000
 
 
 class PCGResult(NamedTuple):
@@ -139,7 +143,7 @@ def _ended(stalled):
     return "stalled" if bool(xp_of(stalled).any(stalled)) else "converged"
 
 
-def rp_cholesky(columns, diag, rank, rng, block=RPC_BLOCK):
+def rp_cholesky(columns, diag, rank, rng, block=RPC_BLOCK, precision=np.float64):
     """Randomly pivoted Cholesky: ``A ~ F F'`` from ``rank`` columns of A (Chen, Epperly, Tropp & Webber, 2022).
 
     Pivots are drawn in proportion to the residual ``A - F F'``'s diagonal, where the approximation is worst
@@ -157,6 +161,9 @@ def rp_cholesky(columns, diag, rank, rng, block=RPC_BLOCK):
     rng : RandomState
     block : int
         Pivots drawn per round: a round is one GEMM instead of ``block`` GEMVs.
+    precision : dtype
+        The precision A's columns were computed in (a float32 kernel's, returned in float64, still carry
+        float32's rounding): it sets which residuals are resolved (``RPC_MARGIN``).
 
     Returns
     -------
@@ -168,13 +175,14 @@ def rp_cholesky(columns, diag, rank, rng, block=RPC_BLOCK):
     rank = min(rank, np.count_nonzero(d > 0))
     factor = GrowingFactor(diag, n, rank)
     pivots = []
-    floor = np.finfo(np.float64).eps * d.sum()
-    while factor.k < rank and d.sum() > floor:
+    rounding = float(np.finfo(precision).eps) + rank * float(np.finfo(np.float64).eps)
+    resolved = RPC_MARGIN * rounding * d.max(initial=0.0)
+    while factor.k < rank and d.max(initial=0.0) > resolved:
         S = np.unique(rng.choice(n, min(block, rank - factor.k), p=d / d.sum()))
         G = factor.residual(columns(S), S)
-        # Pivoted Cholesky of the pivot block keeps only the pivots that add
-        # rank (a round can draw near-duplicates or exhaust a low-rank A).
-        R, perm, r = pivoted_cholesky(take_rows(G, S))
+        # Pivoted Cholesky of the pivot block keeps only the pivots whose residual is resolved (a round can
+        # draw near-duplicates or exhaust a low-rank A).
+        R, perm, r = pivoted_cholesky(take_rows(G, S), tol=resolved)
         if r == 0:
             break
         keep = perm[:r]

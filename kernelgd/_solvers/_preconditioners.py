@@ -118,7 +118,7 @@ def landmark_factor(operator, s, n_landmarks, rng, block=RPC_BLOCK, center=False
             C -= outer_product(s, s @ C)
         return fortran(C)
 
-    return rp_cholesky(columns, diag, n_landmarks, rng, block)
+    return rp_cholesky(columns, diag, n_landmarks, rng, block, precision=operator.dtype)
 
 
 def center_jitter(operator, Kmm):

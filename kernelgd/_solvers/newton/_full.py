@@ -60,7 +60,7 @@ def nystroem_factor(operator, k, settings, steps):
         with single_threaded_blas():
             return fortran(operator.columns(idx))
 
-    steps.L = rp_cholesky(columns, operator.diag(), factor_rank(operator.n, k), rng)[0]
+    steps.L = rp_cholesky(columns, operator.diag(), factor_rank(operator.n, k), rng, precision=operator.dtype)[0]
     return steps.L
 
 
