@@ -371,7 +371,7 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             candidates.append(self._bound_kernel())
         return candidates
 
-    def _choose_kernel(self, rows, alpha, loss, seed, precision, memory_budget, threads="auto"):
+    def _choose_kernel(self, rows, alpha, loss, seed, precision, memory_budget, threads="auto", sigma_of=None):
         """``kernel="auto"``, and a squared-loss classifier's width: sets ``kernel_``; returns
         ``(alpha, landmarks, width, error)``; ``error``: the rule's at its ridge (``_auto_alpha.relative_error``).
 
@@ -381,13 +381,14 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         ``_walk_widths`` of its width while each lowers that error (``width``: the multiple kept). ``landmarks``:
         the chosen factor where it can precondition the full model. Other losses: the rbf for ``kernel="auto"``.
         ``rows``: ``_fit.TrainingRows``; ``precision``: the dtype the fit resolves; ``memory_budget``,
-        ``threads``: the fit's.
+        ``threads``: the fit's; ``sigma_of()``: the candidates' sigma (None: ``sigma`` resolved on ``rows``).
         """
         names = AUTO_KERNELS if self._auto_kernel else (self.kernel,)
         if loss is not SquaredLoss:
             self.kernel_ = names[0]
             return alpha, None, 1.0, None
-        candidates, walked = self._kernel_candidates(names, lambda: self._resolve_sigma(rows.X, rows.w)), []
+        sigma_of = sigma_of or (lambda: self._resolve_sigma(rows.X, rows.w))
+        candidates, walked = self._kernel_candidates(names, sigma_of), []
         # leave-one-out scores the exact model: widths are walked only for it (on centers a wider kernel at
         # the exact model's ridge can lose)
         exact_model = self._n_centers_for(np.asarray(to_numpy(rows.w)), True, memory_budget, True) is None

@@ -16,7 +16,7 @@ from sklearn.base import is_classifier
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_feature_names
 
-from . import _auto_alpha, _base, _combiner, _fit, _posterior
+from . import _auto_alpha, _combiner, _fit, _posterior
 from ._losses import SquaredLoss
 from ._combiner import combiner_label_noise, fit_combiner, left_out_outputs
 from ._replicates import distinct_groups
@@ -124,23 +124,24 @@ def fit(estimator, X, y, sample_weight, classifier):
     rng = check_random_state(est.random_state)
     seed = rng.randint(np.iinfo(np.int32).max)  # drawn as the in-memory fit draws it: the same centers
     X, Y, wn = dask.persist(X, Y, raw / W)  # once: every later pass reads the blocks where they are
-    sample = None
-    if alpha == "auto" or est._auto_kernel:  # the rules read at most MAX_ROWS rows gathered here (as in memory)
+    sample, chooses = None, est._chooses_kernel(loss)
+    if alpha == "auto" or chooses:  # the rules read at most MAX_ROWS rows gathered here (as in memory)
         rows = _center_rows(np.random.RandomState(seed), wn if w is not None else None, n_positive,
                             min(n_positive, _auto_alpha.MAX_ROWS))
         Xs, Ys, ws = dask.compute(X[rows], Y[rows], wn[rows])
         sample = (Xs, Ys, ws / ws.sum(), distinct_groups(Xs))
     options = resolve_options(est.options)
-    est.kernel_ = est.kernel
-    if est._auto_kernel:
-        est.kernel_ = _base.AUTO_KERNELS[0]
-        if loss is SquaredLoss:  # each kernel at its own sigma, scored on the sample
-            candidates = est._kernel_candidates(_base.AUTO_KERNELS, lambda: _sigma(est, X, wn, float(found["top"])))
-            index, alpha, _, _ = _auto_alpha.choose_kernel(candidates, *sample, est.fit_intercept,
-                                                           np.random.RandomState(seed), alpha,
-                                                           threads=options["n_threads"])
-            est.kernel_ = _base.AUTO_KERNELS[index]
-    est.sigma_ = _sigma(est, X, wn, float(found["top"]))
+    precision = np.float32 if options["dtype"] in ("float32", np.float32) else np.float64  # as prepare_fit's
+    est.kernel_, width = est.kernel, 1.0
+    sigma_of = partial(_sigma, est, X, wn, float(found["top"]))  # of every row, as in memory
+    if chooses:  # the in-memory fit's choice of kernel, width and ridge, on the gathered rows
+        gathered = _fit.TrainingRows(X=sample[0], Y=sample[1], w=sample[2], y_scale=y_scale, replicates=sample[3],
+                                     weight_total=W, train=None, validation=None, X_given=sample[0])
+        alpha, _, width, _ = est._choose_kernel(gathered, alpha, loss, seed, precision, options["memory_budget"],
+                                                options["n_threads"], sigma_of=sigma_of)
+    est.sigma_ = sigma_of()
+    if width != 1.0:  # a kernel without a width (sigma_ None) is never walked
+        est.sigma_ = est.sigma_ * width
     kernel = est._bound_kernel()
     if not kernel.psd:
         raise ValueError(
@@ -153,7 +154,7 @@ def fit(estimator, X, y, sample_weight, classifier):
     centers, center_weights, wY = dask.compute(X[rows], wn[rows], (wn[:, None] * Y).sum(axis=0))
     if alpha == "auto":
         alpha = _auto_alpha.auto_alpha(sample[0], kernel, *sample[1:], est.fit_intercept,
-                                       np.random.RandomState(seed), loss=loss,
+                                       np.random.RandomState(seed), loss=loss, precision=precision,
                                        classify=is_classifier(est) and loss is SquaredLoss
                                        and est._left_out_classes(loss),
                                        threads=options["n_threads"])[0]

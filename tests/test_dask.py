@@ -104,6 +104,20 @@ def test_weights_with_zeros_and_balanced_classes(client):
     assert_allclose(est.predict_proba(X), ref.predict_proba(X), atol=1e-6)
 
 
+def test_default_classifier_chooses_the_in_memory_fits_ridge(client):
+    # The squared-loss classifier chooses its width and ridge by one rule (``_choose_kernel``) on both paths: the
+    # Dask fit ran the plain ridge rule, another random factor of the same rows, and here another ridge
+    r = np.random.RandomState(5)
+    X_wide = r.normal(size=(4000, 8))
+    f = np.sin(2 * X_wide[:, 0]) + 0.5 * r.normal(size=4000)
+    labels = (f > np.median(f)).astype(int)
+    ref = KernelGDClassifier(n_centers=30, random_state=0).fit(X_wide, labels)
+    est = KernelGDClassifier(n_centers=30, random_state=0).fit(
+        da.from_array(X_wide, chunks=(803, 8)), da.from_array(labels, chunks=803))
+    assert est.alpha_ == ref.alpha_
+    assert est.sigma_ == pytest.approx(ref.sigma_, rel=1e-12)
+
+
 def test_output_layer_past_its_rows_reads_the_in_memory_fits_rows(client, monkeypatch):
     # Past COMBINER_ROWS rows both fits' layers read the same seeded draw of the weighted rows
     from kernelgd import _combiner
