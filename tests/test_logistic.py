@@ -1073,3 +1073,21 @@ def test_newton_from_a_stationary_start_converges_quietly(labels, n_centers):
         model = KernelGDClassifier(loss="logistic", n_centers=n_centers, random_state=0).fit(Xc, labels, sample_weight=w)
     shares = np.array([w[labels == k].sum() for k in np.unique(labels)]) / w.sum()
     assert_allclose(model.predict_proba(Xc[:1])[0], shares, rtol=1e-10)
+
+
+def test_newton_on_centers_converges_where_rounding_cut_its_last_exact_step_short():
+    # A fuzzed problem: the last exact Newton step's decrement (1.6e-10) was far below the threshold (1e-6), but
+    # the line search took a quarter step (the objective's rounding), which stopped counting the decrement, and
+    # the next direction's failure to descend ended the fit with a "rounding" warning
+    r = np.random.RandomState(5)
+    r.choice(3), r.choice(3)  # the draws that sized the fuzzed problem
+    X = r.normal(size=(4000, 3)) * 10.0 ** r.uniform(-2, 2)
+    f = np.sin(2 * X[:, 0] / X[:, 0].std()) + r.uniform(0.05, 1) * r.normal(size=4000)
+    r.rand()
+    w = r.uniform(0.2, 3, size=4000)
+    w[r.rand(4000) < 0.1] = 0
+    labels = np.digitize(f, np.quantile(f, [0.3, 0.7]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = KernelGDClassifier(loss="logistic", n_centers=400, random_state=0).fit(X, labels, sample_weight=w)
+    assert model.n_iter_ < 20

@@ -488,7 +488,11 @@ class _NewtonRun:
         # steps after a damped one, and a failed exact direction, are solved SOLVED_RETIGHTEN times tighter.
         # (a decrement at the objective's rounding is damped by that rounding, not by the model)
         self.full = step == 1.0 or self.decrement <= ROUNDING * (abs(self.value) + self.value0)
-        self.prior_decrement, self.accepted_decrement = self.accepted_decrement, self.decrement if self.full else np.inf
+        # an exact step's decrement (the objective's own Hessian, undamped) measures what is left however far the
+        # line search went: one below the threshold was cut short by the objective's rounding, not by the model
+        measured = self.full or (self.exact_model and not loose and not steps.damping
+                                 and self.decrement <= settings.tol**2 * self.value0)
+        self.prior_decrement, self.accepted_decrement = self.accepted_decrement, self.decrement if measured else np.inf
         if n_inner:
             self.moved_decrement = self.decrement
         self.tighten = 1.0 if self.full or loose or not self.exact_model or steps.damping else SOLVED_RETIGHTEN
