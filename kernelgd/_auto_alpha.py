@@ -81,7 +81,7 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
 
     ``w`` sums to 1; ``group_of``: each row's group of identical rows (None: all distinct). ``alphas``: the
     ridges scored (default ``ridge_grid``'s, none below ``least``). ``floor``: eigenvalues at most it are
-    rounding (``rounding_floor``). ``classify(F, labels, w)``: the left-out classes from left-out outputs F,
+    rounding (``rounding_floor``). ``classify(F, labels, w, groups)``: the left-out classes from left-out outputs F,
     for ``classification_ridge``; False: no check. ``exact``: B B' is the whole matrix, and ``errors`` are
     leave-one-out errors (inf where a group's leverage is 1), else GCV's. ``pool``: ``(run, batches)`` as
     ``factor_gram``'s; ``gram``: ``B'B`` where known.
@@ -121,7 +121,8 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
                     squared[i] = row_errors
             if classify:
                 read = valid & np.isfinite(F).all(axis=1)  # a left-out output to read the class from
-                classes = classify(F[read], labels[read], w_host[read])
+                classes = classify(F[read], labels[read], w_host[read],
+                                   groups=None if group_of is None else group_of[read])
                 wrong[i] = True
                 wrong[i, read] = classes != labels[read]
         errors = loo if exact else errors
@@ -142,7 +143,7 @@ def factor_directions(gram, floor=0.0):
     return lam[keep], take_rows(W.T, np.flatnonzero(keep)).T
 
 
-def largest_output(F, labels, w):
+def largest_output(F, labels, w, groups=None):
     """The class of each row's largest output (of two classes: whether its output is positive)."""
     return F[:, 0] > 0 if F.shape[1] == 1 else np.argmax(F, axis=1)
 

@@ -251,19 +251,24 @@ def combiner_label_noise(layer, F, Y, w, X, seed):
     return label_noise(losses, weights, folds, groups, effective_count(weights, groups), max(Y.shape[1], 2))
 
 
-def layer_classes(F, labels, w):
+def layer_classes(F, labels, w, groups=None):
     """The classes a layer fitted to left-out outputs F (rows' classes ``labels``, weights w) assigns them: the
     ridge rule's left-out classes where the fit's decision is the layer (a ridge that smooths the outputs can
     leave the largest one wrong where a layer reads them right).
 
-    Rows of equal outputs and class are merged, weighing their summed weight; at most ``CHECK_ROWS`` of them
-    (a fixed stratified draw) fit it, weighed as ``fit_combiner`` weighs rows. It reads the outputs as they
-    are, as the fit's layer does; the penalty keeps it from reading the class from outputs that barely vary.
+    Rows of one class and equal outputs are merged, weighing their summed weight: rows of one class in one of
+    ``groups`` (identical rows, left out together: one output, whatever its rounding), else of bitwise equal
+    outputs. At most ``CHECK_ROWS`` of them (a fixed stratified draw) fit it, weighed as ``fit_combiner`` weighs
+    rows. It reads the outputs as they are, as the fit's layer does; the penalty keeps it from reading the class
+    from outputs that barely vary.
     """
     labels = labels.astype(int)
     # one row per distinct (outputs, class) of positive weight, weighing their sum (repeated rows and scaled weights
     # fit the same layer); a random projection tells the rows apart
-    key = np.column_stack([F, labels]) @ np.random.RandomState(0).standard_normal(F.shape[1] + 1)
+    if groups is None:
+        key = np.column_stack([F, labels]) @ np.random.RandomState(0).standard_normal(F.shape[1] + 1)
+    else:
+        key = np.asarray(groups, dtype=np.int64) * (int(labels.max()) + 1) + labels
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     weight = np.bincount(inverse.ravel(), weights=w, minlength=len(first))
     order = np.argsort(first)  # the rows' own order

@@ -253,6 +253,38 @@ def test_left_out_classes_of_the_layer_with_integer_weights_equal_repeated_rows(
     assert_array_equal(np.repeat(weighted, counts), repeated)
 
 
+@pytest.mark.parametrize("n", [300, 900])
+def test_left_out_classes_merge_a_groups_rows_whatever_the_rounding_of_their_outputs(n):
+    # Rows of a group of identical rows share one left-out output; computed, their copies differ in rounding.
+    # The check merged rows of bitwise equal outputs only: a copy off by 1e-16 became a row of its own, which
+    # changed the layer's rows (past CHECK_ROWS its draw) and so the left-out classes of other rows
+    from kernelgd._combiner import layer_classes
+
+    rng = np.random.RandomState(2)
+    labels = rng.randint(0, 3, n)
+    F = 0.1 * rng.randn(n, 3) + 0.05 * (labels[:, None] == np.arange(3))
+    counts = rng.randint(1, 4, n)
+    groups = np.repeat(np.arange(n), counts)
+    exact = np.repeat(F, counts, axis=0)
+    rounded = exact * (1 + 1e-15 * rng.choice([-1, 0, 1], size=exact.shape))
+    w = rng.uniform(0.5, 2.0, len(groups))
+    reference = layer_classes(exact, labels[groups], w)
+    assert_array_equal(layer_classes(rounded, labels[groups], w, groups=groups), reference)
+
+
+def test_scaling_the_weights_keeps_the_classification_ridge():
+    # 200 repeated rows: the ridge rule's left-out classes changed with the rounding of their outputs, and the
+    # ridge chosen with it (1.8e-5 for weights w, 1e-3 for 3 w)
+    rng = np.random.RandomState(5)
+    X = rng.randn(1100, 8)
+    f = np.sin(2 * X[:, 0]) + 0.3 * X[:, -1] ** 2 + 0.5 * rng.randn(1100)
+    y = (f > np.median(f)).astype(int) + (f > np.quantile(f, 0.8))
+    X, y = np.vstack([X[:900], X[:200]]), np.r_[y[:900], y[:200]]
+    w = rng.uniform(0.2, 3.0, len(y))
+    alphas = [KernelGDClassifier(random_state=0).fit(X, y, sample_weight=c * w).alpha_ for c in (1.0, 3.0, 0.7)]
+    assert alphas[0] == alphas[1] == alphas[2]
+
+
 @pytest.mark.parametrize("n", [300, 3000])
 def test_left_out_classes_of_the_layer_do_not_read_the_left_out_rows_absence(n):
     # Regression: an intercept-only model's left-out outputs are each class's share without the row, a
