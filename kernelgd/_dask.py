@@ -424,6 +424,9 @@ class DaskBlocks:
     def posterior_gram(self):
         return self._map_reduce(blockwise.block_gram)["gram"]
 
+    def features(self, Z, beta, b):
+        return self._map_reduce(blockwise.block_features, Z, beta, b)
+
 
 def _sum_terms(*parts):
     total = {}

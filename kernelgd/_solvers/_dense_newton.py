@@ -48,7 +48,7 @@ class DenseFeatures(NamedTuple):
     penalty_map: object
 
 
-def _flops(n, m, k, coupled):
+def system_size(n, m, k, coupled):
     """``(unknowns of the largest system, flops to form the systems)`` per Newton step."""
     unknowns, blocks = ((m + 1) * k, k * (k + 1) / 2) if coupled else (m + 1, k)
     return unknowns, 2 * n * (m + 1) ** 2 * blocks
@@ -56,7 +56,7 @@ def _flops(n, m, k, coupled):
 
 def tiny(n, k, coupled):
     """Whether the full model's dense system on n rows is formed for at most ``TINY_FLOPS``."""
-    unknowns, flops = _flops(n, n, k, coupled)
+    unknowns, flops = system_size(n, n, k, coupled)
     return unknowns <= MAX_UNKNOWNS and flops <= TINY_FLOPS
 
 
@@ -73,7 +73,7 @@ def features(operator, k, alpha, coupled, confirm=False):
     """
     if not alpha > 0:
         return None
-    unknowns, flops = _flops(operator.n, operator.m, k, coupled)
+    unknowns, flops = system_size(operator.n, operator.m, k, coupled)
     if unknowns > MAX_UNKNOWNS or flops > MAX_FLOPS:
         return None
     if operator.symmetric:  # the full model: its own centers, its penalty A'K A (no jitter); dense steps

@@ -12,15 +12,22 @@ blocks: the tests' ``LocalBlocks``) and exposes
 The client keeps the m x m factors and the m x k state. Each step is solver "newton"'s exact step on
 centers, for every loss: the intercept eliminated through the Schur complement of S, CG in FALKON's
 variables, one pass over the rows per iteration (the squared loss's first step, solved to tol, is the
-fit). A backtracking line search on the exact objective keeps every iterate a decrease.
+fit). Where the in-memory fit forms its steps densely (few centers, or a K_mm singular to CG), a loss of
+diagonal Hessian does too: ``features(Z, beta, b)`` sums ``block_features``, the system in K_mm's eigenvector
+coordinates from ``P = K Z`` formed on the blocks, one pass per step. A backtracking line search on the
+exact objective keeps every iterate a decrease.
 """
+
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.utils import gen_batches
 
+from .._array_api import solve_psd
+from . import _dense_newton
 from ._krylov import ProductTracker, block_pcg
 from ._objective import Objective
-from ._preconditioners import CENTERS_MIN_RIDGE, FalkonPreconditioner, center_factors
+from ._preconditioners import CENTERS_MIN_RIDGE, FalkonPreconditioner, center_factors, center_jitter
 from ._common import IterateLog, SolverResult, warn_not_converged, warn_rounding
 from .newton._run import ARMIJO, CONFIRM_MARGIN, FORCING_MAX, MAX_HALVINGS, ROUNDING
 
@@ -123,8 +130,9 @@ def _hessian_summary(loss, terms, m, k):
     return terms["S"], KH1
 
 
-def _direction(problem, terms, beta, b, settings, factors, inner_tol, scale):
-    """The Newton step ``(D, e)`` at ``(beta, b)``, its CG iterations and status (see the module doc).
+def _direction(problem, terms, beta, b, settings, factors, inner_tol, scale, basis=None):
+    """The Newton step ``(D, e)`` at ``(beta, b)``, its CG iterations and status (see the module doc); formed
+    densely in ``basis`` (``_dense_basis``) where given, as one iteration.
 
     CG stops at ``inner_tol`` of its right-hand side, or at ``scale["tol"]``
     of the first step's (set here on the first call): near the optimum the
@@ -132,6 +140,8 @@ def _direction(problem, terms, beta, b, settings, factors, inner_tol, scale):
     more than the fit's tol can see (solver "newton"'s ``tol_b``).
     """
     loss, alpha = settings.loss, settings.alpha
+    if basis is not None:
+        return (*_dense_step(problem, basis, alpha, beta, b, settings.fit_intercept), 1, "converged")
     m, k = beta.shape
     center = settings.fit_intercept
     S, KH1 = _hessian_summary(loss, terms, m, k)
@@ -194,6 +204,78 @@ def _direction(problem, terms, beta, b, settings, factors, inner_tol, scale):
     return D, e, n_inner, status
 
 
+def block_features(kernel, C, X, Y, w, loss, Z, beta, b):
+    """A block's share of a dense Newton step (a loss of diagonal Hessian H) in coordinates ``beta = Z B``: with
+    ``P = K Z`` formed here (K's rounding stays that of its entries), ``P'H_c P`` per column c (one for all where
+    H's columns are the same: the squared loss's), ``P'H``, ``sum_i H_i``, ``P'G`` and ``sum_i G_i`` at
+    ``F = K beta + b``, and the unweighted ``|P|^2`` per column of P."""
+    out = {}
+    shared = loss.name == "squared"
+    for rows, K in _kernel_chunks(kernel, C, X):
+        P = K @ Z
+        F = K @ beta + b
+        G, H = loss.gradient(F, Y[rows], w[rows]), loss.hessian_diagonal(F, w[rows])
+        PHP = np.stack([P.T @ (H[:, c : c + 1] * P) for c in range(1 if shared else H.shape[1])])
+        out = add_terms(out, {"PHP": PHP, "PH": P.T @ H, "sH": H.sum(axis=0), "PG": P.T @ G, "sG": G.sum(axis=0),
+                              "PP": np.einsum("ij,ij->j", P, P)})
+    return out
+
+
+class _DenseBasis(NamedTuple):
+    """K_mm's eigenvectors ``V`` of positive ``lam + jitter`` and their ``root = sqrt(lam + jitter)``: the
+    coordinates ``beta = Z B``, ``Z = V / root``, in which the penalty ``beta'(K_mm + jitter I) beta`` is ``|B|^2``;
+    ``rounding``: the norm at most which a direction's function ``K_nm v`` is its products' rounding."""
+
+    V: np.ndarray
+    root: np.ndarray
+    rounding: float
+
+
+def _dense_basis(problem, factors, loss, alpha, k):
+    """``_DenseBasis`` where Newton's steps on these centers are formed densely, as the in-memory fit's
+    (``_dense_newton.features``: a small system where CG's steps are not to be trusted, or tiny) for a loss of
+    diagonal Hessian (the softmax's coupled system takes CG's steps), else None."""
+    n, m = problem.n, problem.m
+    unknowns, flops = _dense_newton.system_size(n, m, k, False)
+    if not (alpha > 0 and loss.diagonal_hessian and hasattr(problem, "features")) or (
+            unknowns > _dense_newton.MAX_UNKNOWNS or flops > _dense_newton.MAX_FLOPS):
+        return None
+    Kmm = problem.center_matrix()
+    jitter = center_jitter(problem, Kmm)
+    lam, V = np.linalg.eigh((Kmm + Kmm.T) / 2)
+    trusted = lam[0] >= _dense_newton.RESOLVED_JITTERS * jitter and 2.0 * alpha >= CENTERS_MIN_RIDGE * factors.diag_mean
+    if trusted and flops > _dense_newton.TINY_FLOPS:
+        return None
+    positive = np.flatnonzero(lam + jitter > 0)
+    # K_nm's rounding has a spectral norm of at most sqrt(n m) eps max|K_nm|; max|K_nm| is at most the largest
+    # k(c, c) for the kernels the centers model takes
+    rounding = _dense_newton.RESOLVED * np.finfo(float).eps * np.sqrt(n * m) * float(np.max(np.diagonal(Kmm)))
+    return _DenseBasis(V[:, positive], np.sqrt(lam[positive] + jitter), rounding)
+
+
+def _dense_step(problem, basis, alpha, beta, b, fit_intercept):
+    """The exact Newton step ``(D, e)`` at ``(beta, b)`` in ``basis``' coordinates, without the directions whose
+    functions are rounding: one system per column (one for all where they share the Hessian), one pass."""
+    Z = basis.V / basis.root
+    terms = problem.features(Z, beta, b)
+    keep = np.flatnonzero(np.sqrt(terms["PP"]) * basis.root > basis.rounding)
+    Z, r = Z[:, keep], len(keep)
+    # the penalty alpha |B|^2 with B = Z'(K_mm + jitter I) beta: gradient 2 alpha B, Hessian 2 alpha I
+    g = terms["PG"][keep] + 2.0 * alpha * basis.root[keep, None] * (basis.V[:, keep].T @ beta)
+    steps = []
+    for c in range(g.shape[1]):
+        shared = min(c, terms["PHP"].shape[0] - 1)
+        M = terms["PHP"][shared][np.ix_(keep, keep)] + 2.0 * alpha * np.eye(r)
+        rhs = g[:, c]
+        if fit_intercept:
+            Ph = terms["PH"][keep, c]
+            M = np.block([[M, Ph[:, None]], [Ph[None, :], np.array([[terms["sH"][c]]])]])
+            rhs = np.append(rhs, terms["sG"][c])
+        steps.append(solve_psd(M, -rhs))
+    step = np.column_stack(steps)
+    return Z @ step[:r], step[r] if fit_intercept else np.zeros(g.shape[1])
+
+
 def solve(problem, settings):
     """Minimise the objective on centers by Newton steps whose data passes are map-reduces.
 
@@ -237,13 +319,14 @@ def solve(problem, settings):
     exact_tol = tol if squared else min(tol, 1e-3)
     exact = squared or not value0 > 0
     scale = {"tol": exact_tol}
+    basis = _dense_basis(problem, factors, loss, alpha, k)  # few centers, or a K_mm singular to CG: dense steps
     decrement = np.inf
     converged, reason, it = False, None, 0
     while it < settings.max_iter:
         it += 1
         inner_tol = exact_tol if exact else max(exact_tol, min(FORCING_MAX, np.sqrt(decrement / value0)))
-        loose = inner_tol > exact_tol
-        D, e, n_inner, status = _direction(problem, terms, beta, b, settings, factors, inner_tol, scale)
+        loose = inner_tol > exact_tol and basis is None
+        D, e, n_inner, status = _direction(problem, terms, beta, b, settings, factors, inner_tol, scale, basis)
         slope = float(np.sum(terms["KG"] * D) + terms["sG"] @ e)
         if alpha:
             slope += 2.0 * alpha * float(np.sum(D * factors.kmm_dot(beta)))
