@@ -235,6 +235,15 @@ def test_the_checks_stratified_draw_gives_each_class_its_share():
     assert_array_equal(_stratified_draw(labels, 1000), rows)  # a fixed draw
 
 
+def _repeated_outputs(n, seed):
+    """``(rng, labels, F, counts)``: n rows' classes, left-out outputs leaning to them, and each row's count of
+    copies (1 to 3)."""
+    rng = np.random.RandomState(seed)
+    labels = rng.randint(0, 3, n)
+    F = 0.1 * rng.randn(n, 3) + 0.05 * (labels[:, None] == np.arange(3))
+    return rng, labels, F, rng.randint(1, 4, n)
+
+
 @pytest.mark.parametrize("n", [200, 900])
 def test_left_out_classes_of_the_layer_with_integer_weights_equal_repeated_rows(n):
     # Regression: the check's layer weighed rows to sum to their count, so repeated rows weakened its
@@ -243,10 +252,7 @@ def test_left_out_classes_of_the_layer_with_integer_weights_equal_repeated_rows(
     # repeated rows' draw differed from the weighted ones' (the classification check chose another ridge).
     from kernelgd._combiner import CHECK_ROWS, layer_classes
 
-    rng = np.random.RandomState(1)
-    labels = rng.randint(0, 3, n)
-    F = 0.1 * rng.randn(n, 3) + 0.05 * (labels[:, None] == np.arange(3))
-    counts = rng.randint(1, 4, n)
+    rng, labels, F, counts = _repeated_outputs(n, 1)
     assert n < CHECK_ROWS < counts.sum() or counts.sum() < CHECK_ROWS
     weighted = layer_classes(F, labels, counts.astype(float))
     repeated = layer_classes(np.repeat(F, counts, axis=0), np.repeat(labels, counts), np.ones(counts.sum()))
@@ -260,10 +266,7 @@ def test_left_out_classes_merge_a_groups_rows_whatever_the_rounding_of_their_out
     # changed the layer's rows (past CHECK_ROWS its draw) and so the left-out classes of other rows
     from kernelgd._combiner import layer_classes
 
-    rng = np.random.RandomState(2)
-    labels = rng.randint(0, 3, n)
-    F = 0.1 * rng.randn(n, 3) + 0.05 * (labels[:, None] == np.arange(3))
-    counts = rng.randint(1, 4, n)
+    rng, labels, F, counts = _repeated_outputs(n, 2)
     groups = np.repeat(np.arange(n), counts)
     exact = np.repeat(F, counts, axis=0)
     rounded = exact * (1 + 1e-15 * rng.choice([-1, 0, 1], size=exact.shape))
