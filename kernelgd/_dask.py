@@ -424,8 +424,8 @@ class DaskBlocks:
     def posterior_gram(self):
         return self._map_reduce(blockwise.block_gram)["gram"]
 
-    def features(self, Z, beta, b):
-        return self._map_reduce(blockwise.block_features, Z, beta, b)
+    def features(self, Z, beta, b, fit_intercept):
+        return self._map_reduce(blockwise.block_features, Z, beta, b, fit_intercept)
 
 
 def _sum_terms(*parts):

@@ -273,15 +273,16 @@ def test_float32_blocks_fit_as_float64(client):
     assert_allclose(est.predict(X), ref.predict(X), atol=1e-6)
 
 
-@pytest.mark.parametrize("loss", ["squared", "logistic"])
-def test_few_centers_of_one_feature_take_dense_steps_as_in_memory(client, loss):
+@pytest.mark.parametrize("loss, n_classes", [("squared", 2), ("logistic", 2), ("logistic", 3)])
+def test_few_centers_of_one_feature_take_dense_steps_as_in_memory(client, loss, n_classes):
     # K_mm of 60 centers on one feature is singular to rounding: CG's steps on it lost conjugacy or stopped
-    # without descent (warnings; objectives up to twice the in-memory fit's, probabilities 0.37 apart). Newton's
-    # steps of a loss with a diagonal Hessian are now formed densely on the workers' K Z, as in memory
+    # without descent (warnings; objectives up to twice the in-memory fit's, probabilities 0.37 apart; the
+    # softmax's 0.22 apart, 7 of 8 fits warned). Newton's steps are now formed densely on the workers' K Z, as in
+    # memory, the softmax's coupling every class
     r = np.random.RandomState(1)
     X1 = r.normal(size=(1200, 1))
     f = np.sin(2 * X1[:, 0]) + 0.5 * r.normal(size=1200)
-    labels = (f > 0).astype(int)
+    labels = np.digitize(f, [0.0] if n_classes == 2 else [-0.5, 0.5])
     w = r.uniform(0.2, 3.0, 1200)
     w[r.rand(1200) < 0.1] = 0.0
     params = dict(n_centers=60, loss=loss, alpha=1e-6, random_state=0)
@@ -291,4 +292,4 @@ def test_few_centers_of_one_feature_take_dense_steps_as_in_memory(client, loss):
         est = KernelGDClassifier(**params).fit(da.from_array(X1, chunks=(500, 1)), da.from_array(labels, chunks=500),
                                                sample_weight=da.from_array(w, chunks=500))
     assert est.loss_curve_[-1] <= ref.loss_curve_[-1] * (1 + 1e-4)
-    assert_allclose(est.predict_proba(X1), ref.predict_proba(X1), atol=2e-3)
+    assert_allclose(est.predict_proba(X1), ref.predict_proba(X1), atol=3e-3)

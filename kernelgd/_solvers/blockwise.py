@@ -12,10 +12,10 @@ blocks: the tests' ``LocalBlocks``) and exposes
 The client keeps the m x m factors and the m x k state. Each step is solver "newton"'s exact step on
 centers, for every loss: the intercept eliminated through the Schur complement of S, CG in FALKON's
 variables, one pass over the rows per iteration (the squared loss's first step, solved to tol, is the
-fit). Where the in-memory fit forms its steps densely (few centers, or a K_mm singular to CG), a loss of
-diagonal Hessian does too: ``features(Z, beta, b)`` sums ``block_features``, the system in K_mm's eigenvector
-coordinates from ``P = K Z`` formed on the blocks, one pass per step. A backtracking line search on the
-exact objective keeps every iterate a decrease.
+fit). Where the in-memory fit forms its steps densely (few centers, or a K_mm singular to CG), so does this
+one: ``features(Z, beta, b, fit_intercept)`` sums ``block_features``, the systems in K_mm's eigenvector
+coordinates from ``P = K Z`` formed on the blocks (the softmax's coupling every class), one pass per step.
+A backtracking line search on the exact objective keeps every iterate a decrease.
 """
 
 from typing import NamedTuple
@@ -141,7 +141,7 @@ def _direction(problem, terms, beta, b, settings, factors, inner_tol, scale, bas
     """
     loss, alpha = settings.loss, settings.alpha
     if basis is not None:
-        return (*_dense_step(problem, basis, alpha, beta, b, settings.fit_intercept), 1, "converged")
+        return (*_dense_step(problem, basis, loss, alpha, beta, b, settings.fit_intercept), 1, "converged")
     m, k = beta.shape
     center = settings.fit_intercept
     S, KH1 = _hessian_summary(loss, terms, m, k)
@@ -204,20 +204,19 @@ def _direction(problem, terms, beta, b, settings, factors, inner_tol, scale, bas
     return D, e, n_inner, status
 
 
-def block_features(kernel, C, X, Y, w, loss, Z, beta, b):
-    """A block's share of a dense Newton step (a loss of diagonal Hessian H) in coordinates ``beta = Z B``: with
-    ``P = K Z`` formed here (K's rounding stays that of its entries), ``P'H_c P`` per column c (one for all where
-    H's columns are the same: the squared loss's), ``P'H``, ``sum_i H_i``, ``P'G`` and ``sum_i G_i`` at
-    ``F = K beta + b``, and the unweighted ``|P|^2`` per column of P."""
+def block_features(kernel, C, X, Y, w, loss, Z, beta, b, fit_intercept):
+    """A block's share of a dense Newton step in coordinates ``beta = Z B``: with ``P = K Z`` formed here (K's
+    rounding stays that of its entries) and ``Psi = [P 1]`` (``P`` without an intercept), the Newton systems at
+    ``alpha = 0`` of ``_dense_newton.systems`` (one per column for a loss of diagonal Hessian, one for all where
+    the columns share it, the softmax's coupled one), ``Psi'G`` at ``F = K beta + b``, and ``|P|^2`` per column."""
     out = {}
-    shared = loss.name == "squared"
     for rows, K in _kernel_chunks(kernel, C, X):
         P = K @ Z
         F = K @ beta + b
-        G, H = loss.gradient(F, Y[rows], w[rows]), loss.hessian_diagonal(F, w[rows])
-        PHP = np.stack([P.T @ (H[:, c : c + 1] * P) for c in range(1 if shared else H.shape[1])])
-        out = add_terms(out, {"PHP": PHP, "PH": P.T @ H, "sH": H.sum(axis=0), "PG": P.T @ G, "sG": G.sum(axis=0),
-                              "PP": np.einsum("ij,ij->j", P, P)})
+        G = loss.gradient(F, Y[rows], w[rows])
+        Psi = np.hstack([P, np.ones((len(P), 1))]) if fit_intercept else P
+        M = _dense_newton.systems(Psi, F, w[rows], 0.0, P.shape[1], fit_intercept, loss, loss.name == "squared")
+        out = add_terms(out, {"M": np.stack(M), "PsiG": Psi.T @ G, "PP": np.einsum("ij,ij->j", P, P)})
     return out
 
 
@@ -233,11 +232,10 @@ class _DenseBasis(NamedTuple):
 
 def _dense_basis(problem, factors, loss, alpha, k):
     """``_DenseBasis`` where Newton's steps on these centers are formed densely, as the in-memory fit's
-    (``_dense_newton.features``: a small system where CG's steps are not to be trusted, or tiny) for a loss of
-    diagonal Hessian (the softmax's coupled system takes CG's steps), else None."""
+    (``_dense_newton.features``: a small system where CG's steps are not to be trusted, or tiny), else None."""
     n, m = problem.n, problem.m
-    unknowns, flops = _dense_newton.system_size(n, m, k, False)
-    if not (alpha > 0 and loss.diagonal_hessian and hasattr(problem, "features")) or (
+    unknowns, flops = _dense_newton.system_size(n, m, k, not loss.diagonal_hessian)
+    if not (alpha > 0 and hasattr(problem, "features")) or (
             unknowns > _dense_newton.MAX_UNKNOWNS or flops > _dense_newton.MAX_FLOPS):
         return None
     Kmm = problem.center_matrix()
@@ -253,27 +251,27 @@ def _dense_basis(problem, factors, loss, alpha, k):
     return _DenseBasis(V[:, positive], np.sqrt(lam[positive] + jitter), rounding)
 
 
-def _dense_step(problem, basis, alpha, beta, b, fit_intercept):
+def _dense_step(problem, basis, loss, alpha, beta, b, fit_intercept):
     """The exact Newton step ``(D, e)`` at ``(beta, b)`` in ``basis``' coordinates, without the directions whose
-    functions are rounding: one system per column (one for all where they share the Hessian), one pass."""
+    functions are rounding: the blocks' systems (``block_features``) with the penalty's curvature, one pass."""
     Z = basis.V / basis.root
-    terms = problem.features(Z, beta, b)
+    terms = problem.features(Z, beta, b, fit_intercept)
+    r, k = Z.shape[1], beta.shape[1]
     keep = np.flatnonzero(np.sqrt(terms["PP"]) * basis.root > basis.rounding)
-    Z, r = Z[:, keep], len(keep)
+    q = len(keep) + fit_intercept
+    at = np.append(keep, r) if fit_intercept else keep  # Psi's columns kept: B's above rounding, the intercept
     # the penalty alpha |B|^2 with B = Z'(K_mm + jitter I) beta: gradient 2 alpha B, Hessian 2 alpha I
-    g = terms["PG"][keep] + 2.0 * alpha * basis.root[keep, None] * (basis.V[:, keep].T @ beta)
-    steps = []
-    for c in range(g.shape[1]):
-        shared = min(c, terms["PHP"].shape[0] - 1)
-        M = terms["PHP"][shared][np.ix_(keep, keep)] + 2.0 * alpha * np.eye(r)
-        rhs = g[:, c]
-        if fit_intercept:
-            Ph = terms["PH"][keep, c]
-            M = np.block([[M, Ph[:, None]], [Ph[None, :], np.array([[terms["sH"][c]]])]])
-            rhs = np.append(rhs, terms["sG"][c])
-        steps.append(solve_psd(M, -rhs))
-    step = np.column_stack(steps)
-    return Z @ step[:r], step[r] if fit_intercept else np.zeros(g.shape[1])
+    g = terms["PsiG"][at]
+    g[: len(keep)] += 2.0 * alpha * basis.root[keep, None] * (basis.V[:, keep].T @ beta)
+    ridge = np.where(np.arange(q) < len(keep), 2.0 * alpha, 0.0)
+    if not loss.diagonal_hessian:  # the softmax's system of every class at once, class by class
+        every = (np.arange(k)[:, None] * (r + fit_intercept) + at).ravel()
+        M = terms["M"][0][np.ix_(every, every)] + np.diag(np.tile(ridge, k))
+        step = solve_psd(M, -g.T.reshape(-1, 1)).reshape(k, q).T
+    else:
+        step = np.column_stack([solve_psd(terms["M"][min(c, len(terms["M"]) - 1)][np.ix_(at, at)] + np.diag(ridge),
+                                          -g[:, c]) for c in range(k)])
+    return Z[:, keep] @ step[: len(keep)], step[len(keep)] if fit_intercept else np.zeros(k)
 
 
 def solve(problem, settings):
@@ -375,7 +373,7 @@ def solve(problem, settings):
         if stop_requested:
             reason = "callback"
             break
-        if "sh" not in terms and "S" not in terms:  # a damped step's point lacks the Hessian summary
+        if basis is None and "sh" not in terms and "S" not in terms:  # a damped step's point lacks CG's summary
             terms = problem.evaluate(beta, b, hessian=True)
     _report(reason, converged, it, settings)
     if log.negative:  # a loss plus a PSD penalty cannot be negative: rounding broke the fit
