@@ -163,34 +163,45 @@ def _distinct(group_of, Y, w, coef=None):
 
 def fit_exact(operator, X, Y, coef, intercept, w, alpha, n_observations, group_of=None):
     """The exact model's posterior from its dual coefficients ``a = C^-1 (y - b)``: s^2 by leave-one-out from a
-    dense ``c = diag(C^-1)`` up to ``LOO_DENSE_MAX`` rows, above by the marginal likelihood (``_quadratic``; X
-    the float64 training rows, or the precomputed kernel). Repeated rows (``group_of``) are read as one.
+    dense ``c = diag(C^-1)`` up to ``LOO_DENSE_MAX`` distinct rows of positive weight, above by the marginal
+    likelihood (``_quadratic``; X the float64 training rows, or the precomputed kernel). Repeated rows
+    (``group_of``) are read as one, rows of weight zero not at all: the rows repeated, or dropped, fit alike.
     """
     xp = xp_of(Y)
-    weights = w
-    resolved = operator is None or operator.n <= LOO_DENSE_MAX or _resolves_quadratic(
-        operator, Y, coef, intercept, w, alpha)
-    Y, w, coef, first = _distinct(group_of, Y, w, coef)
-    positive = w > 0
-    if operator is not None and operator.n <= LOO_DENSE_MAX:
-        s = xp.sqrt(w)
-        K = xp.astype(operator.rows(slice(None)), xp.float64)
-        K = K if first is None else block_of(K, first, first)
-        # C^-1 = S (S K S + alpha I)^-1 S; below LOO_MIN_RIDGE times its trace, S K S + alpha I is singular
-        if alpha >= LOO_MIN_RIDGE * float(xp.sum(w * diagonal(K))):
-            A = s[:, None] * K * s[None, :]
-            d = _inverse_diagonal(A + float(alpha) * eye(A, A.shape[0], xp.float64))
-            if d is not None:
-                c = xp.where(positive, w * d, 1.0)[:, None]
-                scale = _loo_scale(xp, xp.where(positive[:, None], coef * coef / c, 0.0), w)
-                return Posterior(scale, float(alpha), float(n_observations), weights=weights)
-    n_rows = float(xp.sum(xp.astype(positive, xp.float64)))
-    if not resolved:
-        alpha, quadratic = _quadratic(operator, X, Y - intercept, w, alpha, first, coef)
+    Yd, wd, coefd, first = _distinct(group_of, Y, w, coef)
+    kept = np.flatnonzero(np.asarray(to_numpy(wd)) > 0)  # the distinct rows of positive weight
+    dense = operator is not None and len(kept) <= LOO_DENSE_MAX
+    if dense:
+        scale = _dense_loo_scale(operator, X, kept if first is None else np.asarray(first)[kept],
+                                 take_rows(wd, kept), take_rows(coefd, kept), alpha)
+        if scale is not None:
+            return Posterior(scale, float(alpha), float(n_observations), weights=w)
+    if not (operator is None or dense or _resolves_quadratic(operator, Y, coef, intercept, w, alpha)):
+        alpha, quadratic = _quadratic(operator, X, Yd - intercept, wd, alpha, first, coefd)
     else:
-        quadratic = xp.sum((Y - intercept) * coef, axis=0)
-    s2 = quadratic / n_rows
-    return Posterior(xp.sqrt(xp.where(s2 > 0, s2, 0.0)), float(alpha), float(n_observations), weights=weights)
+        quadratic = xp.sum((Yd - intercept) * coefd, axis=0)
+    s2 = quadratic / float(len(kept))
+    return Posterior(xp.sqrt(xp.where(s2 > 0, s2, 0.0)), float(alpha), float(n_observations), weights=w)
+
+
+def _dense_loo_scale(operator, X, rows, w, coef, alpha):
+    """``_loo_scale`` of the training ``rows`` (weights ``w``, positive, and dual coefficients ``coef``) from a
+    dense factor of ``S K S + alpha I`` in float64; None where it is singular (below ``LOO_MIN_RIDGE``)."""
+    xp = xp_of(w)
+    if len(rows) == operator.n:  # every row: the operator's own K
+        K = xp.astype(operator.rows(slice(None)), xp.float64)
+    elif operator.kernel is None:  # the precomputed kernel's block
+        K = xp.astype(block_of(X, rows, rows), xp.float64)
+    else:
+        K = KernelOperator(take_rows(X, rows), operator.kernel, dtype="float64",
+                           memory_budget=operator.memory_budget).rows(slice(None))
+    # C^-1 = S (S K S + alpha I)^-1 S; below LOO_MIN_RIDGE times its trace, S K S + alpha I is singular
+    if not alpha >= LOO_MIN_RIDGE * float(xp.sum(w * diagonal(K))):
+        return None
+    s = xp.sqrt(w)
+    A = s[:, None] * K * s[None, :]
+    d = _inverse_diagonal(A + float(alpha) * eye(A, A.shape[0], xp.float64))
+    return None if d is None else _loo_scale(xp, coef * coef / (w * d)[:, None], w)
 
 
 def _resolves_quadratic(operator, Y, coef, intercept, w, alpha):

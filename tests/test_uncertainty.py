@@ -307,6 +307,33 @@ def test_exact_model_above_the_dense_limit_takes_the_marginal_likelihood_scale(m
     assert_allclose(model.signal_variance_, centred @ np.linalg.solve(C, centred) / len(y), rtol=1e-8)
 
 
+@pytest.mark.parametrize("variant", ["repeated", "zero weights", "precomputed"])
+def test_dense_limit_counts_distinct_rows_of_positive_weight(monkeypatch, variant):
+    # Regression: the leave-one-out scale's limit counted every row, so 1,200 rows weighted 1 to 3 took the
+    # leave-one-out scale and the same rows repeated (2,442) the marginal likelihood's: std 8.6% apart
+    import kernelgd._posterior as posterior
+
+    monkeypatch.setattr(posterior, "LOO_DENSE_MAX", 100)
+    X, y = _data(n=80)
+    counts = np.random.RandomState(1).randint(1, 4, size=len(y))
+    Xt = np.vstack([X[:4] + 0.05, [[3.0, -2.0]]])
+    params = dict(sigma=1.0, alpha=1e-2, tol=1e-12, max_iter=10_000)
+    weighted = KernelGDRegressor(**params).fit(X, y, sample_weight=counts.astype(float))
+    rows = np.repeat(np.arange(len(y)), counts)  # 160 rows: each row its count of times
+    if variant == "zero weights":  # 60 more rows, of weight zero
+        extra = np.random.RandomState(2).uniform(-2, 2, size=(60, 2))
+        model = KernelGDRegressor(**params).fit(np.vstack([X, extra]), np.r_[y, np.zeros(60)],
+                                                sample_weight=np.r_[counts, np.zeros(60)])
+    elif variant == "precomputed":  # (no std at new points without k(x, x): the scale and noise)
+        model = KernelGDRegressor(kernel="precomputed", **params).fit(rbf(X[rows], X[rows], 1.0), y[rows])
+    else:
+        model = KernelGDRegressor(**params).fit(X[rows], y[rows])
+    assert model.signal_variance_ == pytest.approx(weighted.signal_variance_, rel=1e-8)
+    assert model.noise_variance_ == pytest.approx(weighted.noise_variance_, rel=1e-8)
+    if variant != "precomputed":
+        assert_allclose(model.predict(Xt, return_std=True)[1], weighted.predict(Xt, return_std=True)[1], rtol=1e-6)
+
+
 @pytest.mark.parametrize("alpha", [1e-9, 1e-11, 1e-14])
 def test_near_interpolating_exact_model_solves_the_marginal_likelihood_scale_anew(monkeypatch, alpha):
     # At a tiny ridge the fit's coefficients leave (y - b)'a far below (y - b)' C^-1 (y - b) (20% at
