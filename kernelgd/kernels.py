@@ -123,9 +123,10 @@ def polynomial(X, Y, degree=3, coef0=1.0, sigma=1.0):
     >>> polynomial(np.array([[1.0, 2.0]]), np.array([[3.0, 4.0]]), degree=2, sigma=np.sqrt(11.0))
     array([[4.]])
     """
+    if sigma != 1.0:  # (x / sigma)'(z / sigma): x'z and sigma**2 overflow where their ratio need not
+        scale = _inverse_scale(sigma, 1, "polynomial")
+        X, Y = X * scale, Y * scale
     K = linear(X, Y)
-    if sigma != 1.0:
-        K *= 1.0 / sigma**2
     K += coef0
     with np.errstate(over="ignore", invalid="ignore"):
         K **= degree
@@ -303,6 +304,8 @@ def sigmoid(X, Y, coef0=1.0, a=None):
     """
     a = 1.0 / X.shape[1] if a is None else a
     K = linear(X, Y)
+    if not all_finite(K):  # tanh would read an overflowed x'z as its sign (or inf - inf as NaN)
+        raise_not_representable("sigmoid", "an inner product x'z overflows")
     K *= a
     K += coef0
     return input_namespace(K).tanh(K)
@@ -347,8 +350,10 @@ def _linear_diag(X):
 
 
 def _polynomial_diag(X, degree=3, coef0=1.0, sigma=1.0):
+    if sigma != 1.0:  # |x / sigma|^2, as the kernel scales its inner products
+        X = X * _inverse_scale(sigma, 1, "polynomial")
     with np.errstate(over="ignore", invalid="ignore"):
-        d = (sq_norms(X) / sigma**2 + coef0) ** degree
+        d = (sq_norms(X) + coef0) ** degree
     if not all_finite(d):
         polynomial(X, X, degree=degree, coef0=coef0, sigma=sigma)  # raises the clear error
     return d
@@ -635,8 +640,9 @@ class BoundKernel:
 
         A user's kernel gets the arrays as they are: it must support their namespace.
         """
-        try:
-            K = self.spec.function(X, Y, **self.params)
+        try:  # an inf or NaN from overflow is _check's clear error, not numpy's warnings
+            with np.errstate(over="ignore", invalid="ignore"):
+                K = self.spec.function(X, Y, **self.params)
         except TypeError as exc:  # numpy's ufunc type errors too: a kernel_params value of the wrong type
             if not self.params:
                 raise

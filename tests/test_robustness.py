@@ -347,6 +347,37 @@ def test_huge_sigma_and_huge_features():
     assert m.score(X * 1e300, y) > 0.5
 
 
+@pytest.mark.parametrize("factor", [1e160, 1e-160])
+def test_polynomial_kernel_scales_its_features_not_their_products(factor):
+    # Regression: sigma="scale" of features of 1e160 raised OverflowError from sigma**2 (and x'z overflowed
+    # where x'z / sigma**2 is 1)
+    plain = KernelGDRegressor(kernel="polynomial").fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scaled = KernelGDRegressor(kernel="polynomial").fit(X * factor, y)
+        assert_allclose(scaled.predict(X * factor), plain.predict(X), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("kernel", ["linear", "sigmoid", "all_subsets"])
+def test_kernel_overflow_is_a_clear_error_without_numpy_warnings(kernel):
+    # Regression: numpy's "overflow encountered in matmul" leaked before the clear error
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(ValueError, match="kernel"):
+            KernelGDRegressor(kernel=kernel).fit(X * 1e160, y)
+
+
+def test_cv_regressor_reads_huge_weights_as_relative():
+    # Regression: the leave-one-out scores' weighted sum of squared errors overflowed with weights of 1e100
+    # (numpy's warning leaked; the scores were -inf)
+    plain = KernelGDRegressorCV(random_state=0).fit(X, y * 1e150)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        heavy = KernelGDRegressorCV(random_state=0).fit(X, y * 1e150, sample_weight=np.full(len(y), 1e100))
+    assert (heavy.alpha_, heavy.kernel_) == (plain.alpha_, plain.kernel_)
+    assert_allclose(heavy.predict(X), plain.predict(X), rtol=1e-6)
+
+
 def test_features_beyond_float32_choose_a_clear_error():
     Xb = X * 1e39
     with pytest.raises(ValueError, match="float32"):
