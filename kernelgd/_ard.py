@@ -164,8 +164,10 @@ def fit_scales(X, y, w, sigma0, lam0, fit_intercept, rng, max_iter=100, criterio
     else:
         first, y, W = collapse(group_of, int(group_of.max()) + 1, y[rows, None], w[rows])
         X, y, w = X[rows[first]], y[:, 0], W / W.sum()
-    # the targets in units of their spread: L-BFGS-B's stopping tests are absolute below a criterion of 1
-    spread = np.sqrt(np.sum(w * (y - (w @ y if fit_intercept else 0.0)) ** 2))
+    # the targets in units of their spread (L-BFGS-B's stopping tests are absolute below a criterion of 1),
+    # centred where the intercept takes their mean (which would otherwise cancel in the criterion's rounding)
+    y = y - w @ y if fit_intercept else y
+    spread = np.sqrt(w @ y**2)
     y = y / spread if spread > 0 else y
     d = X.shape[1]
     start = np.append(np.full(d, np.log(sigma0)), np.log(max(lam0, 1e-12)))
