@@ -127,9 +127,10 @@ def _loo_scores(system, Y, w, alphas, fit_intercept, scorer):
 def score_predictions(predictions, Y, w, scorer):
     """Each (n, t) array of held-out predictions' score: ``scorer``'s, or by default minus the mean
     squared error weighted by w (which sums to 1)."""
-    if scorer is None:
+    if scorer is None:  # an error past float64's range scores -inf, last (a near-interpolating ridge's on y of 1e150)
         xp = xp_of(Y)
-        return np.array([-float(w @ xp.mean((Y - P) ** 2, axis=1)) for P in predictions])
+        with np.errstate(over="ignore"):
+            return np.array([-float(w @ xp.mean((Y - P) ** 2, axis=1)) for P in predictions])
     Y_np, w_host, t = np.asarray(to_numpy(Y)), np.asarray(to_numpy(w)), Y.shape[1]  # a scorer reads numpy copies
     return np.array([scorer(_Predictions(P if t > 1 else P[:, 0]), None, Y_np if t > 1 else Y_np[:, 0],
                             sample_weight=w_host) for P in (np.asarray(to_numpy(P)) for P in predictions)])

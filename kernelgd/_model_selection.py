@@ -369,7 +369,8 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         def score(P, rows):
             w = sw_host[rows]
             if self.scoring is None:  # weights summing to one first: w (Y - P)^2 of weights of 1e100 overflows
-                return -float((w / w.sum()) @ ((Y_host[rows] - P) ** 2).mean(axis=1))
+                with np.errstate(over="ignore"):  # an error past float64's range scores -inf, last
+                    return -float((w / w.sum()) @ ((Y_host[rows] - P) ** 2).mean(axis=1))
             return scorer(_Predictions(P[:, 0]), None, Y_host[rows, 0], sample_weight=w)
 
         def rescore(predictions, rows):

@@ -378,6 +378,18 @@ def test_cv_regressor_reads_huge_weights_as_relative():
     assert_allclose(heavy.predict(X), plain.predict(X), rtol=1e-6)
 
 
+def test_cv_regressor_ranks_overflowing_leave_one_out_errors_last_quietly():
+    # Regression: on 30 rows of targets of 1e150 a near-interpolating ridge's leave-one-out errors passed
+    # float64's range when squared: numpy's "overflow encountered in square" leaked (the score, -inf, ranks last)
+    rng = np.random.RandomState(3)
+    X_ = rng.normal(size=(30, 6))
+    y_ = (np.sin(X_[:, -1]) + 0.3 * rng.normal(size=30)) * 1e150
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        model = KernelGDRegressorCV(random_state=0).fit(X_, y_)
+    assert np.all(np.isfinite(model.predict(X_)))
+
+
 def test_features_beyond_float32_choose_a_clear_error():
     Xb = X * 1e39
     with pytest.raises(ValueError, match="float32"):
