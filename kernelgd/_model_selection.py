@@ -521,7 +521,11 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         the model's own with "logistic", its output layer's with "squared"
         (``combine="logistic"``).
     class_weight : dict, "balanced" or None, default=None
-        As in :class:`KernelGDClassifier`.
+        As in :class:`KernelGDClassifier`: it weights the candidates' fits,
+        not their scores. Held-out rows are scored by ``sample_weight`` alone,
+        as ``GridSearchCV`` scores an estimator with ``class_weight``; pass
+        ``compute_sample_weight(class_weight, y)`` as ``sample_weight``
+        instead to weight the scores too.
     combine : {"logistic", "argmax"}, default="logistic"
         As in :class:`KernelGDClassifier`: the refit's (and K-fold's fits')
         output layer. The leave-one-out search reads its left-out outputs
