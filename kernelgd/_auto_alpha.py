@@ -15,6 +15,7 @@ of the least error the largest is taken. A classifier's ridge may move to one wh
 error rate is significantly lower (``classification_ridge``).
 """
 
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -74,7 +75,7 @@ def ridge_grid(lam, least=0.0):
 
 
 def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, classify=False, exact=False,
-           least=0.0, pool=None, gram=None):
+           least=0.0, pool=None, gram=None, directions=None):
     """``(alpha, errors, alphas, wrong, residuals)``: the rule's ridge from the factor ``B`` of ``Q S K S Q ~ B B'``,
     with ``classify`` each row's left-out misclassification at it (else None), and with ``exact`` each row's
     left-out squared error at it (else None).
@@ -84,14 +85,15 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     rounding (``rounding_floor``). ``classify(F, labels, w, groups)``: the left-out classes from left-out outputs F,
     for ``classification_ridge``; False: no check. ``exact``: B B' is the whole matrix, and ``errors`` are
     leave-one-out errors (inf where a group's leverage is 1), else GCV's. ``pool``: ``(run, batches)`` as
-    ``factor_gram``'s; ``gram``: ``B'B`` where known.
+    ``factor_gram``'s; ``gram``: ``B'B`` where known; ``directions``: the factor's ``Directions`` above ``floor``
+    where made already (they then stand for factor, floor, pool and gram).
     """
-    run, batches = pool or _one_call(factor)
     w_host = np.asarray(to_numpy(w), dtype=np.float64)
     n_effective = effective_count(w_host, group_of)
     if factor.shape[1] == 0 or n_effective < 3:
         return FALLBACK_ALPHA, None, None, None, None
-    lam, W = factor_directions(factor_gram(factor, pool) if gram is None else gram, floor)
+    directions = directions or Directions(factor, factor_gram(factor, pool) if gram is None else gram, floor, pool)
+    lam, W = directions.eigen
     if not len(lam):
         return FALLBACK_ALPHA, None, None, None, None
     Y_host = np.asarray(to_numpy(Y), dtype=np.float64)
@@ -102,13 +104,7 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     # the classification check reads only the ridges at least GCV's choice: no smaller one is scored
     scored = alphas if exact else alphas[: _first_tied(errors) + 1]
     if exact or classify:
-        M = W / like(np.sqrt(lam), W)  # V = B M: orthonormal, B's left singular vectors
-        V = np.empty((factor.shape[0], M.shape[1]))  # each batch writes its own rows: no joined copy
-
-        def into(rows):
-            V[rows] = to_numpy(factor[rows, ...] @ M)
-
-        run(into, batches)
+        V = directions.V
         labels = (Y_host[:, 0] > 0 if Y_host.shape[1] == 1 else np.argmax(Y_host, axis=1)) if classify else None
         loo, wrong = np.full(len(scored), np.inf), np.ones((len(scored), len(w_host)) if classify else (0, 0))
         squared = np.full((len(scored), len(w_host)) if exact else (0, 0), np.inf)
@@ -141,6 +137,43 @@ def factor_directions(gram, floor=0.0):
     lam = np.asarray(to_numpy(lam))
     keep = (lam > max(lam[-1], 0.0) * len(lam) * np.finfo(float).eps) & (lam > floor) if len(lam) else lam > 0
     return lam[keep], take_rows(W.T, np.flatnonzero(keep)).T
+
+
+class Directions:
+    """A factor B's directions above ``floor``, each computed once and kept: ``eigen``, the eigenpairs ``(lam, W)``
+    of its Gram matrix ``gram`` (``factor_directions``), and ``V = B W / sqrt(lam)``, B's left singular vectors
+    (host, row blocks on ``pool``'s threads), which the output layer's left-out outputs read again."""
+
+    def __init__(self, factor, gram, floor=0.0, pool=None):
+        self.factor, self.gram, self.floor, self.pool = factor, gram, floor, pool
+
+    @cached_property
+    def eigen(self):
+        return factor_directions(self.gram, self.floor)
+
+    @cached_property
+    def V(self):
+        lam, W = self.eigen
+        M = W / like(np.sqrt(lam), W)
+        V = np.empty((self.factor.shape[0], M.shape[1]))  # each batch writes its own rows: no joined copy
+
+        def into(rows):
+            V[rows] = to_numpy(self.factor[rows, ...] @ M)
+
+        run, batches = self.pool or _one_call(self.factor)
+        run(into, batches)
+        return V
+
+    def lifted(self, full, rows):
+        """The directions of ``full``, the factor with zero rows beside its ``rows`` (what is made already, lifted)."""
+        other = Directions(full, self.gram, self.floor)
+        if "eigen" in self.__dict__:
+            other.eigen = self.eigen
+        if "V" in self.__dict__:
+            V = np.zeros((full.shape[0], self.V.shape[1]))
+            V[np.asarray(to_numpy(rows))] = self.V
+            other.V = V
+        return other
 
 
 def largest_output(F, labels, w, groups=None):
@@ -260,16 +293,18 @@ class _Kept(NamedTuple):
     every_weighted: bool
 
 
-def lifted(factor, gram, pivots, kept):
+def lifted(factor, gram, pivots, kept, directions=None):
     """``Landmarks`` of every row from a factor of the weighted rows ``kept`` (``_subsample``'s): a row of zero
     weight is a zero row of the weighted kernel matrix's factor, as a factor drawn on every row has it, so that
-    rows of zero weight change no fit. None where the rule read a subsample of the weighted rows."""
+    rows of zero weight change no fit. None where the rule read a subsample of the weighted rows. ``directions``:
+    the factor's ``Directions``, kept with it."""
     if kept is None:
-        return Landmarks(factor, gram, pivots)
+        return Landmarks(factor, gram, pivots, directions)
     if not kept.every_weighted:
         return None
     full = add_at_rows(zeros_as(factor, (kept.n, factor.shape[1])), kept.rows, factor)
-    return Landmarks(full, gram, kept.rows[np.asarray(to_numpy(pivots))])
+    return Landmarks(full, gram, kept.rows[np.asarray(to_numpy(pivots))],
+                     None if directions is None else directions.lifted(full, kept.rows))
 
 
 def _take(X, rows, precomputed):
@@ -308,10 +343,11 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
         pool = (operator._run, operator._row_batches())
         factor, pivots = _unstored_factor(operator, ws, fit_intercept, np.random.RandomState(seed), group_of)
         gram = factor_gram(factor, pool)
+        directions = Directions(factor, gram, rounding_floor(operator, ws, precision), pool)
 
         def at(least):
             return choose(factor, Ys, ws, fit_intercept, group_of, None if alpha == "auto" else [alpha],
-                          rounding_floor(operator, ws, precision), classify, exact, least, pool, gram)
+                          directions.floor, classify, exact, least, directions=directions)
 
         def floor(gcv):
             return check_floor(Xs, kernel, Ys, ws, group_of, fit_intercept, np.random.RandomState(seed + 1), False,
@@ -321,7 +357,7 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
         chosen, errors, _, wrong, residuals = result
         # a factor is kept only where the full model's solve reuses it
         return (np.inf if errors is None else float(np.min(errors)), index, chosen if alpha == "auto" else alpha,
-                lifted(factor, gram, pivots, kept) if alpha == "auto" else None, wrong, residuals,
+                lifted(factor, gram, pivots, kept, directions) if alpha == "auto" else None, wrong, residuals,
                 relative_error(result, Ys, ws, fit_intercept))
 
     ws_host = np.asarray(to_numpy(ws), dtype=np.float64)
@@ -414,12 +450,12 @@ def _exact_left_out(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, 
     wc = wc / xp_of(wc).sum(wc)
     operator = _operator(Xc, kernel, precomputed, threads)
     factor = _unstored_factor(operator, wc, fit_intercept, rng, groups, every_row=True)[0]
-    gram, m = factor_gram(factor), distinct_rows(wc, groups)
+    m = distinct_rows(wc, groups)
+    directions = Directions(factor, factor_gram(factor), rounding_floor(operator, wc, precision))
 
     def left_out(alphas=None):
         return choose(factor, take_rows(Y, rows), wc, fit_intercept, groups, alphas=alphas, classify=classify,
-                      exact=True, floor=rounding_floor(operator, wc, precision),
-                      least=least_ridge(operator, wc, m), gram=gram)
+                      exact=True, floor=directions.floor, least=least_ridge(operator, wc, m), directions=directions)
 
     return left_out, m
 
@@ -495,16 +531,17 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
     factor, pivots = _unstored_factor(operator, ws, fit_intercept, rng, group_of)
     gram = factor_gram(factor, pool)
     exact = every_row_rule(ws, group_of)
+    directions = Directions(factor, gram, rounding_floor(operator, ws, precision), pool)
 
     def at(least):
-        return choose(factor, Ys, ws, fit_intercept, group_of, floor=rounding_floor(operator, ws, precision),
-                      classify=classify, exact=exact, least=least, pool=pool, gram=gram)
+        return choose(factor, Ys, ws, fit_intercept, group_of, floor=directions.floor, classify=classify,
+                      exact=exact, least=least, directions=directions)
 
     # the check's rows are drawn after the factor: its pivots stay the same
     result = _checked(at, least_ridge(operator, ws, n_distinct), exact, lambda gcv: check_floor(
         Xs, kernel, Ys, ws, group_of, fit_intercept, rng, precomputed, n_distinct, precision, classify, gcv,
         threads))
-    return (result[0] * scale, lifted(factor, gram, pivots, kept) if full_model else None,
+    return (result[0] * scale, lifted(factor, gram, pivots, kept, directions) if full_model else None,
             relative_error(result, Ys, ws, fit_intercept))
 
 

@@ -19,7 +19,7 @@ from sklearn.utils import gen_batches
 
 from ._array_api import take_rows, to_numpy
 from ._auto_alpha import (
-    _left_out, _operator, _take, _unstored_factor, every_row_rule, factor_directions, least_ridge, significantly_fewer,
+    _left_out, _operator, _take, _unstored_factor, every_row_rule, Directions, least_ridge, significantly_fewer,
 )
 from ._losses import BinaryLogisticLoss, MultinomialLoss
 from ._replicates import distinct_groups, distinct_rows, effective_count, replicate_groups
@@ -93,11 +93,11 @@ def left_out_outputs(X, rows, kernel, Y, w, alpha, fit_intercept, precomputed, t
         return None  # the model interpolates whatever the ridge
     if landmarks is None:
         landmarks = _layer_factor(operator, w, fit_intercept, group_of, seed)
-    factor, gram, pivots = (np.asarray(to_numpy(A)) for A in landmarks)
-    lam, W = factor_directions(gram)
+    directions = landmarks.directions or Directions(*(np.asarray(to_numpy(A)) for A in landmarks[:2]))
+    lam = directions.eigen[0]
     if not len(lam):
         return None  # a kernel of zero on these rows: no model to leave a row out of
-    V = factor @ (W / np.sqrt(lam))  # orthonormal: the factor's left singular vectors
+    V, pivots = directions.V, np.asarray(to_numpy(landmarks.pivots))  # V: the factor's left singular vectors
     with np.errstate(divide="ignore", invalid="ignore"):  # a row of zero weight has no output of its own here
         F = next(_left_out(V, lam, Y, w, fit_intercept, [float(alpha)], group_of))[0]
     read = np.isfinite(F).all(axis=1) & (w > 0)  # a group of leverage 1 (an interpolant's) has no left-out output

@@ -32,11 +32,12 @@ PRECONDITIONER_MIN_SHIFT = 1e-6
 
 class Landmarks(NamedTuple):
     """A factor ``F`` of the weighted (centred) kernel matrix drawn already (``alpha="auto"``'s), ``F'F``,
-    and the rows it pivoted on."""
+    the rows it pivoted on, and its ``_auto_alpha.Directions`` where the rule made them."""
 
     F: object
     gram: object
     pivots: object = None
+    directions: object = None
 
 
 class NystroemPreconditioner:
