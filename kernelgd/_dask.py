@@ -19,7 +19,7 @@ from sklearn.utils.validation import _check_feature_names
 from . import _auto_alpha, _combiner, _fit, _posterior
 from ._losses import SquaredLoss
 from ._combiner import combiner_label_noise, fit_combiner, left_out_outputs
-from ._replicates import distinct_groups
+from ._replicates import distinct_groups, row_hashes
 from ._solvers import SMOOTH_LOSS_SOLVERS
 from ._solvers import blockwise
 from ._solvers._preconditioners import check_center_memory
@@ -150,7 +150,7 @@ def fit(estimator, X, y, sample_weight, classifier):
         )
     solver = _solver(est, loss)
     check_center_memory(m, options["memory_budget"])
-    rows = _center_rows(rng, wn if w is not None else None, n_positive, m)
+    rows = _distinct_centers(X, wn, _center_rows(rng, wn if w is not None else None, n_positive, m), rng)
     centers, center_weights, wY = dask.compute(X[rows], wn[rows], (wn[:, None] * Y).sum(axis=0))
     if alpha == "auto":
         alpha = _auto_alpha.auto_alpha(sample[0], kernel, *sample[1:], est.fit_intercept,
@@ -172,7 +172,7 @@ def fit(estimator, X, y, sample_weight, classifier):
     )
     result = blockwise.solve(problem.operator, _fit.solver_settings(est, problem))
     if est._predictive:  # the Gaussian-process view (predict(X, return_std=True)): one more pass
-        est._posterior = _posterior_of(problem, result, n_positive, w is not None)
+        est._posterior = _posterior_of(problem, result)
     _fit.export(est, problem, result.dual_coef, result.intercept, result.n_iter, list(result.loss_curve), result,
                 ravel=not classifier and y.ndim == 1)
     if classifier:  # the output layer, on the rows the in-memory fit reads (``_combiner``)
@@ -190,23 +190,36 @@ def fit(estimator, X, y, sample_weight, classifier):
     return est
 
 
-def _posterior_of(problem, result, n_positive, weighted):
-    """The centers posterior's factors from one more pass over the blocks (``_posterior``)."""
+def _posterior_of(problem, result):
+    """The centers posterior's factors from one more pass over the blocks (``_posterior``), with the in-memory
+    fit's leave-one-out rows: each group of identical rows as one row of its summed weight and weighted mean
+    target (rows hashed on the workers, ``_replicates.row_hashes``; a hash names a group)."""
     import dask
 
     rows, kernel, centers = problem.rows, problem.kernel, problem.centers
     gram = problem.operator.posterior_gram()
     Kmm = problem.operator.center_matrix()
-    sample = _center_rows(np.random.RandomState(problem.seed), rows.w if weighted else None, n_positive,
-                          min(n_positive, _posterior.LOO_SAMPLE))
-    Xs, Ys, ws = dask.compute(rows.X[sample], rows.Y[sample], rows.w[sample])
+    hashes, w = dask.compute(rows.X.map_blocks(row_hashes, drop_axis=1, dtype=np.uint64), rows.w)
+    positive = np.flatnonzero(w > 0)
+    _, first, group = np.unique(hashes[positive], return_index=True, return_inverse=True)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))  # groups in the order of their first rows, as in memory
+    group = rank[group.reshape(-1)]
+    W = np.bincount(group, weights=w[positive])
+    sample = _posterior.loo_rows(W, np.random.RandomState(problem.seed))  # groups, as the in-memory fit draws them
+    members = np.flatnonzero(np.isin(group, sample))  # every row of a sampled group: their targets' mean
+    Xs, Ym = dask.compute(rows.X[positive[np.sort(first)][sample]], rows.Y[positive[members]])
+    at = np.searchsorted(sample, group[members])
+    wm = w[positive[members]]
+    Ys = np.stack([np.bincount(at, weights=wm * column, minlength=len(sample)) for column in Ym.T], axis=1)
+    Ys /= W[sample][:, None]
     K_rows = np.asarray(kernel(Xs, centers), dtype=np.float64)
     m = centers.shape[0]
-    # a new observation's noise: N is Kish's effective number of rows (repeats are not sought across blocks)
-    n_observations = 1.0 / float((rows.w**2).sum().compute())
+    # a new observation's noise: N is Kish's effective number of distinct rows, as in memory
+    n_observations = W.sum() ** 2 / float(W @ W)
     posterior = _posterior.centers_posterior(
         Kmm, gram, problem.alpha, n_observations, m * np.finfo(np.float64).eps * float(np.mean(np.diagonal(Kmm))),
-        (K_rows, Ys - result.intercept - K_rows @ result.dual_coef, ws, kernel.diag(np.asarray(Xs, np.float64))),
+        (K_rows, Ys - result.intercept - K_rows @ result.dual_coef, W[sample], kernel.diag(np.asarray(Xs, np.float64))),
     )
     return replace(posterior, signal_std=posterior.signal_std * rows.y_scale)
 
@@ -332,6 +345,20 @@ def _solver(est, loss):
             f"solver='auto' or one of {sorted(SMOOTH_LOSS_SOLVERS)}."
         )
     return solver
+
+
+def _distinct_centers(X, w, rows, rng):
+    """``rows``, or where they repeat a row of X, as many distinct rows of positive weight ``w`` in a random order:
+    the in-memory fit's draw (``_base._distinct_rows``), on the rows' hashes (``_replicates.row_hashes``)."""
+    import dask
+
+    chosen = X[rows].compute()
+    if sp.issparse(chosen) or len(np.unique(chosen, axis=0)) == len(rows):
+        return rows  # the common case: one check on m rows (sparse rows: as in memory, as drawn)
+    hashes, w = dask.compute(X.map_blocks(row_hashes, drop_axis=1, dtype=np.uint64), w)
+    order = rng.permutation(np.flatnonzero(w > 0))
+    first = np.unique(hashes[order], return_index=True)[1]
+    return np.sort(order[np.sort(first)[: len(rows)]])
 
 
 def _center_rows(rng, w, n_positive, m):

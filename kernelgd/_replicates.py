@@ -41,11 +41,13 @@ def _row_hashes(A):
     return hashes
 
 
-def replicate_groups(X):
-    """``(groups, n_groups)``: each row's group of identical rows of X (dense, sparse, or a kernel matrix),
-    numbered in the order of their first rows. Rows are hashed exactly (integer sums of their entries' bit
-    patterns) and rows that share a hash are told apart by their contents: a collision never merges rows.
-    """
+def row_hashes(X):
+    """One 64-bit hash per row of X (dense or sparse): equal rows, equal hashes (``replicate_groups``')."""
+    return _hashed(X)[1]
+
+
+def _hashed(X):
+    """``(A, hashes)``: X as a float CSR or C-ordered array, and one hash per row."""
     if sp.issparse(X):
         A = sp.csr_matrix(X, dtype=np.float64, copy=True)
         A.sum_duplicates()  # sorted indices, each stored once
@@ -60,6 +62,15 @@ def replicate_groups(X):
         A = np.asarray(to_numpy(X))
         A = np.ascontiguousarray(A, dtype=A.dtype if A.dtype in (np.float32, np.float64) else np.float64)
         hashes = _row_hashes(A)
+    return A, hashes
+
+
+def replicate_groups(X):
+    """``(groups, n_groups)``: each row's group of identical rows of X (dense, sparse, or a kernel matrix),
+    numbered in the order of their first rows. Rows are hashed exactly (integer sums of their entries' bit
+    patterns) and rows that share a hash are told apart by their contents: a collision never merges rows.
+    """
+    A, hashes = _hashed(X)
     ordered = np.sort(hashes)
     if not np.any(ordered[1:] == ordered[:-1]):  # distinct hashes, distinct rows: one sort, not three argsorts
         return np.arange(A.shape[0]), A.shape[0]
