@@ -19,7 +19,7 @@ from sklearn.utils.validation import _check_feature_names
 from . import _auto_alpha, _combiner, _fit, _posterior
 from ._losses import SquaredLoss
 from ._combiner import combiner_label_noise, fit_combiner, left_out_outputs
-from ._replicates import distinct_groups, row_hashes
+from ._replicates import _by_first_row, distinct_groups, row_hashes
 from ._solvers import SMOOTH_LOSS_SOLVERS
 from ._solvers import blockwise
 from ._solvers._preconditioners import check_center_memory
@@ -201,14 +201,13 @@ def _posterior_of(problem, result):
     Kmm = problem.operator.center_matrix()
     hashes, w = dask.compute(rows.X.map_blocks(row_hashes, drop_axis=1, dtype=np.uint64), rows.w)
     positive = np.flatnonzero(w > 0)
-    _, first, group = np.unique(hashes[positive], return_index=True, return_inverse=True)
-    rank = np.empty(len(first), dtype=np.int64)
-    rank[np.argsort(first)] = np.arange(len(first))  # groups in the order of their first rows, as in memory
-    group = rank[group.reshape(-1)]
+    # groups numbered in the order of their first rows, as in memory
+    group = _by_first_row(np.unique(hashes[positive], return_inverse=True)[1].reshape(-1))
+    first = np.unique(group, return_index=True)[1]
     W = np.bincount(group, weights=w[positive])
     sample = _posterior.loo_rows(W, np.random.RandomState(problem.seed))  # groups, as the in-memory fit draws them
     members = np.flatnonzero(np.isin(group, sample))  # every row of a sampled group: their targets' mean
-    Xs, Ym = dask.compute(rows.X[positive[np.sort(first)][sample]], rows.Y[positive[members]])
+    Xs, Ym = dask.compute(rows.X[positive[first[sample]]], rows.Y[positive[members]])
     at = np.searchsorted(sample, group[members])
     wm = w[positive[members]]
     Ys = np.stack([np.bincount(at, weights=wm * column, minlength=len(sample)) for column in Ym.T], axis=1)
