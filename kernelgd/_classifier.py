@@ -126,7 +126,11 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         fitted to the training rows' left-out outputs at ``alpha_`` and
         applied to those of ``dual_coef_`` and ``intercept_`` (their own
         where ``alpha_`` is 0 or the kernel is not positive semi-definite);
-        None where a class has no training row of positive weight. With the
+        where those rows are under 10 per number the layer fits (``k (k +
+        1)`` for k classes) and a layer of one slope shared by the classes
+        (``coef_`` a multiple of the identity) has a lower cross-validated
+        log-loss by one standard error, that layer; None where a class has
+        no training row of positive weight. With the
         logistic loss, fitted to held-out log-probabilities where
         ``alpha="auto"`` chose the ridge and the layer lowers their
         cross-validated log-loss; None otherwise.

@@ -18,7 +18,7 @@ from sklearn.utils.validation import _check_feature_names
 
 from . import _auto_alpha, _combiner, _fit, _posterior
 from ._losses import SquaredLoss
-from ._combiner import combiner_label_noise, fit_combiner, left_out_outputs
+from ._combiner import combiner_label_noise, fit_output_layer, left_out_outputs
 from ._replicates import _by_first_row, distinct_groups, row_hashes
 from ._solvers import SMOOTH_LOSS_SOLVERS
 from ._solvers import blockwise
@@ -185,7 +185,7 @@ def fit(estimator, X, y, sample_weight, classifier):
             left_out = left_out_outputs(Xc, None, kernel, Yc, wc, alpha, est.fit_intercept, est._precomputed,
                                         options["n_threads"], seed)
             outputs, wc = (left_out[0] * y_scale, left_out[1]) if left_out else (est._decision(Xc, "fit"), wc)
-            est.combiner_ = fit_combiner(outputs, Yc, wc, Xc)
+            est.combiner_ = fit_output_layer(outputs, Yc, wc, Xc, seed)
             est.label_noise_ = combiner_label_noise(est.combiner_, outputs, Yc, wc, Xc, seed)
     return est
 

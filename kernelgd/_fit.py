@@ -16,7 +16,7 @@ from . import _loo_ridge as loo_ridge
 from ._array_api import add_at_rows, block_of, copy_array, on_host, rows_of, take_rows, to_numpy, xp_of, zeros_as
 from ._auto_alpha import auto_alpha
 from ._combiner import (
-    combiner_label_noise, combiner_rows, fit_combiner, layer_landmarks, left_out_outputs, training_outputs,
+    combiner_label_noise, combiner_rows, fit_output_layer, layer_landmarks, left_out_outputs, training_outputs,
 )
 from ._logistic_layer import output_layer
 from ._losses import SquaredLoss
@@ -398,7 +398,7 @@ def fit(est, X, Y, sample_weight, stratify, options, progress, ravel):
                                     est._precomputed, problem.options["n_threads"], problem.seed,
                                     problem.landmarks if picked is None else None)
         outputs, w = left_out or (training_outputs(problem.operator, coef, intercept, picked), w)
-        est.combiner_ = fit_combiner(outputs * rows.y_scale, Y, w, X)
+        est.combiner_ = fit_output_layer(outputs * rows.y_scale, Y, w, X, problem.seed)
         est.label_noise_ = combiner_label_noise(est.combiner_, outputs * rows.y_scale, Y, w, X, problem.seed)
     elif is_classifier(est) and est._layers(problem, monitor):  # the logistic loss's, where it lowers held-out loss
         est.combiner_, est.label_noise_ = output_layer(problem, solver_settings(est, problem), held_out)

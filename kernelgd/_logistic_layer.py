@@ -16,17 +16,16 @@ tens of nats. The probabilities are then read as those of labels drawn at random
 kept under the same test.
 """
 
-import warnings
 from typing import NamedTuple
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
 from ._array_api import rows_of, to_numpy
 from ._auto_alpha import significantly_fewer
-from ._combiner import SIGNIFICANCE, cross_validation_folds, fit_combiner, label_noise
+from ._combiner import (
+    ROWS_PER_NUMBER, SIGNIFICANCE, converged, cross_validated_losses, cross_validation_folds, fit_combiner, label_noise,
+)
 from ._loo_ridge import HELD_OUT, _HeldOut
-from ._losses import BinaryLogisticLoss, MultinomialLoss
 from ._replicates import distinct_rows
 
 # The held-out rows the layer reads at least (all of them on smaller sets), in at most 1 / HELD_OUT folds.
@@ -36,9 +35,6 @@ LAYER_ROWS = 1000
 LEAST_LOG_PROBABILITY = -30.0
 # A _HeldOut's path, which the layer's folds do not walk.
 HELD_OUT_PATH = (0, 0, 0, 0.0)
-# The distinct held-out rows per number the layer fits (k (k + 1) for k score columns) at least: on fewer it overfits
-# (26 classes' 702 numbers on letter's 3,200 held-out rows, 110 on 1,000 of digits), and its checks cost seconds.
-ROWS_PER_NUMBER = 10
 # The folds fitted for the layer beside the ridge rule's, at most this many times n^2 k kernel entries
 # together (each fit takes many products of that size): a fold of 5,600 rows of five classes (1.6e8), not one
 # of MNIST's 8,000 rows of ten (6.4e8). Beyond, the rule's folds alone, where it made any.
@@ -111,33 +107,9 @@ def output_layer(problem, settings, held_out=None):
     if layered:
         S = layer_inputs(loss, F)
         Y, X = (to_numpy(rows_of(A, held.held)) for A in (rows.Y, rows.X))  # on the host (X: sparse or dense)
-        layer_losses = _cross_validated_losses(S, Y, w, X, held.labels, folds)
+        layer_losses = cross_validated_losses(fit_combiner, S, Y, w, X, held.labels, folds)
         if layer_losses is not None and significantly_fewer(layer_losses, losses, w, held.groups, held.n_effective,
                                                             SIGNIFICANCE):
-            layer = _fit_layer(S, Y, w, X)
+            layer = converged(fit_combiner, S, Y, w, X)
             losses = losses if layer is None else layer_losses  # the layer's probabilities, out of its own fit
     return Calibration(layer, label_noise(losses, w, folds, held.groups, held.n_effective, max(k, 2)))
-
-
-def _fit_layer(S, Y, w, X):
-    """``_combiner.fit_combiner``'s layer, or None where its solver did not converge (no layer rather than a
-    warning the user cannot act on)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ConvergenceWarning)
-        layer = fit_combiner(S, Y, w, X)
-    return None if any(issubclass(warning.category, ConvergenceWarning) for warning in caught) else layer
-
-
-def _cross_validated_losses(S, Y, w, X, labels, folds):
-    """Each row's log-loss under a layer fitted to the other ``folds``' rows (``cross_validation_folds``); None
-    where a fold's layer misses a class."""
-    losses = np.empty(len(labels))
-    for k in range(folds.max() + 1):
-        train, test = np.flatnonzero(folds != k), np.flatnonzero(folds == k)
-        layer = _fit_layer(S[train], Y[train], w[train], X[train])
-        if layer is None:
-            return None
-        D = layer.decision_function(S[test])  # log-probabilities from the layer's log-odds: no log of a rounded 0
-        P = (MultinomialLoss if D.ndim == 2 else BinaryLogisticLoss).log_probabilities(D.reshape(len(test), -1))
-        losses[test] = -P[np.arange(len(test)), np.searchsorted(layer.classes_, labels[test])]
-    return losses

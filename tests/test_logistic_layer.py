@@ -96,7 +96,8 @@ def test_the_layers_cross_validation_reads_certain_wrong_rows_without_a_warning(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         folds = _combiner.cross_validation_folds(labels, np.arange(200), np.random.RandomState(0))
-        losses = _logistic_layer._cross_validated_losses(S, Y, np.full(200, 1 / 200), S, labels, folds)
+        losses = _combiner.cross_validated_losses(_combiner.fit_combiner, S, Y, np.full(200, 1 / 200), S, labels,
+                                                  folds)
     assert np.all(np.isfinite(losses)) and losses[0] > 10.0
 
 
@@ -170,7 +171,7 @@ def test_probabilities_take_the_labels_drawn_at_random(monkeypatch):
     X, y = _noisy_product(1500, 0)
     X_test, y_test = _noisy_product(4000, 1)
     # no layer (its cross-validation fails): the model's own probabilities, mixed
-    monkeypatch.setattr(_logistic_layer, "_cross_validated_losses", lambda *args: None)
+    monkeypatch.setattr(_logistic_layer, "cross_validated_losses", lambda *args: None)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
