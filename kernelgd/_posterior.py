@@ -51,9 +51,13 @@ from ._solvers._preconditioners import (
     center_jitter,
 )
 
-# CG's relative residual for the exact model's solves: the variance's error is at most about
-# tol^2 |k_x|^2 / alpha, far below the noise variance alpha N at any ridge CG resolves.
+# CG's relative residual for the exact model's solves at most. The variance's error is at most about
+# tol^2 |S k_x|^2 / alpha: below a ridge of about 1e-4 the variance's solves take a tol that holds it within
+# VARIANCE_ERROR times the point's prior variance k(x, x) (at 1e-6 a ridge of 1e-10 left the std of a point
+# 13% above a dense factor's), down to VARIANCE_TOL_MIN (float64 CG's reach).
 VARIANCE_TOL = 1e-6
+VARIANCE_ERROR = 1e-8
+VARIANCE_TOL_MIN = 1e-12
 # CG iterations per block of test points before the variance is reported unresolved.
 VARIANCE_MAX_ITER = 2000
 # Rows up to which the exact model's s^2 is the leave-one-out one, from a dense factorization of C; the
@@ -347,10 +351,24 @@ def reduction(kernel, X_fit, Z, posterior, operator=None, system=None, full=Fals
         return (V.T @ V if full else xp.sum(V * V, axis=0)), None
     _, apply_A, precond, s = system
     B = s[:, None] * K
-    result = block_pcg(apply_A, B, precond, max_iter=VARIANCE_MAX_ITER, tol=VARIANCE_TOL)
+    result = block_pcg(apply_A, B, precond, max_iter=VARIANCE_MAX_ITER,
+                       tol=_variance_tol(B, kernel.diag(Z), posterior.alpha))
     if full:
         return B.T @ result.x, result.status
     return xp.sum(B * result.x, axis=0), result.status
+
+
+def _variance_tol(B, prior, alpha):
+    """CG's tol for the columns of ``B = S k_Z``: ``VARIANCE_TOL``, or less where the error ``tol^2 |b|^2 / alpha``
+    could pass ``VARIANCE_ERROR`` times a point's prior variance ``prior`` (not below ``VARIANCE_TOL_MIN``)."""
+    xp = xp_of(B)
+    energy = xp.sum(B * B, axis=0)
+    if not alpha > 0:
+        return VARIANCE_TOL_MIN
+    with np.errstate(divide="ignore", invalid="ignore"):  # a column of zeros: any tol resolves it
+        ratio = np.asarray(to_numpy(VARIANCE_ERROR * alpha * as_float64(prior) / energy), dtype=np.float64)
+    least = float(np.min(ratio, initial=np.inf, where=np.isfinite(ratio)))
+    return float(min(VARIANCE_TOL, max(VARIANCE_TOL_MIN, np.sqrt(least))))
 
 
 def block_rows(n_fit, memory_budget):

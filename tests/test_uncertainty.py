@@ -510,3 +510,19 @@ def test_weighted_gram_holds_one_sum_per_thread():
     K = rbf(X, X[:200], 1.0)
     assert_allclose(G, K.T @ (w[:, None] * K), rtol=1e-10)
     assert peak < 4 << 20, peak
+
+
+def test_a_tiny_ridges_std_is_the_same_from_the_dense_factor_and_from_cg():
+    # Regression: the exact model's variance solves stopped at CG's relative residual 1e-6, whose error (up to
+    # tol^2 |k_x|^2 / alpha) at alpha=1e-10 left single points' std (CG) up to 13% above the batch's (one dense
+    # factor for many points); the solves now tighten with the ridge
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(1200, 1))
+    y = np.sin(2 * X[:, 0]) + X[:, 0] + 0.3 * rng.normal(size=1200)
+    model = KernelGDRegressor(alpha=1e-10, sigma=4.0, random_state=0).fit(X, y)
+    X_test = np.linspace(-4, 4, 30)[:, None]
+    std = model.predict(X_test, return_std=True)[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        one_by_one = np.array([model.predict(X_test[i : i + 1], return_std=True)[1][0] for i in range(30)])
+    assert_allclose(one_by_one, std, rtol=1e-4)
