@@ -4,7 +4,8 @@ The start is the squared loss's rule (``_auto_alpha``) for the labels, scaled by
 loss's curvature at the intercept-only model. Where Newton's dense system on the distinct rows
 is small (``_dense_newton.tiny``), the ridges ``MULTIPLES`` times the start are fitted, largest
 first and warm-started, and scored by approximate leave-one-out (``_logistic_loo``, Rad & Maleki,
-2020); the largest within one standard error of the least loss is chosen (Breiman et al., 1984).
+2020); the largest within one standard error of the least loss is chosen (Breiman et al., 1984), a group of
+identical rows holding a whole class left out of the choice (``_judged``).
 On the smallest systems (``WIDTH_UNKNOWNS``) each of ``WIDTHS`` runs that path too.
 
 On a larger set the median multiple of ``DRAWS`` small subsamples scales the rule's ridge, and the
@@ -103,7 +104,8 @@ def choose(problem, settings, widen=None):
         return problem, None, n_iter, None
     # the widest kernel within one standard error of the least loss: the smoothest the rows cannot tell apart
     fits.sort(key=lambda fit: -fit[0])
-    W = _groups(rows)[1]
+    _, W, T = _groups(rows)
+    W = _judged(W, T)
     chosen = fits[_one_standard_error(np.array([fit[3] for fit in fits]), W)]
     if settings.verbose and len(widths) > 1:
         means = ", ".join(f"x{factor:.3g}: {losses @ W:.4g}" for factor, _, _, losses in fits)
@@ -120,6 +122,9 @@ def _path(problem, settings, extend=False, lowest=0.0, exact=False, highest=EXTE
     """
     rows, loss = problem.rows, problem.loss
     first, W, T = _groups(rows)
+    judged = _judged(W, T)
+    if judged is None:
+        return problem.alpha, None, 0, None
     distinct = _distinct_operator(problem, first)
     dense = features(distinct, T.shape[1], problem.alpha, not loss.diagonal_hessian, confirm=True)
     if dense is None:
@@ -146,7 +151,7 @@ def _path(problem, settings, extend=False, lowest=0.0, exact=False, highest=EXTE
         F = np.asarray(to_numpy(problem.operator.matvec(result.dual_coef) + result.intercept))[first]
         try:  # a score that rounding breaks (a singular I - H Q) ends the path as a warning does
             with np.errstate(all="ignore"):
-                losses = _scores(Psi, r, F, W, T, alpha, settings.fit_intercept, loss)
+                losses = np.where(judged > 0, _scores(Psi, r, F, W, T, alpha, settings.fit_intercept, loss), 0.0)
         except np.linalg.LinAlgError:
             return None
         fit = (result.dual_coef, result.intercept, result.converged and not stops)
@@ -162,7 +167,7 @@ def _path(problem, settings, extend=False, lowest=0.0, exact=False, highest=EXTE
         path.append([multiple, *done])
     if not path:
         return problem.alpha, None, n_iter, None
-    chosen = _settled(path, W)
+    chosen = _settled(path, judged)
     broke = len(path) < len(multiples)
     while extend:
         if chosen == len(path) - 1 and not broke and path[-1][0] / 4 >= max(lowest, 1.0 / EXTEND_TO):
@@ -175,9 +180,9 @@ def _path(problem, settings, extend=False, lowest=0.0, exact=False, highest=EXTE
         if done is None:
             break
         path.insert(at, [multiple, *done])
-        chosen = _settled(path, W)
+        chosen = _settled(path, judged)
     if settings.verbose:
-        means = ", ".join(f"{m:g}: {losses @ W:.4g}" for m, _, losses, _ in path)
+        means = ", ".join(f"{m:g}: {losses @ judged:.4g}" for m, _, losses, _ in path)
         sigma = "" if problem.kernel is None else f" at sigma={problem.kernel.params.get('sigma', 'none'):.4g}"
         print(f"[alpha] leave-one-out log-loss{sigma} by multiple of {problem.alpha:.3e}: {means}; "
               f"chosen {path[chosen][0]:g}")
@@ -241,7 +246,7 @@ def _better_on(problem, settings, idx, losses, rng, factor):
         return False
     sub = _subproblem(replace(problem, kernel=scaled(problem.kernel, factor)), settings, idx, rng)
     other = _path_losses(sub, settings, 0.0, extend=False)[1] if sub is not None else None
-    W = _groups(sub.rows)[1] if sub is not None else None
+    W = _judged(*_groups(sub.rows)[1:]) if sub is not None else None
     better = other is not None and significantly_fewer(other, losses, W, None, effective_count(W),
                                                          CHECK_SIGNIFICANCE)
     if settings.verbose:
@@ -652,6 +657,18 @@ def _groups(rows):
     first, T, W = collapse(group_of, int(group_of.max()) + 1, to_numpy(rows.Y), w)
     weighs = W > 0
     return first[weighs], W[weighs], T[weighs]
+
+
+def _judged(W, T):
+    """The groups' weights in a leave-one-out choice (summing to 1; None where none is left): zero for a group
+    that holds every row of some class. Without it the class has no row, its intercept runs off to minus
+    infinity, and its leave-one-out loss grows without bound at any ridge (a rounding-driven tens or 1e5 nats
+    where Newton stops): it tells no ridge or width from another."""
+    shares = np.column_stack([1.0 + T[:, 0], 1.0 - T[:, 0]]) if T.shape[1] == 1 else T  # (+-1 codes for two)
+    present = shares > 0
+    alone = (present & (present.sum(axis=0) == 1)).any(axis=1)
+    kept = np.where(alone, 0.0, W)
+    return kept / kept.sum() if kept.sum() > 0 else None
 
 
 def _distinct_operator(problem, first):
