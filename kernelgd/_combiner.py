@@ -166,10 +166,12 @@ def fit_combiner(F, Y, w, X):
         return None
     group_of = distinct_groups(X)
     weight = w[positive] / w[positive].sum() * distinct_rows(w, group_of)
-    layer = LogisticRegression(max_iter=1000).fit(F[positive], labels[positive], sample_weight=weight)
-    if not reads_own_class(layer.coef_.T, layer.classes_):  # no signal: the classes' weighted shares
-        layer = LogisticRegression(max_iter=1000).fit(np.zeros_like(F[positive]), labels[positive],
-                                                      sample_weight=weight)
+    with warnings.catch_warnings():  # the fit's own check of the labels warned the user of many classes once
+        warnings.filterwarnings("ignore", "The number of unique classes", UserWarning)
+        layer = LogisticRegression(max_iter=1000).fit(F[positive], labels[positive], sample_weight=weight)
+        if not reads_own_class(layer.coef_.T, layer.classes_):  # no signal: the classes' weighted shares
+            layer = LogisticRegression(max_iter=1000).fit(np.zeros_like(F[positive]), labels[positive],
+                                                          sample_weight=weight)
     return layer
 
 

@@ -617,7 +617,9 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         model._calibrates = model.alpha != "auto"  # the rules' model is calibrated by its own held-out rows
 
         def refit():
-            self.best_estimator_ = model.fit(X_in, y, sample_weight=self._sample_weight)
+            with warnings.catch_warnings():  # the search's own check of the labels warned of many classes once
+                warnings.filterwarnings("ignore", "The number of unique classes", UserWarning)
+                self.best_estimator_ = model.fit(X_in, y, sample_weight=self._sample_weight)
             if model.alpha == "auto":  # the width rule won: its sigma and alpha are the model's
                 self.sigma_, self.alpha_ = self.best_estimator_.sigma_, self.best_estimator_.alpha_
 

@@ -1,5 +1,7 @@
 """KernelGDClassifier: one-vs-rest squared loss against KernelRidge on +/-1 targets."""
 
+import warnings
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
@@ -463,3 +465,17 @@ def test_output_layer_choice_reads_integer_weights_as_rows_repeated():
     assert weighted.coef_[0, 1] == 0.0  # the shared slope: 30 numbers on about 130 distinct rows overfit
     assert_allclose(repeated.coef_, weighted.coef_, rtol=1e-6)
     assert_allclose(repeated.intercept_, weighted.intercept_, atol=1e-6)
+
+
+def test_many_classes_for_the_rows_warn_once():
+    # Regression: scikit-learn's warning that the classes are more than half the rows came from the fit's check of
+    # the labels, and again from the output layer's LogisticRegression
+    X = np.random.RandomState(0).normal(size=(25, 2))
+    y = np.r_[np.arange(15), np.arange(10)]
+    from kernelgd import KernelGDClassifierCV
+
+    for model in (KernelGDClassifier(random_state=0), KernelGDClassifierCV(random_state=0)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.fit(X, y)
+        assert [str(w.message)[:30] for w in caught] == ["The number of unique classes i"]
