@@ -19,7 +19,7 @@ from sklearn.base import (
     clone,
 )
 from sklearn.metrics import check_scoring, log_loss, make_scorer
-from sklearn.model_selection import GroupKFold, StratifiedGroupKFold, check_cv
+from sklearn.model_selection import KFold, StratifiedKFold, check_cv
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
@@ -428,8 +428,10 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
 
     def _splits(self, X, y, classifier):
         """The folds of the rows of X: ``cv``'s, or where ``cv`` is None or an int and some rows repeat,
-        as many folds with every copy of a row in one fold (a copy in the test fold would be
-        predicted by its twin in the training rows, which favours interpolation)."""
+        as many folds of the distinct rows (as ``check_cv`` splits rows, by the label of each one's first
+        copy), every copy of a row in its fold: a copy in the test fold would be predicted by its twin in the
+        training rows, which favours interpolation, and the rows repeated then split as their integer
+        weights do."""
         folds, chosen = self._folds(y, classifier), self.cv is None
         with warnings.catch_warnings():
             if chosen:  # a class with fewer rows than the folds is missing from some test folds: the scores allow it
@@ -445,8 +447,13 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
                             f"{type(self).__name__} found 1 distinct row of X, too few for cross-validation. "
                             "Fit on more data."
                         )
-                    splitter = StratifiedGroupKFold if classifier else GroupKFold
-                    return list(splitter(n_splits=min(folds, n_groups)).split(to_numpy(X), y, group_of))
+                    first = np.unique(group_of, return_index=True)[1]  # group g's first row: first[g]
+                    labels = np.asarray(to_numpy(y))[first]
+                    n_splits = min(folds, n_groups)
+                    stratified = classifier and np.unique(labels, return_counts=True)[1].max() >= n_splits
+                    splitter = StratifiedKFold(n_splits) if stratified else KFold(n_splits)
+                    return [(np.flatnonzero(np.isin(group_of, train)), np.flatnonzero(np.isin(group_of, test)))
+                            for train, test in splitter.split(first[:, None], labels)]
             return list(check_cv(folds, y, classifier=classifier).split(to_numpy(X), y))
 
     def _kfold_scores(self, X, Y, sw, kernel, sigma, alphas, scorer, incumbent=None, near=None):

@@ -957,3 +957,20 @@ def test_kfold_search_on_repeated_rows_does_not_interpolate():
     twice = np.r_[np.arange(250), np.arange(250)]
     once = KernelGDClassifierCV(cv=5, random_state=0).fit(X_, y_).score(X_test, y_test)
     assert KernelGDClassifierCV(cv=5, random_state=0).fit(X_[twice], y_[twice]).score(X_test, y_test) > once - 0.05
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_kfold_search_splits_integer_weights_as_the_rows_repeated(loss):
+    # Regression: the rows repeated were split by StratifiedGroupKFold, which balances the folds' sizes in rows,
+    # and their integer weights by StratifiedKFold: other folds, and on 60 rows a 300 times larger ridge for the
+    # weights (probabilities 0.5 apart); the default folds are now those of the distinct rows
+    rng = np.random.RandomState(3)
+    X = rng.normal(size=(60, 3))
+    y = (np.sin(2 * X[:, 0]) + X[:, 2] + 0.5 * rng.normal(size=60) > 0).astype(int)
+    counts = rng.randint(1, 4, 60)
+    params = dict(loss=loss, random_state=0, cv=5 if loss == "squared" else None)
+    weighted = KernelGDClassifierCV(**params).fit(X, y, sample_weight=counts)
+    repeated = KernelGDClassifierCV(**params).fit(np.repeat(X, counts, 0), np.repeat(y, counts))
+    assert (weighted.sigma_, weighted.alpha_) == pytest.approx((repeated.sigma_, repeated.alpha_), rel=1e-9)
+    assert weighted.best_score_ == pytest.approx(repeated.best_score_, rel=1e-3)  # (folds fitted to a tol)
+    assert_allclose(weighted.predict_proba(X), repeated.predict_proba(X), atol=1e-4)
