@@ -417,6 +417,14 @@ def test_output_layer_with_many_classes_for_its_rows_shares_one_slope(monkeypatc
     assert clf.score(X_test, y_test) > full.score(X_test, y_test) + 0.04  # (0.327 against 0.258)
 
 
+def _outputs_of_classes(n, k, signal, seed):
+    """``(rng, labels, Y, F)``: random labels of k classes, their +-1 codes, and noisy outputs ``signal`` Y off zero."""
+    rng = np.random.RandomState(seed)
+    labels = rng.randint(0, k, n)
+    Y = np.where(labels[:, None] == np.arange(k), 1.0, -1.0)
+    return rng, labels, Y, signal * Y + rng.normal(size=(n, k))
+
+
 def test_shared_slope_layer_minimizes_its_objective():
     # against a generic optimizer on the objective written out: weighted mean log-loss of softmax(a F + b) plus
     # (a s)^2 / (2 N), s the outputs' weighted spread, N the distinct rows; and whatever the outputs' scale
@@ -425,11 +433,8 @@ def test_shared_slope_layer_minimizes_its_objective():
 
     from kernelgd._combiner import fit_shared
 
-    rng = np.random.RandomState(0)
     n, k = 300, 4
-    labels = rng.randint(0, k, n)
-    Y = np.where(labels[:, None] == np.arange(k), 1.0, -1.0)
-    F = 0.3 * Y + rng.normal(size=(n, k))
+    rng, labels, Y, F = _outputs_of_classes(n, k, 0.3, 0)
     w = rng.uniform(0.5, 2.0, n)
     W = w / w.sum()
     spread = np.sqrt(W @ np.mean((F - W @ F.mean(axis=1)) ** 2, axis=1))
@@ -453,11 +458,8 @@ def test_shared_slope_layer_minimizes_its_objective():
 def test_output_layer_choice_reads_integer_weights_as_rows_repeated():
     from kernelgd._combiner import fit_output_layer
 
-    rng = np.random.RandomState(1)
     n, k = 200, 5
-    labels = rng.randint(0, k, n)
-    Y = np.where(labels[:, None] == np.arange(k), 1.0, -1.0)
-    F = 0.2 * Y + rng.normal(size=(n, k))
+    rng, _, Y, F = _outputs_of_classes(n, k, 0.2, 1)
     counts = rng.randint(0, 3, n)
     weighted = fit_output_layer(F, Y, counts.astype(float), F, 0)
     repeated = fit_output_layer(*(np.repeat(A, counts, axis=0) for A in (F, Y)), np.ones(counts.sum()),
