@@ -52,9 +52,8 @@ from ._solvers._preconditioners import (
 )
 
 # CG's relative residual for the exact model's solves at most. The variance's error is at most about
-# tol^2 |S k_x|^2 / alpha: below a ridge of about 1e-4 the variance's solves take a tol that holds it within
-# VARIANCE_ERROR times the point's prior variance k(x, x) (at 1e-6 a ridge of 1e-10 left the std of a point
-# 13% above a dense factor's), down to VARIANCE_TOL_MIN (float64 CG's reach).
+# tol^2 |S k_x|^2 / alpha, so below a ridge of about 1e-4 the variance's solves take a tol that holds it within
+# VARIANCE_ERROR times the point's prior variance k(x, x), down to VARIANCE_TOL_MIN (float64 CG's reach).
 VARIANCE_TOL = 1e-6
 VARIANCE_ERROR = 1e-8
 VARIANCE_TOL_MIN = 1e-12
