@@ -126,8 +126,8 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         fitted to the training rows' left-out outputs at ``alpha_`` and
         applied to those of ``dual_coef_`` and ``intercept_`` (their own
         where ``alpha_`` is 0 or the kernel is not positive semi-definite);
-        where those rows are under 10 per number the layer fits (``k (k +
-        1)`` for k classes) and a layer of one slope shared by the classes
+        where those rows are fewer than the numbers the layer fits (``k (k
+        + 1)`` for k classes) and a layer of one slope shared by the classes
         (``coef_`` a multiple of the identity) has a lower cross-validated
         log-loss by one standard error, that layer; None where a class has
         no training row of positive weight. With the
