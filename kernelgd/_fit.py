@@ -153,9 +153,11 @@ def training_rows(est, X, Y, sample_weight, stratify, rng):
     # sum past float64's range (then inf, alpha="auto" 0) without numpy's overflow warning
     top = float(xp.max(raw_tr))
     weight_total = float(xp.sum(raw_tr / top)) * top if 0 < top < np.inf else float(xp.sum(raw_tr))
+    # the rules, the posterior and a search's refit's held-out layer (``_calibrates``) hold copies of a row together
+    reads_copies = est._predictive or est._auto_kernel or est.alpha == "auto" or getattr(est, "_calibrates", False)
     return TrainingRows(
         X=X_tr, Y=Y_tr / y_scale, w=w_tr / xp.sum(w_tr), y_scale=y_scale,
-        replicates=distinct_groups(X_tr) if est._predictive or est._auto_kernel or est.alpha == "auto" else None,
+        replicates=distinct_groups(X_tr) if reads_copies else None,
         weight_total=weight_total, train=None if val is None else tr, validation=validation, X_given=X,
     )
 

@@ -974,3 +974,21 @@ def test_kfold_search_splits_integer_weights_as_the_rows_repeated(loss):
     assert (weighted.sigma_, weighted.alpha_) == pytest.approx((repeated.sigma_, repeated.alpha_), rel=1e-9)
     assert weighted.best_score_ == pytest.approx(repeated.best_score_, rel=1e-3)  # (folds fitted to a tol)
     assert_allclose(weighted.predict_proba(X), repeated.predict_proba(X), atol=1e-4)
+
+
+def test_the_logistic_refits_held_out_layer_holds_copies_of_a_row_together():
+    # Regression: the refit at the ridge the search chose reads held-out folds for its output layer, but a fit at a
+    # given ridge did not find the copies of a row: they were split between folds, each predicting its twin, and
+    # on 60 rows weighted 1 to 3 the rows repeated kept a layer their integer weights declined (scores 2.3 apart)
+    rng = np.random.RandomState(615)
+    rng.choice(3), rng.choice(4), rng.choice(3)
+    X = rng.normal(size=(60, 1)) * rng.uniform(0.5, 2, size=1)
+    f = np.sin(2 * X[:, 0] / X[:, 0].std()) + X[:, 0] + rng.uniform(0.05, 1) * rng.normal(size=60)
+    rng.choice(2)
+    y = np.digitize(f, np.quantile(f, [1 / 3, 2 / 3]))
+    counts = rng.randint(1, 4, 60)
+    params = dict(loss="logistic", random_state=0, sigmas=[0.6], alphas=[0.01])
+    weighted = KernelGDClassifierCV(**params).fit(X, y, sample_weight=counts)
+    repeated = KernelGDClassifierCV(**params).fit(np.repeat(X, counts, 0), np.repeat(y, counts))
+    assert (weighted.best_estimator_.combiner_ is None) == (repeated.best_estimator_.combiner_ is None)
+    assert_allclose(weighted.decision_function(X), repeated.decision_function(X), atol=1e-6)
