@@ -75,7 +75,7 @@ def ridge_grid(lam, least=0.0):
 
 
 def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, classify=False, exact=False,
-           least=0.0, pool=None, gram=None, directions=None):
+           least=0.0, pool=None, directions=None):
     """``(alpha, errors, alphas, wrong, residuals)``: the rule's ridge from the factor ``B`` of ``Q S K S Q ~ B B'``,
     with ``classify`` each row's left-out misclassification at it (else None), and with ``exact`` each row's
     left-out squared error at it (else None).
@@ -85,14 +85,14 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     rounding (``rounding_floor``). ``classify(F, labels, w, groups)``: the left-out classes from left-out outputs F,
     for ``classification_ridge``; False: no check. ``exact``: B B' is the whole matrix, and ``errors`` are
     leave-one-out errors (inf where a group's leverage is 1), else GCV's. ``pool``: ``(run, batches)`` as
-    ``factor_gram``'s; ``gram``: ``B'B`` where known; ``directions``: the factor's ``Directions`` above ``floor``
-    where made already (they then stand for factor, floor, pool and gram).
+    ``factor_gram``'s; ``directions``: the factor's ``Directions`` above ``floor`` where made already (they then
+    stand for factor, floor and pool).
     """
     w_host = np.asarray(to_numpy(w), dtype=np.float64)
     n_effective = effective_count(w_host, group_of)
     if factor.shape[1] == 0 or n_effective < 3:
         return FALLBACK_ALPHA, None, None, None, None
-    directions = directions or Directions(factor, factor_gram(factor, pool) if gram is None else gram, floor, pool)
+    directions = directions or Directions(factor, factor_gram(factor, pool), floor, pool)
     lam, W = directions.eigen
     if not len(lam):
         return FALLBACK_ALPHA, None, None, None, None

@@ -32,6 +32,7 @@ from ._auto_alpha import (
 from ._losses import BinaryLogisticLoss, MultinomialLoss
 from ._replicates import distinct_groups, distinct_rows, effective_count, replicate_groups
 from ._solvers._preconditioners import Landmarks
+from ._warnings import labels_checked
 
 # The output layer reads at most this many training rows (drawn at random beyond): K (K + 1) numbers
 # are set by a few thousand, and its fit costs rows x K^2 per iteration.
@@ -171,8 +172,7 @@ def fit_combiner(F, Y, w, X):
         return None
     group_of = distinct_groups(X)
     weight = w[positive] / w[positive].sum() * distinct_rows(w, group_of)
-    with warnings.catch_warnings():  # the fit's own check of the labels warned the user of many classes once
-        warnings.filterwarnings("ignore", "The number of unique classes", UserWarning)
+    with labels_checked():
         layer = LogisticRegression(max_iter=1000).fit(F[positive], labels[positive], sample_weight=weight)
         if not reads_own_class(layer.coef_.T, layer.classes_):  # no signal: the classes' weighted shares
             layer = LogisticRegression(max_iter=1000).fit(np.zeros_like(F[positive]), labels[positive],

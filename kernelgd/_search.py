@@ -36,7 +36,7 @@ from ._operator import KernelOperator, n_threads, single_threaded_blas
 from ._progress import SearchProgress
 from ._regressor import KernelGDRegressor
 from ._solvers._krylov import rp_cholesky
-from ._warnings import held_back, recorded
+from ._warnings import held_back, labels_checked, recorded
 from ._loo import _eigen_system, _loo_scores, _low_rank_system, score_predictions
 from ._replicates import collapse, replicate_groups
 from .kernels import _CarriesRegisteredKernels, bind_kernel, check_sparse_support, get_spec
@@ -624,8 +624,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         model._calibrates = model.alpha != "auto"  # the rules' model is calibrated by its own held-out rows
 
         def refit():
-            with warnings.catch_warnings():  # the search's own check of the labels warned of many classes once
-                warnings.filterwarnings("ignore", "The number of unique classes", UserWarning)
+            with labels_checked():
                 self.best_estimator_ = model.fit(X_in, y, sample_weight=self._sample_weight)
             if model.alpha == "auto":  # the width rule won: its sigma and alpha are the model's
                 self.sigma_, self.alpha_ = self.best_estimator_.sigma_, self.best_estimator_.alpha_

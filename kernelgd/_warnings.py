@@ -52,3 +52,12 @@ def recorded():
         with held_back() as held:
             yield caught
         caught.extend(held)
+
+
+@contextmanager
+def labels_checked():
+    """Inner fits (an output layer, a search's refit) leave scikit-learn's warning of more classes than half the
+    rows to the fit's own check of the labels: the user is told once."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "The number of unique classes", UserWarning)
+        yield
