@@ -7,7 +7,8 @@ Up to ``EXACT_MAX_ROWS`` distinct rows the factor takes every row and the error 
 model's closed-form leave-one-out error (as scikit-learn's ``RidgeCV``); beyond, the factor has
 rank ``RANK`` and the error is GCV's (Golub, Heath & Wahba, 1979) with every leverage taken as
 their mean (the proxy's own leverages would single out its pivots), bounded from below by exact
-leave-one-out on a random subset (``check_floor``).
+leave-one-out on a random subset (``check_floor``) and, where the factor is the whole matrix, by the rows' own
+leverages (``leverage_floor``).
 
 A group of identical rows is left out as one and GCV counts Kish's effective number of rows, so
 scaling the weights or repeating every row chooses the same ridge. Of the ridges within ``TIE``
@@ -349,11 +350,15 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
             return choose(factor, Ys, ws, fit_intercept, group_of, None if alpha == "auto" else [alpha],
                           directions.floor, classify, exact, least, directions=directions)
 
-        def floor(gcv):
-            return check_floor(Xs, kernel, Ys, ws, group_of, fit_intercept, np.random.RandomState(seed + 1), False,
-                               n_distinct, precision, classify, gcv, threads)
+        least = least_ridge(operator, ws, n_distinct)
 
-        result = _checked(at, least_ridge(operator, ws, n_distinct), exact or alpha != "auto", floor)
+        def floor(gcv, falls):
+            return max(leverage_floor(factor, Ys, ws, fit_intercept, group_of, directions, least, gcv, falls),
+                       check_floor(
+                Xs, kernel, Ys, ws, group_of, fit_intercept, np.random.RandomState(seed + 1), False, n_distinct,
+                precision, classify, gcv, threads))
+
+        result = _checked(at, least, exact or alpha != "auto", floor)
         chosen, errors, _, wrong, residuals = result
         # a factor is kept only where the full model's solve reuses it
         return (np.inf if errors is None else float(np.min(errors)), index, chosen if alpha == "auto" else alpha,
@@ -404,11 +409,32 @@ def _checked(at, least, exact, floor):
     """``at(least)``, ``choose``'s result with ridges from ``least`` up; where GCV chose it (not ``exact``),
     made again from ``floor(chosen)`` up (``check_floor``) where that is higher than GCV's choice."""
     result = at(least)
-    chosen, _, alphas = result[:3]
+    chosen, errors, alphas = result[:3]
     if exact or alphas is None:
         return result
-    bound = floor(chosen)
+    bound = floor(chosen, _falls_to_the_end(errors))
     return at(bound) if bound > chosen else result
+
+
+def leverage_floor(factor, Y, w, fit_intercept, group_of, directions, least, chosen, falls):
+    """A least ridge for GCV's choice ``chosen`` from the factor's own leave-one-out errors, or 0.
+
+    GCV takes every row's leverage as their mean; a row far from the others has a leverage near 1 at a small
+    ridge, and its left-out error, which GCV misses, can set the model's error off the rows. Where the factor
+    is the whole matrix (randomly pivoted Cholesky stopped below ``RANK`` at rounding: the Nystroem model is the
+    exact one, its landmarks no longer singled out), GCV's error still ``falls`` at the least ridge it scored,
+    and the exact leave-one-out error at ``chosen`` is at least ``CHECK_FACTOR`` times its least, the bound is
+    the ridge of that least.
+    """
+    if not falls or factor.shape[1] >= RANK:
+        return 0.0
+    alpha, errors, alphas = choose(factor, Y, w, fit_intercept, group_of, floor=directions.floor, exact=True,
+                                   least=least, directions=directions)[:3]
+    at = np.flatnonzero(alphas == chosen) if errors is not None and alphas is not None else []
+    finite = errors[np.isfinite(errors)] if errors is not None else []
+    if not len(at) or not len(finite) or not alpha > chosen:
+        return 0.0
+    return alpha if not errors[at[0]] < CHECK_FACTOR * np.min(finite) else 0.0
 
 
 def _falls_to_the_end(errors):
@@ -441,15 +467,21 @@ def check_floor(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, n_di
     return 0.0 if errors is None or _falls_to_the_end(errors) else alpha * m / n_distinct
 
 
+def _split(rng):
+    """A generator of its own seeded from one draw of ``rng``: what it draws leaves ``rng``'s next draw as it is."""
+    return np.random.RandomState(rng.randint(np.iinfo(np.int32).max))
+
+
 def _exact_left_out(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, precision, classify, n_rows, threads):
     """``(left_out, m)``: on ``n_rows`` of the rows drawn at random (all, where fewer), ``left_out(alphas=None)``
     is ``choose``'s result by their exact leave-one-out, and m their number of distinct rows of positive weight."""
     rows = np.sort(rng.choice(X.shape[0], min(n_rows, X.shape[0]), replace=False))
+    factor_rng = _split(rng)  # the factor's draws, whose number follows its rank, leave rng's next draw as it is
     Xc = _take(X, rows, precomputed)
     wc, groups = take_rows(w, rows), subset_groups(group_of, rows)
     wc = wc / xp_of(wc).sum(wc)
     operator = _operator(Xc, kernel, precomputed, threads)
-    factor = _unstored_factor(operator, wc, fit_intercept, rng, groups, every_row=True)[0]
+    factor = _unstored_factor(operator, wc, fit_intercept, factor_rng, groups, every_row=True)[0]
     m = distinct_rows(wc, groups)
     directions = Directions(factor, factor_gram(factor), rounding_floor(operator, wc, precision))
 
@@ -526,9 +558,11 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
     scale = curvature_share(loss, Y, w, fit_intercept)
     n_distinct = distinct_rows(w, group_of)  # the fit's, for its least ridge
     Xs, Ys, ws, group_of, kept = _subsample(xp_of(w), X, Y, w, group_of, rng, precomputed)
+    # the factor's draws follow its rank, which rounding moves (the units of X): the check draws from its own stream
+    factor_rng, check_rng = _split(rng), _split(rng)
     operator = _operator(Xs, kernel, precomputed, threads)
     pool = (operator._run, operator._row_batches())
-    factor, pivots = _unstored_factor(operator, ws, fit_intercept, rng, group_of)
+    factor, pivots = _unstored_factor(operator, ws, fit_intercept, factor_rng, group_of)
     gram = factor_gram(factor, pool)
     exact = every_row_rule(ws, group_of)
     directions = Directions(factor, gram, rounding_floor(operator, ws, precision), pool)
@@ -537,10 +571,11 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
         return choose(factor, Ys, ws, fit_intercept, group_of, floor=directions.floor, classify=classify,
                       exact=exact, least=least, directions=directions)
 
-    # the check's rows are drawn after the factor: its pivots stay the same
-    result = _checked(at, least_ridge(operator, ws, n_distinct), exact, lambda gcv: check_floor(
-        Xs, kernel, Ys, ws, group_of, fit_intercept, rng, precomputed, n_distinct, precision, classify, gcv,
-        threads))
+    least = least_ridge(operator, ws, n_distinct)
+    result = _checked(at, least, exact, lambda gcv, falls: max(
+        leverage_floor(factor, Ys, ws, fit_intercept, group_of, directions, least, gcv, falls),
+        check_floor(Xs, kernel, Ys, ws, group_of, fit_intercept, check_rng, precomputed, n_distinct, precision,
+                    classify, gcv, threads)))
     return (result[0] * scale, lifted(factor, gram, pivots, kept, directions) if full_model else None,
             relative_error(result, Ys, ws, fit_intercept))
 

@@ -602,8 +602,10 @@ def test_the_held_out_paths_first_ridge_is_reached_from_larger_ones_and_chosen_a
 
     monkeypatch.setattr(_loo_ridge, "run_solver", recorded)
     warm = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
-    folds = list(dict.fromkeys(fold for fold, *_ in calls))
-    assert len(folds) == 2  # 300 held-out rows each: two hold 500
+    # the path's two folds (300 held-out rows each: two hold 500) come first; where the width stays, the output
+    # layer's folds fit at it later
+    folds = list(dict.fromkeys(fold for fold, *_ in calls))[:2]
+    assert len(folds) == 2
     for fold in folds:  # each fold's path on its own, warm-started from its own fits
         path = [call[1:] for call in calls if call[0] == fold]
         alphas = [alpha for alpha, _, _ in path]
@@ -615,7 +617,9 @@ def test_the_held_out_paths_first_ridge_is_reached_from_larger_ones_and_chosen_a
     monkeypatch.setattr(_loo_ridge, "WARM_UP", 0)
     cold = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
     assert warm.alpha_ == pytest.approx(cold.alpha_, rel=1e-9)
-    assert_allclose(warm.predict_proba(X), cold.predict_proba(X), atol=1e-3)
+    # the same objective; at a ridge near 5e-7 its flat directions leave probabilities a few 1e-3 apart
+    assert warm.loss_curve_[-1] == pytest.approx(cold.loss_curve_[-1], rel=1e-9)
+    assert_allclose(warm.predict_proba(X), cold.predict_proba(X), atol=5e-3)
 
 
 def test_heavy_tailed_features_take_a_narrower_kernel_where_held_out_rows_prefer_it():
