@@ -942,15 +942,21 @@ def test_auto_tol_keeps_the_solves_error_below_its_share_of_the_models(noise):
     assert reg.n_iter_ < tight.n_iter_
 
 
-def test_the_rules_ridge_does_not_depend_on_the_units_of_x():
-    # The rule's factor draws as many pivots as its rank, which rounding moves with X's units; the check's rows
-    # were drawn after it from the same stream, so scaling or shifting X drew other check rows and the ridge
-    # moved 3-fold (5.6e-6 for X, 1.8e-6 for 2 X)
+def _binary_cloud():
+    """2,500 rows of two Gaussian features (scaled apart) and a 0/1 target of a smooth function plus noise."""
     rng = np.random.RandomState(926)
     rng.choice(3), rng.choice(4)
     X = rng.normal(size=(2500, 2)) * rng.uniform(0.5, 2, size=2)
     y = np.sin(2 * X[:, 0] / X[:, 0].std()) + X[:, 1] + rng.uniform(0.05, 1) * rng.normal(size=2500)
     y = (y > np.median(y)).astype(float)
+    return X, y
+
+
+def test_the_rules_ridge_does_not_depend_on_the_units_of_x():
+    # The rule's factor draws as many pivots as its rank, which rounding moves with X's units; the check's rows
+    # were drawn after it from the same stream, so scaling or shifting X drew other check rows and the ridge
+    # moved 3-fold (5.6e-6 for X, 1.8e-6 for 2 X)
+    X, y = _binary_cloud()
     units = (X, 0.0099 * X, X - 15.7, 2 * X)
     ridges = [KernelGDRegressor(kernel="rbf", random_state=0).fit(Xu, y).alpha_ for Xu in units]
     assert_allclose(ridges, ridges[0], rtol=1e-9)
@@ -977,11 +983,7 @@ def test_a_ridge_gcv_takes_at_its_end_is_checked_against_the_rows_leverages():
     # ridge scored (5.6e-10), where a few far rows of leverage near 1 gave an exact leave-one-out error 2.7 times
     # the least and a test error 7 times the best ridge's; 500 random rows checked by exact leave-one-out
     # missed them. The factor's own leave-one-out errors now bound the ridge.
-    rng = np.random.RandomState(926)
-    rng.choice(3), rng.choice(4)
-    X = rng.normal(size=(2500, 2)) * rng.uniform(0.5, 2, size=2)
-    y = np.sin(2 * X[:, 0] / X[:, 0].std()) + X[:, 1] + rng.uniform(0.05, 1) * rng.normal(size=2500)
-    y = (y > np.median(y)).astype(float)
+    X, y = _binary_cloud()
     reg = KernelGDRegressor(kernel="rbf", random_state=5).fit(X, y)
     K = kernel_matrix(X, kernel="rbf", sigma=reg.sigma_)
     errors = _exact_loo_errors(K, y, [reg.alpha_, *np.logspace(-10, -2, 17)])
