@@ -358,7 +358,7 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
                 Xs, kernel, Ys, ws, group_of, fit_intercept, np.random.RandomState(seed + 1), False, n_distinct,
                 precision, classify, gcv, threads))
 
-        result = _checked(at, least, exact or alpha != "auto", floor)[0]
+        result = _checked(at, least, exact or alpha != "auto", floor)
         chosen, errors, _, wrong, residuals = result
         # a factor is kept only where the full model's solve reuses it
         return (np.inf if errors is None else float(np.min(errors)), index, chosen if alpha == "auto" else alpha,
@@ -406,15 +406,14 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
 
 
 def _checked(at, least, exact, floor):
-    """``(result, chosen)``: ``at(least)``, ``choose``'s result with ridges from ``least`` up, and its ridge; where
-    GCV chose it (not ``exact``), the result made again from ``floor(chosen, falls)`` up where that is higher
-    (``falls``: whether GCV's error still falls at its least ridge)."""
+    """``at(least)``, ``choose``'s result with ridges from ``least`` up; where GCV chose it (not ``exact``),
+    made again from ``floor(chosen)`` up (``check_floor``) where that is higher than GCV's choice."""
     result = at(least)
     chosen, errors, alphas = result[:3]
     if exact or alphas is None:
-        return result, chosen
+        return result
     bound = floor(chosen, _falls_to_the_end(errors))
-    return (at(bound) if bound > chosen else result), chosen
+    return at(bound) if bound > chosen else result
 
 
 def leverage_floor(factor, Y, w, fit_intercept, group_of, directions, least, chosen, falls):
@@ -547,9 +546,8 @@ def curvature_share(loss, Y, w, fit_intercept):
 
 def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, precomputed=False,
                loss=SquaredLoss, precision=np.float64, classify=False, threads="auto"):
-    """``(alpha, landmarks, error, unchecked)``: the rule's ridge, its factor (``Landmarks``) where the full model's
-    preconditioner can reuse it, its error at the ridge (``relative_error``), and the ridge before the checks'
-    floors (``check_floor``, ``leverage_floor``).
+    """``(alpha, landmarks, error)``: the rule's ridge, its factor (``Landmarks``) where the full model's
+    preconditioner can reuse it, and its error at the ridge (``relative_error``).
 
     The rule reads at most ``MAX_ROWS`` weighted rows through a float64 operator of its own (a float32
     kernel's rounding would hide the small eigenvalues a near noiseless target needs), with the rounding
@@ -574,12 +572,12 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
                       exact=exact, least=least, directions=directions)
 
     least = least_ridge(operator, ws, n_distinct)
-    result, unchecked = _checked(at, least, exact, lambda gcv, falls: max(
+    result = _checked(at, least, exact, lambda gcv, falls: max(
         leverage_floor(factor, Ys, ws, fit_intercept, group_of, directions, least, gcv, falls),
         check_floor(Xs, kernel, Ys, ws, group_of, fit_intercept, check_rng, precomputed, n_distinct, precision,
                     classify, gcv, threads)))
     return (result[0] * scale, lifted(factor, gram, pivots, kept, directions) if full_model else None,
-            relative_error(result, Ys, ws, fit_intercept), unchecked * scale)
+            relative_error(result, Ys, ws, fit_intercept))
 
 
 def relative_error(result, Y, w, fit_intercept):

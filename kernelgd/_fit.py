@@ -130,7 +130,6 @@ class FitProblem:
     landmarks: object  # Landmarks: a factor of K to precondition the full model with, or None
     seed: int
     options: dict  # resolved; memory_budget that of the arrays' device
-    unchecked: float = None  # alpha="auto": the rule's ridge before its checks' floors (``auto_alpha``'s)
 
 
 def training_rows(est, X, Y, sample_weight, stratify, rng):
@@ -197,7 +196,7 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
     # float64 (dtype "auto"), at float32's where float32 is asked for
     precision = np.float32 if options["dtype"] in ("float32", np.float32) else np.float64
     options = dict(options, memory_budget=est._device_budget(xp, getattr(rows.X, "device", None), options))
-    width, error, unchecked = 1.0, None, None  # kernel="auto"'s multiple of sigma="scale"; the rule's error
+    width, error = 1.0, None  # kernel="auto"'s multiple of sigma="scale"; the rule's relative error
     if est._chooses_kernel(loss):
         alpha, landmarks, width, error = est._choose_kernel(rows, alpha, loss, seed, precision,
                                                             options["memory_budget"], options["n_threads"])
@@ -240,8 +239,8 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
         # lets Newton chase nearly separable problems to costly ridges; on a float64 K, float32's smooths
         if loss is not SquaredLoss and operator.dtype == np.float32:
             precision = np.float32
-        alpha, landmarks, error, unchecked = _rule(est, rows, kernel, loss, seed, precision, centers is None,
-                                                   options["n_threads"])
+        alpha, landmarks, error = _rule(est, rows, kernel, loss, seed, precision, centers is None,
+                                        options["n_threads"])
     elif (landmarks is None and centers is None and psd and solver == "cg" and is_classifier(est)
           and est._combines(loss) and on_host(rows.w) and combiner_rows(rows.w, seed) is None):
         # the output layer's factor of every row (on the host, as the layer), drawn before a fixed ridge's solve:
@@ -250,12 +249,11 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
                                     options["n_threads"], seed)
     tol = resolve_tol(est, loss, error, solver, centers is not None)
     return FitProblem(rows=rows, loss=loss, kernel=kernel, alpha=alpha, tol=tol, solver=solver, operator=operator,
-                      centers=centers, landmarks=landmarks, seed=seed, options=options, unchecked=unchecked)
+                      centers=centers, landmarks=landmarks, seed=seed, options=options)
 
 
 def _rule(est, rows, kernel, loss, seed, precision, full_model, threads):
-    """``alpha="auto"``'s ``(alpha, landmarks, error, unchecked)`` for ``kernel`` (``_auto_alpha.auto_alpha``), on
-    ``threads``."""
+    """``alpha="auto"``'s ``(alpha, landmarks, error)`` for ``kernel`` (``_auto_alpha.auto_alpha``), on ``threads``."""
     return auto_alpha(
         rows.X, kernel, rows.Y, rows.w, rows.replicates, est.fit_intercept, np.random.RandomState(seed),
         full_model=full_model, precomputed=est._precomputed, loss=loss, precision=precision,
@@ -278,9 +276,9 @@ def widener(est, problem):
         wide = KernelOperator(problem.rows.X, wider, memory_budget=options["memory_budget"], dtype=options["dtype"],
                               threads=options["n_threads"])
         precision = np.float32 if operator.dtype == np.float32 else np.float64  # as prepare_fit's smooth loss
-        alpha, landmarks, _, unchecked = _rule(est, problem.rows, wider, problem.loss, problem.seed, precision,
-                                               True, options["n_threads"])
-        return replace(problem, kernel=wider, operator=wide, alpha=alpha, landmarks=landmarks, unchecked=unchecked)
+        alpha, landmarks, _ = _rule(est, problem.rows, wider, problem.loss, problem.seed, precision, True,
+                                    options["n_threads"])
+        return replace(problem, kernel=wider, operator=wide, alpha=alpha, landmarks=landmarks)
 
     return widen
 

@@ -300,10 +300,9 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
     each lowers it where the first step down did not, up to ``base * 4 ** highest``; the last that lowered it
     is taken. A step lowers the loss where it cuts the mean by more than ``by`` standard errors of the paired
     difference (0: any cut). ``widen`` (``_fit.widener``'s) and ``rule`` (the rule's ridge): the widths of
-    ``ways`` are then tried in turn, each at its rule's ridge times the multiple chosen of ``rule`` (both taken
-    before the rule's checks, ``FitProblem.unchecked``, where known), warm-started from ``TRIAL_WARM_UP`` factors
-    of 4 above, while each lowers the loss by ``CHECK_SIGNIFICANCE`` standard errors; the next way only where the
-    first width of one did not. Without ``rule``, where the chosen ridge is
+    ``ways`` are then tried in turn, each at its rule's ridge times the multiple of ``rule`` chosen (warm-started
+    from ``TRIAL_WARM_UP`` factors of 4 above), while each lowers the loss by ``CHECK_SIGNIFICANCE`` standard
+    errors; the next way only where the first width of one did not. Without ``rule``, where the chosen ridge is
     ``flat``, the widths of ``ways[0]`` run the path from their own least ridge in turn, each kept where it lowers
     the loss by ``FLAT_SIGNIFICANCE`` standard errors and ``informs``, tried on while the best is flat.
     """
@@ -312,8 +311,7 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
     if best is None:
         return problem, None, held.n_iter, None
     chosen, fits = replace(problem, alpha=float(base * 4.0 ** best[0])), best[1]
-    # the rule's check moves its ridge in jumps, at one width and not another: multiples of its ridge before it
-    multiple = chosen.alpha / (problem.unchecked or rule) if rule else None
+    multiple = chosen.alpha / rule if rule else None
     for factor in ways[0] if widen is not None and not rule and held.flat(best) else ():
         other = widen(factor)
         other_base = _least(other, settings)
@@ -328,7 +326,7 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
     for way in ways if widen is not None and multiple else ():
         for factor in way:
             other = widen(factor)
-            other = replace(other, alpha=(other.unchecked or other.alpha) * multiple)
+            other = replace(other, alpha=other.alpha * multiple)
             done, reuse, begin = None, [{} for _ in held.outs], held.cold
             for power in range(TRIAL_WARM_UP, -1, -1):
                 done = held.fit(other, other.alpha * 4.0**power, begin, reuse)
