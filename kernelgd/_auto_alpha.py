@@ -353,10 +353,9 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
         least = least_ridge(operator, ws, n_distinct)
 
         def floor(gcv, falls):
-            return max(leverage_floor(factor, Ys, ws, fit_intercept, group_of, directions, least, gcv, falls),
-                       check_floor(
-                Xs, kernel, Ys, ws, group_of, fit_intercept, np.random.RandomState(seed + 1), False, n_distinct,
-                precision, classify, gcv, threads))
+            check = check_floor(Xs, kernel, Ys, ws, group_of, fit_intercept, np.random.RandomState(seed + 1), False,
+                                n_distinct, precision, classify, gcv, threads)
+            return max(leverage_floor(factor, Ys, ws, fit_intercept, group_of, directions, least, gcv, falls), check)
 
         result = _checked(at, least, exact or alpha != "auto", floor)
         chosen, errors, _, wrong, residuals = result
@@ -407,7 +406,8 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
 
 def _checked(at, least, exact, floor):
     """``at(least)``, ``choose``'s result with ridges from ``least`` up; where GCV chose it (not ``exact``),
-    made again from ``floor(chosen)`` up (``check_floor``) where that is higher than GCV's choice."""
+    made again from ``floor(chosen, falls)`` up (``check_floor``, ``leverage_floor``) where that is higher than
+    GCV's choice; ``falls``: whether GCV's error still falls at its least ridge."""
     result = at(least)
     chosen, errors, alphas = result[:3]
     if exact or alphas is None:

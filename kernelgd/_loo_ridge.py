@@ -232,7 +232,7 @@ def _on_a_subsample(problem, settings, widen=None):
     if not enough:
         return problem, None, 0, None
     # the first way whose first width the subsample prefers, if any, on the first draw of the multiple chosen
-    pick = multiples.index(multiple)
+    pick = int(np.argmin(np.abs(np.subtract(multiples, multiple))))
     ways = () if widen is None else next(((way,) for way in (NARROWER, WIDER)
                                           if _better_on(problem, settings, draws[pick], losses[pick], rng, way[0])),
                                          ())
