@@ -758,3 +758,25 @@ def test_widths_are_screened_on_a_subsample_of_the_multiple_chosen(monkeypatch):
     assert multiples[0] != median and screened  # the first draw is not of the multiple chosen
     first = next(idx for idx, multiple in draws if multiple == median)
     assert all(np.array_equal(idx, first) for idx in screened)
+
+
+def test_subsamples_draw_groups_of_identical_rows_so_weights_and_the_rows_repeated_draw_alike(monkeypatch):
+    # Regression: subsamples drew rows, so the rows repeated drew copies (a row with its twin in the subsample,
+    # which leave-one-out then predicts by the twin) where the weighted rows drew distinct ones: the paths took
+    # 1/256 and 4 times the rule's ridge, and predict_proba differed by 0.17.
+    rng = np.random.RandomState(0)
+    y = np.repeat([0, 1, 2], [30, 80, 690])
+    X = 2 * rng.normal(size=(3, 2))[y] + rng.normal(size=(len(y), 2))
+    counts = rng.randint(1, 4, len(y))
+    drawn, multiple_of = [], _loo_ridge._subsample_multiple
+    monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda problem, settings, idx, *args: drawn.append(
+        np.unique(np.asarray(problem.rows.X)[idx], axis=0)) or multiple_of(problem, settings, idx, *args))
+    weighted = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y, sample_weight=counts)
+    n_weighted = len(drawn)
+    repeated = KernelGDClassifier(loss="logistic", random_state=0).fit(np.repeat(X, counts, axis=0),
+                                                                       np.repeat(y, counts))
+    assert 0 < n_weighted and len(drawn) == 2 * n_weighted
+    for rows, twins in zip(drawn[:n_weighted], drawn[n_weighted:]):
+        assert_allclose(twins, rows, rtol=0, atol=0)
+    assert repeated.alpha_ == pytest.approx(weighted.alpha_, rel=1e-9)
+    assert_allclose(repeated.predict_proba(X), weighted.predict_proba(X), atol=1e-3)
