@@ -25,7 +25,7 @@ from ._array_api import add_at_rows, block_of, like, on_host, sum_blocks, take_r
 from ._loo import center_columns
 from ._losses import SquaredLoss
 from ._operator import KernelOperator, n_threads, run_pooled
-from ._replicates import collapse, distinct_rows, effective_count, pure_error, subset_groups
+from ._replicates import collapse, distinct_rows, draw_groups, effective_count, pure_error, subset_groups
 from ._solvers._common import ROUNDING_EPS
 from ._solvers._preconditioners import N_LANDMARKS, Landmarks, landmark_factor
 from ._solvers.cg import LEAST_SQUARES_RIDGE
@@ -279,8 +279,8 @@ def _subsample(xp, X, Y, w, group_of, rng, precomputed):
     if len(rows) == X.shape[0]:  # every row: no copy (a precomputed K may be most of the memory)
         return X, Y, w / xp.sum(w), group_of, None
     weighted = len(rows)
-    if len(rows) > MAX_ROWS:
-        rows = np.sort(rng.choice(rows, MAX_ROWS, replace=False))
+    if distinct_rows(w, group_of) > MAX_ROWS:
+        rows = draw_groups(w, group_of, MAX_ROWS, rng)
     Xs = _take(X, rows, precomputed)
     Ys, ws = take_rows(Y, rows), take_rows(w, rows)
     return Xs, Ys, ws / xp.sum(ws), subset_groups(group_of, rows), _Kept(rows, X.shape[0], len(rows) == weighted)
@@ -475,7 +475,7 @@ def _split(rng):
 def _exact_left_out(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, precision, classify, n_rows, threads):
     """``(left_out, m)``: on ``n_rows`` of the rows drawn at random (all, where fewer), ``left_out(alphas=None)``
     is ``choose``'s result by their exact leave-one-out, and m their number of distinct rows of positive weight."""
-    rows = np.sort(rng.choice(X.shape[0], min(n_rows, X.shape[0]), replace=False))
+    rows = draw_groups(w, group_of, n_rows, rng)
     factor_rng = _split(rng)  # the factor's draws, whose number follows its rank, leave rng's next draw as it is
     Xc = _take(X, rows, precomputed)
     wc, groups = take_rows(w, rows), subset_groups(group_of, rows)

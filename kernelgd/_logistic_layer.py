@@ -35,9 +35,9 @@ LAYER_ROWS = 1000
 LEAST_LOG_PROBABILITY = -30.0
 # A _HeldOut's path, which the layer's folds do not walk.
 HELD_OUT_PATH = (0, 0, 0, 0.0)
-# The folds fitted for the layer beside the ridge rule's, at most this many times n^2 k kernel entries
-# together (each fit takes many products of that size): a fold of 5,600 rows of five classes (1.6e8), not one
-# of MNIST's 8,000 rows of ten (6.4e8). Beyond, the rule's folds alone, where it made any.
+# The folds fitted for the layer beside the ridge rule's, at most this many times n^2 k kernel entries together (n
+# the distinct rows of positive weight; each fit takes many products of that size): a fold of 5,600 rows of five
+# classes (1.6e8), not one of MNIST's 8,000 rows of ten (6.4e8). Beyond, the rule's folds alone, where it made any.
 LAYER_WORK = 2e8
 
 
@@ -76,10 +76,11 @@ def output_layer(problem, settings, held_out=None):
     the share of labels drawn at random of the probabilities kept (``_combiner.label_noise``). ``NO_CALIBRATION``
     where a fold's fit fails or a class has too few held-out rows."""
     rows, loss = problem.rows, problem.loss
-    n, k = rows.Y.shape
+    k = rows.Y.shape[1]
     outs, scores = ([], []) if held_out is None else (list(held_out.outs), list(held_out.scores))
-    n_folds = max(layer_folds(distinct_rows(rows.w, rows.replicates)), len(outs))  # as weights or rows repeated
-    if (n_folds - len(outs)) * float(n) * n * k > LAYER_WORK:
+    n_distinct = distinct_rows(rows.w, rows.replicates)  # of positive weight: as weights or the rows repeated
+    n_folds = max(layer_folds(n_distinct), len(outs))
+    if (n_folds - len(outs)) * float(n_distinct) ** 2 * k > LAYER_WORK:
         n_folds = len(outs)
     held = _HeldOut(problem, settings, True, HELD_OUT_PATH, n_folds) if n_folds else None  # every fold's rows
     layered = held is not None and held.outs and held.groups.max() + 1 >= ROWS_PER_NUMBER * k * (k + 1)

@@ -27,7 +27,7 @@ from ._auto_alpha import auto_alpha, curvature_share, least_ridge, significantly
 from ._logistic_loo import exact as _exact
 from ._logistic_loo import scores as _scores
 from ._operator import KernelOperator, cross_kernel_dot
-from ._replicates import collapse, distinct_rows, effective_count, subset_groups
+from ._replicates import collapse, distinct_rows, draw_groups, effective_count, subset_groups
 from ._solvers import run_solver
 from ._solvers._dense_newton import MAX_UNKNOWNS, coordinates, features, tiny
 from ._warnings import recorded
@@ -200,14 +200,14 @@ def _on_a_subsample(problem, settings, widen=None):
     rows, loss = problem.rows, problem.loss
     k, coupled = rows.Y.shape[1], not loss.diagonal_hessian
     n = max((m for m in range(MIN_SUBSAMPLE, MAX_UNKNOWNS + 1) if tiny(m, k, coupled)), default=0)
-    groups, n_distinct = _positive_groups(rows), distinct_rows(rows.w, rows.replicates)
+    n_distinct = distinct_rows(rows.w, rows.replicates)
     rng = np.random.RandomState(problem.seed)
     if n < MIN_SUBSAMPLE:
         if HELD_OUT * HELD_OUT_SUBSAMPLE * n_distinct < MIN_SUBSAMPLE:  # a few thousand rows: all of them
             if _held_out_count(n_distinct) < MIN_SUBSAMPLE:
                 return problem, None, 0, None
             return _checked_on_held_out_rows(problem, settings, widen, problem.alpha)
-        multiple = _held_out_multiple(problem, settings, groups, rng)
+        multiple = _held_out_multiple(problem, settings, n_distinct, rng)
         return replace(problem, alpha=problem.alpha * multiple), None, 0, None
     if n_distinct <= n:
         return problem, None, 0, None
@@ -215,7 +215,7 @@ def _on_a_subsample(problem, settings, widen=None):
     lowest = _least(problem, settings) / problem.alpha
     draws, multiples, losses = [], [], []
     for _ in range(DRAWS):  # each draw's rows, then its path (whose rule reads the generator too)
-        draws.append(_draw_groups(groups, n, rng))
+        draws.append(draw_groups(rows.w, rows.replicates, n, rng))
         multiple, loss = _subsample_multiple(problem, settings, draws[-1], rng, lowest)
         multiples.append(multiple)
         losses.append(loss)
@@ -567,16 +567,15 @@ def _held_out_count(n):
     return HELD_OUT * n * _n_folds(n)
 
 
-def _held_out_multiple(problem, settings, groups, rng):
-    """The multiple of its rule's ridge ``_held_out_path`` chooses on ``HELD_OUT_SUBSAMPLE`` of the groups of
-    identical rows ``groups`` (``_positive_groups``) drawn at random, within ``4 ** HELD_OUT_REACH`` either way
-    (not below the subsample's
-    least ridge); 1 where the held-out rows would be under ``MIN_SUBSAMPLE``, or a class has no rows in
-    the subsample."""
-    n = int(HELD_OUT_SUBSAMPLE * (groups[1].max(initial=-1) + 1))
+def _held_out_multiple(problem, settings, n_distinct, rng):
+    """The multiple of its rule's ridge ``_held_out_path`` chooses on ``HELD_OUT_SUBSAMPLE`` of the ``n_distinct``
+    groups of identical rows drawn at random (``draw_groups``), within ``4 ** HELD_OUT_REACH`` either way (not below
+    the subsample's least ridge); 1 where the held-out rows would be under ``MIN_SUBSAMPLE``, or a class has no rows
+    in the subsample."""
+    n = int(HELD_OUT_SUBSAMPLE * n_distinct)
     if HELD_OUT * n < MIN_SUBSAMPLE:
         return 1.0
-    idx = _draw_groups(groups, n, rng)
+    idx = draw_groups(problem.rows.w, problem.rows.replicates, n, rng)
     sub = _subproblem(problem, settings, idx, rng, dtype=problem.operator.dtype)  # no dense system here
     if sub is None:
         return 1.0
@@ -587,21 +586,6 @@ def _held_out_multiple(problem, settings, groups, rng):
     if settings.verbose:
         print(f"[alpha] on held-out rows of a subsample of {n} rows: {multiple:g} times the rule's ridge")
     return multiple
-
-
-def _positive_groups(rows):
-    """``(positive, group)``: the rows of positive weight and each one's group of identical rows, numbered in the order
-    of their first rows. A subsample draws groups, so that weights and the rows repeated draw the same rows (as the
-    folds hold them)."""
-    positive = np.flatnonzero(np.asarray(to_numpy(rows.w)) > 0)
-    group = None if rows.replicates is None else subset_groups(rows.replicates, positive)
-    return positive, np.arange(len(positive)) if group is None else group
-
-
-def _draw_groups(groups, n, rng):
-    """The rows (sorted) of ``n`` groups of ``_positive_groups``'s ``groups`` drawn at random."""
-    positive, group = groups
-    return positive[np.isin(group, rng.choice(int(group.max()) + 1, n, replace=False))]
 
 
 def _subproblem(problem, settings, idx, rng, dtype="float64"):

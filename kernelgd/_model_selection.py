@@ -40,7 +40,7 @@ from ._classifier import KernelGDClassifier, _has_probabilities
 from ._fit import TOL_SHARE
 from ._loo import _Predictions
 from ._regressor import KernelGDRegressor
-from ._replicates import effective_count
+from ._replicates import distinct_groups, distinct_rows, effective_count
 from ._search import MIN_REFIT_TOL, _Decisions, _is_rbf, _KernelCV, _scorer
 from ._targets import class_weights
 
@@ -72,12 +72,12 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
     For every candidate kernel and width the kernel is evaluated once and
     every ridge strength in ``alphas`` is scored together: by the exact
     leave-one-out residuals of one eigendecomposition (``cv=None``, up to
-    3,000 rows; beyond, of a rank-2,000 pivoted-Cholesky approximation of
+    3,000 distinct rows; beyond, of a rank-2,000 pivoted-Cholesky approximation of
     the kernel on at most ``max_search_samples`` rows), or by K-fold
     cross-validation whose solves run along a decreasing alpha path, each
     warm-started from the previous one. The best triple is then refitted on
     all the data with :class:`KernelGDRegressor`. Where the leave-one-out
-    search ran on a subsample or a low-rank factor (more than 3,000 rows,
+    search ran on a subsample or a low-rank factor (more than 3,000 distinct rows,
     default ``sigmas`` and ``alphas``), which favour smoother models than
     all the rows call for, its choice is first checked against
     :class:`KernelGDRegressor`'s own width and ridge rules at the chosen
@@ -110,17 +110,17 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         After the search, learn one rbf scale per feature (and a ridge) by
         L-BFGS, started from the best rbf candidate, then score the scales
         with every alpha by the search's leave-one-out criterion; they are
-        kept only if they beat the search's best (of every kernel). Up to 1,000 rows the scales
+        kept only if they beat the search's best (of every kernel). Up to 1,000 distinct rows the scales
         maximise the Gaussian-process marginal likelihood of all rows (the
         rows that then judge them, by a different criterion); beyond, they
-        minimise the exact leave-one-out error of a random 1,000-row
-        subsample and are judged on the other rows only. ``sigma_`` is then
+        minimise the exact leave-one-out error of a subsample of 1,000 distinct rows
+        (with their copies) and are judged on the other rows only. ``sigma_`` is then
         an array of shape (n_features,). ``"auto"``: on when the rbf kernel
         wins the search, with one target; ``True`` needs "rbf" among the
         candidates. See the user guide for the UCI figures. With
         ``cv`` given, the scales are judged by the same K-fold search.
     cv : int, cross-validation generator, iterable or None, default=None
-        None: exact leave-one-out up to 3,000 rows; beyond, the exact
+        None: exact leave-one-out up to 3,000 distinct rows; beyond, the exact
         leave-one-out error of the Nystroem model whose rank-2,000 factor
         randomly pivoted Cholesky draws (O(n * 2000^2) per width). An int
         gives KFold with that many folds.
@@ -281,9 +281,11 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         # Fitted on every row, the scales would be judged on their own rows by another criterion than the judge's
         # own; on a subsample, the other rows judge leave-one-out scales without that bias.
         sw_host = np.asarray(to_numpy(sw))
-        criterion = "likelihood" if np.count_nonzero(sw_host) <= _ard.ARD_MAX_SAMPLES else "loo"
+        X_host = np.asarray(to_numpy(X))
+        distinct = distinct_rows(sw_host, distinct_groups(X_host))  # as fit_scales reads them: copies as one
+        criterion = "likelihood" if distinct <= _ard.ARD_MAX_SAMPLES else "loo"
         # the scales' L-BFGS runs on the host, on at most ARD_MAX_SAMPLES rows (numpy copies)
-        sigma, lam, _, fitted = fit_scales(np.asarray(to_numpy(X)), np.asarray(to_numpy(Y[:, 0])), sw_host, sigma0,
+        sigma, lam, _, fitted = fit_scales(X_host, np.asarray(to_numpy(Y[:, 0])), sw_host, sigma0,
                                            alpha0, self.fit_intercept, rng, criterion=criterion)
         # The subsample's ridge suits its own size: the scales are scored with every alpha on all rows.
         grid_alphas = self._alphas()
@@ -488,7 +490,7 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
     For every candidate width the kernel is evaluated once. With the
     squared loss and ``cv=None`` every alpha is scored by its
     leave-one-out decision values (one-vs-rest ridge on +-1 targets; exact
-    up to 3,000 rows, on a rank-2,000 factor above), as in
+    up to 3,000 distinct rows, on a rank-2,000 factor above), as in
     :class:`KernelGDRegressorCV`. Otherwise each fold of a stratified
     K-fold split (5 folds by default) is solved for the ``alphas`` from the
     largest to the smallest, each solve warm-started from the last, on the
@@ -499,7 +501,7 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
     fold on stops once its folds' best scores sum below the best candidate's
     on the same folds. The best pair is then refitted on all the data with
     :class:`KernelGDClassifier`. Where the leave-one-out search ran on a
-    subsample or a low-rank factor (more than 3,000 rows, default
+    subsample or a low-rank factor (more than 3,000 distinct rows, default
     ``sigmas`` and ``alphas``), its choice is first checked against
     :class:`KernelGDClassifier`'s own width and ridge rules, as
     :class:`KernelGDRegressorCV`'s is (``holdout_scores_``); with the
@@ -540,7 +542,7 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         As in :class:`KernelGDRegressorCV`.
     cv : int, cross-validation generator, iterable or None, default=None
         None: with the squared loss, exact leave-one-out (of the kernel up to
-        3,000 rows, of its rank-2,000 pivoted-Cholesky factor on at most
+        3,000 distinct rows, of its rank-2,000 pivoted-Cholesky factor on at most
         ``max_search_samples`` rows beyond); with the logistic loss,
         stratified 5-fold (fewer where the largest class, or the distinct
         rows, are fewer; a smaller class is then missing from some test

@@ -108,6 +108,18 @@ def subset_groups(group_of, rows):
     return None if inverse.max(initial=-1) + 1 == len(rows) else _by_first_row(inverse.reshape(-1))
 
 
+def draw_groups(w, group_of, n, rng):
+    """The rows of positive weight (sorted) of ``n`` of their groups of identical rows drawn at random (every one
+    where fewer), the groups in the order of their first rows: weights and the rows repeated draw the same rows,
+    rows of zero weight change no draw, and without repeats the draw is ``rng.choice`` of those rows."""
+    positive = np.flatnonzero(np.asarray(to_numpy(w)) > 0)
+    group = None if group_of is None else subset_groups(group_of, positive)
+    if group is None:
+        return np.sort(rng.choice(positive, min(n, len(positive)), replace=False))
+    n_groups = int(group.max()) + 1
+    return positive[np.isin(group, rng.choice(n_groups, min(n, n_groups), replace=False))]
+
+
 def _by_first_row(group_of):
     """The groups renumbered in the order of their first rows (without repeats: each row its own index)."""
     _, first = np.unique(group_of, return_index=True)

@@ -38,7 +38,7 @@ from ._regressor import KernelGDRegressor
 from ._solvers._krylov import rp_cholesky
 from ._warnings import held_back, labels_checked, recorded
 from ._loo import _eigen_system, _loo_scores, _low_rank_system, score_predictions
-from ._replicates import collapse, replicate_groups
+from ._replicates import collapse, distinct_groups, distinct_rows, draw_groups, replicate_groups
 from .kernels import _CarriesRegisteredKernels, bind_kernel, check_sparse_support, get_spec
 
 # Exact leave-one-out (an O(n^3) eigendecomposition per width) up to this many rows.
@@ -641,8 +641,9 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
 
     def _loo(self, X, Y, sw, scorer, rescore=None):
         """``loo(kernel, sigma, alphas)``: exact leave-one-out scores, of the kernel itself up to
-        ``LOO_MAX_SAMPLES`` rows, else of its rank-``LOW_RANK_LOO_RANK`` pivoted-Cholesky
-        (Nystroem) approximation on at most ``max_search_samples`` rows. ``rescore(predictions,
+        ``LOO_MAX_SAMPLES`` distinct rows, else of its rank-``LOW_RANK_LOO_RANK`` pivoted-Cholesky
+        (Nystroem) approximation on the rows of at most ``max_search_samples`` groups of identical
+        rows (``draw_groups``: weights and the rows repeated read alike). ``rescore(predictions,
         rows)``, where given, scores the leave-one-out predictions of every alpha instead of
         ``scorer`` (the classifier's decision values)."""
         n = X.shape[0]
@@ -673,7 +674,8 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
 
             return take_rows(Xr, first), like(Y_mean, Yr), like(w_sum, wr), scores
 
-        if n <= LOO_MAX_SAMPLES:
+        group_of, n_groups = replicate_groups(X)
+        if n_groups <= LOO_MAX_SAMPLES:  # the distinct rows' eigensystem: copies cost nothing there
             Xd, Yd, wd, exact_scores = search_rows(np.arange(n))
 
             def exact(kernel, sigma, alphas):
@@ -683,8 +685,8 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
 
             return exact
         rng = check_random_state(self.random_state)
-        idx = np.arange(n) if n <= self.max_search_samples else np.sort(
-            rng.choice(n, self.max_search_samples, replace=False))
+        idx = np.arange(n) if n <= self.max_search_samples else draw_groups(
+            sw, group_of if n_groups < n else None, self.max_search_samples, rng)
         Xs, Ys, ws, low_rank_scores = search_rows(idx)
         seed = rng.randint(np.iinfo(np.int32).max)
 
@@ -709,14 +711,14 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
     def _check_against_rule(self, X, y, sw, scorer, model, by_loo):
         """The search's model, or the base estimator's rules' where they predict held-out rows better.
 
-        Beyond ``LOO_MAX_SAMPLES`` rows the search runs on a subsample and a low-rank factor, which can misjudge
-        the whole set's model. Only there, with the default grids, each is fitted on four fifths of the rows and
-        scored on the rest; the better is refitted on all of them (the rules' only where ``_beats`` says they
-        win beyond chance).
+        Beyond ``LOO_MAX_SAMPLES`` distinct rows the search runs on a subsample and a low-rank factor, which can
+        misjudge the whole set's model. Only there, with the default grids, each is fitted on four fifths of the rows
+        and scored on the rest; the better is refitted on all of them (the rules' only where ``_beats`` says they win
+        beyond chance).
         """
         self.holdout_scores_ = None
         weights = np.asarray(to_numpy(sw))
-        if not by_loo or np.count_nonzero(weights) <= LOO_MAX_SAMPLES or self.sigmas is not None \
+        if not by_loo or distinct_rows(weights, distinct_groups(X)) <= LOO_MAX_SAMPLES or self.sigmas is not None \
                 or self.alphas is not None:
             return model
         rule = self._base(kernel=self.kernel_)  # sigma="scale", alpha="auto"

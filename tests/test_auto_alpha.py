@@ -224,6 +224,36 @@ def test_subset_groups_are_the_groups_of_the_rows_taken():
         assert (subset is None and taken is None) or list(subset) == list(taken)
 
 
+def test_draws_take_groups_of_identical_rows_so_weights_and_the_rows_repeated_draw_alike():
+    # Regression: the rules' random rows (the check's, the subsamples') were drawn as rows, so the rows repeated
+    # drew other rows than their integer weights (and twins, which leave-one-out predicts by each other).
+    rng = np.random.RandomState(0)
+    X = np.round(rng.randn(300, 2))  # 40-odd distinct rows, most repeated
+    counts = rng.randint(1, 4, len(X))
+    w = counts.astype(float)
+    w[::7] = 0.0  # rows of zero weight draw nothing
+    repeated = np.repeat(X, counts, axis=0)
+    drawn = {}
+    for name, rows, weights in (("weighted", X, w), ("repeated", repeated, np.repeat(w, counts))):
+        group_of = _replicates.distinct_groups(rows)
+        drawn[name] = [_replicates.draw_groups(weights, group_of, n, np.random.RandomState(3)) for n in (5, 20, 500)]
+        for idx in drawn[name]:
+            assert np.all(weights[idx] > 0) and np.all(np.diff(idx) > 0)
+            # every copy of a row drawn is drawn
+            assert_array_equal(np.isin(group_of, group_of[idx]) & (weights > 0), np.isin(np.arange(len(rows)), idx))
+        drawn[name] = [np.unique(rows[idx], axis=0) for idx in drawn[name]]
+    for ours, theirs in zip(drawn["weighted"], drawn["repeated"]):
+        assert_array_equal(ours, theirs)
+    assert [len(d) for d in drawn["weighted"]] == [5, 20, len(np.unique(X[w > 0], axis=0))]
+    # without repeated rows, rng.choice of the rows of positive weight
+    Z = rng.randn(50, 2)
+    assert_array_equal(_replicates.draw_groups(w[:50], None, 10, np.random.RandomState(3)),
+                       np.sort(np.random.RandomState(3).choice(np.flatnonzero(w[:50] > 0), 10, replace=False)))
+    assert_array_equal(_replicates.draw_groups(w[:50], _replicates.replicate_groups(Z)[0], 10,
+                                               np.random.RandomState(3)),
+                       _replicates.draw_groups(w[:50], None, 10, np.random.RandomState(3)))
+
+
 def test_rows_of_few_significant_bits_hash_apart():
     # small integers (pixels) and float32 values read as float64 end in dozens of zero bits, which a
     # product of odd multipliers keeps: 34,000 of 200,000 distinct rows of 4 pixels shared a hash (13 of
@@ -740,6 +770,23 @@ def test_the_check_overrules_only_a_ridge_that_doubles_its_rows_left_out_error()
     assert bound > 1e-8
     assert check(1e-9) == bound  # the bound is the larger draw's ridge, whatever choice it overrules
     assert check(1e-6) == 0.0  # short of twice the check's rows' least left-out error: kept
+
+
+def test_the_checks_rows_are_groups_of_identical_rows_so_weights_and_the_rows_repeated_bound_alike():
+    from kernelgd.kernels import bind_kernel
+
+    X, y = _kink(6, 0.01)
+    X, y = X[:2100], y[:2100]
+    Y = ((y - y.mean()) / y.std())[:, None]
+    counts = np.random.RandomState(1).randint(1, 4, len(y))
+    kernel = bind_kernel("rbf", kernel_params={"sigma": float(np.sqrt(3 * X.var(axis=0).mean()))})
+    bounds = []
+    for rows, targets, w in ((X, Y, counts / counts.sum()), (np.repeat(X, counts, axis=0), np.repeat(Y, counts, axis=0),
+                                                             np.full(counts.sum(), 1.0 / counts.sum()))):
+        bounds.append(_auto_alpha.check_floor(rows, kernel, targets, w, _replicates.distinct_groups(rows), True,
+                                              np.random.RandomState(0), False, len(y), np.float64, False, 5.6e-10))
+    assert bounds[0] > 1e-8
+    assert bounds[1] == pytest.approx(bounds[0], rel=1e-9)
 
 
 @pytest.mark.parametrize("combine", ["argmax", "logistic"])

@@ -116,6 +116,28 @@ def test_the_layer_reads_weights_as_the_rows_repeated():
 
 
 
+def test_rows_of_zero_weight_change_neither_the_layers_folds_nor_its_work_limit(monkeypatch):
+    # Regression: the limit on the folds fitted for the layer counted every row: 1,333 rows of zero weight beside
+    # 4,000 dropped the layer that the same rows without them kept (probabilities 0.33 apart). Here the limit lies
+    # between the work of a second fold of the rows of positive weight and that of every row.
+    monkeypatch.setattr(_logistic_layer, "LAYER_WORK", 5e7)
+    read, folds = [], _logistic_layer.cross_validation_folds
+    monkeypatch.setattr(_logistic_layer, "cross_validation_folds", lambda labels, *args: read.append(len(labels))
+                        or folds(labels, *args))
+    X, y = _bands(2500, 0)
+    X_test = _bands(500, 1)[0]
+    rng = np.random.RandomState(0)
+    X_zero, y_zero = 3 * rng.normal(size=(1000, 5)), rng.randint(0, 5, 1000)
+    alone = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    beside = KernelGDClassifier(loss="logistic", random_state=0).fit(
+        np.r_[X, X_zero], np.r_[y, y_zero], sample_weight=np.r_[np.ones(2500), np.zeros(1000)])
+    assert read[0] == read[-1] > 1.5 * _loo_ridge.HELD_OUT * 2500  # two folds' held-out rows for both
+    assert beside.alpha_ == pytest.approx(alone.alpha_, rel=1e-9)
+    assert (beside.combiner_ is None) == (alone.combiner_ is None)
+    assert beside.label_noise_ == pytest.approx(alone.label_noise_, abs=1e-3)
+    assert_allclose(beside.predict_proba(X_test), alone.predict_proba(X_test), atol=1e-2)
+
+
 def test_the_layers_folds_and_the_fit_do_not_depend_on_what_the_classes_are_called():
     # Regression: each class's groups were dealt to the folds in turn from one generator, class 0 first, so
     # relabelling the classes moved rows between folds; on 600 rows of three classes the layer was kept under one

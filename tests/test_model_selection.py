@@ -534,6 +534,26 @@ def test_cv_regressor_reads_repeated_rows_as_one_and_weights_as_relative():
         assert_allclose(model.predict(X_test), once.predict(X_test), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("seed", [6, 11])
+def test_cv_regressor_counts_distinct_rows_so_integer_weights_choose_as_the_rows_repeated(seed):
+    # Regression: the search's thresholds counted rows, copies included. On rows of few distinct values weighted 1
+    # to 3 (2,500 rows of 44 and 900 of 15), the rows repeated crossed the leave-one-out's 3,000 (a held-out check
+    # the weights skipped: alpha 5.6e-5 against 1e-10, predictions 0.3 of y's spread apart) or ARD's 1,000 (another
+    # criterion: 0.1 apart).
+    rng = np.random.RandomState(seed)
+    n, d = int(rng.choice([300, 900, 2500])), int(rng.choice([1, 2, 4]))
+    X_ = np.round(rng.normal(size=(n, d)) * rng.choice([1, 2, 4]))
+    y_ = np.sin(X_[:, 0]) + 0.5 * X_[:, -1] + rng.uniform(0.1, 1) * rng.normal(size=n)
+    rng.choice(5), rng.choice(2)  # (the draws of the search that found it)
+    counts = rng.randint(1, 4, n)
+    weighted = KernelGDRegressorCV(random_state=0).fit(X_, y_, sample_weight=counts)
+    repeated = KernelGDRegressorCV(random_state=0).fit(np.repeat(X_, counts, 0), np.repeat(y_, counts))
+    assert weighted.kernel_ == repeated.kernel_ and np.ndim(weighted.sigma_) == np.ndim(repeated.sigma_)
+    assert_allclose(repeated.sigma_, weighted.sigma_, rtol=1e-2)
+    assert repeated.alpha_ == pytest.approx(weighted.alpha_, rel=1e-2) or max(repeated.alpha_, weighted.alpha_) < 1e-9
+    assert_allclose(repeated.predict(X_), weighted.predict(X_), atol=5e-3 * y_.std())  # (float32 K above 4096 rows)
+
+
 def test_ard_on_every_row_fits_the_likelihood(monkeypatch):
     import kernelgd._ard as ard
     import kernelgd._model_selection as ms
