@@ -104,7 +104,8 @@ PARAMETERS = """\
         device's free memory) bounds the kernel matrix kept in memory (else it is
         recomputed in row blocks); ``"dtype"`` (``"auto"``, ``"float32"``,
         ``"float64"``) is the precision of stored kernel values (``"auto"``:
-        float64 up to 4096^2 entries and with ``n_centers``, float32 above;
+        float64 up to 4,096 distinct rows of positive weight and with
+        ``n_centers``, float32 above;
         products accumulate in float64); ``"n_threads"`` (``"auto"``: every
         core this process may use, or an integer) evaluates kernel blocks.
         BLAS runs on one thread during ``fit`` and ``predict``: idle

@@ -20,8 +20,8 @@ from ._combiner import (
 )
 from ._logistic_layer import output_layer
 from ._losses import SquaredLoss
-from ._operator import KernelOperator
-from ._replicates import distinct_groups, effective_count
+from ._operator import KernelOperator, resolve_dtype
+from ._replicates import distinct_groups, distinct_rows, effective_count
 from ._solvers import CENTER_SOLVERS, SMOOTH_LOSS_SOLVERS, SolverSettings, choose_solver, run_solver
 from ._solvers._preconditioners import center_dtype, check_center_memory
 
@@ -224,6 +224,9 @@ def prepare_fit(est, X, Y, sample_weight, stratify, options):
     # FALKON's change of variables amplifies float32 rounding in K_nm products far beyond the signal
     # when alpha is small: centers run in float64 under dtype="auto"
     dtype = "float64" if options["dtype"] == "auto" and centers is not None else options["dtype"]
+    if dtype == "auto":  # by the distinct rows of positive weight: rows of zero weight, or copies, change no precision
+        n_distinct = distinct_rows(w_host, rows.replicates)
+        dtype = resolve_dtype(dtype, n_distinct, n_distinct)
     operator_budget, matrices = options["memory_budget"], np.float64
     if centers is not None:  # the centers' m x m matrices first, checked before any allocation; K gets the rest
         matrices = center_dtype(centers.shape[0], operator_budget, rows.X, dtype)

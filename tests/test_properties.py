@@ -448,6 +448,28 @@ def test_interleaved_zero_weight_rows_change_no_held_out_fold():
     np.testing.assert_allclose(weighted.predict_proba(X_test), dropped.predict_proba(X_test), atol=1e-2)
 
 
+def test_rows_of_zero_weight_and_copies_do_not_set_the_kernel_matrixs_precision():
+    # Regression: dtype="auto" stored K in float32 above 4,096 rows, counting rows of weight zero and copies: 4,000
+    # rows and 200 of weight zero were fitted in float32 (and a smooth loss's rule read float32's floor), without
+    # them in float64; the rows repeated took another ridge than their integer weights (probabilities 0.03 apart)
+    r = np.random.RandomState(0)
+    X = r.randn(4000, 3)
+    y = np.sin(2 * X[:, 0]) + X[:, 1] + 0.3 * r.randn(4000)
+    X_test = r.randn(100, 3)
+    dropped = KernelGDRegressor(random_state=0).fit(X, y)
+    weighted = KernelGDRegressor(random_state=0).fit(np.r_[X, r.randn(200, 3)], np.r_[y, r.randn(200)],
+                                                    sample_weight=np.r_[np.ones(4000), np.zeros(200)])
+    counts = np.r_[np.full(100, 2), np.ones(3900, dtype=int)]
+    repeated = KernelGDRegressor(random_state=0).fit(np.repeat(X, counts, axis=0), np.repeat(y, counts))
+    twice = KernelGDRegressor(random_state=0).fit(X, y, sample_weight=counts)
+    for model in (dropped, weighted, repeated, twice):
+        assert model._compute_dtype == np.float64
+    assert weighted.alpha_ == pytest.approx(dropped.alpha_, rel=1e-9)
+    assert repeated.alpha_ == pytest.approx(twice.alpha_, rel=1e-9)
+    np.testing.assert_allclose(weighted.predict(X_test), dropped.predict(X_test), atol=1e-3 * y.std())
+    np.testing.assert_allclose(repeated.predict(X_test), twice.predict(X_test), atol=1e-3 * y.std())
+
+
 @pytest.mark.parametrize("n_zero, seed", [(50, 3), (1000, 0)])
 def test_zero_weight_rows_do_not_size_the_logistic_ridge_path(n_zero, seed):
     # The logistic rule's leave-one-out path on a small set counted rows of weight zero: 50 of them beside 150
