@@ -38,7 +38,7 @@ from ._regressor import KernelGDRegressor
 from ._solvers._krylov import rp_cholesky
 from ._warnings import held_back, labels_checked, recorded
 from ._loo import _eigen_system, _loo_scores, _low_rank_system, score_predictions
-from ._replicates import collapse, distinct_groups, distinct_rows, draw_groups, replicate_groups
+from ._replicates import collapse, distinct_groups, distinct_rows, draw_groups, replicate_groups, subset_groups
 from .kernels import _CarriesRegisteredKernels, bind_kernel, check_sparse_support, get_spec
 
 # Exact leave-one-out (an O(n^3) eigendecomposition per width) up to this many rows.
@@ -657,15 +657,15 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             out with its copies, each copy scored by that prediction."""
             Xr, Yr, wr = (take_rows(A, rows) for A in (X, Y, sw))
             wr = wr / xp.sum(wr)
-            group_of, n_groups = replicate_groups(Xr)
-            if n_groups == len(rows):
+            group_of = subset_groups(copies, rows)  # X's groups, renumbered by first row as replicate_groups does
+            if group_of is None:
                 def scores(system, alphas):
                     if rescore is None:
                         return _loo_scores(system, Yr, wr, alphas, self.fit_intercept, scorer)[0]
                     return rescore(_loo_scores(system, Yr, wr, alphas, self.fit_intercept, None)[1], rows)
 
                 return Xr, Yr, wr, scores
-            first, Y_mean, w_sum = collapse(group_of, n_groups, to_numpy(Yr), to_numpy(wr))
+            first, Y_mean, w_sum = collapse(group_of, int(group_of.max()) + 1, to_numpy(Yr), to_numpy(wr))
 
             def scores(system, alphas):
                 held_out = _loo_scores(system, like(Y_mean, Yr), like(w_sum, wr), alphas, self.fit_intercept, None)[1]
@@ -674,7 +674,8 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
 
             return take_rows(Xr, first), like(Y_mean, Yr), like(w_sum, wr), scores
 
-        group_of, n_groups = replicate_groups(X)
+        group_of, n_groups = replicate_groups(X)  # hashed once: search_rows reads its rows' groups from it
+        copies = group_of if n_groups < n else None
         if n_groups <= LOO_MAX_SAMPLES:  # the distinct rows' eigensystem: copies cost nothing there
             Xd, Yd, wd, exact_scores = search_rows(np.arange(n))
 
@@ -686,7 +687,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             return exact
         rng = check_random_state(self.random_state)
         idx = np.arange(n) if n <= self.max_search_samples else draw_groups(
-            sw, group_of if n_groups < n else None, self.max_search_samples, rng)
+            sw, copies, self.max_search_samples, rng)
         Xs, Ys, ws, low_rank_scores = search_rows(idx)
         seed = rng.randint(np.iinfo(np.int32).max)
 
