@@ -348,6 +348,7 @@ def solve(est, problem, callback, monitor):
     retry = options["dtype"] == "auto" and operator.dtype == np.float32
     # from the path's fit, converged at least as tightly, a stop at rounding returns that optimum or better
     settings.rounding_stops = [] if retry or (start is not None and start[2]) else None
+    settings.float64_retry = retry
     result = run_solver(problem.solver, operator, rows.Y, rows.w, settings)
     n_iter, curve = path_iter + result.n_iter, list(result.loss_curve)
     if settings.rounding_stops and retry:
@@ -357,7 +358,7 @@ def solve(est, problem, callback, monitor):
         )
         problem = replace(problem, operator=operator)
         settings = replace(settings, coef_init=result.dual_coef, intercept_init=result.intercept,
-                           rounding_stops=None, callback=callback(problem))
+                           rounding_stops=None, float64_retry=False, callback=callback(problem))
         result = run_solver(problem.solver, operator, rows.Y, rows.w, settings)
         n_iter, curve = n_iter + result.n_iter, curve + list(result.loss_curve)
     coef, intercept = result.dual_coef, result.intercept

@@ -279,7 +279,7 @@ class KernelOperator:
     memory_budget : int
         Bytes that K, or the blocks being streamed, may take.
     dtype : {"auto", "float32", "float64"}
-        Precision of the kernel values; products accumulate into float64.
+        Precision of the kernel values; products are returned as float64.
     store : bool, default=None
         Whether to store K; None stores it when it fits in the budget.
     threads : int or "auto", default="auto"
@@ -288,11 +288,13 @@ class KernelOperator:
         Where the centers are rows of X, their indices (solver "cg" weighs FALKON's preconditioner by them).
     center_dtype : {"float64", "float32"}, default="float64"
         The dtype of ``center_matrix()`` and of its factors (``_preconditioners.center_dtype``).
+    product_dtype : {None, "float64"}, default=None
+        The precision the recomputed blocks' products are summed in; None: ``dtype``'s.
     """
 
     def __init__(
         self, X, kernel, *, centers=None, memory_budget=DEFAULT_MEMORY_BUDGET, dtype="auto", store=None,
-        threads="auto", center_rows=None, center_dtype="float64",
+        threads="auto", center_rows=None, center_dtype="float64", product_dtype=None,
     ):
         self.center_dtype = np.dtype(center_dtype).type
         self.kernel = kernel
@@ -303,6 +305,7 @@ class KernelOperator:
         self.n = X.shape[0]
         self.m = self.n if centers is None else centers.shape[0]
         self.dtype = resolve_dtype(dtype, self.n, self.m)
+        self.product_dtype = self.dtype if product_dtype is None else np.dtype(product_dtype).type
         self.itemsize = np.dtype(self.dtype).itemsize
         self.memory_budget = int(memory_budget)
         self.n_threads = n_threads(threads) if self.host else 1
@@ -448,8 +451,10 @@ class KernelOperator:
     # ---------------------------------------------------------- products
 
     def dot(self, block, V):
-        """``block @ V`` in the compute dtype, returned as float64."""
-        return dot64(block, V, self.dtype, GEMV_MAX_COLUMNS)
+        """``block @ V`` in the product dtype, returned as float64."""
+        if self.product_dtype != self.dtype:  # float32 blocks summed in float64: no rounding of the sums or of V
+            block = as_float64(block)
+        return dot64(block, V, self.product_dtype, GEMV_MAX_COLUMNS)
 
     def _empty(self, shape):
         return self.xp.empty(shape, dtype=self.xp.float64, device=self.device)
@@ -590,13 +595,17 @@ class _GaussianProduct:
 def cross_kernel_dot(
     kernel, Z, C, coef, *, memory_budget=DEFAULT_MEMORY_BUDGET, dtype=np.float64, threads="auto"
 ):
-    """``k(Z, C) @ coef`` in row blocks of Z, under the memory budget.
+    """``k(Z, C) @ coef`` in row blocks of Z, under the memory budget, its sums in float64 whatever ``dtype``
+    (the kernel values'): each row's product then depends on that row alone, not on the rows beside it in a
+    block (float32 sums of thousands of terms round differently with the block's shape, by far more than
+    float32's resolution where the coefficients cancel).
 
     With ``kernel=None``, Z is a precomputed (n_Z, n_C) kernel matrix.
     """
     if kernel is None:
         return as_float64(Z) @ coef
     op = KernelOperator(
-        Z, kernel, centers=C, memory_budget=memory_budget, dtype=dtype, store=False, threads=threads
+        Z, kernel, centers=C, memory_budget=memory_budget, dtype=dtype, store=False, threads=threads,
+        product_dtype=np.float64,
     )
     return op.matvec(coef)

@@ -520,3 +520,23 @@ def test_default_classifier_far_from_the_origin_converges_quietly():
             warnings.simplefilter("error")
             model = KernelGDClassifier(random_state=seed).fit(X5, y5)
         assert np.all(np.isfinite(model.predict_proba(X5)))
+
+
+def test_auto_dtype_redoes_a_float32_fit_that_rounding_broke_in_float64():
+    # Regression (fuzzing KernelGDClassifierCV's refit: six classes of rounded features, 4,460 distinct rows,
+    # alpha=3.2e-9): float32 cg computed a negative objective, and the default fit warned instead of going on
+    # in float64 as it does after a float32 rounding stop
+    r = np.random.RandomState(0)
+    X = np.round(r.normal(size=(5000, 3)) * [0.4, 1.1, 0.9], 1)
+    y = np.sin(X[:, 0]) + 0.3 * X[:, 2] + 0.5 * r.normal(size=5000)
+    y = np.digitize(y, np.quantile(y, np.linspace(0, 1, 7)[1:-1]))
+    params = dict(alpha=3e-9, sigma=10.0, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="negative objective"):  # the break is real
+        KernelGDClassifier(**params, options={"dtype": "float32"}).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        auto = KernelGDClassifier(**params).fit(X, y)
+    ref = KernelGDClassifier(**params, options={"dtype": "float64"}).fit(X, y)
+    assert auto._compute_dtype == np.float64
+    assert auto.loss_curve_[-1] <= ref.loss_curve_[-1] * (1 + 1e-3)
+    assert np.mean(auto.predict(X) == ref.predict(X)) > 0.99

@@ -63,6 +63,9 @@ class SolverSettings:
     # a list: stops caused by float32 rounding are recorded here, not warned,
     # because the estimator will redo the fit in float64; None: warn
     rounding_stops: list = None
+    # whether that float64 fit follows: a run that rounding broke (a negative objective) is recorded too, else
+    # warned (a search path's rounding stops are optima to score, which a broken run is not)
+    float64_retry: bool = False
     # a dict a solver may keep state in between warm-started fits on one kernel matrix (a search's
     # alpha path): only what cannot change the result it converges to, such as a preconditioner
     reuse: dict = None
@@ -138,12 +141,15 @@ def finish(name, operator, Y, w, settings, coef, b, log, n_iter, converged, step
         with np.errstate(all="ignore"):
             value = objective.value(coef, operator.matvec(coef) if KA is None else KA, b)
     if value < 0 or log.negative:  # a loss plus a PSD penalty cannot be negative: rounding broke the fit
-        warn(
+        message = (
             f"Solver {name!r} computed a negative objective ({min(value, *log.curve):.3g}), which a loss "
             "plus a positive semi-definite penalty cannot have: rounding broke the fit. The best iterate "
-            "with a valid objective is returned. Increase alpha, use fewer centers, or scale the features.",
-            ConvergenceWarning,
+            "with a valid objective is returned. Increase alpha, use fewer centers, or scale the features."
         )
+        if settings.float64_retry and settings.rounding_stops is not None:  # float64 goes on from that iterate
+            settings.rounding_stops.append(message)
+        else:
+            warn(message, ConvergenceWarning)
         value = np.inf if value < 0 else value
     curve = list(log.curve[:n_iter])
     if len(curve) == n_iter and n_iter:

@@ -37,7 +37,7 @@ def subsample_start(operator, Y, w, settings, solve):
     part = KernelOperator(operator.K[np.ix_(sub, sub)], None, dtype=operator.dtype, threads=operator.n_threads)
     result = solve(part, Y[sub], w[sub] / np.sum(w[sub]), replace(
         settings, tol=max(settings.tol, SUBSAMPLE_TOL), coef_init=None, intercept_init=None, verbose=0,
-        callback=None, rounding_stops=[], reuse=None))
+        callback=None, rounding_stops=[], float64_retry=False, reuse=None))
     A = np.zeros((n, k))
     A[sub] = result.dual_coef
     return A, result.intercept, operator.matvec(A)
