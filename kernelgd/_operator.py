@@ -334,7 +334,8 @@ class KernelOperator:
         if store is None:
             store = self.n * row_bytes <= self.memory_budget
         self.K = self._evaluate_all() if store else None
-        self._fused = None if store else self._gaussian()
+        # the fused product sums in float32, split by the rows' count: not where the sums are float64's
+        self._fused = None if store or self.product_dtype != self.dtype else self._gaussian()
 
     def _gaussian(self):
         """The device's fused product (``_GaussianProduct``) for a recomputed rbf K, where it has one."""

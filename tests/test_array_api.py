@@ -872,6 +872,9 @@ def test_fused_gaussian_product_replaces_recomputed_blocks(centers, sigma, monke
         for options in [dict(store=True, dtype="float32"), dict(store=False, dtype="float64")]:
             KernelOperator(xps.asarray(X), kernel, memory_budget=4096, **options).matvec(xps.asarray(V))
         KernelOperator(xps.asarray(X), bind_kernel("laplacian"), store=False, dtype="float32").matvec(xps.asarray(V))
+        # predictions' products sum in float64 (the fused product's float32 sums split by the rows' count)
+        summed = KernelOperator(xps.asarray(X), kernel, dtype="float32", store=False, product_dtype=np.float64)
+        assert_allclose(to_numpy(summed.matvec(xps.asarray(V))), ref.kernel(X, X) @ V, rtol=1e-5, atol=1e-5)
     assert len(calls) == 4
 
 
