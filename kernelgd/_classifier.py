@@ -27,6 +27,8 @@ from .kernels import get_spec, is_builtin
 # The squared loss's sigma="scale": the multiples of that width walked to while each lowers the rule's left-out
 # error without misclassifying more left-out rows: the scale's width is a smoother's, a class boundary sharper.
 WIDTHS = (0.5, 0.25)
+# Class shares whose log-odds differ by less than this tie (the no-signal layer's exact ties: balanced classes).
+SHARE_TIE = 1e-9
 
 
 def _has_probabilities(estimator):
@@ -391,9 +393,26 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
             return _dask.map_rows(self.predict, X, None, self.classes_.dtype)
         scores = self._scores(X, "predict")
         index = (scores > 0) if scores.ndim == 1 else xp_of(scores).argmax(scores, axis=1)
-        labels = self.classes_[np.asarray(to_numpy(index), dtype=np.intp)]
+        index = np.asarray(to_numpy(index), dtype=np.intp)
+        tied = self._tied_shares()
+        if tied is not None:  # a layer without signal whose largest class shares tie: the outputs break the tie
+            F = np.asarray(to_numpy(self._decision(X, "predict")))
+            index = (F[:, 0] > 0).astype(np.intp) if F.shape[1] == 1 else tied[np.argmax(F[:, tied], axis=1)]
+        labels = self.classes_[index]
         # in the scores' namespace for numeric classes, numpy for others (no other namespace holds them)
         return like(labels, scores) if labels.dtype.kind in "biuf" else labels
+
+    def _tied_shares(self):
+        """The classes whose shares tie for the largest (within ``SHARE_TIE`` in log-odds) in an output layer
+        without slope (no signal in the left-out outputs: the classes' weighted shares), where more than one
+        does; else None. Without a tie-break every row would get the first of them, even a training row."""
+        layer = getattr(self, "combiner_", None)
+        if layer is None or np.any(layer.coef_):
+            return None
+        b = np.ravel(layer.intercept_)
+        b = np.array([0.0, b[0]]) if b.size == 1 else b  # two classes: class 1's log-odds against class 0's
+        tied = np.flatnonzero(b >= b.max() - SHARE_TIE)
+        return tied if tied.size > 1 else None
 
     @available_if(_has_probabilities)
     def predict_proba(self, X):

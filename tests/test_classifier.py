@@ -9,7 +9,7 @@ from sklearn.datasets import load_iris, make_moons
 from sklearn.kernel_ridge import KernelRidge
 from sklearn.preprocessing import StandardScaler
 
-from kernelgd import KernelGDClassifier
+from kernelgd import KernelGDClassifier, KernelGDClassifierCV
 from kernelgd._auto_alpha import largest_output
 
 X_iris, y_iris = load_iris(return_X_y=True)
@@ -481,3 +481,18 @@ def test_many_classes_for_the_rows_warn_once():
             warnings.simplefilter("always")
             model.fit(X, y)
         assert [str(w.message)[:30] for w in caught] == ["The number of unique classes i"]
+
+
+@pytest.mark.parametrize("estimator", [KernelGDClassifier, KernelGDClassifierCV])
+def test_a_layer_without_signal_breaks_tied_class_shares_by_the_outputs(estimator):
+    # one row per class: the left-out outputs carry no signal, so the output layer is the classes' shares
+    # (equal), and every row, training rows too, got the first class
+    X, y = np.array([[0.0], [1.0], [2.0]]), np.array([5, 7, 9])
+    model = estimator().fit(X, y)
+    assert_allclose(model.predict_proba(X), 1 / 3)  # what the layer says: no signal
+    assert_array_equal(model.predict(X), y)  # the model's own outputs break the tie
+    assert_array_equal(estimator().fit(X[:2], ["a", "b"]).predict(X[:2]), ["a", "b"])
+    if estimator is KernelGDClassifier:  # unequal shares in a layer without signal: the largest class, as before
+        unequal = estimator().fit(np.arange(4.0)[:, None], [0, 1, 1, 2])
+        assert not np.any(unequal.combiner_.coef_)
+        assert_array_equal(unequal.predict(X), [1, 1, 1])
