@@ -189,9 +189,10 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
         as much as a local approximation (large n, or few points beyond a few
         thousand rows), each point's variance is conditioned on its 512
         training rows of largest kernel value instead: never below the exact
-        variance and close to it, at O(512^3) per point. A point's standard
-        deviation can therefore be slightly larger when it is predicted
-        alone than among many (on 5,000 rows, by up to 1.6%).
+        variance, at O(512^3) per point; a standard deviation can therefore be
+        larger when its point is predicted alone than among many (on 5,000
+        rows by up to 1.6%; up to 11% where the kernel is far wider than the
+        data, every training row about equally correlated with the point).
         The centers model (``n_centers``) uses the DTC posterior from two
         m x m factors formed at fit time, O(m^2) per point.
 
