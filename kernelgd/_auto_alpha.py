@@ -13,7 +13,8 @@ leverages (``leverage_floor``).
 A group of identical rows is left out as one and GCV counts Kish's effective number of rows, so
 scaling the weights or repeating every row chooses the same ridge. Of the ridges within ``TIE``
 of the least error the largest is taken. A classifier's ridge may move to one whose left-out
-error rate is significantly lower (``classification_ridge``).
+error rate is significantly lower (``classification_ridge``), among the ridges a truncated factor
+resolves (``RESOLVED_DF_SHARE``).
 """
 
 from functools import cached_property
@@ -52,6 +53,9 @@ FLOOR_ROWS = EXACT_MAX_ROWS
 FALLBACK_ALPHA = 1.0
 # A classifier's larger ridge must cut the leave-one-out error rate by this many standard errors.
 SIGNIFICANCE = 2.0
+# A truncated factor's left-out error rate is read only at ridges of at most this share of its rank in degrees of
+# freedom: nearer the rank, the Nystroem model's errors are its truncation's, not the ridge's.
+RESOLVED_DF_SHARE = 0.5
 # A classifier's walk to another width on exact leave-one-out errors must cut their squared error by this many
 # standard errors (the one-standard-error rule): a smaller gain is within chance.
 WALK_SIGNIFICANCE = 1.0
@@ -126,7 +130,11 @@ def choose(factor, Y, w, fit_intercept, group_of=None, alphas=None, floor=0.0, c
     if not np.isfinite(errors).any():
         return FALLBACK_ALPHA, errors, alphas, None, None
     first = _first_tied(errors)
-    chosen = classification_ridge(wrong, first, w_host, group_of, n_effective) if classify else first
+    resolved = None
+    if classify and not exact and factor.shape[1] >= RANK:
+        df = (lam[None, :] / (lam[None, :] + alphas[: len(wrong), None])).sum(axis=1)
+        resolved = df <= RESOLVED_DF_SHARE * len(lam)
+    chosen = classification_ridge(wrong, first, w_host, group_of, n_effective, resolved) if classify else first
     return (float(alphas[chosen]), errors, alphas, wrong[chosen] if classify else None,
             squared[chosen] if exact else None)
 
@@ -248,14 +256,17 @@ def _left_out(V, lam, Y, w, fit_intercept, alphas, group_of):
                 yield (F - h[:, None] * target) / (1.0 - h)[:, None], h
 
 
-def classification_ridge(wrong, first, w, group_of, n_effective):
+def classification_ridge(wrong, first, w, group_of, n_effective, resolved=None):
     """The index of the ridge taken among decreasing ridges whose squared error chose ``first``: that one, or
     the largest of least left-out error rate where it beats ``first``'s by ``SIGNIFICANCE`` standard errors of
     the paired difference over groups of identical rows (``significantly_fewer``). Squared error on +-1 codes
     also charges a confident correct prediction; the error rate is what a classifier is judged by.
-    ``wrong``: each row's left-out misclassification at each ridge scored.
+    ``wrong``: each row's left-out misclassification at each ridge scored; ``resolved``: the ridges whose error
+    rate may be taken (None: every one).
     """
-    errors = wrong @ w
+    errors = np.where(resolved, wrong @ w, np.inf) if resolved is not None else wrong @ w
+    if not np.isfinite(errors).any():
+        return first
     best = int(np.flatnonzero(errors <= errors.min())[0])  # decreasing ridges: the largest of least error
     return best if significantly_fewer(wrong[best], wrong[first], w, group_of, n_effective) else first
 

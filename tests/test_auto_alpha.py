@@ -672,6 +672,33 @@ def test_the_classification_check_keeps_the_squared_errors_ridge_where_no_larger
         assert _auto_alpha.classification_ridge(wrong, first, w, None, float(n)) == first
 
 
+def test_a_truncated_factors_error_rate_moves_the_ridge_only_to_ridges_it_resolves():
+    # Regression: on letter the rank-500 factor's left-out error rate moved the ridge from GCV's 5.6e-6
+    # (471 of 500 degrees of freedom) to 1.8e-5 (427) on one seed in eight, test accuracy 0.968 -> 0.961.
+    # That near its rank the Nystroem model's errors are the truncation's; on these 20 classes the move
+    # went to 72% of the rank (10x GCV's ridge, no test accuracy gained). A move must land where the factor
+    # resolves the model.
+    X, y = make_classification(2500, 8, n_informative=8, n_redundant=0, n_classes=20, n_clusters_per_class=1,
+                               flip_y=0.0, class_sep=3.0, random_state=22)
+    X = StandardScaler().fit_transform(X)
+    real, shares = _auto_alpha.choose, []
+
+    def spy(factor, Y, *args, **kwargs):  # each truncated factor's chosen ridge's share of its rank
+        result = real(factor, Y, *args, **kwargs)
+        alpha, errors, alphas, wrong = result[:4]
+        if wrong is not None and not kwargs.get("exact") and factor.shape[1] >= _auto_alpha.RANK:
+            lam = kwargs["directions"].eigen[0]
+            moved = alpha != alphas[_auto_alpha._first_tied(errors)]
+            shares.append(float(np.sum(lam / (lam + alpha))) / len(lam) if moved else 0.0)
+        return result
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_auto_alpha, "choose", spy)
+        KernelGDClassifier(random_state=0).fit(X, y)
+    assert shares  # the truncated factor's check ran
+    assert max(shares) <= _auto_alpha.RESOLVED_DF_SHARE
+
+
 def test_significantly_fewer_is_a_paired_z_test_of_two_standard_errors():
     # unweighted, every row distinct: the mean paired gain against twice its standard error (ddof=0)
     rng = np.random.RandomState(0)
