@@ -239,7 +239,8 @@ def _fold_path(estimator_class, params, K, train, test, y_fit, w, y_host, w_host
     y_train, w_train = rows_of(y_fit, train), rows_of(w, train)
 
     def score(i):
-        model.set_params(alpha=alphas[i]).fit(K_train, y_train, sample_weight=w_train)
+        with labels_checked():  # the user's labels are checked once, by the search's own fit
+            model.set_params(alpha=alphas[i]).fit(K_train, y_train, sample_weight=w_train)
         scored = _OnHost(model)
         if every_class is not None and len(model.classes_) < len(every_class):
             scored = _EveryClass(scored, every_class)  # a class only in the test rows
@@ -733,7 +734,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         y_host = np.asarray(to_numpy(y))
         scores, fits, warned = {}, {}, False
         for name, candidate in (("search", model), ("rule", rule)):
-            with recorded() as caught:
+            with recorded() as caught, labels_checked():
                 fit = clone(candidate)
                 fit._predictive = False  # scored on its predictions only: no posterior
                 fit.fit(X_fit, take_rows(y, fitted), sample_weight=take_rows(sw, fitted))

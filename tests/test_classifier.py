@@ -483,6 +483,21 @@ def test_many_classes_for_the_rows_warn_once():
         assert [str(w.message)[:30] for w in caught] == ["The number of unique classes i"]
 
 
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_classes_of_half_the_rows_warn_from_no_inner_fit(loss):
+    # Regression: with 30 classes of 2 rows (not more classes than half the rows: scikit-learn's check is quiet)
+    # the logistic search's fold fits, of 48 rows each, raised scikit-learn's warning 42 times
+    X = np.random.RandomState(0).normal(size=(60, 4))
+    y = np.repeat(np.arange(30), 2)
+    from kernelgd import KernelGDClassifierCV
+
+    for model in (KernelGDClassifier(loss=loss, random_state=0), KernelGDClassifierCV(loss=loss, random_state=0)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.fit(X, y)
+        assert [str(w.message) for w in caught] == []
+
+
 @pytest.mark.parametrize("estimator", [KernelGDClassifier, KernelGDClassifierCV])
 def test_a_layer_without_signal_breaks_tied_class_shares_by_the_outputs(estimator):
     # one row per class: the left-out outputs carry no signal, so the output layer is the classes' shares
