@@ -754,8 +754,9 @@ def test_centers_past_the_float64_budget_keep_float32_matrices(module, monkeypat
     monkeypatch.setattr(cg, "center_factors", spy)
     monkeypatch.setattr(_run, "center_factors", spy)
     rng = np.random.RandomState(0)
-    X = rng.normal(size=(300, 3))
-    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=300)
+    # few rows: a budget of just the m x m matrices leaves the kernel one row per block, each a namespace call
+    X = rng.normal(size=(100, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=100)
     for est, target in [(KernelGDRegressor(alpha=1e-4, n_centers=m, random_state=0), y),
                         (KernelGDClassifier(loss="logistic", alpha=1e-4, n_centers=m, random_state=0), (y > 0) * 1)]:
         ref = clone(est).set_params(options={"dtype": "float32"}).fit(X, target)
