@@ -104,7 +104,8 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         difference: one ridge shrinks every class's scores alike, which a
         class between others or labels drawn at random leave miscalibrated.
         With either loss the probabilities are then read as those of labels
-        drawn at random with probability ``label_noise_``, where that share,
+        drawn at random (from the classes' shares of the training weight)
+        with probability ``label_noise_``, where that share,
         fitted by maximum likelihood to the same left-out or held-out rows,
         lowers their five-fold cross-validated log-loss by a standard error:
         a model certain far from its boundaries pays tens of nats for each
@@ -137,9 +138,10 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         ``alpha="auto"`` chose the ridge and the layer lowers their
         cross-validated log-loss; None otherwise.
     label_noise_ : float
-        The share of labels the probabilities take as drawn at random
-        (``combine="logistic"``): ``predict_proba`` is ``(1 - label_noise_)
-        p + label_noise_ / n_classes`` of the layer's or model's own ``p``;
+        The share of labels the probabilities take as drawn at random from
+        the classes' shares q of the training weight (``combine="logistic"``):
+        ``predict_proba`` is ``(1 - label_noise_) p + label_noise_ q`` of the
+        layer's or model's own ``p``, at 1.0 the intercept-only model's q;
         0.0 where it does not lower the held-out log-loss (a fixed ridge of
         the logistic loss, or ``combine="argmax"``). Classes, and
         ``decision_function``, are those of ``p``.
@@ -335,7 +337,8 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
             sample_weight = sample_weight * class_weights(self.class_weight, self.classes_, y, sample_weight)
         Y = from_numpy(Y, xp, device)
         sample_weight = None if sample_weight is None else like(sample_weight, Y)
-        self.combiner_, self.label_noise_ = None, 0.0  # a layer fitted before reads other outputs: none yet
+        # a layer fitted before reads other outputs: none yet
+        self.combiner_, self.label_noise_, self._noise_shares = None, 0.0, None
         # a stratified validation split where every class can be split
         return self._fit(X, Y, sample_weight, y, stratify=y)
 
@@ -422,7 +425,8 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         probabilities are calibrated on outputs the model had not seen, as Platt scaling's are on held-out
         ones (``SVC(probability=True)``): for the squared loss at no extra fit, for the logistic loss from
         the held-out fits that chose its ridge and a few more. Where the fit found labels drawn at random
-        (``label_noise_``), each probability ``p`` is ``(1 - label_noise_) p + label_noise_ / n_classes``.
+        (``label_noise_``), each probability ``p`` is ``(1 - label_noise_) p + label_noise_ q``, q the
+        classes' shares of the training weight.
 
         Parameters
         ----------
@@ -453,7 +457,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
             return _dask.map_rows(self.predict_proba, X, len(self.classes_), np.float64)
         loss, F = self._log_odds(X, "predict_proba")
         P, eps = loss.probabilities(F), getattr(self, "label_noise_", 0.0)
-        return P if not eps else (1.0 - eps) * P + eps / P.shape[1]
+        return P if not eps else (1.0 - eps) * P + eps * xp_of(P).astype(like(self._noise_shares, P), P.dtype)
 
     @available_if(_has_probabilities)
     def predict_log_proba(self, X):
@@ -488,7 +492,9 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
         if not eps:
             return L
         xp = xp_of(L)
-        return xp.logaddexp(L + math.log1p(-eps), xp.full_like(L, math.log(eps / L.shape[1])))
+        with np.errstate(divide="ignore"):  # a class without weight: log(0), whose term drops out
+            log_shares = xp.log(xp.astype(like(self._noise_shares, L), L.dtype)) + math.log(eps)
+        return xp.logaddexp(L + math.log1p(-eps), log_shares)
 
     def _log_odds(self, X, method):
         """``(loss, F)``: the logistic loss component and the scores its probabilities are read from, ``f(x)``

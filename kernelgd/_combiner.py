@@ -12,8 +12,8 @@ log-loss is lower by ``SIGNIFICANCE`` standard errors. With fewer, the full laye
 the others decides better, even where its log-loss is higher.
 
 Both output layers (this one and the logistic loss's, ``_logistic_layer``) read their probabilities as those of
-labels drawn at random with probability eps where that fits held-out rows significantly better (``label_noise``):
-a model certain far from its boundaries pays tens of nats for each such label.
+labels drawn at random (from the classes' shares) with probability eps where that fits held-out rows significantly
+better (``label_noise``): a model certain far from its boundaries pays tens of nats for each such label.
 """
 
 import warnings
@@ -307,41 +307,53 @@ def cross_validation_folds(labels, groups, rng):
     return fold_of[groups]
 
 
-def label_noise(losses, w, folds, groups, n_effective, n_classes):
-    """The share eps of labels drawn at random (uniformly over ``n_classes``) of greatest likelihood for rows whose
-    label has log-loss ``losses`` (weights ``w`` summing to 1): the probabilities ``(1 - eps) p + eps / n_classes``
-    then. 0 unless eps fitted to the other ``folds`` lowers each fold's log-loss by ``SIGNIFICANCE`` standard errors
-    of the paired difference (over ``groups`` of identical rows, ``n_effective`` of them)."""
+def class_shares(Y, w):
+    """The classes' shares of the weight w of rows of class codes Y (+-1 columns; one for two classes): the
+    intercept-only model's probabilities, which labels drawn at random are drawn from (``label_noise``)."""
+    Y, w = np.asarray(to_numpy(Y)), np.asarray(to_numpy(w), dtype=np.float64)
+    return np.bincount(_labels(Y), weights=w, minlength=max(Y.shape[1], 2)) / w.sum()
+
+
+def label_noise(losses, w, folds, groups, n_effective, row_shares):
+    """The share eps of labels drawn at random of greatest likelihood for rows whose label has log-loss ``losses``
+    (weights ``w`` summing to 1), each row's label drawn with probability ``row_shares`` (its class's
+    ``class_shares``): the probabilities ``(1 - eps) p + eps shares`` then, at eps = 1 the intercept-only model's.
+    0 unless eps fitted to the other ``folds`` lowers each fold's log-loss by ``SIGNIFICANCE`` standard errors of
+    the paired difference (over ``groups`` of identical rows, ``n_effective`` of them)."""
     held = np.empty_like(losses)
     for fold in range(folds.max() + 1):
         test = folds == fold
-        held[test] = mixed(losses[test], likeliest_share(losses[~test], w[~test], n_classes), n_classes)
+        eps = likeliest_share(losses[~test], w[~test], row_shares[~test])
+        held[test] = mixed(losses[test], eps, row_shares[test])
     if not significantly_fewer(held, losses, w, groups, n_effective, SIGNIFICANCE):
         return 0.0
-    return likeliest_share(losses, w, n_classes)
+    return likeliest_share(losses, w, row_shares)
 
 
-def likeliest_share(losses, w, n_classes):
+def likeliest_share(losses, w, row_shares):
     """The share eps in [0, 1] of labels drawn at random of greatest likelihood for rows of log-losses ``losses``
-    (weights w): the log-likelihood is concave in eps, one bounded scalar search finds it."""
+    (weights w) whose classes have shares ``row_shares``: the log-likelihood is concave in eps, one bounded scalar
+    search finds it."""
     w = w / w.sum()
-    return float(minimize_scalar(lambda eps: w @ mixed(losses, eps, n_classes), bounds=(0.0, 1.0),
+    return float(minimize_scalar(lambda eps: w @ mixed(losses, eps, row_shares), bounds=(0.0, 1.0),
                                  method="bounded").x)
 
 
-def mixed(losses, eps, n_classes):
-    """The log-losses ``losses`` of labels once a share ``eps`` of them is drawn at random: ``-log((1 - eps) p +
-    eps / n_classes)`` for ``p = exp(-losses)``, without forming p (a certain wrong row's is below float's range)."""
+def mixed(losses, eps, row_shares):
+    """The log-losses ``losses`` of labels once a share ``eps`` of them is drawn at random, each row's label with
+    probability ``row_shares``: ``-log((1 - eps) p + eps row_shares)`` for ``p = exp(-losses)``, without forming p
+    (a certain wrong row's is below float's range)."""
     with np.errstate(divide="ignore"):  # log(0) at eps = 0 or 1: the term drops out
-        return -np.logaddexp(np.log1p(-eps) - losses, np.log(eps / n_classes))
+        return -np.logaddexp(np.log1p(-eps) - losses, np.log(eps) + np.log(row_shares))
 
 
 def combiner_label_noise(layer, F, Y, w, X, seed):
-    """``label_noise``'s share for the output layer ``layer`` that ``fit_combiner`` fitted to outputs F of rows X
-    (class codes Y, weights w), from its probabilities of those rows: their outputs are left-out ones, and the
-    layer's ``K (K + 1)`` numbers, fitted to thousands of rows, barely overfit them. 0 where the layer is None."""
+    """``(eps, shares)``: ``label_noise``'s share for the output layer ``layer`` that ``fit_combiner`` fitted to
+    outputs F of rows X (class codes Y, weights w), from its probabilities of those rows (their outputs are left-out
+    ones, and the layer's ``K (K + 1)`` numbers, fitted to thousands of rows, barely overfit them), and the rows'
+    ``class_shares``. ``(0, None)`` where the layer is None."""
     if layer is None:
-        return 0.0
+        return 0.0, None
     F, Y, w = (np.asarray(to_numpy(A), dtype=np.float64) for A in (F, Y, w))
     positive = np.flatnonzero(w > 0)
     labels = _labels(Y)[positive]
@@ -350,10 +362,11 @@ def combiner_label_noise(layer, F, Y, w, X, seed):
     log_p = (MultinomialLoss if D.ndim == 2 else BinaryLogisticLoss).log_probabilities(D.reshape(len(positive), -1))
     losses = -log_p[np.arange(len(positive)), labels]
     folds = cross_validation_folds(labels, groups, np.random.RandomState(seed))
+    shares = class_shares(Y, w)
     if folds is None or not np.all(np.isfinite(losses)):
-        return 0.0
+        return 0.0, shares
     weights = w[positive] / w[positive].sum()
-    return label_noise(losses, weights, folds, groups, effective_count(weights, groups), max(Y.shape[1], 2))
+    return label_noise(losses, weights, folds, groups, effective_count(weights, groups), shares[labels]), shares
 
 
 def layer_classes(F, labels, w, groups=None):

@@ -176,7 +176,7 @@ def fit(estimator, X, y, sample_weight, classifier):
     _fit.export(est, problem, result.dual_coef, result.intercept, result.n_iter, list(result.loss_curve), result,
                 ravel=not classifier and y.ndim == 1)
     if classifier:  # the output layer, on the rows the in-memory fit reads (``_combiner``)
-        est.combiner_, est.label_noise_ = None, 0.0
+        est.combiner_, est.label_noise_, est._noise_shares = None, 0.0, None
         if est._combines(loss):
             limit = _combiner.COMBINER_ROWS
             picked = None if n_positive <= limit else _center_rows(  # combiner_rows's draw
@@ -186,7 +186,7 @@ def fit(estimator, X, y, sample_weight, classifier):
                                         options["n_threads"], seed)
             outputs, wc = (left_out[0] * y_scale, left_out[1]) if left_out else (est._decision(Xc, "fit"), wc)
             est.combiner_ = fit_output_layer(outputs, Yc, wc, Xc, seed)
-            est.label_noise_ = combiner_label_noise(est.combiner_, outputs, Yc, wc, Xc, seed)
+            est.label_noise_, est._noise_shares = combiner_label_noise(est.combiner_, outputs, Yc, wc, Xc, seed)
     return est
 
 

@@ -13,7 +13,7 @@ from sklearn.base import is_classifier
 from sklearn.utils import check_random_state
 
 from . import _loo_ridge as loo_ridge
-from ._array_api import add_at_rows, block_of, copy_array, on_host, rows_of, take_rows, to_numpy, xp_of, zeros_as
+from ._array_api import add_at_rows, block_of, copy_array, like, on_host, rows_of, take_rows, to_numpy, xp_of, zeros_as
 from ._auto_alpha import auto_alpha
 from ._combiner import (
     combiner_label_noise, combiner_rows, fit_output_layer, layer_landmarks, left_out_outputs, training_outputs,
@@ -405,9 +405,11 @@ def fit(est, X, Y, sample_weight, stratify, options, progress, ravel):
                                     problem.landmarks if picked is None else None)
         outputs, w = left_out or (training_outputs(problem.operator, coef, intercept, picked), w)
         est.combiner_ = fit_output_layer(outputs * rows.y_scale, Y, w, X, problem.seed)
-        est.label_noise_ = combiner_label_noise(est.combiner_, outputs * rows.y_scale, Y, w, X, problem.seed)
+        est.label_noise_, shares = combiner_label_noise(est.combiner_, outputs * rows.y_scale, Y, w, X, problem.seed)
+        est._noise_shares = None if shares is None else like(shares, rows.Y)  # in X's namespace, as every array
     elif is_classifier(est) and est._layers(problem, monitor):  # the logistic loss's, where it lowers held-out loss
-        est.combiner_, est.label_noise_ = output_layer(problem, solver_settings(est, problem), held_out)
+        est.combiner_, est.label_noise_, shares = output_layer(problem, solver_settings(est, problem), held_out)
+        est._noise_shares = None if shares is None else like(shares, rows.Y)
 
 
 @dataclass(frozen=True)

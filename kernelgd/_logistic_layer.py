@@ -12,7 +12,7 @@ errors of the paired difference: on a model already calibrated, a layer fitted t
 
 A model fitted at a small ridge is certain far from its boundaries, and a label drawn at random there costs
 tens of nats. The probabilities are then read as those of labels drawn at random with probability ``eps``
-(``_combiner.label_noise``): ``(1 - eps) p + eps / k``, eps of greatest likelihood on the same held-out rows,
+(``_combiner.label_noise``): ``(1 - eps) p + eps q``, q the classes' shares, eps of greatest likelihood on the same held-out rows,
 kept under the same test.
 """
 
@@ -23,7 +23,8 @@ import numpy as np
 from ._array_api import rows_of, to_numpy
 from ._auto_alpha import significantly_fewer
 from ._combiner import (
-    ROWS_PER_NUMBER, SIGNIFICANCE, converged, cross_validated_losses, cross_validation_folds, fit_combiner, label_noise,
+    ROWS_PER_NUMBER, SIGNIFICANCE, class_shares, converged, cross_validated_losses, cross_validation_folds, fit_combiner,
+    label_noise,
 )
 from ._loo_ridge import HELD_OUT, _HeldOut
 from ._replicates import distinct_rows
@@ -58,14 +59,15 @@ def layer_folds(n):
 
 
 class Calibration(NamedTuple):
-    """What ``output_layer`` fitted: the layer (a ``LogisticRegression``, or None) and the share of labels drawn at
-    random (``label_noise``'s eps, 0 for none)."""
+    """What ``output_layer`` fitted: the layer (a ``LogisticRegression``, or None), the share of labels drawn at
+    random (``label_noise``'s eps, 0 for none) and the classes' shares they are drawn from (None for none)."""
 
     layer: object
     label_noise: float
+    shares: object
 
 
-NO_CALIBRATION = Calibration(None, 0.0)
+NO_CALIBRATION = Calibration(None, 0.0, None)
 
 
 def output_layer(problem, settings, held_out=None):
@@ -113,4 +115,5 @@ def output_layer(problem, settings, held_out=None):
                                                             SIGNIFICANCE):
             layer = converged(fit_combiner, S, Y, w, X)
             losses = losses if layer is None else layer_losses  # the layer's probabilities, out of its own fit
-    return Calibration(layer, label_noise(losses, w, folds, held.groups, held.n_effective, max(k, 2)))
+    shares = class_shares(rows.Y, rows.w)  # of every training row: the intercept-only model's probabilities
+    return Calibration(layer, label_noise(losses, w, folds, held.groups, held.n_effective, shares[held.labels]), shares)

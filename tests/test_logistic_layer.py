@@ -47,9 +47,10 @@ def test_the_layer_is_a_logistic_regression_on_the_log_probabilities_of_rows_hel
                         .predict_log_proba(X[list(fold)]) for fold in folds])
     layer = LogisticRegression(max_iter=1000).fit(S, y[np.concatenate(folds)])
     whole = KernelGDClassifier(**refit).fit(X, y)
-    eps = model.label_noise_  # the share of labels drawn at random, on the layer's probabilities
+    eps = model.label_noise_  # the share of labels drawn at random (from the classes' shares), on the layer's
+    shares = np.bincount(y) / len(y)
     assert_allclose(model.predict_proba(X_test), (1 - eps) * layer.predict_proba(whole.predict_log_proba(X_test))
-                    + eps / 5, atol=0.01)
+                    + eps * shares, atol=0.01)
 
 
 def test_the_layer_is_kept_only_where_it_lowers_the_held_out_log_loss(monkeypatch):
@@ -176,17 +177,41 @@ def test_label_noise_is_the_share_of_greatest_likelihood():
     losses[rng.rand(n) < 0.03] = 25.0  # certain and wrong: labels drawn at random
     w = rng.uniform(0.5, 1.5, n)
     w /= w.sum()
-    labels = rng.randint(0, k, n)
+    labels = rng.choice(k, n, p=[0.4, 0.3, 0.15, 0.1, 0.05])
     folds = _combiner.cross_validation_folds(labels, np.arange(n), np.random.RandomState(0))
-    eps = _combiner.label_noise(losses, w, folds, np.arange(n), 1 / (w @ w), k)
-    grid = np.linspace(0.0, 0.2, 200_001)  # brute force: the weighted log-likelihood of (1 - e) p + e / k
-    likelihood = [w @ np.log((1 - e) * np.exp(-losses) + e / k) for e in grid[::100]]
-    coarse = grid[::100][int(np.argmax(likelihood))]
+    shares = _combiner.class_shares(np.where(labels[:, None] == np.arange(k), 1.0, -1.0), w)
+    assert_allclose(shares, [w[labels == c].sum() for c in range(k)], rtol=1e-12)
+    q = shares[labels]  # brute force: the weighted log-likelihood of (1 - e) p + e q, q each row's class's share
+    eps = _combiner.label_noise(losses, w, folds, np.arange(n), 1 / (w @ w), q)
+
+    def likelihood(e):
+        return w @ np.log((1 - e) * np.exp(-losses) + e * q)
+
+    grid = np.linspace(0.0, 0.2, 200_001)
+    coarse = grid[::100][int(np.argmax([likelihood(e) for e in grid[::100]]))]
     fine = grid[np.abs(grid - coarse) <= 2e-4]
-    best = fine[int(np.argmax([w @ np.log((1 - e) * np.exp(-losses) + e / k) for e in fine]))]
+    best = fine[int(np.argmax([likelihood(e) for e in fine]))]
     assert 0.0 < eps and eps == pytest.approx(best, abs=2e-5)
     calibrated = rng.exponential(0.1, n)  # no row far off: no share is kept
-    assert _combiner.label_noise(calibrated, w, folds, np.arange(n), 1 / (w @ w), k) == 0.0
+    assert _combiner.label_noise(calibrated, w, folds, np.arange(n), 1 / (w @ w), q) == 0.0
+
+
+def test_labels_wholly_at_random_take_the_intercept_only_models_probabilities():
+    # a model that says 1/2 everywhere on classes of 80% and 20%: labels drawn at random from the classes' shares
+    # explain them best, and at eps = 1 the probabilities are the intercept-only model's (a uniform draw's are not)
+    rng = np.random.RandomState(0)
+    n = 1000
+    labels = (rng.rand(n) < 0.2).astype(int)
+    w = np.full(n, 1.0 / n)
+    losses = np.full(n, np.log(2.0))
+    folds = _combiner.cross_validation_folds(labels, np.arange(n), np.random.RandomState(0))
+    shares = _combiner.class_shares(np.where(labels == 1, 1.0, -1.0)[:, None], w)
+    assert_allclose(shares, [np.mean(labels == 0), np.mean(labels == 1)])
+    eps = _combiner.label_noise(losses, w, folds, np.arange(n), n, shares[labels])
+    assert eps == pytest.approx(1.0, abs=1e-4)
+    mixed = _combiner.mixed(losses, eps, shares[labels])
+    assert_allclose(mixed, -np.log(shares[labels]), atol=1e-3)
+    assert w @ mixed < w @ losses - 0.1
 
 
 def test_probabilities_take_the_labels_drawn_at_random(monkeypatch):
@@ -199,9 +224,9 @@ def test_probabilities_take_the_labels_drawn_at_random(monkeypatch):
         model = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
     plain = KernelGDClassifier(loss="logistic", random_state=0, combine="argmax").fit(X, y)
     assert model.combiner_ is None and 0.0 < model.label_noise_ < 0.1 and plain.label_noise_ == 0.0
-    eps, P = model.label_noise_, plain.predict_proba(X_test)
-    assert_allclose(model.predict_proba(X_test), (1 - eps) * P + eps / 5, rtol=1e-12, atol=1e-15)
-    assert_allclose(model.predict_log_proba(X_test), np.log((1 - eps) * P + eps / 5), rtol=1e-10)
+    eps, P, shares = model.label_noise_, plain.predict_proba(X_test), np.bincount(y) / len(y)
+    assert_allclose(model.predict_proba(X_test), (1 - eps) * P + eps * shares, rtol=1e-12, atol=1e-15)
+    assert_allclose(model.predict_log_proba(X_test), np.log((1 - eps) * P + eps * shares), rtol=1e-10)
     np.testing.assert_array_equal(model.predict(X_test), plain.predict(X_test))
     assert log_loss(y_test, model.predict_proba(X_test)) < log_loss(y_test, P) - 0.01
     monkeypatch.setattr(_combiner, "SIGNIFICANCE", np.inf)  # no gain is enough: the model's own probabilities
@@ -234,7 +259,7 @@ def test_a_searchs_refit_is_calibrated_as_the_ridge_rules_fit():
         P = refit.combiner_.predict_proba(_logistic_layer.layer_inputs(
             plain._fitted_loss(), plain._decision(X_test, "decision_function")))
     eps = refit.label_noise_
-    assert_allclose(search.predict_proba(X_test), (1 - eps) * P + eps / 5, atol=1e-6)
+    assert_allclose(search.predict_proba(X_test), (1 - eps) * P + eps * np.bincount(y) / len(y), atol=1e-6)
     unmixed = KernelGDClassifierCV(loss="logistic", sigmas=[0.6, 1.2], alphas=[1e-5, 1e-6], cv=3, combine="argmax",
                                    random_state=0).fit(X, y)
     assert unmixed.best_estimator_.combiner_ is None and unmixed.best_estimator_.label_noise_ == 0.0
