@@ -347,13 +347,13 @@ def mixed(losses, eps, row_shares):
         return -np.logaddexp(np.log1p(-eps) - losses, np.log(eps) + np.log(row_shares))
 
 
-def combiner_label_noise(layer, F, Y, w, X, seed):
-    """``(eps, shares)``: ``label_noise``'s share for the output layer ``layer`` that ``fit_combiner`` fitted to
-    outputs F of rows X (class codes Y, weights w), from its probabilities of those rows (their outputs are left-out
-    ones, and the layer's ``K (K + 1)`` numbers, fitted to thousands of rows, barely overfit them), and the rows'
-    ``class_shares``. ``(0, None)`` where the layer is None."""
+def combiner_label_noise(layer, F, Y, w, X, seed, shares):
+    """``label_noise``'s share for the output layer ``layer`` that ``fit_combiner`` fitted to outputs F of rows X
+    (class codes Y, weights w), labels drawn from ``shares`` (the training rows' ``class_shares``), from the layer's
+    probabilities of those rows: their outputs are left-out ones, and the layer's ``K (K + 1)`` numbers, fitted to
+    thousands of rows, barely overfit them. 0 where the layer is None."""
     if layer is None:
-        return 0.0, None
+        return 0.0
     F, Y, w = (np.asarray(to_numpy(A), dtype=np.float64) for A in (F, Y, w))
     positive = np.flatnonzero(w > 0)
     labels = _labels(Y)[positive]
@@ -362,11 +362,10 @@ def combiner_label_noise(layer, F, Y, w, X, seed):
     log_p = (MultinomialLoss if D.ndim == 2 else BinaryLogisticLoss).log_probabilities(D.reshape(len(positive), -1))
     losses = -log_p[np.arange(len(positive)), labels]
     folds = cross_validation_folds(labels, groups, np.random.RandomState(seed))
-    shares = class_shares(Y, w)
     if folds is None or not np.all(np.isfinite(losses)):
-        return 0.0, shares
+        return 0.0
     weights = w[positive] / w[positive].sum()
-    return label_noise(losses, weights, folds, groups, effective_count(weights, groups), shares[labels]), shares
+    return label_noise(losses, weights, folds, groups, effective_count(weights, groups), shares[labels])
 
 
 def layer_classes(F, labels, w, groups=None):

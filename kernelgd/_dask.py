@@ -18,7 +18,7 @@ from sklearn.utils.validation import _check_feature_names
 
 from . import _auto_alpha, _combiner, _fit, _posterior
 from ._losses import SquaredLoss
-from ._combiner import combiner_label_noise, fit_output_layer, left_out_outputs
+from ._combiner import class_shares, combiner_label_noise, fit_output_layer, left_out_outputs
 from ._replicates import _by_first_row, distinct_groups, row_hashes
 from ._solvers import SMOOTH_LOSS_SOLVERS
 from ._solvers import blockwise
@@ -182,11 +182,12 @@ def fit(estimator, X, y, sample_weight, classifier):
             picked = None if n_positive <= limit else _center_rows(  # combiner_rows's draw
                 np.random.RandomState(seed), wn if w is not None else None, n_positive, limit)
             Xc, Yc, wc = dask.compute(*(A if picked is None else A[picked] for A in (X_rows, Y, wn)))
+            est._noise_shares = class_shares(Yc, wc)  # the layer's rows', as the in-memory fit's
             left_out = left_out_outputs(Xc, None, kernel, Yc, wc, alpha, est.fit_intercept, est._precomputed,
                                         options["n_threads"], seed)
             outputs, wc = (left_out[0] * y_scale, left_out[1]) if left_out else (est._decision(Xc, "fit"), wc)
             est.combiner_ = fit_output_layer(outputs, Yc, wc, Xc, seed)
-            est.label_noise_, est._noise_shares = combiner_label_noise(est.combiner_, outputs, Yc, wc, Xc, seed)
+            est.label_noise_ = combiner_label_noise(est.combiner_, outputs, Yc, wc, Xc, seed, est._noise_shares)
     return est
 
 

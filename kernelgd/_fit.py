@@ -16,7 +16,8 @@ from . import _loo_ridge as loo_ridge
 from ._array_api import add_at_rows, block_of, copy_array, like, on_host, rows_of, take_rows, to_numpy, xp_of, zeros_as
 from ._auto_alpha import auto_alpha
 from ._combiner import (
-    combiner_label_noise, combiner_rows, fit_output_layer, layer_landmarks, left_out_outputs, training_outputs,
+    class_shares, combiner_label_noise, combiner_rows, fit_output_layer, layer_landmarks, left_out_outputs,
+    training_outputs,
 )
 from ._logistic_layer import output_layer
 from ._losses import SquaredLoss
@@ -400,13 +401,14 @@ def fit(est, X, Y, sample_weight, stratify, options, progress, ravel):
     if is_classifier(est) and est._combines(problem.loss):  # the output layer, on (at most 20,000 of) its rows
         picked = combiner_rows(rows.w, problem.seed)
         Y, w, X = (A if picked is None else take_rows(A, picked) for A in (rows.Y, rows.w, rows.X))
+        shares = class_shares(Y, w)  # the layer's rows': the intercept-only model's probabilities
         left_out = left_out_outputs(rows.X, picked, problem.kernel, Y, w, problem.alpha, est.fit_intercept,
                                     est._precomputed, problem.options["n_threads"], problem.seed,
                                     problem.landmarks if picked is None else None)
         outputs, w = left_out or (training_outputs(problem.operator, coef, intercept, picked), w)
         est.combiner_ = fit_output_layer(outputs * rows.y_scale, Y, w, X, problem.seed)
-        est.label_noise_, shares = combiner_label_noise(est.combiner_, outputs * rows.y_scale, Y, w, X, problem.seed)
-        est._noise_shares = None if shares is None else like(shares, rows.Y)  # in X's namespace, as every array
+        est.label_noise_ = combiner_label_noise(est.combiner_, outputs * rows.y_scale, Y, w, X, problem.seed, shares)
+        est._noise_shares = like(shares, rows.Y)  # in X's namespace, as every array
     elif is_classifier(est) and est._layers(problem, monitor):  # the logistic loss's, where it lowers held-out loss
         est.combiner_, est.label_noise_, shares = output_layer(problem, solver_settings(est, problem), held_out)
         est._noise_shares = None if shares is None else like(shares, rows.Y)
