@@ -12,8 +12,8 @@ errors of the paired difference: on a model already calibrated, a layer fitted t
 
 A model fitted at a small ridge is certain far from its boundaries, and a label drawn at random there costs
 tens of nats. The probabilities are then read as those of labels drawn at random with probability ``eps``
-(``_combiner.label_noise``): ``(1 - eps) p + eps q``, q the classes' shares, eps of greatest likelihood on the same held-out rows,
-kept under the same test.
+(``_combiner.label_noise``): ``(1 - eps) p + eps q``, q the classes' shares, eps of greatest likelihood on the
+same held-out rows, kept under the same test.
 """
 
 from typing import NamedTuple
@@ -23,8 +23,8 @@ import numpy as np
 from ._array_api import rows_of, to_numpy
 from ._auto_alpha import significantly_fewer
 from ._combiner import (
-    ROWS_PER_NUMBER, SIGNIFICANCE, class_shares, converged, cross_validated_losses, cross_validation_folds, fit_combiner,
-    label_noise,
+    ROWS_PER_NUMBER, SIGNIFICANCE, class_shares, converged, cross_validated_losses, cross_validation_folds,
+    fit_combiner, label_noise,
 )
 from ._loo_ridge import HELD_OUT, _HeldOut
 from ._replicates import distinct_rows
