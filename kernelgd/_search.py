@@ -432,21 +432,20 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         as many folds of the distinct rows (as ``check_cv`` splits rows, by the label of each one's first
         copy), every copy of a row in its fold: a copy in the test fold would be predicted by its twin in the
         training rows, which favours interpolation, and the rows repeated then split as their integer
-        weights do."""
+        weights do. Copies of one row alone split as ``check_cv`` splits rows: every model of them is the
+        intercept-only one."""
         folds, chosen = self._folds(y, classifier), self.cv is None
         with warnings.catch_warnings():
             if chosen:  # a class with fewer rows than the folds is missing from some test folds: the scores allow it
                 warnings.filterwarnings("ignore", message="The least populated class", category=UserWarning)
             if isinstance(folds, Integral):
                 group_of, n_groups = replicate_groups(X)
-                if n_groups < X.shape[0]:
-                    if n_groups < folds and (n_groups < 2 or not chosen):  # the default folds take fewer
+                # one distinct row: every candidate is the intercept-only model, and its copies split as rows do
+                if 2 <= n_groups < X.shape[0]:
+                    if n_groups < folds and not chosen:  # the default folds take fewer
                         raise ValueError(
                             f"{type(self).__name__} found {n_groups} distinct rows of X, too few for {folds} "
                             "folds (copies of a row share a fold). Pass cv with at most that many folds."
-                            if n_groups >= 2 else
-                            f"{type(self).__name__} found 1 distinct row of X, too few for cross-validation. "
-                            "Fit on more data."
                         )
                     first = np.unique(group_of, return_index=True)[1]  # group g's first row: first[g]
                     labels = np.asarray(to_numpy(y))[first]

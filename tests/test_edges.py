@@ -286,8 +286,15 @@ def test_cv_estimators_default_folds_fit_small_classes_and_few_distinct_rows_wit
         X_two = np.repeat(rng.randn(2, 3), 4, axis=0)
         reg = KernelGDRegressorCV(cv=None).fit(X_two, X_two[:, 0])
         assert np.all(np.isfinite(reg.predict(X_two)))
-    with pytest.raises(ValueError, match="1 distinct row of X"):
-        KernelGDClassifierCV(loss="logistic").fit(np.zeros((6, 2)), [0, 1] * 3)
+    # copies of one row: the folds split its rows, and every candidate, as the refit, is the intercept-only model
+    labels = np.array([0, 1, 1] * 4)
+    for loss in ("squared", "logistic"):
+        for cv in (None, 3):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                clf = KernelGDClassifierCV(loss=loss, cv=cv).fit(np.zeros((12, 2)), labels)
+            assert np.isfinite(clf.best_score_)
+            assert_allclose(clf.predict_proba(np.zeros((2, 2))), [[1 / 3, 2 / 3]] * 2, atol=0.02)
     with pytest.raises(ValueError, match="2 distinct rows of X, too few for 3 folds"):
         KernelGDClassifierCV(loss="logistic", cv=3).fit(X_two[:6], [0, 1] * 3)
 
