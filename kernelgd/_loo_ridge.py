@@ -24,6 +24,7 @@ import numpy as np
 
 from ._array_api import add_at_rows, block_of, like, rows_of, take_rows, to_numpy, xp_of, zeros_as
 from ._auto_alpha import auto_alpha, curvature_share, least_ridge, significantly_fewer
+from ._combiner import _labels, class_shares
 from ._logistic_loo import exact as _exact
 from ._logistic_loo import scores as _scores
 from ._operator import KernelOperator, cross_kernel_dot
@@ -470,10 +471,10 @@ class _HeldOut:
 
 def _prior_losses(Y, kept, outs):
     """Each fold's held-out rows' log-loss under the classes' shares of its fitted rows' weight ``kept``."""
-    labels = (Y[:, 0] > 0).astype(int) if Y.shape[1] == 1 else np.argmax(Y, axis=1)
+    labels = _labels(Y)
     losses = []
     for weights, out in zip(kept, outs):
-        shares = np.bincount(labels, weights=weights, minlength=max(2, Y.shape[1])) / weights.sum()
+        shares = class_shares(Y, weights)  # the intercept-only model's probabilities
         with np.errstate(divide="ignore"):
             losses.append(-np.log(shares[labels[out]]))
     return np.concatenate(losses)
