@@ -84,7 +84,8 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
     combine : {"logistic", "argmax"}, default="logistic"
         How the per-class outputs decide. With the squared loss,
         ``"logistic"``: scikit-learn's
-        ``LogisticRegression()`` fitted to the training rows' left-out
+        ``LogisticRegression()`` (by Newton-Cholesky where it fits at most
+        128 numbers) fitted to the training rows' left-out
         outputs (each row's output from the fit without it: exact up to
         1,000 distinct rows, of a 500-landmark Nystroem model beyond; at
         most 20,000 rows, drawn at random beyond), weighted as the fit,

@@ -57,6 +57,11 @@ ROWS_PER_NUMBER = 10
 # one its probabilities are often better calibrated but its classes worse (1.5 points of accuracy lost on average
 # over 12 problems of 5 to 30 classes at 1.7 to 9 rows per number).
 SHARED_ROWS_PER_NUMBER = 1
+# The layer's solver: Newton-Cholesky forms the Hessian of the layer's numbers each step (rows x numbers^2 flops) and
+# stops in about ten; L-BFGS takes tens to hundreds of gradient steps (440 on the log-probabilities of five classes,
+# stopping short of the optimum), so Newton's up to this many numbers (the two cost alike on MNIST's 110).
+NEWTON_LAYER_NUMBERS = 128
+NEWTON_LAYER_TOL = 1e-8
 
 
 def combiner_rows(w, seed):
@@ -172,11 +177,14 @@ def fit_combiner(F, Y, w, X):
         return None
     group_of = distinct_groups(X)
     weight = w[positive] / w[positive].sum() * distinct_rows(w, group_of)
+    numbers = (F.shape[1] + 1) * (1 if Y.shape[1] == 1 else Y.shape[1])
+    # Newton's steps converge quadratically: a tight tol costs a step or two
+    params = dict(solver="newton-cholesky", tol=NEWTON_LAYER_TOL) if numbers <= NEWTON_LAYER_NUMBERS else {}
     with labels_checked():
-        layer = LogisticRegression(max_iter=1000).fit(F[positive], labels[positive], sample_weight=weight)
+        layer = LogisticRegression(max_iter=1000, **params).fit(F[positive], labels[positive], sample_weight=weight)
         if not reads_own_class(layer.coef_.T, layer.classes_):  # no signal: the classes' weighted shares
-            layer = LogisticRegression(max_iter=1000).fit(np.zeros_like(F[positive]), labels[positive],
-                                                          sample_weight=weight)
+            layer = LogisticRegression(max_iter=1000, **params).fit(np.zeros_like(F[positive]), labels[positive],
+                                                                    sample_weight=weight)
     return layer
 
 
