@@ -18,7 +18,13 @@ process per (system, set).
 
 ``--large-n N``: a synthetic problem of N training rows (``datasets.make_synthetic``), where
 ``KernelGDRegressor()`` takes the centers model: the time of the fit, and of the std of
-10,000 test points. Writes benchmarks/results/uncertainty.json.
+10,000 test points.
+
+``--alone``: on the first split of each set in ``--sets`` and on ``make_friedman1`` (5,000
+training rows, standardized), ``KernelGDRegressor()``'s std of the first ``ALONE_POINTS`` test
+points, each predicted alone, against the same points' std among the first ``ALONE_BATCH``:
+the exact model's variance for a few points may be the local one, never below the exact.
+Writes benchmarks/results/uncertainty.json.
 """
 
 import argparse
@@ -42,6 +48,8 @@ SYSTEMS = {
     "gpr-ard": "GaussianProcessRegressor, ARD C*RBF+White",
 }
 GPR_MAX_ROWS = 1500
+ALONE_POINTS = 20
+ALONE_BATCH = 500
 # Dropout's test log-likelihood (Gal and Ghahramani, updated table in their repository's README).
 DROPOUT_LL = {
     "concrete": -2.94, "energy": -1.72, "kin8nm": 0.97, "naval-propulsion-plant": 3.92, "power-plant": -2.79,
@@ -113,6 +121,34 @@ def large_worker(n):
     }))
 
 
+def alone_worker(data_dir, dataset):
+    from kernelgd import KernelGDRegressor
+
+    if dataset == "friedman1":
+        from sklearn.datasets import make_friedman1
+        from sklearn.preprocessing import StandardScaler
+
+        X, y = make_friedman1(7000, noise=1.0, random_state=0)
+        X = StandardScaler().fit(X[:5000]).transform(X)
+        y = (y - y[:5000].mean()) / y[:5000].std()
+        X, y, X_te = X[:5000], y[:5000], X[5000:]
+    else:
+        X, y, X_te = next(iter(load_uci(data_dir, dataset)))[:3]
+    model = KernelGDRegressor().fit(X, y)
+    Z = X_te[:ALONE_BATCH]
+    start = time.perf_counter()
+    among = model.predict(Z, return_std=True)[1][:ALONE_POINTS]
+    batch_time = time.perf_counter() - start
+    start = time.perf_counter()
+    alone = np.array([model.predict(Z[i : i + 1], return_std=True)[1][0] for i in range(ALONE_POINTS)])
+    excess = alone / among - 1.0
+    print(json.dumps({
+        "n_train": int(X.shape[0]), "n_batch": int(Z.shape[0]), "max_excess": float(excess.max()),
+        "min_excess": float(excess.min()), "median_excess": float(np.median(excess)),
+        "alone_time": (time.perf_counter() - start) / ALONE_POINTS, "batch_time": batch_time,
+    }))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default=str(HERE.parent.parent / "shared" / "data"))
@@ -120,6 +156,7 @@ def main(argv=None):
     parser.add_argument("--systems", nargs="*", default=list(SYSTEMS), choices=list(SYSTEMS))
     parser.add_argument("--max-splits", type=int, default=20)
     parser.add_argument("--large-n", type=int, default=0)
+    parser.add_argument("--alone", action="store_true", help="a point's std alone against among many")
     parser.add_argument("--timeout", type=int, default=3600)
     parser.add_argument("--merge", action="store_true", help="keep the rows of other (set, system) pairs")
     parser.add_argument("--out", default=str(HERE / "results" / "uncertainty.json"))
@@ -127,12 +164,21 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.worker and args.worker[0] == "large":
         return large_worker(int(args.worker[1]))
+    if args.worker and args.worker[0] == "alone":
+        return alone_worker(args.data_dir, args.worker[1])
     if args.worker:
         return worker(args.worker[0], args.data_dir, args.worker[1], int(args.worker[2]))
 
     out = Path(args.out)
-    old = json.loads(out.read_text()) if args.merge and out.exists() else {}
-    rows, large, here = [], old.get("large"), machine()
+    old = json.loads(out.read_text()) if (args.merge or args.alone) and out.exists() else {}  # --alone: its part
+    rows, large, alone, here = [], old.get("large"), old.get("alone"), machine()
+    if args.alone:
+        alone = {"machine": here, "points": ALONE_POINTS, "batch": ALONE_BATCH, "rows": []}
+        for dataset in args.sets + ["friedman1"]:
+            result = run_worker(__file__, ["alone", dataset, "0", "--data-dir", args.data_dir], args.timeout)
+            alone["rows"].append({"set": dataset, **result})
+            print(f"  alone {dataset}: {result}", file=sys.stderr, flush=True)
+        args.sets = []  # the other parts run where --alone is not given
     for dataset in args.sets:
         n_rows = sum(1 for _ in open(Path(args.data_dir) / "uci" / dataset / "data.txt"))
         for name in args.systems:
@@ -155,7 +201,9 @@ def main(argv=None):
     print(format_table(table_rows(rows), COLUMNS))
     if large:
         print(f"large: {large}")
-    path = write_json(out, {"machine": here, "rows": rows, "large": large})
+    if alone:
+        print(format_table(alone["rows"], ALONE_COLUMNS))
+    path = write_json(out, {"machine": here, "rows": rows, "large": large, "alone": alone})
     print(f"wrote {path}")
 
 
@@ -164,6 +212,12 @@ COLUMNS = [
     ("splits", "splits", None), ("ll", "test log-lik. (mean +- std)", None), ("dropout_ll", "dropout", "{:.2f}"),
     ("coverage", "95% coverage", "{:.3f}"), ("rmse_mean", "RMSE", "{:.4g}"),
     ("fit_time", "fit/split (s)", "{:.2f}"), ("std_time", "std/split (s)", "{:.2f}"), ("status", "status", None),
+]
+
+ALONE_COLUMNS = [
+    ("set", "set", None), ("n_train", "n_train", "{:,}"), ("max_excess", "alone / among - 1 (max)", "{:.2%}"),
+    ("median_excess", "(median)", "{:.2%}"), ("alone_time", "alone (s/point)", "{:.3f}"),
+    ("batch_time", "batch (s)", "{:.2f}"), ("status", "status", None),
 ]
 
 

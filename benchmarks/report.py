@@ -594,6 +594,24 @@ def uncertainty():
               "ARD GP", "dropout", "CV fit (s)", "CV std (s)"]
     large = run.get("large")
     large_text = ""
+    alone = run.get("alone") or {}
+    if alone.get("machine"):
+        _read_machines.append(alone["machine"])
+    measured = [r for r in alone.get("rows", []) if r.get("status") == "ok"]
+    alone_text = "" if not measured else f"""
+A point's standard deviation can depend on the points predicted with it. Where the exact variance of a
+few points would cost more than four times a local one, each point is conditioned on its 512 training rows
+of largest kernel value instead: never below the exact variance. On the first split of each set (and on
+5,000 rows of ``make_friedman1``, noise 1, standardized), the standard deviation of each of the first
+{alone.get("points")} test points predicted alone, as a multiple of the same point's among the first {alone.get("batch")} test
+points, less one:
+
+{rst_table(["set", "training rows", "alone / among - 1 (max)", "(median)", "alone (s per point)"],
+           [[UNCERTAINTY_SETS.get(r["set"], r["set"]), f"{r['n_train']:,}", f"{r['max_excess']:.2%}",
+             f"{r['median_excess']:.2%}", f"{r['alone_time']:.3f}"] for r in measured])}
+
+{command(f"python benchmarks/bench_uncertainty.py {DATA} --alone")}
+"""
     if large and large.get("status") == "ok":
         large_text = f"""
 At scale, on {large['n_train']:,} rows of a synthetic problem (``datasets.make_synthetic``),
@@ -625,7 +643,7 @@ standard deviations of the test part.
 {command(f"python benchmarks/bench_uncertainty.py {DATA}", f"python benchmarks/bench_uncertainty.py {DATA} --sets --large-n 200000 --merge")}
 
 (``--max-splits`` runs the first splits only; the table says how many ran.)
-"""
+{alone_text}"""
     return section("Regression: predictive uncertainty (UCI)", text)
 
 
