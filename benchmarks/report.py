@@ -603,8 +603,8 @@ A point's standard deviation can depend on the points predicted with it. Where t
 few points would cost more than four times a local one, each point is conditioned on its 512 training rows
 of largest kernel value instead: never below the exact variance. On the first split of each set (and on
 5,000 rows of ``make_friedman1``, noise 1, standardized), the standard deviation of each of the first
-{alone.get("points")} test points predicted alone, as a multiple of the same point's among the first {alone.get("batch")} test
-points, less one:
+{alone.get("points")} test points predicted alone, as a multiple of the same point's among the first
+{alone.get("batch")} test points, less one:
 
 {rst_table(["set", "training rows", "alone / among - 1 (max)", "(median)", "alone (s per point)"],
            [[UNCERTAINTY_SETS.get(r["set"], r["set"]), f"{r['n_train']:,}", f"{r['max_excess']:.2%}",
