@@ -100,8 +100,10 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         ``sigma_scale * 2**(k / 2)`` with ``sigma_scale**2 = n_features *
         Var(X)`` (the base estimator's ``sigma="scale"``), walked per kernel:
         k = -2, 0, 2 first, then steps of 2 toward the better end while it is
-        the best (k from -8 to 8), then the best k's neighbours k - 1 and k + 1.
-        Ignored by kernels without sigma.
+        the best (k from -8 to 8), then the best k's neighbours k - 1 and k + 1
+        (skipped where they cannot beat an earlier kernel's best score: a half
+        step gains at most what the whole step beside it lost). Ignored by
+        kernels without sigma.
     alphas : array-like of float, default=None
         Candidate ridge strengths (the base estimator's ``alpha``, per
         sample: ``KernelRidge(alpha=n_samples * alpha)``). None: 21 values

@@ -188,13 +188,15 @@ def _shared_memory_backend():
     return bool(getattr(backend, "supports_sharedmem", False))
 
 
-def _walk_widths(scale, score, n_jobs=None):
+def _walk_widths(scale, score, n_jobs=None, incumbent=-np.inf):
     """Widths ``scale * 2**(k / 2)`` walked to the best score: ``[(sigma, scores), ...]``.
 
     ``score(sigma)`` returns an (n_alphas, n_splits) array; a width's value is its best alpha's mean. From
     the factors 1/2, 1 and 2 the walk steps by factors of 2 towards the better end while that end is the
     best (within ``2**(+-WIDTH_STEPS / 2)``), then scores the best width's two half-step neighbours: 5 to 7
-    kernel factorisations where the score is unimodal in log sigma, against 13 for the half-step grid.
+    kernel factorisations where the score is unimodal in log sigma, against 13 for the half-step grid. The
+    neighbours are skipped where they cannot beat ``incumbent`` (another kernel's best value): a half step
+    gains at most what the whole step beside it lost, where the score is concave in log sigma.
     """
     done = {}
 
@@ -214,7 +216,9 @@ def _walk_widths(scale, score, n_jobs=None):
             break
         run([k + step])
     k = best()
-    run([k - 1, k + 1])
+    value, beside = _best_mean(done[k]), [_best_mean(done[j]) for j in (k - 2, k + 2) if j in done]
+    if not beside or value + (value - min(beside)) >= incumbent:
+        run([k - 1, k + 1])
     return [(scale * 2.0 ** (k / 2), done[k]) for k in sorted(done)]
 
 
@@ -378,15 +382,16 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             raise ValueError(f"sigmas must be a non-empty list of finite floats > 0, got {self.sigmas!r}.")
         return list(sigmas)
 
-    def _widths(self, kernel, X, w, score):
-        """``[(sigma, score(sigma)), ...]`` over the widths searched for ``kernel``."""
+    def _widths(self, kernel, X, w, score, incumbent=-np.inf):
+        """``[(sigma, score(sigma)), ...]`` over the widths searched for ``kernel`` (``incumbent``: the best value
+        of the kernels searched before, ``_walk_widths``'s)."""
         if "sigma" not in get_spec(kernel).params:
             return [(None, score(None))]
         sigmas = self._sigmas()
         if sigmas is not None:
             return list(zip(sigmas, Parallel(n_jobs=self.n_jobs, prefer="threads")(
                 delayed(score)(s) for s in sigmas)))
-        return _walk_widths(_scale_sigma(X, w, kernel), score, self.n_jobs)
+        return _walk_widths(_scale_sigma(X, w, kernel), score, self.n_jobs, incumbent)
 
     def _kernel(self, X, Y, kernel, sigma):
         params = dict(self.kernel_params or {})
@@ -612,7 +617,8 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
 
         rows = []
         for k, kernel in enumerate(kernels):
-            for sigma, scores in self._widths(kernel, X, sw, lambda s, kernel=kernel: search(kernel, s)):
+            incumbent = max((float(np.mean(s)) for *_, s in rows if np.all(np.isfinite(s))), default=-np.inf)
+            for sigma, scores in self._widths(kernel, X, sw, lambda s, kernel=kernel: search(kernel, s), incumbent):
                 rows += [(k, sigma, alpha, s) for alpha, s in zip(alphas, scores)]
         self._store_results(rows, loo_scores is not None, kernels)
         index, self.sigma_, self.alpha_, _ = rows[self.best_index_]

@@ -141,6 +141,23 @@ def test_width_walk_finds_the_best_half_step_of_a_unimodal_score(optimum):
     assert len(calls) <= 3 + (abs(optimum) + 1) // 2 + 2 and np.all(np.abs(ks) <= WIDTH_STEPS + 1e-9)
 
 
+@pytest.mark.parametrize("incumbent, walked", [(-np.inf, [-2, -1, 0, 1, 2]), (-9.5, [-2, -1, 0, 1, 2]),
+                                               (-8.5, [-2, 0, 2])])
+def test_width_walk_skips_half_steps_that_cannot_beat_an_earlier_kernel(incumbent, walked):
+    # best -10 at k = 0, -11 a whole step either side: a concave score's half step reaches at most -9
+    from kernelgd._search import _walk_widths
+
+    calls = []
+
+    def score(sigma):
+        k = 2 * np.log2(sigma / 3.0)
+        calls.append(k)
+        return np.array([[-10.0 - k**2 / 4]])
+
+    _walk_widths(3.0, score, incumbent=incumbent)
+    assert_allclose(np.sort(calls), walked, atol=1e-12)
+
+
 def test_parallel_walk_equals_the_serial_one():
     serial = KernelGDRegressorCV(ard=False).fit(X, y)
     parallel = KernelGDRegressorCV(ard=False, n_jobs=2).fit(X, y)
