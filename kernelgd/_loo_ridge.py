@@ -302,8 +302,9 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
     is taken. A step lowers the loss where it cuts the mean by more than ``by`` standard errors of the paired
     difference (0: any cut). ``widen`` (``_fit.widener``'s) and ``rule`` (the rule's ridge): the widths of
     ``ways`` are then tried in turn, each at its rule's ridge times the multiple of ``rule`` chosen (warm-started
-    from ``TRIAL_WARM_UP`` factors of 4 above), while each lowers the loss by ``CHECK_SIGNIFICANCE`` standard
-    errors; the next way only where the first width of one did not. Without ``rule``, where the chosen ridge is
+    from ``TRIAL_WARM_UP`` factors of 4 above; its first fold racing the best, ``_HeldOut.trial``), while each
+    lowers the loss by ``CHECK_SIGNIFICANCE`` standard errors; the next way only where the first width of one did
+    not. Without ``rule``, where the chosen ridge is
     ``flat``, the widths of ``ways[0]`` run the path from their own least ridge in turn, each kept where it lowers
     the loss by ``FLAT_SIGNIFICANCE`` standard errors and ``informs``, tried on while the best is flat.
     """
@@ -328,17 +329,11 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
         for factor in way:
             other = widen(factor)
             other = replace(other, alpha=other.alpha * multiple)
-            done, reuse, begin = None, [{} for _ in held.outs], held.cold
-            for power in range(TRIAL_WARM_UP, -1, -1):
-                done = held.fit(other, other.alpha * 4.0**power, begin, reuse)
-                if done is None:
-                    break
-                begin = done[0]
-            found = None if done is None else [None, *done]
+            found = held.trial(other, best)
             held.report(factor, found, best, other.alpha)
-            if not held.lowers(found, best, CHECK_SIGNIFICANCE):
+            if isinstance(found, str) or not held.lowers(found, best, CHECK_SIGNIFICANCE):
                 break
-            chosen, fits, best = other, done[0], found
+            chosen, fits, best = other, found[1], found
         if chosen.kernel is not problem.kernel:
             break  # this way moved the width: the other way would go back
     coef, intercept, converged, view = fits[0]
@@ -383,11 +378,13 @@ class _HeldOut:
         self.labels = (Y[self.held, 0] > 0).astype(int) if Y.shape[1] == 1 else np.argmax(Y[self.held], axis=1)
         self.prior = [None, None, _prior_losses(Y, kept, self.outs)]
 
-    def fit(self, on, alpha, starts, reuse):
-        """``(fits, losses)`` of ``on``'s model at ``alpha``, a fit per fold on its fitted rows; None where
-        one fails."""
-        fits = []
-        for fold, (view, start) in enumerate(zip(self.folds_of(on), starts)):
+    def fit(self, on, alpha, starts, reuse, folds=None):
+        """``(fits, losses)`` of ``on``'s model at ``alpha``, a fit per fold on its fitted rows (of the folds
+        ``folds``, consecutive; None: every fold) and the losses of their held-out rows; None where one fails."""
+        folds = range(len(self.outs)) if folds is None else folds
+        fits, views = [], self.folds_of(on)
+        for fold in folds:
+            view, start = views[fold], starts[fold]
             fit = replace(self.settings, alpha=alpha, coef_init=start[0], intercept_init=start[1], verbose=0,
                           callback=None, rounding_stops=[], landmarks=None, reuse=reuse[fold],
                           tol=max(self.settings.tol, HELD_OUT_TOL))
@@ -398,8 +395,37 @@ class _HeldOut:
                 return None  # a failed fit ends the path: a smaller ridge is harder
             fits.append((result.dual_coef, result.intercept, False, view))  # a start, in its fold's rows
         F = self.loss.log_probabilities(self.scores(fits))  # on the host
-        losses = -F[np.arange(len(self.labels)), self.labels]
+        labels = self.labels[self.rows_of(folds)]
+        losses = -F[np.arange(len(labels)), labels]
         return (fits, losses) if np.all(np.isfinite(losses)) else None
+
+    def rows_of(self, folds):
+        """The positions in ``held`` of the held-out rows of the consecutive ``folds``."""
+        ends = np.cumsum([0] + [int(np.count_nonzero(out)) for out in self.outs])
+        return slice(int(ends[folds[0]]), int(ends[folds[-1] + 1]))
+
+    def trial(self, other, best):
+        """``[None, fits, losses]`` of ``other`` at its ridge, each fold's fit warm-started from one cold at
+        ``TRIAL_WARM_UP`` factors of 4 above; None where a fit fails. With several folds, the first fold's races
+        ``best`` (``[power, fits, losses]``, the best so far): where its held-out loss is not below the best's on
+        that fold's rows, the trial stops there (``"lost"``): a width the first fold does not favour seldom passes
+        the significance test over every fold, and each other fold's fits cost as much as the path's."""
+        reuse, parts = [{} for _ in self.outs], [[0], list(range(1, len(self.outs)))]
+        fits, losses = [], []
+        for part in parts if len(self.outs) > 1 else parts[:1]:
+            begin = list(self.cold)
+            for power in range(TRIAL_WARM_UP, -1, -1):
+                done = self.fit(other, other.alpha * 4.0**power, begin, reuse, part)
+                if done is None:
+                    return None
+                for fold, fit in zip(part, done[0]):
+                    begin[fold] = fit
+            fits, losses = fits + done[0], losses + [done[1]]
+            if part == [0] and len(self.outs) > 1:
+                rows = self.rows_of(part)
+                if (done[1] - best[2][rows]) @ self.W[rows] >= 0:
+                    return "lost"
+        return [None, fits, np.concatenate(losses)]
 
     def scores(self, fits):
         """The held-out rows' scores under ``fits`` (``fit``'s), in ``held``'s order, as float64 host arrays."""
@@ -465,8 +491,10 @@ class _HeldOut:
         """The verbose line of a width tried: its held-out log-loss against the best so far."""
         if self.settings.verbose:
             at = "" if alpha is None else f", alpha {alpha:.3g}"
-            print(f"[sigma] held-out log-loss at {factor:g} times the width{at}: "
-                  f"{'failed' if found is None else f'{found[2] @ self.W:.4g}'}; chosen so far {best[2] @ self.W:.4g}")
+            loss = "failed" if found is None else "above on the first fold" if isinstance(found, str) else \
+                f"{found[2] @ self.W:.4g}"
+            print(f"[sigma] held-out log-loss at {factor:g} times the width{at}: {loss}; "
+                  f"chosen so far {best[2] @ self.W:.4g}")
 
 
 def _prior_losses(Y, kept, outs):

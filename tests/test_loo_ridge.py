@@ -780,3 +780,39 @@ def test_subsamples_draw_groups_of_identical_rows_so_weights_and_the_rows_repeat
         assert_allclose(twins, rows, rtol=0, atol=0)
     assert repeated.alpha_ == pytest.approx(weighted.alpha_, rel=1e-9)
     assert_allclose(repeated.predict_proba(X), weighted.predict_proba(X), atol=1e-3)
+
+
+def test_a_width_trial_above_the_best_on_its_first_fold_fits_no_other_fold(monkeypatch):
+    # the trials race on their folds: a width whose first fold's held-out log-loss is not below the best's on
+    # those rows stops there (the other folds' fits are each as slow as the path's); one below goes on to every
+    # fold and the significance test over all of them
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X = (X - X.mean(axis=0)) / np.maximum(X.std(axis=0), 1e-12)
+    fits, trials = [], []
+    fit, trial = _loo_ridge._HeldOut.fit, _loo_ridge._HeldOut.trial
+
+    def fit_spy(self, on, alpha, starts, reuse, folds=None):
+        fits.append((on.kernel.params["sigma"], None if folds is None else list(folds)))
+        return fit(self, on, alpha, starts, reuse, folds)
+
+    def trial_spy(self, other, best):
+        found = trial(self, other, best)
+        first = self.rows_of([0])
+        losses = None if not isinstance(found, list) else found[2][first]
+        trials.append((other.kernel.params["sigma"], found, best[2][first], self.W[first], losses, len(self.outs)))
+        return found
+
+    monkeypatch.setattr(_loo_ridge._HeldOut, "fit", fit_spy)
+    monkeypatch.setattr(_loo_ridge._HeldOut, "trial", trial_spy)
+    KernelGDClassifier(loss="logistic", random_state=0).fit(X[:900], y[:900])
+    assert trials and all(n_folds > 1 for *_, n_folds in trials)
+    for sigma, found, best, W, losses, n_folds in trials:
+        folds = [f for s, f in fits if s == sigma]
+        if isinstance(found, str):  # stopped: only the first fold was fitted, and it was not below the best
+            assert found == "lost" and all(f == [0] for f in folds)
+        else:
+            assert any(f is not None and f[0] > 0 for f in folds)
+            assert (losses - best) @ W < 0  # it went on: below the best on the first fold
+    assert any(isinstance(found, str) for _, found, *_ in trials)
