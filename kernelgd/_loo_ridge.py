@@ -304,9 +304,9 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
     ``ways`` are then tried in turn, each at its rule's ridge times the multiple of ``rule`` chosen (warm-started
     from ``TRIAL_WARM_UP`` factors of 4 above; its first fold racing the best, ``_HeldOut.trial``), while each
     lowers the loss by ``CHECK_SIGNIFICANCE`` standard errors; the next way only where the first width of one did
-    not. Without ``rule``, where the chosen ridge is
-    ``flat``, the widths of ``ways[0]`` run the path from their own least ridge in turn, each kept where it lowers
-    the loss by ``FLAT_SIGNIFICANCE`` standard errors and ``informs``, tried on while the best is flat.
+    not. Without ``rule``, where the chosen ridge is ``flat``, the widths of ``ways[0]`` run the path from their
+    own least ridge in turn, each kept where it lowers the loss by ``FLAT_SIGNIFICANCE`` standard errors and
+    ``informs``, tried on while the best is flat.
     """
     held = _HeldOut(problem, settings, folds, (top, bottom, highest, by))
     best = held.walk(problem, base, held.shared) if held.outs else None
