@@ -26,7 +26,9 @@ from sklearn.utils.validation import (
 )
 
 from . import _fit, _posterior
-from ._array_api import as_float64, copy_array, full_as, like, memory_budget, namespace, take_rows, to_numpy, xp_of
+from ._array_api import (
+    as_float64, copy_array, full_as, like, memory_budget, namespace, on_host, take_rows, to_numpy, xp_of,
+)
 from ._auto_alpha import choose_kernel
 from ._losses import SquaredLoss
 
@@ -587,6 +589,8 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         coef = xp.reshape(self.dual_coef_, (self.dual_coef_.shape[0], -1))
         options = resolve_options(self.options)
         dtype = getattr(self, "_compute_dtype", resolve_dtype(options["dtype"], X.shape[0], self.X_fit_.shape[0]))
+        if on_host(X):  # float32 GEMMs round a row by its place in the block (OpenBLAS's Haswell, Zen kernels)
+            dtype = np.float64
         with single_threaded_blas():
             F = cross_kernel_dot(
                 self._bound_kernel(), X, self.X_fit_, coef, memory_budget=self._device_budget(xp, device, options),

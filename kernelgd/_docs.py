@@ -105,7 +105,7 @@ PARAMETERS = """\
         recomputed in row blocks); ``"dtype"`` (``"auto"``, ``"float32"``,
         ``"float64"``) is the precision of stored kernel values (``"auto"``:
         float64 up to 4,096 distinct rows of positive weight and with
-        ``n_centers``, float32 above; predictions sum in float64);
+        ``n_centers``, float32 above; predictions on the CPU are float64);
         ``"n_threads"`` (``"auto"``: every
         core this process may use, or an integer) evaluates kernel blocks.
         BLAS runs on one thread during ``fit`` and ``predict``: idle

@@ -728,7 +728,13 @@ def test_a_class_of_one_row_leaves_the_choice_alike_for_weights_and_the_rows_rep
     repeated = KernelGDClassifier(loss="logistic", random_state=0).fit(np.repeat(X, w, 0), np.repeat(y, w))
     assert weighted.sigma_ == pytest.approx(repeated.sigma_, rel=1e-12)
     assert weighted.alpha_ == pytest.approx(repeated.alpha_, rel=1e-9)
-    assert_allclose(weighted.predict_proba(X), repeated.predict_proba(X), atol=1e-4)
+    # each fit stops within its tol of the optimum (a Newton decrement of tol^2 times the intercept-only objective),
+    # where BLAS's rounding leaves it: under OpenBLAS's Haswell kernels the weighted fit's objective is 1.4e-7 above
+    # the optimum, its probabilities 6e-4 from it; fitted to the optimum, the two agree to rounding
+    assert_allclose(weighted.predict_proba(X), repeated.predict_proba(X), atol=2e-3)
+    optimum = dict(loss="logistic", sigma=weighted.sigma_, alpha=weighted.alpha_, tol=1e-6, random_state=0)
+    assert_allclose(KernelGDClassifier(**optimum).fit(X, y, sample_weight=w).predict_proba(X),
+                    KernelGDClassifier(**optimum).fit(np.repeat(X, w, 0), np.repeat(y, w)).predict_proba(X), atol=1e-6)
 
 
 def test_widths_are_screened_on_a_subsample_of_the_multiple_chosen(monkeypatch):

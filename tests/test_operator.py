@@ -294,8 +294,10 @@ def test_a_stored_kernel_matrix_is_evaluated_in_blocks_for_every_thread(monkeypa
 
 @pytest.mark.parametrize("estimator", [KernelGDRegressor, KernelGDClassifier])
 def test_a_float32_models_prediction_of_a_row_does_not_depend_on_the_rows_beside_it(estimator):
-    # float32 kernel values, but sums of thousands of terms in float64: in float32 a tiny ridge's cancelling
-    # coefficients made predict(X[:1]) differ from predict(X)[0] by 0.4% of y's spread (6,000 rows)
+    # a float32 model predicts from float64 kernel values and sums on the host: in float32 a tiny ridge's cancelling
+    # coefficients made predict(X[:1]) differ from predict(X)[0] by 0.4% of y's spread (6,000 rows) where the sums
+    # were float32, and by 5e-4 under OpenBLAS's Haswell, Zen and Sandybridge kernels (run the suite with
+    # OPENBLAS_CORETYPE=Haswell) where the values were: their sgemm rounds a row by its place in the block
     rng = np.random.RandomState(0)
     X = rng.normal(size=(1500, 3))
     y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=1500)
