@@ -588,9 +588,9 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             X = X.toarray()
         coef = xp.reshape(self.dual_coef_, (self.dual_coef_.shape[0], -1))
         options = resolve_options(self.options)
-        dtype = getattr(self, "_compute_dtype", resolve_dtype(options["dtype"], X.shape[0], self.X_fit_.shape[0]))
-        if on_host(X):  # float32 GEMMs round a row by its place in the block (OpenBLAS's Haswell, Zen kernels)
-            dtype = np.float64
+        # on the host float64: float32 GEMMs round a row by its place in the block (OpenBLAS's Haswell, Zen kernels)
+        dtype = np.float64 if on_host(X) else getattr(
+            self, "_compute_dtype", resolve_dtype(options["dtype"], X.shape[0], self.X_fit_.shape[0]))
         with single_threaded_blas():
             F = cross_kernel_dot(
                 self._bound_kernel(), X, self.X_fit_, coef, memory_budget=self._device_budget(xp, device, options),
