@@ -217,10 +217,7 @@ def defaults():
             text.append(f".. image:: {CHARTS}/defaults_{task}.png\n   :alt: {task}: error and fit time "
                         f"relative to {DEFAULTS_PEER[task]}, every set\n   :width: 640px")
             text.append(rst_table(header, rows))
-    text.append(command("python benchmarks/bench_defaults.py --data-dir ../shared/data --skip-sets "
-                        "uci_protein-tertiary-structure",
-                        "python benchmarks/bench_defaults.py --data-dir ../shared/data --sets "
-                        "uci_protein-tertiary-structure --splits 1 --merge"))
+    text.append(command("python benchmarks/bench_defaults.py --data-dir ../shared/data"))
     return section("Defaults against a newcomer's picks", "\n\n".join(text))
 
 
