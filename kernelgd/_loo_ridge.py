@@ -54,6 +54,9 @@ HELD_OUT_TOL = 1e-2
 # starts from one fit TRIAL_WARM_UP factors of 4 above it: a longer climb costs more fits than it saves.
 WARM_UP = 2
 TRIAL_WARM_UP = 1
+# A width trial's fits stop, as failed, after this many Newton steps (and CG iterations per step): a trial is a
+# check, and a kernel its fits cannot reach at that cost is not the one to keep.
+TRIAL_MAX_ITER = 100
 # The fewest rows a subsample's path may choose from, and the subsamples drawn (odd) until a majority agrees.
 MIN_SUBSAMPLE = 200
 DRAWS = 3
@@ -241,14 +244,14 @@ def _on_a_subsample(problem, settings, widen=None):
 
 
 def _better_on(problem, settings, idx, losses, rng, factor):
-    """Whether the subsample ``idx``'s leave-one-out losses at ``factor`` times the width (at its own ridge's
-    chosen multiple) are lower than ``losses`` at the width by ``CHECK_SIGNIFICANCE`` standard errors of the
-    paired difference: a screen before the whole set's held-out rows try kernels that way (each of their
-    fits as slow as the path's)."""
+    """Whether the subsample ``idx``'s leave-one-out losses at ``factor`` times the width (at the multiple of its
+    own rule's ridge that its path chooses, extended past an end as the subsamples' paths are) are lower than
+    ``losses`` at the width by ``CHECK_SIGNIFICANCE`` standard errors of the paired difference: a screen before
+    the whole set's held-out rows try kernels that way (each of their fits as slow as the path's)."""
     if losses is None:
         return False
     sub = _subproblem(replace(problem, kernel=scaled(problem.kernel, factor)), settings, idx, rng)
-    other = _path_losses(sub, settings, 0.0, extend=False)[1] if sub is not None else None
+    other = _path_losses(sub, settings, 0.0)[1] if sub is not None else None
     W = _judged(*_groups(sub.rows)[1:]) if sub is not None else None
     better = other is not None and significantly_fewer(other, losses, W, None, effective_count(W),
                                                          CHECK_SIGNIFICANCE)
@@ -378,16 +381,18 @@ class _HeldOut:
         self.labels = (Y[self.held, 0] > 0).astype(int) if Y.shape[1] == 1 else np.argmax(Y[self.held], axis=1)
         self.prior = [None, None, _prior_losses(Y, kept, self.outs)]
 
-    def fit(self, on, alpha, starts, reuse, folds=None):
+    def fit(self, on, alpha, starts, reuse, folds=None, max_iter=None):
         """``(fits, losses)`` of ``on``'s model at ``alpha``, a fit per fold on its fitted rows (of the folds
-        ``folds``, consecutive; None: every fold) and the losses of their held-out rows; None where one fails."""
+        ``folds``, consecutive; None: every fold) and the losses of their held-out rows; None where one fails
+        (or needs more than ``max_iter`` iterations; None: the settings')."""
         folds = range(len(self.outs)) if folds is None else folds
         fits, views = [], self.folds_of(on)
         for fold in folds:
             view, start = views[fold], starts[fold]
             fit = replace(self.settings, alpha=alpha, coef_init=start[0], intercept_init=start[1], verbose=0,
                           callback=None, rounding_stops=[], landmarks=None, reuse=reuse[fold],
-                          tol=max(self.settings.tol, HELD_OUT_TOL))
+                          tol=max(self.settings.tol, HELD_OUT_TOL),
+                          max_iter=min(self.settings.max_iter, max_iter or self.settings.max_iter))
             with recorded() as caught:
                 result = run_solver(on.solver, view.operator, view.Y, view.w, fit)
             self.n_iter += result.n_iter
@@ -415,7 +420,7 @@ class _HeldOut:
         for part in parts if len(self.outs) > 1 else parts[:1]:
             begin = list(self.cold)
             for power in range(TRIAL_WARM_UP, -1, -1):
-                done = self.fit(other, other.alpha * 4.0**power, begin, reuse, part)
+                done = self.fit(other, other.alpha * 4.0**power, begin, reuse, part, TRIAL_MAX_ITER)
                 if done is None:
                     return None
                 for fold, fit in zip(part, done[0]):
