@@ -244,14 +244,14 @@ def _on_a_subsample(problem, settings, widen=None):
 
 
 def _better_on(problem, settings, idx, losses, rng, factor):
-    """Whether the subsample ``idx``'s leave-one-out losses at ``factor`` times the width (at the multiple of its
-    own rule's ridge that its path chooses, extended past an end as the subsamples' paths are) are lower than
-    ``losses`` at the width by ``CHECK_SIGNIFICANCE`` standard errors of the paired difference: a screen before
-    the whole set's held-out rows try kernels that way (each of their fits as slow as the path's)."""
+    """Whether the subsample ``idx``'s leave-one-out losses at ``factor`` times the width (at its own ridge's
+    chosen multiple) are lower than ``losses`` at the width by ``CHECK_SIGNIFICANCE`` standard errors of the
+    paired difference: a screen before the whole set's held-out rows try kernels that way (each of their
+    fits as slow as the path's)."""
     if losses is None:
         return False
     sub = _subproblem(replace(problem, kernel=scaled(problem.kernel, factor)), settings, idx, rng)
-    other = _path_losses(sub, settings, 0.0)[1] if sub is not None else None
+    other = _path_losses(sub, settings, 0.0, extend=False)[1] if sub is not None else None
     W = _judged(*_groups(sub.rows)[1:]) if sub is not None else None
     better = other is not None and significantly_fewer(other, losses, W, None, effective_count(W),
                                                          CHECK_SIGNIFICANCE)
