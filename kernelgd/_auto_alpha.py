@@ -3,8 +3,9 @@
 The randomly pivoted Cholesky factor ``B`` of the centred, weighted kernel matrix
 ``Q S K S Q ~ B B'`` (the one the full model's preconditioner draws) gives, from the
 eigenpairs of ``B'B``, the Nystroem model's predictions and hat matrix at every ridge at once.
-Up to ``EXACT_MAX_ROWS`` distinct rows the factor takes every row and the error is the exact
-model's closed-form leave-one-out error (as scikit-learn's ``RidgeCV``); beyond, the factor has
+Up to ``EXACT_MAX_ROWS`` distinct rows the factor takes every row (on at most that many rows, from the
+eigendecomposition of the matrix itself: ``eigen_factor``) and the error is the exact model's closed-form
+leave-one-out error (as scikit-learn's ``RidgeCV``); beyond, the factor has
 rank ``RANK`` and the error is GCV's (Golub, Heath & Wahba, 1979) with every leverage taken as
 their mean (the proxy's own leverages would single out its pivots), bounded from below by exact
 leave-one-out on a random subset (``check_floor``) and, where the factor is the whole matrix, by the rows' own
@@ -22,7 +23,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._array_api import add_at_rows, block_of, like, on_host, sum_blocks, take_rows, to_numpy, xp_of, zeros_as
+from ._array_api import (
+    add_at_rows, as_float64, block_of, like, on_host, outer_product, sum_blocks, take_rows, to_numpy, xp_of, zeros_as,
+)
 from ._loo import center_columns
 from ._losses import SquaredLoss
 from ._operator import KernelOperator, n_threads, run_pooled
@@ -353,9 +356,9 @@ def choose_kernel(candidates, X, Y, w, group_of, fit_intercept, rng, alpha="auto
     def score(index, kernel):
         operator = _operator(Xs, kernel, False, threads)
         pool = (operator._run, operator._row_batches())
-        factor, pivots = _unstored_factor(operator, ws, fit_intercept, np.random.RandomState(seed), group_of)
-        gram = factor_gram(factor, pool)
-        directions = Directions(factor, gram, rounding_floor(operator, ws, precision), pool)
+        factor, gram, pivots, directions = rule_factor(operator, ws, fit_intercept, np.random.RandomState(seed),
+                                                       group_of, floor=rounding_floor(operator, ws, precision),
+                                                       pool=pool)
 
         def at(least):
             return choose(factor, Ys, ws, fit_intercept, group_of, None if alpha == "auto" else [alpha],
@@ -492,9 +495,9 @@ def _exact_left_out(X, kernel, Y, w, group_of, fit_intercept, rng, precomputed, 
     wc, groups = take_rows(w, rows), subset_groups(group_of, rows)
     wc = wc / xp_of(wc).sum(wc)
     operator = _operator(Xc, kernel, precomputed, threads)
-    factor = _unstored_factor(operator, wc, fit_intercept, factor_rng, groups, every_row=True)[0]
+    factor, _, _, directions = rule_factor(operator, wc, fit_intercept, factor_rng, groups, every_row=True,
+                                           floor=rounding_floor(operator, wc, precision))
     m = distinct_rows(wc, groups)
-    directions = Directions(factor, factor_gram(factor), rounding_floor(operator, wc, precision))
 
     def left_out(alphas=None):
         return choose(factor, take_rows(Y, rows), wc, fit_intercept, groups, alphas=alphas, classify=classify,
@@ -526,6 +529,38 @@ def _unstored_factor(operator, w, fit_intercept, rng, group_of=None, every_row=F
     root = xp_of(w).sqrt(w)
     factor, pivots = landmark_factor(operator, root, _factor_rank(w, group_of, every_row), rng)
     return center_columns(factor, root) if fit_intercept else factor, pivots
+
+
+def rule_factor(operator, w, fit_intercept, rng, group_of=None, every_row=False, floor=0.0, pool=None):
+    """``(factor, gram, pivots, directions)``: ``_unstored_factor``'s factor B, ``B'B``, its pivots and its
+    ``Directions`` above ``floor`` (``pool``: as ``factor_gram``'s). Where B takes every row of at most
+    ``EXACT_MAX_ROWS``, from the eigendecomposition of ``Q S K S Q`` itself (``eigen_factor``): the same
+    directions without a pivoted Cholesky, a Gram matrix and its eigendecomposition, and ``V`` to form."""
+    if (every_row or every_row_rule(w, group_of)) and w.shape[0] <= EXACT_MAX_ROWS:
+        return eigen_factor(operator, w, fit_intercept, floor)
+    factor, pivots = _unstored_factor(operator, w, fit_intercept, rng, group_of, every_row)
+    gram = factor_gram(factor, pool)
+    return factor, gram, pivots, Directions(factor, gram, floor, pool)
+
+
+def eigen_factor(operator, w, fit_intercept, floor=0.0):
+    """``rule_factor``'s result from the eigenpairs ``(lam, U)`` of ``Q S K S Q`` above its rounding and ``floor``:
+    ``B = U diag(sqrt(lam))``, ``B'B = diag(lam)``, every row a pivot; its ``Directions`` are lam and U already."""
+    xp = xp_of(w)
+    s = xp.sqrt(w)
+    A = s[:, None] * as_float64(operator.rows(slice(0, w.shape[0])), copy=True) * s[None, :]
+    if fit_intercept:  # Q A Q, Q = I - s s'
+        u = A @ s
+        A = A - outer_product(s, u) - outer_product(u, s) + outer_product(s, s) * (s @ u)
+    lam, U = xp.linalg.eigh(A)  # the lower triangle, as LAPACK's syevd reads it
+    lam = np.asarray(to_numpy(lam))
+    keep = np.flatnonzero((lam > max(lam[-1], 0.0) * len(lam) * np.finfo(float).eps) & (lam > floor))
+    lam, U = lam[keep], take_rows(U.T, keep).T
+    factor = U * like(np.sqrt(lam), U)[None, :]
+    directions = Directions(factor, like(np.diag(lam), U), floor)
+    directions.eigen = (lam, like(np.eye(len(lam)), U))  # B'B is diagonal: its eigenvectors are the axes
+    directions.V = np.asarray(to_numpy(U), dtype=np.float64)
+    return factor, directions.gram, np.arange(w.shape[0]), directions
 
 
 def _factor_rank(w, group_of, every_row=False):
@@ -573,10 +608,9 @@ def auto_alpha(X, kernel, Y, w, group_of, fit_intercept, rng, full_model=False, 
     factor_rng, check_rng = _split(rng), _split(rng)
     operator = _operator(Xs, kernel, precomputed, threads)
     pool = (operator._run, operator._row_batches())
-    factor, pivots = _unstored_factor(operator, ws, fit_intercept, factor_rng, group_of)
-    gram = factor_gram(factor, pool)
+    factor, gram, pivots, directions = rule_factor(operator, ws, fit_intercept, factor_rng, group_of,
+                                                   floor=rounding_floor(operator, ws, precision), pool=pool)
     exact = every_row_rule(ws, group_of)
-    directions = Directions(factor, gram, rounding_floor(operator, ws, precision), pool)
 
     def at(least):
         return choose(factor, Ys, ws, fit_intercept, group_of, floor=directions.floor, classify=classify,

@@ -27,7 +27,7 @@ from sklearn.utils import gen_batches
 
 from ._array_api import take_rows, to_numpy
 from ._auto_alpha import (
-    _left_out, _operator, _take, _unstored_factor, every_row_rule, Directions, least_ridge, significantly_fewer,
+    _left_out, _operator, _take, rule_factor, every_row_rule, Directions, least_ridge, significantly_fewer,
 )
 from ._losses import BinaryLogisticLoss, MultinomialLoss
 from ._replicates import distinct_groups, distinct_rows, effective_count, replicate_groups
@@ -155,8 +155,8 @@ def _layer_rows(X, rows, kernel, w, precomputed, threads):
 
 def _layer_factor(operator, w, fit_intercept, group_of, seed):
     """The ridge rule's factor of the rows (``_auto_alpha._unstored_factor``), drawn with the fit's seed."""
-    factor, pivots = _unstored_factor(operator, w, fit_intercept, np.random.RandomState(seed), group_of)
-    return Landmarks(factor, factor.T @ factor, pivots)
+    factor, gram, pivots, directions = rule_factor(operator, w, fit_intercept, np.random.RandomState(seed), group_of)
+    return Landmarks(factor, gram, pivots, directions)
 
 
 def _labels(Y):

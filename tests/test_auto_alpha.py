@@ -1068,3 +1068,33 @@ def test_a_ridge_gcv_takes_at_its_end_is_checked_against_the_rows_leverages():
     K = kernel_matrix(X, kernel="rbf", sigma=reg.sigma_)
     errors = _exact_loo_errors(K, y, [reg.alpha_, *np.logspace(-10, -2, 17)])
     assert errors[0] <= 1.25 * errors.min()
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("repeated", [False, True])
+def test_the_exact_rules_eigen_factor_spans_the_pivoted_cholesky_factor_of_every_row(fit_intercept, repeated):
+    # Up to the exact rule's rows the factor comes from the eigendecomposition of Q S K S Q, not from randomly
+    # pivoted Cholesky; both factor the whole matrix, so their eigenvalues and hat matrices must agree.
+    from kernelgd.kernels import bind_kernel
+
+    rng = np.random.RandomState(0)
+    X = rng.standard_normal((80, 3))
+    if repeated:
+        X = np.vstack([X, X[:20]])
+    w = rng.uniform(0.5, 2.0, len(X))
+    w /= w.sum()
+    group_of = _replicates.replicate_groups(X)[0] if repeated else None
+    operator = _auto_alpha._operator(X, bind_kernel("rbf", kernel_params={"sigma": 1.5}), False, 1)
+    floor = _auto_alpha.rounding_floor(operator, w)
+    eigen = _auto_alpha.rule_factor(operator, w, fit_intercept, rng, group_of, floor=floor)
+    factor, pivots = _auto_alpha._unstored_factor(operator, w, fit_intercept, np.random.RandomState(1), group_of)
+    cholesky = _auto_alpha.Directions(factor, factor.T @ factor, floor)
+    big = eigen[3].eigen[0] > 1e-8  # directions well above rounding, where the two must agree
+    assert_allclose(eigen[3].eigen[0][big], cholesky.eigen[0][cholesky.eigen[0] > 1e-8], rtol=1e-8)
+    assert_allclose(eigen[0] @ eigen[0].T, factor @ factor.T, atol=1e-10)  # the same matrix Q S K S Q
+    V = eigen[3].V[:, big]
+    assert_allclose(V.T @ V, np.eye(V.shape[1]), atol=1e-10)
+    assert_allclose(eigen[0] @ eigen[1] @ eigen[0].T, factor @ factor.T @ factor @ factor.T, atol=1e-9)
+    if repeated:  # copies of a row have the same factor row, each scaled by the root of its weight
+        B = eigen[0] / np.sqrt(w)[:, None]
+        assert_allclose(B[80:], B[:20], atol=1e-8)
