@@ -24,9 +24,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ._array_api import (
-    add_at_rows, as_float64, block_of, like, on_host, outer_product, sum_blocks, take_rows, to_numpy, xp_of, zeros_as,
+    add_at_rows, as_float64, block_of, like, on_host, sum_blocks, take_rows, to_numpy, xp_of, zeros_as,
 )
-from ._loo import center_columns
+from ._loo import center_columns, centred_weighted
 from ._losses import SquaredLoss
 from ._operator import KernelOperator, n_threads, run_pooled
 from ._replicates import collapse, distinct_rows, draw_groups, effective_count, pure_error, subset_groups
@@ -546,13 +546,8 @@ def rule_factor(operator, w, fit_intercept, rng, group_of=None, every_row=False,
 def eigen_factor(operator, w, fit_intercept, floor=0.0):
     """``rule_factor``'s result from the eigenpairs ``(lam, U)`` of ``Q S K S Q`` above its rounding and ``floor``:
     ``B = U diag(sqrt(lam))``, ``B'B = diag(lam)``, every row a pivot; its ``Directions`` are lam and U already."""
-    xp = xp_of(w)
-    s = xp.sqrt(w)
-    A = s[:, None] * as_float64(operator.rows(slice(0, w.shape[0])), copy=True) * s[None, :]
-    if fit_intercept:  # Q A Q, Q = I - s s'
-        u = A @ s
-        A = A - outer_product(s, u) - outer_product(u, s) + outer_product(s, s) * (s @ u)
-    lam, U = xp.linalg.eigh(A)  # the lower triangle, as LAPACK's syevd reads it
+    A = centred_weighted(as_float64(operator.rows(slice(0, w.shape[0]))), w, fit_intercept)
+    lam, U = xp_of(w).linalg.eigh(A)  # the lower triangle, as LAPACK's syevd reads it
     lam = np.asarray(to_numpy(lam))
     keep = np.flatnonzero((lam > max(lam[-1], 0.0) * len(lam) * np.finfo(float).eps) & (lam > floor))
     lam, U = lam[keep], take_rows(U.T, keep).T

@@ -22,15 +22,21 @@ class _Predictions(RegressorMixin, BaseEstimator):
         return self.predictions
 
 
-def _eigen_system(K, Y, w, fit_intercept):
-    """``s = sqrt(w)``, the eigenpairs of ``Q S K S Q``, the weighted mean of Y and ``V' Q S Y``."""
-    xp = xp_of(K)
-    s = xp.sqrt(w)
+def centred_weighted(K, w, fit_intercept):
+    """``Q S K S Q`` (``S = diag(sqrt(w))``, ``Q = I - s s'``; without an intercept ``S K S``), a new array."""
+    s = xp_of(K).sqrt(w)
     Ks = s[:, None] * K * s[None, :]
     if fit_intercept:
         u = Ks @ s
         Ks = Ks - outer_product(s, u) - outer_product(u, s) + outer_product(s, s) * (s @ u)
-    lam, V = xp.linalg.eigh(Ks)  # the lower triangle, as LAPACK's syevd reads it
+    return Ks
+
+
+def _eigen_system(K, Y, w, fit_intercept):
+    """``s = sqrt(w)``, the eigenpairs of ``Q S K S Q``, the weighted mean of Y and ``V' Q S Y``."""
+    xp = xp_of(K)
+    s = xp.sqrt(w)
+    lam, V = xp.linalg.eigh(centred_weighted(K, w, fit_intercept))  # the lower triangle, as LAPACK's syevd reads it
     lam = clip_min(lam, 0.0)
     y_bar = w @ Y if fit_intercept else zeros_as(Y, Y.shape[1])
     # Q S y = S (y - y_bar) since s's = 1
