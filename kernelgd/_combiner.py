@@ -154,7 +154,7 @@ def _layer_rows(X, rows, kernel, w, precomputed, threads):
 
 
 def _layer_factor(operator, w, fit_intercept, group_of, seed):
-    """The ridge rule's factor of the rows (``_auto_alpha._unstored_factor``), drawn with the fit's seed."""
+    """The ridge rule's factor of the rows (``_auto_alpha.rule_factor``), drawn with the fit's seed."""
     factor, gram, pivots, directions = rule_factor(operator, w, fit_intercept, np.random.RandomState(seed), group_of)
     return Landmarks(factor, gram, pivots, directions)
 
