@@ -194,7 +194,7 @@ class KernelGDClassifier(ClassifierMixin, BaseKernelGD):
     >>> from sklearn.datasets import make_moons
     >>> from kernelgd import KernelGDClassifier
     >>> X, y = make_moons(200, noise=0.1, random_state=0)
-    >>> clf = KernelGDClassifier(sigma=0.5).fit(X, y)
+    >>> clf = KernelGDClassifier().fit(X, y)  # width and ridge chosen from the data
     >>> clf.score(X, y)
     1.0
     """

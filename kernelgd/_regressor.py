@@ -96,9 +96,11 @@ class KernelGDRegressor(MultiOutputMixin, RegressorMixin, BaseKernelGD):
     >>> rng = np.random.RandomState(0)
     >>> X = rng.uniform(-3, 3, size=(100, 1))
     >>> y = np.sin(X).ravel()
-    >>> model = KernelGDRegressor(sigma=1.0, max_iter=500).fit(X, y)
+    >>> model = KernelGDRegressor().fit(X, y)  # kernel, width and ridge chosen from the data
     >>> model.score(X, y) > 0.99
     True
+    >>> model.kernel_
+    'rbf'
     >>> mean, std = model.predict([[0.0], [10.0]], return_std=True)
     >>> bool(std[0] < std[1])  # less sure far from the data
     True
