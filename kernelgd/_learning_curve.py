@@ -58,6 +58,17 @@ class LearningCurveDiagnosis:
         Mean test error at the largest size.
     gap : float
         ``test_error - train_error``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelgd import KernelGDRegressor, diagnose_learning_curve
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.uniform(-3, 3, size=(200, 1))
+    >>> y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=200)
+    >>> diagnosis = diagnose_learning_curve(KernelGDRegressor(kernel="linear", alpha=1e-3), X, y, epsilon=0.05)
+    >>> diagnosis.regime, diagnosis.test_errors.shape[0] == len(diagnosis.train_sizes)
+    ('high bias', True)
     """
 
     regime: str

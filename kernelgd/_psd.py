@@ -55,6 +55,14 @@ class PSDResult:
         How the eigenvalues were computed.
     n_samples : int
         Size of the kernel matrix.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelgd import check_psd
+    >>> result = check_psd(np.random.RandomState(0).normal(size=(50, 2)), kernel="rbf", sigma=1.0)
+    >>> result.is_psd, result.method, result.n_samples
+    (True, 'dense', 50)
     """
 
     min_eigenvalue: float
