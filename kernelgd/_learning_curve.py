@@ -61,14 +61,12 @@ class LearningCurveDiagnosis:
 
     Examples
     --------
-    >>> import numpy as np
+    >>> from sklearn.datasets import make_friedman1
     >>> from kernelgd import KernelGDRegressor, diagnose_learning_curve
-    >>> rng = np.random.RandomState(0)
-    >>> X = rng.uniform(-3, 3, size=(200, 1))
-    >>> y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=200)
-    >>> diagnosis = diagnose_learning_curve(KernelGDRegressor(kernel="linear", alpha=1e-3), X, y, epsilon=0.05)
-    >>> diagnosis.regime, diagnosis.test_errors.shape[0] == len(diagnosis.train_sizes)
-    ('high bias', True)
+    >>> X, y = make_friedman1(150, noise=0.1, random_state=0)
+    >>> diagnosis = diagnose_learning_curve(KernelGDRegressor(), X, y, epsilon=1.0, shuffle=True, random_state=0)
+    >>> diagnosis.error_name, bool(diagnosis.gap == diagnosis.test_error - diagnosis.train_error)
+    ('mean squared error', True)
     """
 
     regime: str
