@@ -123,7 +123,7 @@ def neg_log_likelihood_and_gradient(theta, X, y, w, fit_intercept):
 CRITERIA = {"loo": loo_error_and_gradient, "likelihood": neg_log_likelihood_and_gradient}
 
 
-def fit_scales(X, y, w, sigma0, lam0, fit_intercept, rng, max_iter=100, criterion="loo"):
+def fit_scales(X, y, w, sigma0, lam0, fit_intercept, rng, max_iter=100, criterion="loo", max_rows=None):
     """Per-feature scales and ridge minimising a criterion on a subsample.
 
     Parameters
@@ -141,6 +141,8 @@ def fit_scales(X, y, w, sigma0, lam0, fit_intercept, rng, max_iter=100, criterio
     max_iter : int
     criterion : {"loo", "likelihood"}
         The leave-one-out error or minus the log marginal likelihood.
+    max_rows : int, default=None
+        The size of the subsample of distinct rows; None: ``ARD_MAX_SAMPLES``.
 
     Returns
     -------
@@ -155,8 +157,9 @@ def fit_scales(X, y, w, sigma0, lam0, fit_intercept, rng, max_iter=100, criterio
     rows = np.flatnonzero(w > 0)
     group_of, n_groups = replicate_groups(X[rows])
     chosen = np.arange(n_groups)
-    if n_groups > ARD_MAX_SAMPLES:  # a subsample of the distinct rows, with all their copies
-        chosen = np.sort(rng.choice(n_groups, ARD_MAX_SAMPLES, replace=False))
+    max_rows = ARD_MAX_SAMPLES if max_rows is None else max_rows
+    if n_groups > max_rows:  # a subsample of the distinct rows, with all their copies
+        chosen = np.sort(rng.choice(n_groups, max_rows, replace=False))
         inside = np.isin(group_of, chosen)
         rows, group_of = rows[inside], np.searchsorted(chosen, group_of[inside])
     if len(chosen) == len(rows):  # every row distinct

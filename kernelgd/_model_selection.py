@@ -1,13 +1,14 @@
 """KernelGDRegressorCV and KernelGDClassifierCV: kernel, sigma and alpha chosen from the data.
 
 Each candidate kernel and width is evaluated once. With ``cv=None`` and at most ``LOO_MAX_SAMPLES``
-rows, one eigendecomposition of the centred, weighted kernel matrix gives the exact leave-one-out
-residuals of every alpha in closed form (as RidgeCV does for linear ridge); with more rows
-(regressor) the same formula runs on a rank-``LOW_RANK_LOO_RANK`` randomly pivoted Cholesky factor,
-the exact leave-one-out error of the Nystroem model on its pivots. Otherwise each fold's model is
-solved along a decreasing, warm-started alpha path on the rows of one kernel matrix (a subsample of
-at most ``max_search_samples`` rows), widths racing on paired folds (``_search``). The chosen
-parameters are then refitted on all the data.
+distinct rows, one eigendecomposition of the centred, weighted kernel matrix gives the exact leave-one-out
+residuals of every alpha in closed form (as RidgeCV does for linear ridge). Beyond, with the default
+grids, the base estimator's rules and a few alternatives are fitted on four fifths of the rows and
+scored on the rest (``_held_out_search``); with given grids, the leave-one-out formula runs on a
+rank-``LOW_RANK_LOO_RANK`` randomly pivoted Cholesky factor (the Nystroem model on its pivots). With an
+integer ``cv`` (or the logistic loss) each fold's model is solved along a decreasing, warm-started alpha
+path on the rows of one kernel matrix (a subsample of at most ``max_search_samples`` rows), widths racing
+on paired folds. The chosen parameters are then refitted on all the data.
 """
 
 import time
@@ -41,12 +42,15 @@ from ._fit import TOL_SHARE
 from ._loo import _Predictions
 from ._regressor import KernelGDRegressor
 from ._replicates import distinct_groups, distinct_rows, effective_count
-from ._search import MIN_REFIT_TOL, _Decisions, _is_rbf, _KernelCV, _scorer
+from ._search import MIN_REFIT_TOL, _Decisions, _is_rbf, _KernelCV, _scale_sigma, _scorer
 from ._targets import class_weights
 
-# The classifier's rules replace its search's choice where their held-out misclassifications are fewer by this
+# On held-out rows a classifier's candidate replaces the incumbent where its misclassifications are fewer by this
 # many standard errors of the paired difference: a smaller gain is within chance (the one-standard-error rule).
 HOLDOUT_SIGNIFICANCE = 1.0
+# Beyond LOO_MAX_SAMPLES distinct rows, ARD's scales are fitted on this many of them (a leave-one-out
+# eigendecomposition per L-BFGS step: O(rows^3)), and judged on held-out rows.
+HELD_OUT_ARD_ROWS = 500
 # The search's dense copy of sparse X is refused where it would outgrow both the kernel matrix and these bytes.
 DENSE_COPY_BYTES = 64 << 20
 
@@ -72,17 +76,21 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
     For every candidate kernel and width the kernel is evaluated once and
     every ridge strength in ``alphas`` is scored together: by the exact
     leave-one-out residuals of one eigendecomposition (``cv=None``, up to
-    3,000 distinct rows; beyond, of a rank-2,000 pivoted-Cholesky approximation of
-    the kernel on at most ``max_search_samples`` rows), or by K-fold
-    cross-validation whose solves run along a decreasing alpha path, each
-    warm-started from the previous one. The best triple is then refitted on
-    all the data with :class:`KernelGDRegressor`. Where the leave-one-out
-    search ran on a subsample or a low-rank factor (more than 3,000 distinct rows,
-    default ``sigmas`` and ``alphas``), which favour smoother models than
-    all the rows call for, its choice is first checked against
-    :class:`KernelGDRegressor`'s own width and ridge rules at the chosen
-    kernel: each is fitted on a random four fifths of the rows and scored
-    on the other fifth (``holdout_scores_``), and the better is refitted.
+    3,000 distinct rows), or by K-fold cross-validation whose solves run
+    along a decreasing alpha path, each warm-started from the previous one.
+    The best triple is then refitted on all the data with
+    :class:`KernelGDRegressor`.
+
+    Beyond 3,000 distinct rows (``cv=None``, default ``sigmas`` and
+    ``alphas``) candidates are fitted on a random four fifths of the rows
+    and scored on the other fifth: :class:`KernelGDRegressor`'s own rules
+    (its ``kernel="auto"`` compares the default pair of kernels), then their
+    ridge divided by sqrt(10) step by step while the held-out score
+    improves (at most two decades), then ARD's per-feature scales. The best
+    is refitted on all rows; where the rules won, they choose again on all
+    of them, and the model is :class:`KernelGDRegressor`'s own. A subsample
+    and a low-rank factor would misjudge kernels of slowly decaying spectrum
+    and miss small ridges, at many times the cost of a fit.
 
     Read more in the :ref:`User Guide <ug-model-selection>`.
 
@@ -116,16 +124,19 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         maximise the Gaussian-process marginal likelihood of all rows (the
         rows that then judge them, by a different criterion); beyond, they
         minimise the exact leave-one-out error of a subsample of 1,000 distinct rows
-        (with their copies) and are judged on the other rows only. ``sigma_`` is then
+        (with their copies) and are judged on the other rows only; beyond 3,000
+        (the held-out search above), of 500 of the fitted rows, with the ridge
+        rule at those scales, judged on the held-out rows. ``sigma_`` is then
         an array of shape (n_features,). ``"auto"``: on when the rbf kernel
         wins the search, with one target; ``True`` needs "rbf" among the
         candidates. See the user guide for the UCI figures. With
         ``cv`` given, the scales are judged by the same K-fold search.
     cv : int, cross-validation generator, iterable or None, default=None
-        None: exact leave-one-out up to 3,000 distinct rows; beyond, the exact
-        leave-one-out error of the Nystroem model whose rank-2,000 factor
-        randomly pivoted Cholesky draws (O(n * 2000^2) per width). An int
-        gives KFold with that many folds.
+        None: exact leave-one-out up to 3,000 distinct rows; beyond, the
+        held-out search above, or with ``sigmas`` or ``alphas`` given, the
+        exact leave-one-out error of the Nystroem model whose rank-2,000
+        factor randomly pivoted Cholesky draws (O(n * 2000^2) per width). An
+        int gives KFold with that many folds.
     scoring : str or callable, default=None
         A scikit-learn scorer; None: negative mean squared error. With
         ``sample_weight``, held-out scores are weighted where the scorer's
@@ -141,7 +152,8 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         where starting the workers would cost more than it saves.
     max_search_samples : int, default=10000
         Above this many rows the search (leave-one-out or K-fold) runs on a
-        random subsample of this size (the refit uses all rows).
+        random subsample of this size (the refit uses all rows; the held-out
+        search fits on all rows).
     degree, coef0, kernel_params, fit_intercept, solver, n_centers, max_iter, tol, options
         Passed to :class:`KernelGDRegressor` for the refit. With the
         default scoring, ``tol="auto"`` solves the refit to a fiftieth of
@@ -179,13 +191,13 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
     best_estimator_ : KernelGDRegressor
         The model refitted on all the data with ``sigma_`` and ``alpha_``.
     holdout_scores_ : dict or None
-        Where the search's choice was checked against the base estimator's
-        rules (see above): the held-out ``scoring`` of each, as
-        ``{"search": ..., "rule": ...}``; where the rules scored higher (and
-        neither held-out fit warned: the search's choice then stands),
-        ``best_estimator_`` has ``sigma="scale"`` and ``alpha="auto"``, and
-        ``sigma_`` and ``alpha_`` are the values they resolved to (then not
-        in ``cv_results_``). None where no check ran.
+        After the held-out search (see above): the held-out ``scoring`` of
+        the rules' model and of the chosen one, as ``{"rule": ...,
+        "search": ...}``. Where the rules won, ``best_estimator_`` has
+        ``sigma="scale"`` and ``alpha="auto"``, and ``sigma_``, ``alpha_``
+        and ``kernel_`` are the values they resolved to on all rows (then not
+        in ``cv_results_``, whose rule row holds those of the four fifths).
+        None where the search was by leave-one-out or K-fold.
     cv_results_ : dict of ndarray
         GridSearchCV's layout: ``params``, ``param_kernel`` (with several
         candidates), ``param_sigma`` (masked for kernels without a width),
@@ -202,7 +214,11 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         NaN mean and ranks last). With ``ard_``, the learned
         scales are the last row (``param_sigma`` is then of object dtype),
         ranked first when kept; ``best_index_`` is always the row of rank 1
-        and ``best_score_`` its ``mean_test_score``.
+        and ``best_score_`` its ``mean_test_score``. After the held-out
+        search, one row per candidate fitted (the rules' first), its score
+        the held-out one (``split0_test_score``); a classifier's candidate
+        that scores higher without a gain beyond chance ranks below the
+        chosen one.
     best_index_ : int
         The chosen candidate's row in ``cv_results_``.
     dual_coef_, intercept_, X_fit_, n_iter_
@@ -265,16 +281,36 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
             options=options, random_state=random_state, verbose=verbose,
         )
 
+    def _ard_on(self, n_targets):
+        """``ard`` resolved (``ard_``): "auto" where the rbf kernel won, with one target; a clear error where
+        ``ard=True`` cannot apply."""
+        self.ard_ = self.ard is True or (self.ard == "auto" and _is_rbf(self.kernel_) and n_targets == 1)
+        if self.ard_ and not any(_is_rbf(kernel) for kernel in self._kernels()):
+            raise ValueError(f"ard=True learns per-feature scales of the rbf kernel; got kernel={self.kernel!r}.")
+        if self.ard_ and n_targets != 1:
+            raise ValueError("ard=True supports one target column; fit one model per target.")
+        return self.ard_
+
+    def _held_out_candidates(self, X, y, sw, rng):
+        """With ard: per-feature scales fitted on ``HELD_OUT_ARD_ROWS`` of the rows (the leave-one-out criterion),
+        from the chosen width where the rbf kernel won (else ``sigma="scale"``'s) and the chosen ridge, then the
+        base estimator's ridge rule at those scales. A generator: ``ard_score_`` is read once the search scored it."""
+        if not self._ard_on(1 if y.ndim == 1 else y.shape[1]):
+            return
+        kernel = next(k for k in self._kernels() if _is_rbf(k))
+        X_host, y_host, sw_host = (np.asarray(to_numpy(A), dtype=np.float64) for A in (X, y, sw))
+        sigma0 = self.sigma_ if _is_rbf(self.kernel_) else _scale_sigma(X_host, sw_host / sw_host.sum())
+        scales = fit_scales(X_host, y_host.ravel(), sw_host, float(sigma0), self.alpha_, self.fit_intercept, rng,
+                            criterion="loo", max_rows=HELD_OUT_ARD_ROWS)[0]
+        model = self._base(kernel=kernel, sigma=scales)
+        yield model, kernel
+        self.ard_score_ = self.cv_results_["mean_test_score"][-1]
+
     def _refine(self, X, Y, sw, scorer, loo_scores, start):
         """With ard: per-feature scales from the best rbf candidate, kept only if they beat the best of all."""
         kernels = self._kernels()
-        self.ard_ = self.ard is True or (self.ard == "auto" and _is_rbf(self.kernel_) and Y.shape[1] == 1)
-        if not self.ard_:
+        if not self._ard_on(Y.shape[1]):
             return
-        if not any(_is_rbf(kernel) for kernel in kernels):
-            raise ValueError(f"ard=True learns per-feature scales of the rbf kernel; got kernel={self.kernel!r}.")
-        if Y.shape[1] != 1:
-            raise ValueError("ard=True supports one target column; fit one model per target.")
         params, ranks = self.cv_results_["params"], self.cv_results_["rank_test_score"]
         origin = params[min((i for i, p in enumerate(params) if _is_rbf(p.get("kernel", kernels[0]))),
                             key=lambda i: ranks[i])]
@@ -316,31 +352,6 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         self._add_result(kernel if len(kernels) > 1 else None, sigma, alpha, splits, chosen=better)
         if better:
             self.kernel_, self.sigma_, self.alpha_, self.best_score_ = kernel, sigma, alpha, score
-
-    def _add_result(self, kernel, sigma, alpha, splits, chosen):
-        """Append one candidate (ARD's scales) to ``cv_results_``; ranked first when chosen.
-
-        Otherwise it ranks by its mean score, but never above the chosen candidate: the
-        search may judge by other rows than the mean's (``_held_out_loo``), and
-        ``best_index_`` is always the row of rank 1.
-        """
-        results = self.cv_results_
-        results["params"].append(({} if kernel is None else {"kernel": kernel}) | {"sigma": sigma, "alpha": alpha})
-        for key, value in (("param_alpha", alpha), ("param_kernel", kernel), ("param_sigma", sigma)):
-            if key in results:  # object columns: a width per feature is one entry
-                old = results[key]
-                results[key] = np.ma.MaskedArray(list(old.data) + [value], mask=list(np.ma.getmaskarray(old)) + [False],
-                                                 dtype=object if key != "param_alpha" else float)
-        mean = float(np.mean(splits))
-        results["mean_test_score"] = np.append(results["mean_test_score"], mean)
-        results["std_test_score"] = np.append(results["std_test_score"], float(np.std(splits)))
-        for k in range(len(splits) if "split0_test_score" in results else 0):
-            results[f"split{k}_test_score"] = np.append(results[f"split{k}_test_score"], splits[k])
-        ranks = results["rank_test_score"]
-        rank = 1 if chosen else max(2, 1 + int(np.count_nonzero(results["mean_test_score"][:-1] >= mean)))
-        results["rank_test_score"] = np.append(np.where(ranks >= rank, ranks + 1, ranks), rank).astype(np.int32)
-        if chosen:
-            self.best_index_ = len(ranks)
 
     def _refit_params(self, Y, sw):
         """A refit solved to a tenth of the chosen model's own error (the default scoring only).
@@ -492,7 +503,8 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
     For every candidate width the kernel is evaluated once. With the
     squared loss and ``cv=None`` every alpha is scored by its
     leave-one-out decision values (one-vs-rest ridge on +-1 targets; exact
-    up to 3,000 distinct rows, on a rank-2,000 factor above), as in
+    up to 3,000 distinct rows, on a rank-2,000 factor above with given
+    grids), as in
     :class:`KernelGDRegressorCV`. Otherwise each fold of a stratified
     K-fold split (5 folds by default) is solved for the ``alphas`` from the
     largest to the smallest, each solve warm-started from the last, on the
@@ -502,13 +514,14 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
     far (climbing back where that start scores best), and from its second
     fold on stops once its folds' best scores sum below the best candidate's
     on the same folds. The best pair is then refitted on all the data with
-    :class:`KernelGDClassifier`. Where the leave-one-out search ran on a
-    subsample or a low-rank factor (more than 3,000 distinct rows, default
-    ``sigmas`` and ``alphas``), its choice is first checked against
-    :class:`KernelGDClassifier`'s own width and ridge rules, as
-    :class:`KernelGDRegressorCV`'s is (``holdout_scores_``); with the
-    default scoring the rules' model is refitted only where its held-out
-    misclassifications are fewer by one standard error. With the logistic
+    :class:`KernelGDClassifier`. Beyond 3,000 distinct rows (``cv=None``,
+    default ``sigmas`` and ``alphas``, either loss) candidates are fitted on
+    four fifths of the rows and scored on the rest, as in
+    :class:`KernelGDRegressorCV`: :class:`KernelGDClassifier`'s own rules,
+    then their ridge divided by sqrt(10) step by step while the held-out
+    score improves; with accuracy (the squared loss's default scoring) a
+    step must have fewer held-out misclassifications by one standard error
+    of the paired difference. With the logistic
     loss and ``combine="logistic"``, the refit's probabilities are then
     calibrated as :class:`KernelGDClassifier`'s are under ``alpha="auto"``:
     the output layer and the share of labels drawn at random
@@ -543,8 +556,10 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
     sigmas, alphas, max_search_samples, n_jobs, degree, coef0, kernel_params, fit_intercept, solver, n_centers, max_iter, tol, options, random_state, verbose
         As in :class:`KernelGDRegressorCV`.
     cv : int, cross-validation generator, iterable or None, default=None
-        None: with the squared loss, exact leave-one-out (of the kernel up to
-        3,000 distinct rows, of its rank-2,000 pivoted-Cholesky factor on at most
+        None: beyond 3,000 distinct rows with the default grids, the
+        held-out search above; otherwise with the squared loss, exact
+        leave-one-out (of the kernel up to 3,000 distinct rows, of its
+        rank-2,000 pivoted-Cholesky factor on at most
         ``max_search_samples`` rows beyond); with the logistic loss,
         stratified 5-fold (fewer where the largest class, or the distinct
         rows, are fewer; a smaller class is then missing from some test
@@ -714,15 +729,15 @@ class KernelGDClassifierCV(ClassifierMixin, _KernelCV):
         _check_same_namespace(X, self, attribute="dual_coef_", method="decision_function")
         return self.best_estimator_.decision_function(X)
 
-    def _beats(self, rule, search, X, y, w, group_of):
-        """With the default scoring (accuracy), whether the rule's held-out misclassifications are fewer than
-        the search's by ``HOLDOUT_SIGNIFICANCE`` standard errors of their paired difference over groups of
-        identical rows; with another scoring, always (its score need not split over rows). Two close models'
-        accuracies on a thousand rows differ by chance by a few rows either way."""
-        if self.scoring is not None:
+    def _beats(self, challenger, incumbent, X, y, w, group_of):
+        """With accuracy (the squared loss's default scoring), whether the challenger's held-out misclassifications
+        are fewer than the incumbent's by ``HOLDOUT_SIGNIFICANCE`` standard errors of their paired difference over
+        groups of identical rows; with another scoring, always (its score need not split over rows). Two close
+        models' accuracies on a thousand rows differ by chance by a few rows either way."""
+        if self.scoring is not None or self.loss != "squared":
             return True
         w = w / w.sum()
-        wrong = [np.asarray(fit.predict(X) != y, dtype=float) for fit in (rule, search)]
+        wrong = [np.asarray(fit.predict(X) != y, dtype=float) for fit in (challenger, incumbent)]
         return significantly_fewer(*wrong, w, group_of, effective_count(w, group_of), HOLDOUT_SIGNIFICANCE)
 
     def _has_proba(self):

@@ -6,6 +6,7 @@ closed-form leave-one-out they use where it applies.
 
 import inspect
 import threading
+from copy import deepcopy
 import time
 import warnings
 from contextlib import nullcontext
@@ -13,11 +14,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
-from sklearn.base import (
-    BaseEstimator,
-    ClassifierMixin,
-    clone,
-)
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.metrics import check_scoring, log_loss, make_scorer
 from sklearn.model_selection import KFold, StratifiedKFold, check_cv
 from sklearn.utils import check_random_state
@@ -29,7 +26,7 @@ from sklearn.utils.validation import (
 from ._array_api import (
     as_float64, block_of, fortran, like, on_host, rows_of, scales_like, take_rows, to_numpy, xp_of,
 )
-from ._base import CallbackSupportMixin, _check_same_namespace, resolve_options, with_callbacks
+from ._base import AUTO_KERNELS, CallbackSupportMixin, _check_same_namespace, resolve_options, with_callbacks
 from ._auto_alpha import largest_output
 from ._combiner import layer_classes
 from ._operator import KernelOperator, n_threads, single_threaded_blas
@@ -63,9 +60,11 @@ RACE_FOLDS = 2
 PATH_HEADROOM = 2
 # The refit's tolerance tracks the chosen model's error down to this (float64 CG's reach).
 MIN_REFIT_TOL = 1e-8
-# The check of the search's choice against the base estimator's rules (_check_against_rule) holds out one
-# row in this many.
+# The search on held-out rows (_held_out_search) holds out one row in this many.
 HOLDOUT_SHARE = 5
+# Its ridge path: from the rules' ridge down by this factor per step, at most RIDGE_STEPS steps (two decades).
+RIDGE_STEP = 10**0.5
+RIDGE_STEPS = 4
 
 
 def _best_mean(split_scores):
@@ -169,6 +168,10 @@ class _EveryClass(ClassifierMixin, BaseEstimator):
 
 def _samples(n):
     return f"{n} sample" + ("" if n == 1 else "s")
+
+
+def _name(kernel):
+    return get_spec(kernel).name
 
 
 def _is_rbf(kernel):
@@ -541,8 +544,9 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
                     warnings.warn(message, stacklevel=2)
         return scores
 
-    def _store_results(self, rows, loo, kernels):
-        """``rows``: (index in ``kernels``, sigma, alpha, split scores) per candidate."""
+    def _store_results(self, rows, loo, kernels, chosen=None):
+        """``rows``: (index in ``kernels``, sigma, alpha, split scores) per candidate. ``chosen``: the row ranked
+        first whatever its mean score (a choice that also asks a gain beyond chance); by default the best mean."""
         several = len(kernels) > 1
         split_scores = np.array([s for *_, s in rows])
         means = split_scores.mean(axis=1)
@@ -566,6 +570,8 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         # ties go to the larger alpha, then the larger width, then the earlier kernel: the smoother model
         order = np.lexsort((np.array([k for k, *_ in rows]), -np.array([s or 0.0 for _, s, _, _ in rows]),
                             -np.array([a for _, _, a, _ in rows]), -means))
+        if chosen is not None:
+            order = np.r_[chosen, order[order != chosen]]
         ranks = np.empty(len(rows), dtype=np.int32)
         ranks[order] = np.arange(1, len(rows) + 1)
         results["rank_test_score"] = ranks
@@ -575,11 +581,43 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
 
     @with_callbacks
     def _search(self, X_in, X, y, Y, sw, scorer, loo_scores=None):
-        """Score every kernel's widths and alphas (by ``loo_scores(kernel, sigma, alphas)`` where
-        given, else K-fold), store them, refine the best (``_refine``) and refit it."""
-        kernels, alphas = self._kernels(), self._alphas()
+        """Choose the kernel, width and ridge, on held-out rows (``_held_out_search``) or over the grids
+        (``_grid_search``), and refit them on all the data."""
         start = time.perf_counter()
         progress = SearchProgress.start(self, X_in, y, self._sample_weight)
+        self.holdout_scores_, rule = None, None
+        if self._by_held_out_rows(X, sw):
+            rule = self._held_out_search(X, y, sw, scorer, progress, start)
+        else:
+            self._grid_search(X, Y, sw, scorer, loo_scores, progress, start)
+        if rule is None:
+            model = self._base(kernel=self.kernel_, sigma=self.sigma_ if self.sigma_ is not None else "scale",
+                               alpha=self.alpha_, **self._refit_params(Y, sw))
+            model._calibrates = True  # a one-off refit of the chosen ridge: the classifier's layer is checked on it
+        else:  # the rules won on held-out rows: they choose again on all of them, as the base estimator does
+            model = self._base(kernel=rule)
+
+        def refit():
+            with labels_checked():
+                self.best_estimator_ = model.fit(X_in, y, sample_weight=self._sample_weight)
+            if rule is not None:
+                self.kernel_ = self._kernels()[self._kernel_index(self._kernels(), self.best_estimator_.kernel_)]
+                self.sigma_, self.alpha_ = self.best_estimator_.sigma_, self.best_estimator_.alpha_
+
+        if progress is None:
+            refit()
+        else:
+            progress.refit(model, refit)
+            progress.end()
+        for name in ("dual_coef_", "intercept_", "X_fit_", "n_iter_", "loss_curve_"):
+            setattr(self, name, getattr(self.best_estimator_, name))
+        self.sigma_ = scales_like(self.sigma_, self.dual_coef_)  # per-feature scales: in X's namespace too
+        return self
+
+    def _grid_search(self, X, Y, sw, scorer, loo_scores, progress, start):
+        """Score every kernel's widths and alphas (by ``loo_scores(kernel, sigma, alphas)`` where given, else
+        K-fold), store them and refine the best (``_refine``)."""
+        kernels, alphas = self._kernels(), self._alphas()
 
         def search(kernel, sigma):
             if progress is not None:
@@ -603,16 +641,13 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
                         best = int(np.nanargmax(split_scores.mean(axis=1)))
                         race["best"], race["alpha"] = split_scores[best].copy(), alphas[best]
             if self.verbose:
-                name = f"kernel={get_spec(kernel).name}  " if len(kernels) > 1 else ""
-                width = "" if sigma is None else f"sigma={sigma:.4g}  "
                 means = split_scores.mean(axis=1)
                 if np.isfinite(means).any():
                     best = int(np.nanargmax(means))
                     result = f"best alpha={alphas[best]:.3g}  score={means[best]:.6g}"
                 else:
                     result = f"stopped after {int(np.isfinite(split_scores).any(axis=0).sum())} folds (cannot win)"
-                print(f"[{type(self).__name__}] {name}{width}{result}  elapsed {time.perf_counter() - start:.1f}s",
-                      flush=True)
+                self._say(kernel if len(kernels) > 1 else None, sigma, result, start)
             return split_scores
 
         rows = []
@@ -624,26 +659,141 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         index, self.sigma_, self.alpha_, _ = rows[self.best_index_]
         self.kernel_ = kernels[index]
         self._refine(X, Y, sw, scorer, loo_scores, start)
-        model = self._base(kernel=self.kernel_, sigma=self.sigma_ if self.sigma_ is not None else "scale",
-                           alpha=self.alpha_, **self._refit_params(Y, sw))
-        model = self._check_against_rule(X, y, sw, scorer, model, loo_scores is not None)
-        model._calibrates = model.alpha != "auto"  # the rules' model is calibrated by its own held-out rows
 
-        def refit():
-            with labels_checked():
-                self.best_estimator_ = model.fit(X_in, y, sample_weight=self._sample_weight)
-            if model.alpha == "auto":  # the width rule won: its sigma and alpha are the model's
-                self.sigma_, self.alpha_ = self.best_estimator_.sigma_, self.best_estimator_.alpha_
+    def _say(self, kernel, sigma, result, start):
+        """``verbose``'s line for one candidate of the grids."""
+        name = "" if kernel is None else f"kernel={_name(kernel)}  "
+        width = "" if sigma is None else f"sigma={sigma:.4g}  "
+        print(f"[{type(self).__name__}] {name}{width}{result}  elapsed {time.perf_counter() - start:.1f}s", flush=True)
 
-        if progress is None:
-            refit()
-        else:
-            progress.refit(model, refit)
-            progress.end()
-        for name in ("dual_coef_", "intercept_", "X_fit_", "n_iter_", "loss_curve_"):
-            setattr(self, name, getattr(self.best_estimator_, name))
-        self.sigma_ = scales_like(self.sigma_, self.dual_coef_)  # per-feature scales: in X's namespace too
-        return self
+    def _by_held_out_rows(self, X, sw):
+        """Whether the search compares the base estimator's rules with a few alternatives on held-out rows: with
+        the default grids and ``cv=None``, beyond ``LOO_MAX_SAMPLES`` distinct rows."""
+        if self.cv is not None or self.sigmas is not None or self.alphas is not None:
+            return False
+        return distinct_rows(np.asarray(to_numpy(sw)), distinct_groups(X)) > LOO_MAX_SAMPLES
+
+    def _held_out_search(self, X, y, sw, scorer, progress, start):
+        """Candidates fitted on a random four fifths of the rows (every copy of a row on one side) and scored on
+        the other fifth: the base estimator's rules, then from the best of them ridges ``RIDGE_STEP`` apart
+        downwards, each solve warm-started from the last, while the held-out score rises beyond chance
+        (``_beats``), then ``_held_out_candidates`` (the regressor's per-feature scales). Returns the ``kernel``
+        argument of the rules where they won (their refit chooses again on all rows), else None.
+
+        A leave-one-out search on this many rows would run on a subsample and a low-rank factor, which misjudges
+        kernels of slowly decaying spectrum and cannot resolve small ridges, at many times a fit's cost. A fit that
+        warns scores what it reached, not its model: it ends the path and is never chosen.
+        """
+        weights = np.asarray(to_numpy(sw))
+        rng = check_random_state(self.random_state)
+        positive = np.flatnonzero(weights > 0)
+        group_of, n_groups = replicate_groups(take_rows(X, positive))
+        in_held = np.isin(group_of, rng.permutation(n_groups)[: n_groups // HOLDOUT_SHARE])
+        held, fitted = positive[in_held], positive[~in_held]
+        X_fit, X_held, y_fit, sw_fit = take_rows(X, fitted), take_rows(X, held), take_rows(y, fitted), take_rows(sw, fitted)
+        y_held, w_held = np.asarray(to_numpy(y))[held], weights[held]
+        held_groups = np.unique(group_of[in_held], return_inverse=True)[1]
+        kernels = self._kernels()
+
+        def score(model, name):
+            def run():
+                with recorded() as caught, labels_checked():
+                    model._predictive = False  # scored on its predictions only: no posterior
+                    model.fit(X_fit, y_fit, sample_weight=sw_fit)
+                scored = _OnHost(model)
+                if hasattr(self, "classes_") and len(model.classes_) < len(self.classes_):
+                    scored = _EveryClass(scored, self.classes_)  # a class only in the held-out rows
+                return float(scorer(scored, X_held, y_held, sample_weight=w_held)), scored, bool(caught)
+
+            value, scored, warned = run() if progress is None else progress.candidate(name, run)
+            if self.verbose:
+                print(f"[{type(self).__name__}] {name}: alpha={model.alpha_:.3g}  held-out score={value:.6g}"
+                      f"{'  (warned: not chosen)' if warned else ''}  elapsed {time.perf_counter() - start:.1f}s",
+                      flush=True)
+            return value, scored, warned
+
+        # the rules: the default pair of kernels in one kernel="auto" fit, as the base estimator compares them
+        rule_kernels = ["auto"] if self._auto_pair(kernels) else kernels
+        rows, fits = [], []
+        for kernel in rule_kernels:
+            model = self._base(kernel=kernel)
+            value, scored, warned = score(model, "rules" + ("" if kernel == "auto" else f" kernel={_name(kernel)}"))
+            k = self._kernel_index(kernels, model.kernel_)
+            rows.append((k, model.sigma_, model.alpha_, np.array([value])))
+            fits.append((value, scored, warned, model))
+        # the best rule that did not warn (the first where all did); ties go to the earlier kernel
+        best = max(range(len(fits)), key=lambda i: (not fits[i][2], fits[i][0], -i))
+        chosen, (value, scored, warned, model) = best, fits[best]
+        self.holdout_scores_ = {"rule": value}
+        kernel, sigma = kernels[rows[best][0]], model.sigma_
+        alpha = model.alpha_
+        for _ in range(RIDGE_STEPS if alpha > 0 and not warned else 0):
+            alpha /= RIDGE_STEP
+            path = deepcopy(model).set_params(kernel=kernel, sigma=sigma, alpha=alpha, warm_start=True)
+            step = score(path, f"kernel={_name(kernel)} sigma={sigma:.4g}")
+            rows.append((rows[best][0], sigma, alpha, np.array([step[0]])))
+            if step[2] or not (step[0] > value and self._beats(step[1], scored, X_held, y_held, w_held, held_groups)):
+                break
+            chosen, (value, scored, warned, model) = len(rows) - 1, (*step, path)
+        self._store_results(rows, False, kernels, chosen=chosen)
+        index, self.sigma_, self.alpha_, _ = rows[self.best_index_]
+        self.kernel_ = kernels[index]
+        for candidate, kernel in self._held_out_candidates(X_fit, y_fit, sw_fit, rng):
+            step = score(candidate, f"kernel={_name(kernel)} sigma=(per feature)")
+            better = not step[2] and step[0] > value and self._beats(step[1], scored, X_held, y_held, w_held,
+                                                                      held_groups)
+            self._add_result(kernel if len(kernels) > 1 else None, candidate.sigma, candidate.alpha_,
+                             np.array([step[0]]), chosen=better)
+            if better:
+                self.kernel_, self.sigma_, self.alpha_, self.best_score_ = kernel, candidate.sigma, candidate.alpha_, step[0]
+                value, scored, chosen = step[0], step[1], len(self.cv_results_["params"]) - 1
+        self.holdout_scores_["search"] = self.best_score_
+        return rule_kernels[chosen] if chosen < len(rule_kernels) else None
+
+    @staticmethod
+    def _auto_pair(kernels):
+        """Whether the candidates are the base estimator's ``kernel="auto"`` pair, which one rule fit compares."""
+        return len(kernels) == 2 and all(isinstance(k, str) for k in kernels) and sorted(
+            get_spec(k).name for k in kernels) == sorted(AUTO_KERNELS)
+
+    @staticmethod
+    def _kernel_index(kernels, kernel):
+        """The index in ``kernels`` of a rule's chosen kernel (a name where ``kernel="auto"`` chose it)."""
+        for k, candidate in enumerate(kernels):
+            if candidate is kernel or (isinstance(candidate, str) and isinstance(kernel, str)
+                                       and get_spec(candidate).name == get_spec(kernel).name):
+                return k
+        raise AssertionError(f"the rule chose {kernel!r}, not one of {kernels!r}")
+
+    def _held_out_candidates(self, X, y, sw, rng):
+        """``(model, kernel)`` pairs scored after the rules and the ridge path (reading ``kernel_``, ``sigma_``
+        and ``alpha_``); none by default."""
+        return ()
+
+    def _add_result(self, kernel, sigma, alpha, splits, chosen):
+        """Append one candidate to ``cv_results_``; ranked first when chosen.
+
+        Otherwise it ranks by its mean score, but never above the chosen candidate: the
+        search may judge by other rows than the mean's (``_held_out_loo``) or ask a gain beyond chance
+        (``_beats``), and ``best_index_`` is always the row of rank 1.
+        """
+        results = self.cv_results_
+        results["params"].append(({} if kernel is None else {"kernel": kernel}) | {"sigma": sigma, "alpha": alpha})
+        for key, value in (("param_alpha", alpha), ("param_kernel", kernel), ("param_sigma", sigma)):
+            if key in results:  # object columns: a width per feature is one entry
+                old = results[key]
+                results[key] = np.ma.MaskedArray(list(old.data) + [value], mask=list(np.ma.getmaskarray(old)) + [False],
+                                                 dtype=object if key != "param_alpha" else float)
+        mean = float(np.mean(splits))
+        results["mean_test_score"] = np.append(results["mean_test_score"], mean)
+        results["std_test_score"] = np.append(results["std_test_score"], float(np.std(splits)))
+        for k in range(len(splits) if "split0_test_score" in results else 0):
+            results[f"split{k}_test_score"] = np.append(results[f"split{k}_test_score"], splits[k])
+        ranks = results["rank_test_score"]
+        rank = 1 if chosen else max(2, 1 + int(np.count_nonzero(results["mean_test_score"][:-1] >= mean)))
+        results["rank_test_score"] = np.append(np.where(ranks >= rank, ranks + 1, ranks), rank).astype(np.int32)
+        if chosen:
+            self.best_index_ = len(ranks)
 
     def _loo(self, X, Y, sw, scorer, rescore=None):
         """``loo(kernel, sigma, alphas)``: exact leave-one-out scores, of the kernel itself up to
@@ -715,50 +865,8 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
 
         return loo
 
-    def _check_against_rule(self, X, y, sw, scorer, model, by_loo):
-        """The search's model, or the base estimator's rules' where they predict held-out rows better.
-
-        Beyond ``LOO_MAX_SAMPLES`` distinct rows the search runs on a subsample and a low-rank factor, which can
-        misjudge the whole set's model. Only there, with the default grids, each is fitted on four fifths of the rows
-        and scored on the rest; the better is refitted on all of them (the rules' only where ``_beats`` says they win
-        beyond chance).
-        """
-        self.holdout_scores_ = None
-        weights = np.asarray(to_numpy(sw))
-        if not by_loo or distinct_rows(weights, distinct_groups(X)) <= LOO_MAX_SAMPLES or self.sigmas is not None \
-                or self.alphas is not None:
-            return model
-        rule = self._base(kernel=self.kernel_)  # sigma="scale", alpha="auto"
-        rng = check_random_state(self.random_state)
-        positive = np.flatnonzero(weights > 0)
-        group_of, n_groups = replicate_groups(take_rows(X, positive))
-        order = rng.permutation(n_groups)  # every copy of a row on one side of the split
-        in_held = np.isin(group_of, order[: n_groups // HOLDOUT_SHARE])
-        held, fitted = positive[in_held], positive[~in_held]
-        X_fit, X_held = take_rows(X, fitted), take_rows(X, held)
-        y_host = np.asarray(to_numpy(y))
-        scores, fits, warned = {}, {}, False
-        for name, candidate in (("search", model), ("rule", rule)):
-            with recorded() as caught, labels_checked():
-                fit = clone(candidate)
-                fit._predictive = False  # scored on its predictions only: no posterior
-                fit.fit(X_fit, take_rows(y, fitted), sample_weight=take_rows(sw, fitted))
-            warned |= bool(caught)
-            scored = _OnHost(fit)
-            if hasattr(self, "classes_") and len(fit.classes_) < len(self.classes_):
-                scored = _EveryClass(scored, self.classes_)  # a class only in the held-out rows
-            scores[name], fits[name] = float(scorer(scored, X_held, y_host[held], sample_weight=weights[held])), scored
-        self.holdout_scores_ = scores
-        # a fit that warned scores what it reached, not its model: the check is then inconclusive and the
-        # search's choice stands
-        if warned or not scores["rule"] > scores["search"]:
-            return model
-        held_groups = np.unique(group_of[in_held], return_inverse=True)[1]
-        return rule if self._beats(fits["rule"], fits["search"], X_held, y_host[held], weights[held],
-                                   held_groups) else model
-
-    def _beats(self, rule, search, X, y, w, group_of):
-        """Whether the rule's held-out fit, of the better score, beats the search's beyond chance: always."""
+    def _beats(self, challenger, incumbent, X, y, w, group_of):
+        """Whether a held-out fit of the better score beats the incumbent's beyond chance: always."""
         return True
 
     def _refine(self, X, Y, sw, scorer, loo_scores, start):

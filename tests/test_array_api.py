@@ -319,7 +319,8 @@ REGRESSOR_CVS = {
     "many weights": (KernelGDRegressorCV(ard=False, alphas=[1e-4, 1e-2]), {"weights": "many"}),
     "scoring": (KernelGDRegressorCV(ard=False, scoring="neg_mean_absolute_error"), {}),
     "two targets": (KernelGDRegressorCV(alphas=[1e-4, 1e-2]), {"targets": 2}),
-    "low-rank leave-one-out": (KernelGDRegressorCV(ard=False), {"low_rank": True}),
+    "low-rank leave-one-out": (KernelGDRegressorCV(ard=False, alphas=[1e-6, 1e-4, 1e-2]), {"low_rank": True}),
+    "held-out search": (KernelGDRegressorCV(), {"low_rank": True}),
 }
 
 

@@ -865,70 +865,124 @@ def test_a_scorer_without_sample_weight_scores_unweighted_with_weighted_fits(cv,
     assert plain.alpha_ == ignoring.alpha_
 
 
+def _held_out_split(n, seed):
+    """The held-out search's split of n distinct rows: one fifth held out, by random_state's first permutation."""
+    rows = np.random.RandomState(seed).permutation(n)
+    return np.sort(rows[: n // 5]), np.sort(rows[n // 5 :])
+
+
+def _sine_rows(seed, n=300):
+    r = np.random.RandomState(seed)
+    Xs = r.uniform(-3, 3, size=(n, 2))
+    return Xs, np.sin(2 * Xs[:, 0]) + 0.1 * r.randn(n)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_a_subsampled_search_is_checked_against_the_width_rule_on_held_out_rows(monkeypatch, seed):
-    # Past LOO_MAX_SAMPLES (default grids) the search's model and the base estimator's defaults at the
-    # chosen kernel are each fitted on a random four fifths of the rows and scored on the other fifth
-    # (an independent refit of both on that split gives the same scores); the better is refitted.
+def test_past_the_exact_search_candidates_are_fitted_on_four_fifths_and_scored_on_the_rest(monkeypatch, seed):
+    # Past LOO_MAX_SAMPLES (default grids and folds) every candidate is a fit on a random four fifths of the rows
+    # scored on the other fifth, as an independent fit on that split scores: first the base estimator's rules,
+    # then from their ridge down by sqrt(10) per step while the score rises, then ARD's scales; the best is refitted.
     import kernelgd._search as ms
 
     monkeypatch.setattr(ms, "LOO_MAX_SAMPLES", 50)
-    r = np.random.RandomState(seed)
-    Xs = r.uniform(-3, 3, size=(300, 2))
-    ys = np.sin(2 * Xs[:, 0]) + 0.1 * r.randn(300)
-    model = KernelGDRegressorCV(ard=False, max_search_samples=100, random_state=seed).fit(Xs, ys)
-    rows = np.random.RandomState(seed).permutation(300)
-    held, fitted = np.sort(rows[:60]), np.sort(rows[60:])
+    Xs, ys = _sine_rows(seed)
+    model = KernelGDRegressorCV(random_state=seed).fit(Xs, ys)
+    held, fitted = _held_out_split(300, seed)
 
     def held_out_score(**params):
-        fit = KernelGDRegressor(kernel=model.kernel_, random_state=seed, **params).fit(Xs[fitted], ys[fitted])
-        return -np.mean((fit.predict(Xs[held]) - ys[held]) ** 2)
+        fit = KernelGDRegressor(random_state=seed, **params).fit(Xs[fitted], ys[fitted])
+        return -np.mean((fit.predict(Xs[held]) - ys[held]) ** 2), fit
 
-    best = model.cv_results_["params"][model.best_index_]
-    search = dict(sigma=best["sigma"], alpha=best["alpha"], tol=model.best_estimator_.tol)
-    assert_allclose(model.holdout_scores_["rule"], held_out_score(), rtol=1e-6)
-    rule_won = model.holdout_scores_["rule"] > model.holdout_scores_["search"]
-    if rule_won:  # the rule's width and ridge, as the refitted model resolved them
+    results = model.cv_results_
+    params, scores = results["params"], results["split0_test_score"]
+    assert_array_equal(scores, results["mean_test_score"])
+    rule_score, rule = held_out_score()
+    assert params[0] == {"kernel": rule.kernel_, "sigma": rule.sigma_, "alpha": rule.alpha_}
+    assert scores[0] == pytest.approx(rule_score, rel=1e-6)
+    assert model.holdout_scores_ == {"rule": scores[0], "search": model.best_score_}
+    path = [i for i, p in enumerate(params) if np.ndim(p["sigma"]) == 0]
+    for i in path[1:]:  # the ridge path: each step warm-started from the last, as good as a cold fit
+        assert params[i]["sigma"] == rule.sigma_ and params[i]["kernel"] == rule.kernel_
+        assert params[i]["alpha"] == pytest.approx(params[i - 1]["alpha"] / np.sqrt(10), rel=1e-12)
+        assert scores[i] == pytest.approx(held_out_score(**params[i])[0], rel=1e-3)
+    # it stops at the first step that does not improve (or after two decades)
+    assert all(scores[i] > scores[i - 1] for i in path[1:-1])
+    assert len(path) == 5 or scores[path[-1]] <= max(scores[: path[-1]])
+    if model.ard_:  # the last row: ARD's scales, with the ridge rule at them
+        assert len(params) == len(path) + 1 and np.ndim(params[-1]["sigma"]) == 1
+        assert scores[-1] == pytest.approx(held_out_score(kernel="rbf", sigma=params[-1]["sigma"])[0], rel=1e-3)
+        assert model.ard_score_ == scores[-1]
+    # the chosen: the best held-out score, refitted on every row at its width and ridge; where the rules won,
+    # they choose again on every row, as KernelGDRegressor() does
+    assert model.best_index_ == int(np.argmax(scores)) and results["rank_test_score"][model.best_index_] == 1
+    assert model.best_score_ == scores.max()
+    best = params[model.best_index_]
+    if model.best_index_ == 0:
+        full = KernelGDRegressor(random_state=seed).fit(Xs, ys)
         assert model.best_estimator_.alpha == "auto"
-        assert model.sigma_ == model.best_estimator_.sigma_ and model.alpha_ == model.best_estimator_.alpha_
+        assert (model.kernel_, model.sigma_, model.alpha_) == (full.kernel_, full.sigma_, full.alpha_)
+        assert_allclose(model.predict(Xs), full.predict(Xs))
     else:
-        assert_allclose(model.holdout_scores_["search"], held_out_score(**search), rtol=1e-6)
-        assert (model.sigma_, model.alpha_) == (best["sigma"], best["alpha"]) == (
-            model.best_estimator_.sigma, model.best_estimator_.alpha)
+        assert_array_equal(model.sigma_, best["sigma"])
+        assert model.alpha_ == best["alpha"] == model.best_estimator_.alpha
 
 
-@pytest.mark.parametrize("seed, n, rule_wins", [(2, 300, False), (7, 300, False), (1, 600, True), (5, 600, True)])
-def test_a_subsampled_classifier_search_is_checked_against_the_rules_on_held_out_rows(monkeypatch, seed, n, rule_wins):
-    # as the regressor's: the search's model and the base estimator's rules, each fitted on four fifths
-    # of the rows and scored (accuracy) on the other fifth, as independent refits on that split score;
-    # the rule's is refitted only where its held-out misclassifications are fewer by one standard error
-    # of the paired difference (seeds 2 and 7 at 300 rows: more accurate on 60 rows, within chance)
+@pytest.mark.parametrize("seed, n", [(2, 300), (7, 300), (1, 600), (5, 600)])
+def test_past_the_exact_search_a_classifier_keeps_a_smaller_ridge_only_beyond_chance(monkeypatch, seed, n):
+    # as the regressor's, scored by accuracy: a step of the ridge path replaces the incumbent only where its
+    # held-out misclassifications are fewer by one standard error of the paired difference
     from sklearn.datasets import make_gaussian_quantiles
 
     import kernelgd._search as ms
 
     monkeypatch.setattr(ms, "LOO_MAX_SAMPLES", 50)
     Xs, ys = make_gaussian_quantiles(n_samples=n, n_features=2, n_classes=3, random_state=seed)
-    model = KernelGDClassifierCV(max_search_samples=100, random_state=seed).fit(Xs, ys)
-    rows = np.random.RandomState(seed).permutation(n)
-    held, fitted = np.sort(rows[: n // 5]), np.sort(rows[n // 5 :])
+    model = KernelGDClassifierCV(random_state=seed).fit(Xs, ys)
+    held, fitted = _held_out_split(n, seed)
 
     def held_out_wrong(**params):
-        fit = KernelGDClassifier(kernel=model.kernel_, random_state=seed, **params).fit(Xs[fitted], ys[fitted])
-        return (fit.predict(Xs[held]) != ys[held]).astype(float)
+        fit = KernelGDClassifier(random_state=seed, **params).fit(Xs[fitted], ys[fitted])
+        return (fit.predict(Xs[held]) != ys[held]).astype(float), fit
 
-    best = model.cv_results_["params"][model.best_index_]
-    rule, search = held_out_wrong(), held_out_wrong(sigma=best["sigma"], alpha=best["alpha"])
-    assert model.holdout_scores_["rule"] == pytest.approx(1 - rule.mean())
-    assert model.holdout_scores_["search"] == pytest.approx(1 - search.mean())
-    gain = search - rule
-    significant = gain.mean() > np.sqrt(np.mean((gain - gain.mean()) ** 2) / len(gain))
-    assert significant == rule_wins
-    assert model.holdout_scores_["rule"] > model.holdout_scores_["search"]
-    assert (model.best_estimator_.alpha == "auto") == rule_wins
+    params, scores = model.cv_results_["params"], model.cv_results_["split0_test_score"]
+    rule_wrong, rule = held_out_wrong()
+    assert params[0] == {"sigma": rule.sigma_, "alpha": rule.alpha_}
+    assert scores[0] == pytest.approx(1 - rule_wrong.mean())
+    incumbent, wrong = 0, rule_wrong
+    for i in range(1, len(params)):
+        step = held_out_wrong(sigma=params[i]["sigma"], alpha=params[i]["alpha"])[0]
+        assert scores[i] == pytest.approx(1 - step.mean(), abs=1.5 / len(held))  # warm start: a row at most
+        gain = wrong - step
+        significant = gain.mean() > np.sqrt(np.mean((gain - gain.mean()) ** 2) / len(gain))
+        if not (scores[i] > scores[incumbent] and significant):
+            assert i == len(params) - 1  # the path ends at the first step that is not a gain beyond chance
+            break
+        incumbent, wrong = i, step
+    assert model.best_index_ == incumbent
+    assert (model.best_estimator_.alpha == "auto") == (incumbent == 0)
+    if incumbent:
+        assert model.alpha_ == params[incumbent]["alpha"]
 
 
-def test_the_width_rule_is_not_checked_where_the_search_is_exact_or_its_grids_are_given(monkeypatch):
+def test_past_the_exact_search_the_logistic_loss_compares_held_out_log_losses(monkeypatch):
+    # the logistic loss's default scoring, the log-loss, needs no test of chance: the lowest is chosen
+    from sklearn.datasets import make_moons
+    from sklearn.metrics import log_loss
+
+    import kernelgd._search as ms
+
+    monkeypatch.setattr(ms, "LOO_MAX_SAMPLES", 50)
+    Xs, ys = make_moons(250, noise=0.3, random_state=0)
+    model = KernelGDClassifierCV(loss="logistic", random_state=0).fit(Xs, ys)
+    held, fitted = _held_out_split(250, 0)
+    rule = KernelGDClassifier(loss="logistic", random_state=0).fit(Xs[fitted], ys[fitted])
+    scores = model.cv_results_["split0_test_score"]
+    assert scores[0] == pytest.approx(-log_loss(ys[held], rule.predict_proba(Xs[held])), rel=1e-6)
+    assert model.best_index_ == int(np.argmax(scores)) and model.best_score_ == scores.max()
+    assert all(scores[i] > scores[i - 1] for i in range(1, len(scores) - 1))
+
+
+def test_the_held_out_search_runs_only_past_the_exact_search_with_the_default_grids(monkeypatch):
     import kernelgd._search as ms
 
     monkeypatch.setattr(ms, "LOO_MAX_SAMPLES", 50)
@@ -938,33 +992,28 @@ def test_the_width_rule_is_not_checked_where_the_search_is_exact_or_its_grids_ar
     assert KernelGDRegressorCV(ard=False, sigmas=[1.0, 2.0]).fit(Xs, ys).holdout_scores_ is None
     assert KernelGDRegressorCV(ard=False, alphas=[1e-4, 1e-2]).fit(Xs, ys).holdout_scores_ is None
     assert KernelGDRegressorCV(ard=False, cv=3).fit(Xs, ys).holdout_scores_ is None
+    assert KernelGDRegressorCV(ard=False).fit(Xs, ys).holdout_scores_ is not None
     monkeypatch.setattr(ms, "LOO_MAX_SAMPLES", 3000)
     assert KernelGDRegressorCV(ard=False).fit(Xs, ys).holdout_scores_ is None
 
 
-def test_a_width_rule_check_whose_fits_warn_keeps_the_searchs_choice(monkeypatch):
-    # seed 2 of the test above, where the rule wins; a held-out fit (240 rows) that warns scores an
-    # unfinished fit, so the check is inconclusive and the search's choice stands
-    import warnings
-
+def test_a_held_out_fit_that_warns_ends_the_ridge_path_and_is_not_chosen(monkeypatch):
+    # a fit that warns scores what it reached, not its model: the rules' model (whose fit did not warn) stands
     import kernelgd._search as ms
 
     monkeypatch.setattr(ms, "LOO_MAX_SAMPLES", 50)
     fit = KernelGDRegressor.fit
 
     def warning_fit(self, X, y, sample_weight=None):
-        if len(y) == 240:
+        if len(y) == 240 and self.alpha != "auto":  # the ridge path's fits
             warnings.warn("stopped at max_iter", ConvergenceWarning)
         return fit(self, X, y, sample_weight=sample_weight)
 
     monkeypatch.setattr(KernelGDRegressor, "fit", warning_fit)
-    r = np.random.RandomState(2)
-    Xs = r.uniform(-3, 3, size=(300, 2))
-    ys = np.sin(2 * Xs[:, 0]) + 0.1 * r.randn(300)
-    model = KernelGDRegressorCV(ard=False, max_search_samples=100, random_state=2).fit(Xs, ys)
-    assert model.holdout_scores_["rule"] > model.holdout_scores_["search"]
-    best = model.cv_results_["params"][model.best_index_]
-    assert model.best_estimator_.alpha == best["alpha"] != "auto"
+    Xs, ys = _sine_rows(2)
+    model = KernelGDRegressorCV(ard=False, random_state=2).fit(Xs, ys)
+    assert len(model.cv_results_["params"]) == 2 and model.best_index_ == 0
+    assert model.best_estimator_.alpha == "auto"
 
 
 @pytest.mark.parametrize("estimator", [KernelGDRegressorCV(cv=4), KernelGDClassifierCV(cv=4)])
