@@ -86,7 +86,7 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
     and scored on the other fifth: :class:`KernelGDRegressor`'s own rules
     (its ``kernel="auto"`` compares the default pair of kernels), then their
     ridge divided by sqrt(10) step by step while the held-out score
-    improves (at most two decades), then ARD's per-feature scales. The best
+    improves (at most one decade), then ARD's per-feature scales. The best
     is refitted on all rows; where the rules won, they choose again on all
     of them, and the model is :class:`KernelGDRegressor`'s own. A subsample
     and a low-rank factor would misjudge kernels of slowly decaying spectrum
