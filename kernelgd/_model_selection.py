@@ -100,9 +100,8 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         The candidate kernels, each as in :class:`KernelGDRegressor` (not
         "precomputed"); one kernel is searched alone. The default compares
         the smooth rbf with the rough laplacian: on the UCI sets of the user
-        guide the laplacian wins the leave-one-out comparison on energy,
-        concrete, wine, power and protein, the rbf on kin8nm, naval and
-        most of yacht's splits.
+        guide the laplacian wins on energy, concrete, wine, power and
+        protein, the rbf on kin8nm, naval and most of yacht's splits.
     sigmas : array-like of float, default=None
         Candidate widths, for every kernel with a ``sigma``. None: widths
         ``sigma_scale * 2**(k / 2)`` with ``sigma_scale**2 = n_features *

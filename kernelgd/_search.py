@@ -731,7 +731,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         for _ in range(RIDGE_STEPS if alpha > 0 and not warned else 0):
             alpha /= RIDGE_STEP
             path = deepcopy(model).set_params(kernel=kernel, sigma=sigma, alpha=alpha, warm_start=True)
-            step = score(path, f"kernel={_name(kernel)} sigma={sigma:.4g}")
+            step = score(path, f"kernel={_name(kernel)}" + ("" if sigma is None else f" sigma={sigma:.4g}"))
             rows.append((rows[best][0], sigma, alpha, np.array([step[0]])))
             if step[2] or not (step[0] > value and self._beats(step[1], scored, X_held, y_held, w_held, held_groups)):
                 break

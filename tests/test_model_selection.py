@@ -982,6 +982,22 @@ def test_past_the_exact_search_the_logistic_loss_compares_held_out_log_losses(mo
     assert all(scores[i] > scores[i - 1] for i in range(1, len(scores) - 1))
 
 
+def test_past_the_exact_search_another_list_of_kernels_fits_one_rule_per_kernel(monkeypatch):
+    # a list other than the default pair: each kernel's rules are fitted and scored, a kernel without a width too
+    import kernelgd._search as ms
+
+    monkeypatch.setattr(ms, "LOO_MAX_SAMPLES", 50)
+    Xs, ys = _sine_rows(0)
+    model = KernelGDRegressorCV(kernel=["linear", "rbf"], random_state=0, verbose=1).fit(Xs, ys)
+    held, fitted = _held_out_split(300, 0)
+    params, scores = model.cv_results_["params"], model.cv_results_["split0_test_score"]
+    assert [p["kernel"] for p in params[:2]] == ["linear", "rbf"]
+    for p, score in zip(params[:2], scores[:2]):
+        fit = KernelGDRegressor(kernel=p["kernel"], random_state=0).fit(Xs[fitted], ys[fitted])
+        assert score == pytest.approx(-np.mean((fit.predict(Xs[held]) - ys[held]) ** 2), rel=1e-6)
+    assert scores[1] > scores[0] and model.kernel_ == "rbf"  # a sine: the rbf wins
+
+
 def test_the_held_out_search_runs_only_past_the_exact_search_with_the_default_grids(monkeypatch):
     import kernelgd._search as ms
 
