@@ -48,8 +48,8 @@ from ._targets import class_weights
 # On held-out rows a classifier's candidate replaces the incumbent where its misclassifications are fewer by this
 # many standard errors of the paired difference: a smaller gain is within chance (the one-standard-error rule).
 HOLDOUT_SIGNIFICANCE = 1.0
-# Beyond LOO_MAX_SAMPLES distinct rows, ARD's scales are fitted on this many of them (a leave-one-out
-# eigendecomposition per L-BFGS step: O(rows^3)), and judged on held-out rows.
+# Beyond LOO_MAX_SAMPLES distinct rows, ARD's scales are fitted on this many of them (an O(rows^3) factorization
+# per L-BFGS step), and judged on held-out rows.
 HELD_OUT_ARD_ROWS = 500
 # The search's dense copy of sparse X is refused where it would outgrow both the kernel matrix and these bytes.
 DENSE_COPY_BYTES = 64 << 20
