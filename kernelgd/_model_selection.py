@@ -106,10 +106,12 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         Candidate widths, for every kernel with a ``sigma``. None: widths
         ``sigma_scale * 2**(k / 2)`` with ``sigma_scale**2 = n_features *
         Var(X)`` (the base estimator's ``sigma="scale"``), walked per kernel:
-        k = -2, 0, 2 first, then steps of 2 toward the better end while it is
-        the best (k from -8 to 8), then the best k's neighbours k - 1 and k + 1
-        (skipped where they cannot beat an earlier kernel's best score: a half
-        step gains at most what the whole step beside it lost). Ignored by
+        k = -2, 0, 2 first (for every kernel), then steps of 2 toward the
+        better end while it is the best (k from -8 to 8), then the best k's
+        neighbours k - 1 and k + 1. The kernel of the best first three walks
+        on first; another kernel's steps are skipped where they cannot beat
+        the best score so far (a step gains at most what the step before it
+        gained, a half step what the whole step beside it lost). Ignored by
         kernels without sigma.
     alphas : array-like of float, default=None
         Candidate ridge strengths (the base estimator's ``alpha``, per

@@ -42,7 +42,7 @@ from .kernels import _CarriesRegisteredKernels, bind_kernel, check_sparse_suppor
 LOO_MAX_SAMPLES = 3000
 # Beyond, leave-one-out of a rank-r pivoted-Cholesky approximation K ~ F F' (O(n r^2)).
 LOW_RANK_LOO_RANK = 2000
-# Default widths: sigma_scale * 2**(k / 2), |k| <= WIDTH_STEPS, walked to the best (see _walk_widths).
+# Default widths: sigma_scale * 2**(k / 2), |k| <= WIDTH_STEPS, walked to the best (see _WidthWalk).
 WIDTH_STEPS = 8
 # K-fold runs its folds in worker processes, one per core, where the search's rows^2 x target columns reach
 # this: starting a worker (importing kernelgd, seconds) costs more than smaller searches take.
@@ -192,38 +192,81 @@ def _shared_memory_backend():
     return bool(getattr(backend, "supports_sharedmem", False))
 
 
-def _walk_widths(scale, score, n_jobs=None, incumbent=-np.inf):
-    """Widths ``scale * 2**(k / 2)`` walked to the best score: ``[(sigma, scores), ...]``.
+class _WidthWalk:
+    """Widths ``scale * 2**(k / 2)`` of one kernel walked to the best score: ``start`` scores the factors 1/2, 1
+    and 2, ``finish`` walks on and returns ``[(sigma, scores), ...]``, ``score(sigma)`` an (n_alphas, n_splits)
+    array and a width's value its best alpha's mean.
 
-    ``score(sigma)`` returns an (n_alphas, n_splits) array; a width's value is its best alpha's mean. From
-    the factors 1/2, 1 and 2 the walk steps by factors of 2 towards the better end while that end is the
-    best (within ``2**(+-WIDTH_STEPS / 2)``), then scores the best width's two half-step neighbours: 5 to 7
-    kernel factorisations where the score is unimodal in log sigma, against 13 for the half-step grid. The
-    neighbours are skipped where they cannot beat ``incumbent`` (another kernel's best value): a half step
-    gains at most what the whole step beside it lost, where the score is concave in log sigma.
+    From the first three the walk steps by factors of 2 towards the better end while that end is the best (within
+    ``2**(+-WIDTH_STEPS / 2)``), then scores the best width's two half-step neighbours: 5 to 7 kernel
+    factorisations where the score is unimodal in log sigma, against 13 for the half-step grid. A step is skipped
+    where it cannot beat ``incumbent`` (another kernel's best value): where the score is concave in log sigma, a
+    step gains at most what the step before it gained, and a half step at most what the whole step beside it lost.
     """
-    done = {}
 
-    def run(steps):
-        steps = [k for k in steps if k not in done and abs(k) <= WIDTH_STEPS]
-        results = Parallel(n_jobs=n_jobs, prefer="threads")(delayed(score)(scale * 2.0 ** (k / 2)) for k in steps)
-        done.update(zip(steps, results))
+    def __init__(self, scale, score, n_jobs=None):
+        self.scale, self.score, self.n_jobs, self.done = scale, score, n_jobs, {}
 
-    def best():  # ties go to the wider kernel: the smoother model
-        return max(done, key=lambda k: (_best_mean(done[k]), k))
+    def _run(self, steps):
+        steps = [k for k in steps if k not in self.done and abs(k) <= WIDTH_STEPS]
+        results = Parallel(n_jobs=self.n_jobs, prefer="threads")(
+            delayed(self.score)(self.scale * 2.0 ** (k / 2)) for k in steps)
+        self.done.update(zip(steps, results))
 
-    run([0, -2, 2])  # the middle first: with K-fold the others race against it
-    while True:
-        k = best()
-        step = 2 if k == max(done) else -2 if k == min(done) else 0
-        if not step or abs(k + step) > WIDTH_STEPS:
-            break
-        run([k + step])
-    k = best()
-    value, beside = _best_mean(done[k]), [_best_mean(done[j]) for j in (k - 2, k + 2) if j in done]
-    if not beside or value + (value - min(beside)) >= incumbent:
-        run([k - 1, k + 1])
-    return [(scale * 2.0 ** (k / 2), done[k]) for k in sorted(done)]
+    def _best(self):  # ties go to the wider kernel: the smoother model
+        return max(self.done, key=lambda k: (_best_mean(self.done[k]), k))
+
+    def value(self):
+        """The best value scored so far."""
+        return _best_mean(self.done[self._best()])
+
+    def start(self):
+        self._run([0, -2, 2])  # the middle first: with K-fold the others race against it
+        return self
+
+    def finish(self, incumbent=-np.inf):
+        while True:
+            k = self._best()
+            step = 2 if k == max(self.done) else -2 if k == min(self.done) else 0
+            if not step or abs(k + step) > WIDTH_STEPS or not self._may_beat(k, k - step, incumbent):
+                break
+            self._run([k + step])
+        k = self._best()
+        beside = [j for j in (k - 2, k + 2) if j in self.done]
+        if not beside or self._may_beat(k, min(beside, key=lambda j: _best_mean(self.done[j])), incumbent):
+            self._run([k - 1, k + 1])
+        return [(self.scale * 2.0 ** (k / 2), self.done[k]) for k in sorted(self.done)]
+
+    def _may_beat(self, k, other, incumbent):
+        """Whether a step from width k away from ``other`` can beat ``incumbent``: by concavity it gains at most
+        what k gains over ``other``."""
+        if incumbent == -np.inf:
+            return True
+        value = _best_mean(self.done[k])
+        return value + (value - _best_mean(self.done[other])) >= incumbent
+
+
+class _GivenWidths:
+    """The widths a user gave (or none, for a kernel without one), all scored at ``start``: a walk's interface."""
+
+    def __init__(self, sigmas, score, n_jobs=None):
+        self.sigmas, self.score, self.n_jobs = sigmas, score, n_jobs
+
+    def start(self):
+        self.found = list(zip(self.sigmas, Parallel(n_jobs=self.n_jobs, prefer="threads")(
+            delayed(self.score)(s) for s in self.sigmas)))
+        return self
+
+    def value(self):
+        return max(_best_mean(scores) for _, scores in self.found)
+
+    def finish(self, incumbent=-np.inf):
+        return self.found
+
+
+def _walk_widths(scale, score, n_jobs=None, incumbent=-np.inf):
+    """``_WidthWalk``'s widths of one kernel, walked to the best: ``[(sigma, scores), ...]``."""
+    return _WidthWalk(scale, score, n_jobs).start().finish(incumbent)
 
 
 def _fold_path(estimator_class, params, K, train, test, y_fit, w, y_host, w_host, alphas, start, scorer,
@@ -386,16 +429,15 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             raise ValueError(f"sigmas must be a non-empty list of finite floats > 0, got {self.sigmas!r}.")
         return list(sigmas)
 
-    def _widths(self, kernel, X, w, score, incumbent=-np.inf):
-        """``[(sigma, score(sigma)), ...]`` over the widths searched for ``kernel`` (``incumbent``: the best value
-        of the kernels searched before, ``_walk_widths``'s)."""
+    def _widths(self, kernel, X, w, score):
+        """The widths searched for ``kernel``, started (``_WidthWalk``, or ``_GivenWidths`` for given ``sigmas`` and
+        a kernel without a width)."""
         if "sigma" not in get_spec(kernel).params:
-            return [(None, score(None))]
+            return _GivenWidths([None], score).start()
         sigmas = self._sigmas()
         if sigmas is not None:
-            return list(zip(sigmas, Parallel(n_jobs=self.n_jobs, prefer="threads")(
-                delayed(score)(s) for s in sigmas)))
-        return _walk_widths(_scale_sigma(X, w, kernel), score, self.n_jobs, incumbent)
+            return _GivenWidths(sigmas, score, self.n_jobs).start()
+        return _WidthWalk(_scale_sigma(X, w, kernel), score, self.n_jobs).start()
 
     def _kernel(self, X, Y, kernel, sigma):
         params = dict(self.kernel_params or {})
@@ -651,11 +693,13 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
                 self._say(kernel if len(kernels) > 1 else None, sigma, result, start)
             return split_scores
 
-        rows = []
-        for k, kernel in enumerate(kernels):
-            incumbent = max((float(np.mean(s)) for *_, s in rows if np.all(np.isfinite(s))), default=-np.inf)
-            for sigma, scores in self._widths(kernel, X, sw, lambda s, kernel=kernel: search(kernel, s), incumbent):
-                rows += [(k, sigma, alpha, s) for alpha, s in zip(alphas, scores)]
+        walks = [self._widths(kernel, X, sw, lambda s, kernel=kernel: search(kernel, s)) for kernel in kernels]
+        found = {}
+        # the best first round walks on first: each other kernel's steps must then beat what it reached
+        for k in sorted(range(len(kernels)), key=lambda k: -walks[k].value()):
+            found[k] = walks[k].finish(max((walk.value() for j, walk in enumerate(walks) if j != k), default=-np.inf))
+        rows = [(k, sigma, alpha, s) for k in range(len(kernels)) for sigma, scores in found[k]
+                for alpha, s in zip(alphas, scores)]
         self._store_results(rows, loo_scores is not None, kernels)
         index, self.sigma_, self.alpha_, _ = rows[self.best_index_]
         self.kernel_ = kernels[index]

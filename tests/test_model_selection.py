@@ -158,6 +158,48 @@ def test_width_walk_skips_half_steps_that_cannot_beat_an_earlier_kernel(incumben
     assert_allclose(np.sort(calls), walked, atol=1e-12)
 
 
+@pytest.mark.parametrize("incumbent, walked", [(-np.inf, [-2, 0, 2, 4, 6, 7, 8]), (-17.0, [-2, 0, 2, 4, 6, 7, 8]),
+                                               (-15.0, [-2, 0, 2]), (-13.5, [-2, 0, 2])])
+def test_width_walk_stops_stepping_where_no_step_can_beat_an_earlier_kernel(incumbent, walked):
+    # a score rising by 2 a whole step: where it is concave, no step gains more than the one before it
+    from kernelgd._search import _walk_widths
+
+    calls = []
+
+    def score(sigma):
+        k = 2 * np.log2(sigma / 3.0)
+        calls.append(k)
+        return np.array([[-20.0 + k]])
+
+    _walk_widths(3.0, score, incumbent=incumbent)
+    assert_allclose(np.sort(calls), walked, atol=1e-12)
+
+
+def test_the_kernel_of_the_best_first_round_walks_first(monkeypatch):
+    # the laplacian's first round beats the rbf's best step by more than a step can gain: the rbf, listed first,
+    # stops after its first round, as it would after the laplacian's whole walk
+    from kernelgd import _search
+
+    calls = []
+
+    def loo(self, X, Y, sw, scorer, rescore=None):
+        def scores(kernel, sigma, alphas):
+            k = 2 * np.log2(sigma / _search._scale_sigma(X, sw, kernel))
+            calls.append((kernel, round(k), sigma))
+            value = (-20.0 + k) if kernel == "rbf" else (-5.0 - abs(k))
+            return np.full(len(alphas), value) - np.arange(len(alphas))  # the largest alpha best
+
+        return scores
+
+    monkeypatch.setattr(KernelGDRegressorCV, "_loo", loo)
+    X, y = np.random.RandomState(0).randn(60, 2), np.random.RandomState(1).randn(60)
+    model = KernelGDRegressorCV(kernel=["rbf", "laplacian"], ard=False).fit(X, y)
+    assert sorted(k for kernel, k, _ in calls if kernel == "rbf") == [-2, 0, 2]
+    assert sorted(k for kernel, k, _ in calls if kernel == "laplacian") == [-2, -1, 0, 1, 2]
+    assert model.kernel_ == "laplacian"
+    assert model.sigma_ == [sigma for kernel, k, sigma in calls if kernel == "laplacian" and k == 0][0]
+
+
 def test_parallel_walk_equals_the_serial_one():
     serial = KernelGDRegressorCV(ard=False).fit(X, y)
     parallel = KernelGDRegressorCV(ard=False, n_jobs=2).fit(X, y)
