@@ -87,7 +87,8 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
     (its ``kernel="auto"`` compares the default pair of kernels), then their
     ridge divided by sqrt(10) step by step while the held-out score
     improves (at most one decade), then ARD's per-feature scales. The best
-    is refitted on all rows; where the rules won, they choose again on all
+    is refitted on all rows, its solve started from its held-out fit (zero
+    on the held-out rows); where the rules won, they choose again on all
     of them, and the model is :class:`KernelGDRegressor`'s own. A subsample
     and a low-rank factor would misjudge kernels of slowly decaying spectrum
     and miss small ridges, at many times the cost of a fit.

@@ -969,6 +969,34 @@ def test_past_the_exact_search_candidates_are_fitted_on_four_fifths_and_scored_o
         assert model.alpha_ == best["alpha"] == model.best_estimator_.alpha
 
 
+@pytest.mark.parametrize("seed", [0, 4])
+def test_past_the_exact_search_the_refit_starts_from_the_winners_held_out_fit(monkeypatch, seed):
+    # a winner other than the rules is refitted on every row from its fit on four fifths of them (zero on the held-out
+    # fifth): the same model as a cold refit, to the refit's tolerance, and the user's warm_start stays False
+    import kernelgd._search as ms
+
+    monkeypatch.setattr(ms, "LOO_MAX_SAMPLES", 50)
+    Xs, ys = _sine_rows(seed)
+    starts, fit = [], KernelGDRegressor.fit
+
+    def recording(self, X, y, sample_weight=None):
+        if len(X) == len(Xs):  # the refit, the only fit on every row
+            starts.append((self.warm_start, np.array(getattr(self, "dual_coef_", np.zeros(0)))))
+        return fit(self, X, y, sample_weight=sample_weight)
+
+    monkeypatch.setattr(KernelGDRegressor, "fit", recording)
+    model = KernelGDRegressorCV(random_state=seed).fit(Xs, ys)
+    assert model.best_index_ > 0 and len(starts) == 1
+    held, fitted = _held_out_split(300, seed)
+    warm, start = starts[0]
+    assert warm and start.shape == (300,) and np.all(start[held] == 0) and np.all(start[fitted] != 0)
+    assert model.best_estimator_.get_params()["warm_start"] is False
+    params = model.best_estimator_.get_params()
+    cold = fit(KernelGDRegressor(**params), Xs, ys)
+    tol = params["tol"]
+    assert np.sqrt(np.mean((model.predict(Xs) - cold.predict(Xs)) ** 2)) <= 10 * tol * np.std(ys)
+
+
 @pytest.mark.parametrize("seed, n", [(2, 300), (7, 300), (1, 600), (5, 600)])
 def test_past_the_exact_search_a_classifier_keeps_a_smaller_ridge_only_beyond_chance(monkeypatch, seed, n):
     # as the regressor's, scored by accuracy: a step of the ridge path replaces the incumbent only where its
