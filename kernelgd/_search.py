@@ -629,7 +629,7 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         (``_grid_search``), and refit them on all the data."""
         start = time.perf_counter()
         progress = SearchProgress.start(self, X_in, y, self._sample_weight)
-        self.holdout_scores_, rule = None, None
+        self.holdout_scores_, self._held_out_fit, rule = None, None, None
         if self._by_held_out_rows(X, sw):
             rule = self._held_out_search(X, y, sw, scorer, progress, start)
         else:
@@ -929,8 +929,8 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         """Start a regressor's refit of a held-out search's winner from that fit, zero on the held-out rows: the
         same system on a fifth more rows, whose solve then starts near its end. Only an exact model's coefficients
         are the rows'; a classifier's are its output layer's inputs."""
-        fitted, fit = getattr(self, "_held_out_fit", None) or (None, None)
-        self._held_out_fit = None
+        fitted, fit = self._held_out_fit or (None, None)
+        self._held_out_fit = None  # a fitted model: not kept past the refit
         if fit is None or is_classifier(self) or getattr(fit, "n_centers_", None) != len(fitted):
             return
         coef = fit.dual_coef_
