@@ -189,7 +189,8 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
     ard_ : bool
         Whether per-feature scales were searched (``ard``, with "auto" resolved).
     ard_score_ : float
-        When ``ard_``: the score of the learned scales (kept if above the grid's best).
+        When ``ard_``: the score of the learned scales (kept if above the grid's best); the
+        rules' held-out score where the scales stayed at the rules' rbf width.
     best_estimator_ : KernelGDRegressor
         The model refitted on all the data with ``sigma_`` and ``alpha_``.
     holdout_scores_ : dict or None
@@ -215,7 +216,8 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         not scored is NaN (a candidate without a score on every fold has a
         NaN mean and ranks last). With ``ard_``, the learned
         scales are the last row (``param_sigma`` is then of object dtype),
-        ranked first when kept; ``best_index_`` is always the row of rank 1
+        ranked first when kept (after the held-out search, no row where
+        they stayed at the rules' rbf width: that model is the rules' row); ``best_index_`` is always the row of rank 1
         and ``best_score_`` its ``mean_test_score``. After the held-out
         search, one row per candidate fitted (the rules' first), its score
         the held-out one (``split0_test_score``); a classifier's candidate
@@ -296,7 +298,8 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
     def _held_out_candidates(self, X, y, sw, rng):
         """With ard: per-feature scales fitted on ``HELD_OUT_ARD_ROWS`` of the rows (the leave-one-out criterion),
         from the chosen width where the rbf kernel won (else ``sigma="scale"``'s) and the chosen ridge, then the
-        base estimator's ridge rule at those scales. A generator: ``ard_score_`` is read once the search scored it."""
+        base estimator's ridge rule at those scales; none where the scales stayed at the rules' rbf width (that model
+        is the rules' own, scored already). A generator: ``ard_score_`` is read once the search scored it."""
         if not self._ard_on(1 if y.ndim == 1 else y.shape[1]):
             return
         kernel = next(k for k in self._kernels() if _is_rbf(k))
@@ -304,6 +307,9 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         sigma0 = self.sigma_ if _is_rbf(self.kernel_) else _scale_sigma(X_host, sw_host / sw_host.sum())
         scales = fit_scales(X_host, y_host.ravel(), sw_host, float(sigma0), self.alpha_, self.fit_intercept, rng,
                             criterion="loo", max_rows=HELD_OUT_ARD_ROWS)[0]
+        if _is_rbf(self.kernel_) and np.allclose(scales, sigma0, rtol=1e-12, atol=0):  # unmoved: the rules' model
+            self.ard_score_ = self.holdout_scores_["rule"]
+            return
         model = self._base(kernel=kernel, sigma=scales)
         yield model, kernel
         self.ard_score_ = self.cv_results_["mean_test_score"][-1]

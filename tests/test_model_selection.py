@@ -969,6 +969,27 @@ def test_past_the_exact_search_candidates_are_fitted_on_four_fifths_and_scored_o
         assert model.alpha_ == best["alpha"] == model.best_estimator_.alpha
 
 
+def test_past_the_exact_search_scales_that_stay_at_the_rules_width_are_not_fitted_again(monkeypatch):
+    # ARD's scales where L-BFGS did not move them from the rules' rbf width give the rules' own model: it is not
+    # fitted again, and ard_score_ is the rules' held-out score
+    import kernelgd._model_selection as msel
+    import kernelgd._search as ms
+
+    monkeypatch.setattr(ms, "LOO_MAX_SAMPLES", 50)
+    Xs, ys = _sine_rows(0)
+    moved = KernelGDRegressorCV(random_state=0).fit(Xs, ys)
+    assert moved.ard_ and moved.kernel_ == "rbf" and np.ndim(moved.cv_results_["params"][-1]["sigma"]) == 1
+    monkeypatch.setattr(msel, "fit_scales", lambda X, y, w, sigma0, *args, **kwargs: (np.full(X.shape[1], sigma0),))
+    fits = []
+    fit = KernelGDRegressor.fit
+    monkeypatch.setattr(KernelGDRegressor, "fit", lambda self, *a, **k: fits.append(self.get_params()) or fit(self, *a, **k))
+    model = KernelGDRegressorCV(random_state=0).fit(Xs, ys)
+    params = model.cv_results_["params"]
+    assert model.ard_ and all(np.ndim(p["sigma"]) == 0 for p in params)
+    assert len(params) == len(moved.cv_results_["params"]) - 1 and len(fits) == len(params) + 1  # and the refit
+    assert model.ard_score_ == model.holdout_scores_["rule"] == model.cv_results_["split0_test_score"][0]
+
+
 @pytest.mark.parametrize("seed", [0, 4])
 def test_past_the_exact_search_the_refit_starts_from_the_winners_held_out_fit(monkeypatch, seed):
     # a winner other than the rules is refitted on every row from its fit on four fifths of them (zero on the held-out
