@@ -217,8 +217,9 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         NaN mean and ranks last). With ``ard_``, the learned
         scales are the last row (``param_sigma`` is then of object dtype),
         ranked first when kept (after the held-out search, no row where
-        they stayed at the rules' rbf width: that model is the rules' row); ``best_index_`` is always the row of rank 1
-        and ``best_score_`` its ``mean_test_score``. After the held-out
+        they stayed at the rules' rbf width: that model is the rules' row);
+        ``best_index_`` is always the row of rank 1 and ``best_score_`` its
+        ``mean_test_score``. After the held-out
         search, one row per candidate fitted (the rules' first), its score
         the held-out one (``split0_test_score``); a classifier's candidate
         that scores higher without a gain beyond chance ranks below the

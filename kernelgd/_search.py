@@ -738,7 +738,8 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
         group_of, n_groups = replicate_groups(take_rows(X, positive))
         in_held = np.isin(group_of, rng.permutation(n_groups)[: n_groups // HOLDOUT_SHARE])
         held, fitted = positive[in_held], positive[~in_held]
-        X_fit, X_held, y_fit, sw_fit = take_rows(X, fitted), take_rows(X, held), take_rows(y, fitted), take_rows(sw, fitted)
+        X_fit, X_held = take_rows(X, fitted), take_rows(X, held)
+        y_fit, sw_fit = take_rows(y, fitted), take_rows(sw, fitted)
         y_held, w_held = np.asarray(to_numpy(y))[held], weights[held]
         held_groups = np.unique(group_of[in_held], return_inverse=True)[1]
         kernels = self._kernels()
@@ -793,7 +794,8 @@ class _KernelCV(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimator):
             self._add_result(kernel if len(kernels) > 1 else None, candidate.sigma, candidate.alpha_,
                              np.array([step[0]]), chosen=better)
             if better:
-                self.kernel_, self.sigma_, self.alpha_, self.best_score_ = kernel, candidate.sigma, candidate.alpha_, step[0]
+                self.kernel_, self.sigma_, self.alpha_ = kernel, candidate.sigma, candidate.alpha_
+                self.best_score_ = step[0]
                 value, scored, chosen, model = step[0], step[1], len(self.cv_results_["params"]) - 1, candidate
         self.holdout_scores_["search"] = self.best_score_
         self._held_out_fit = None if chosen < len(rule_kernels) else (fitted, model)

@@ -980,9 +980,13 @@ def test_past_the_exact_search_scales_that_stay_at_the_rules_width_are_not_fitte
     moved = KernelGDRegressorCV(random_state=0).fit(Xs, ys)
     assert moved.ard_ and moved.kernel_ == "rbf" and np.ndim(moved.cv_results_["params"][-1]["sigma"]) == 1
     monkeypatch.setattr(msel, "fit_scales", lambda X, y, w, sigma0, *args, **kwargs: (np.full(X.shape[1], sigma0),))
-    fits = []
-    fit = KernelGDRegressor.fit
-    monkeypatch.setattr(KernelGDRegressor, "fit", lambda self, *a, **k: fits.append(self.get_params()) or fit(self, *a, **k))
+    fits, fit = [], KernelGDRegressor.fit
+
+    def recording(self, *args, **kwargs):
+        fits.append(self.get_params())
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(KernelGDRegressor, "fit", recording)
     model = KernelGDRegressorCV(random_state=0).fit(Xs, ys)
     params = model.cv_results_["params"]
     assert model.ard_ and all(np.ndim(p["sigma"]) == 0 for p in params)
