@@ -181,11 +181,23 @@ def fit_combiner(F, Y, w, X):
     # Newton's steps converge quadratically: a tight tol costs a step or two
     params = dict(solver="newton-cholesky", tol=NEWTON_LAYER_TOL) if numbers <= NEWTON_LAYER_NUMBERS else {}
     with labels_checked():
-        layer = LogisticRegression(max_iter=1000, **params).fit(F[positive], labels[positive], sample_weight=weight)
+        layer = _fit_logistic(F[positive], labels[positive], weight, params)
         if not reads_own_class(layer.coef_.T, layer.classes_):  # no signal: the classes' weighted shares
-            layer = LogisticRegression(max_iter=1000, **params).fit(np.zeros_like(F[positive]), labels[positive],
-                                                                    sample_weight=weight)
+            layer = _fit_logistic(np.zeros_like(F[positive]), labels[positive], weight, params)
     return layer
+
+
+def _fit_logistic(F, labels, weight, params):
+    """``LogisticRegression(**params)`` fitted to (F, labels); L-BFGS's fit where Newton's line search gives up,
+    as it does where its start is already the optimum to rounding (every row's outputs alike)."""
+    if params:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", ConvergenceWarning)
+                return LogisticRegression(max_iter=1000, **params).fit(F, labels, sample_weight=weight)
+        except ConvergenceWarning:
+            pass
+    return LogisticRegression(max_iter=1000).fit(F, labels, sample_weight=weight)
 
 
 def fit_shared(F, Y, w, X):

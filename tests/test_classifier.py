@@ -354,6 +354,19 @@ def test_output_layer_does_not_invert_outputs_that_carry_no_signal(n_classes):
     assert_allclose(layer.coef_, 0.0)
     assert_allclose(layer.predict_proba(F)[0], np.bincount(labels) / 300, atol=1e-4)
 
+@pytest.mark.parametrize("X", [np.full((3, 1), 3.0), 1e-7 * np.random.RandomState(285).normal(size=(3, 5))],
+                         ids=["identical rows", "tiny scale"])
+def test_output_layer_on_one_row_per_class_fits_without_a_warning(X):
+    # Regression: three rows of three classes gave every row the same left-out outputs, where the output layer's
+    # Newton line search gives up at its start (already the optimum to rounding) and scikit-learn warned before
+    # falling back to L-BFGS: a default fit warned. The layer is the classes' shares.
+    y = np.array([1, 3, 6])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clf = KernelGDClassifier().fit(X, y)
+    assert_allclose(clf.predict_proba(X), np.full((3, 3), 1 / 3), atol=1e-6)
+
+
 @pytest.mark.parametrize("n, flip, seed", [(600, 0.1, 0), (1500, 0.1, 1)])
 def test_output_layer_fitted_to_left_out_outputs_reads_classes_between_others(n, flip, seed):
     # five classes that are bands of one smooth function: the middle classes' one-vs-rest outputs are bumps,
