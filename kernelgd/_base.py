@@ -281,9 +281,11 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         return isinstance(self.kernel, str) and self.kernel == "precomputed"
 
     def _resolve_sigma(self, X, w):
-        """sigma as a float; "scale" means sigma^2 = n_features * Var(X) (sigma^4 for exponential), the variance
-        weighted by the sample weights (integer weights and repeated rows give the same sigma); for the polynomial
-        kernel (``centred_scale=False``) the mean square about 0.
+        """sigma as a float; "scale" means sigma^2 = the sum of the features' variances (sigma^4 for exponential),
+        each about its own mean and weighted by the sample weights (integer weights and repeated rows give the same
+        sigma): half the mean squared distance between two rows, which a shift of any feature leaves unchanged; on
+        centred features ``n_features * X.var()``, SVC's gamma="scale". For the polynomial kernel
+        (``centred_scale=False``) the mean square about 0.
         """
         spec = None if self._precomputed else get_spec(self._kernel_used)
         if spec is None or "sigma" not in spec.params:
@@ -303,13 +305,13 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
             return 1.0
         Xs = X / top
         centred = spec.centred_scale
-        if sp.issparse(X):  # E[x^2] - E[x]^2 from the nonzeros: no dense copy
-            mean = np.average(np.asarray(Xs.mean(axis=1)).ravel(), weights=w) if centred else 0.0
-            square = np.average(np.asarray(Xs.multiply(Xs).mean(axis=1)).ravel(), weights=w)
-            var = max(square - mean**2, 0.0)
-        else:  # np.average's sum(w a) / sum(w), in X's namespace
-            mean = float(xp.sum(xp.mean(Xs, axis=1) * w)) / float(xp.sum(w)) if centred else 0.0
-            var = float(xp.sum(xp.mean((Xs - mean) ** 2, axis=1) * w)) / float(xp.sum(w))
+        if sp.issparse(X):  # per feature E[x^2] - E[x]^2 from the nonzeros: no dense copy
+            shares = np.asarray(w, dtype=np.float64) / float(np.sum(w))
+            means = Xs.T @ shares if centred else 0.0
+            var = max(float(np.mean(Xs.multiply(Xs).T @ shares - means**2)), 0.0)
+        else:  # the weighted mean of each row's mean square about the features' weighted means, in X's namespace
+            means = xp.sum(Xs * w[:, None], axis=0) / xp.sum(w) if centred else 0.0
+            var = float(xp.sum(xp.mean((Xs - means) ** 2, axis=1) * w)) / float(xp.sum(w))
         sigma = top * float(np.sqrt(X.shape[1] * var))
         # exponential divides distances by sigma**2: its sigma**2 takes the scale
         sigma = sigma ** (1.0 / spec.sigma_power)

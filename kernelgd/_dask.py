@@ -309,8 +309,8 @@ def _sigma(est, X, w, top):
     if top == 0.0:
         return 1.0
     Xs = X / top  # so that the variance of huge features does not overflow
-    (mean,) = dask.compute((w * Xs.mean(axis=1)).sum()) if spec.centred_scale else (0.0,)
-    (var,) = dask.compute((w * ((Xs - mean) ** 2).mean(axis=1)).sum())
+    (means,) = dask.compute((w[:, None] * Xs).sum(axis=0)) if spec.centred_scale else (0.0,)  # w sums to one
+    (var,) = dask.compute((w * ((Xs - means) ** 2).mean(axis=1)).sum())
     sigma = (top * float(np.sqrt(X.shape[1] * var))) ** (1.0 / spec.sigma_power)
     return sigma if sigma > 0 else 1.0
 

@@ -15,9 +15,12 @@ PARAMETERS = """\
     sigma : float, array-like of shape (n_features,) or "scale", default="scale"
         Bandwidth of the rbf, exponential and laplacian kernels, and the
         polynomial kernel's scale (``x'z / sigma**2``: ``1 / sigma**2`` is
-        SVC's ``gamma``). ``"scale"`` sets ``sigma**2 = n_features *
-        X.var()`` (weighted by sample_weight), the analogue of SVC's
-        ``gamma="scale"`` (the user guide's kernel table gives the
+        SVC's ``gamma``). ``"scale"`` sets ``sigma**2`` to the sum of the
+        features' variances, each about its own mean (weighted by
+        sample_weight): half the mean squared distance between two rows,
+        unchanged by a shift of any feature; on centred features
+        ``n_features * X.var()``, SVC's ``gamma="scale"`` (the user guide's
+        kernel table gives the
         exponential and polynomial kernels' forms); the defaults then try
         nearby widths where the data prefer them: a regressor's
         ``kernel="auto"`` wider ones on up to 1,000 distinct rows

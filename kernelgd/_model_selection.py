@@ -105,8 +105,8 @@ class KernelGDRegressorCV(MultiOutputMixin, RegressorMixin, _KernelCV):
         protein, the rbf on kin8nm, naval and most of yacht's splits.
     sigmas : array-like of float, default=None
         Candidate widths, for every kernel with a ``sigma``. None: widths
-        ``sigma_scale * 2**(k / 2)`` with ``sigma_scale**2 = n_features *
-        Var(X)`` (the base estimator's ``sigma="scale"``), walked per kernel:
+        ``sigma_scale * 2**(k / 2)`` with ``sigma_scale**2`` the sum of the
+        features' variances (the base estimator's ``sigma="scale"``), walked per kernel:
         k = -2, 0, 2 first (for every kernel), then steps of 2 toward the
         better end while it is the best (k from -8 to 8), then the best k's
         neighbours k - 1 and k + 1. The kernel of the best first three walks
