@@ -304,6 +304,9 @@ class BaseKernelGD(_CarriesRegisteredKernels, CallbackSupportMixin, BaseEstimato
         if top == 0.0:
             return 1.0
         Xs = X / top
+        positive = w > 0
+        if not bool(xp.all(positive)):  # rows of zero weight change nothing, not even the sums' rounding
+            Xs, w = Xs[positive], w[positive]
         centred = spec.centred_scale
         if sp.issparse(X):  # per feature E[x^2] - E[x]^2 from the nonzeros: no dense copy
             shares = np.asarray(w, dtype=np.float64) / float(np.sum(w))
