@@ -181,7 +181,7 @@ def _is_rbf(kernel):
 
 
 def _scale_sigma(X, w, kernel="rbf"):
-    """The ``sigma="scale"`` of the base estimator for ``kernel``: for rbf the root of the features' summed variances."""
+    """The ``sigma="scale"`` of the base estimator for ``kernel``: for rbf the root of the summed feature variances."""
     return KernelGDRegressor(kernel=kernel)._resolve_sigma(X, w)
 
 
