@@ -8,9 +8,10 @@ first and warm-started, and scored by approximate leave-one-out (``_logistic_loo
 identical rows holding a whole class left out of the choice (``_judged``).
 On the smallest systems (``WIDTH_UNKNOWNS``) each of ``WIDTHS`` runs that path too.
 
-On a larger set the median multiple of ``DRAWS`` small subsamples scales the rule's ridge, and the
-whole set's held-out folds check it a factor of 4 at a time, trying narrower (``NARROWER``) or wider
-(``WIDER``) kernels where a subsample prefers them (``_better_on``). With many classes the held-out
+On a larger set the whole set's held-out folds check the rule's ridge a factor of 4 at a time, trying
+narrower (``NARROWER``) and wider (``WIDER``) kernels; from ``WHOLE_SET_ROWS`` rows the median multiple of
+``DRAWS`` small subsamples scales the ridge first, and the widths are tried only the way a subsample
+prefers (``_better_on``). With many classes the held-out
 rows of one larger subsample (``_held_out_multiple``), or of the whole set's folds, choose instead;
 where the rule's ridge is near the least (``NEAR_LEAST``), or the subsamples see no signal, held-out
 rows choose the ridge (``_on_held_out_rows``), and narrower kernels where its loss still falls at the least
@@ -60,6 +61,10 @@ TRIAL_MAX_ITER = 100
 # The fewest rows a subsample's path may choose from, and the subsamples drawn (odd) until a majority agrees.
 MIN_SUBSAMPLE = 200
 DRAWS = 3
+# Below this many distinct rows the whole set's held-out rows choose the ridge from the rule's own, no subsample
+# drawn: its folds' fits cost less than the subsamples' paths and screens (and with many classes a subsample of
+# HELD_OUT_SUBSAMPLE would hold out fewer than MIN_SUBSAMPLE rows).
+WHOLE_SET_ROWS = 4000
 # With many classes (no small subsample system), held-out rows of this share of the rows choose the multiple,
 # within 4 ** HELD_OUT_REACH either way: a subsample says which way the rule errs, not by how much.
 HELD_OUT_SUBSAMPLE = 0.25
@@ -198,19 +203,20 @@ def _on_a_subsample(problem, settings, widen=None):
     chooses on ``DRAWS`` random subsamples (the largest whose dense system is small; none below the least ridge), as
     the whole set's held-out rows correct it (``_checked_on_held_out_rows``); where every path ran up to its
     reach (no signal), ``_on_held_out_rows``'s. Where such a subsample would be under ``MIN_SUBSAMPLE`` rows,
-    ``_held_out_multiple``'s multiple, or, where its held-out rows would be too few, the rule's ridge as the
-    whole set's held-out rows correct it.
+    ``_held_out_multiple``'s multiple. Under ``WHOLE_SET_ROWS`` distinct rows, the rule's ridge as the whole set's
+    held-out rows correct it, or ``_on_held_out_rows``'s choice where it is flat; the rule's ridge alone where
+    those rows would be too few.
     """
     rows, loss = problem.rows, problem.loss
+    n_distinct = distinct_rows(rows.w, rows.replicates)
+    if n_distinct < WHOLE_SET_ROWS:
+        if _held_out_count(n_distinct) < MIN_SUBSAMPLE:
+            return problem, None, 0, None
+        return _checked_on_held_out_rows(problem, settings, widen, problem.alpha, or_flat=True)
     k, coupled = rows.Y.shape[1], not loss.diagonal_hessian
     n = max((m for m in range(MIN_SUBSAMPLE, MAX_UNKNOWNS + 1) if tiny(m, k, coupled)), default=0)
-    n_distinct = distinct_rows(rows.w, rows.replicates)
     rng = np.random.RandomState(problem.seed)
     if n < MIN_SUBSAMPLE:
-        if HELD_OUT * HELD_OUT_SUBSAMPLE * n_distinct < MIN_SUBSAMPLE:  # a few thousand rows: all of them
-            if _held_out_count(n_distinct) < MIN_SUBSAMPLE:
-                return problem, None, 0, None
-            return _checked_on_held_out_rows(problem, settings, widen, problem.alpha)
         multiple = _held_out_multiple(problem, settings, n_distinct, rng)
         return replace(problem, alpha=problem.alpha * multiple), None, 0, None
     if n_distinct <= n:
@@ -266,15 +272,15 @@ def scaled(kernel, factor):
     return type(kernel)(kernel.spec, dict(kernel.params, sigma=kernel.params["sigma"] * factor))
 
 
-def _checked_on_held_out_rows(problem, settings, widen=None, rule=None, ways=(NARROWER, WIDER)):
+def _checked_on_held_out_rows(problem, settings, widen=None, rule=None, ways=(NARROWER, WIDER), or_flat=False):
     """``_held_out_path`` from the subsamples' ridge ``problem.alpha``: down while each factor of 4 lowers the
     held-out log-loss significantly (``CHECK_SIGNIFICANCE``), not below the least ridge (``_least``), or up
     as far as ``CHECK_REACH_UP`` factors of 4 where the first step down does not: a subsample's path sees a few
     hundred rows, and the best multiple of the rule's ridge moves as the rows grow. ``ways``: the widths
-    ``widen`` tries (``_held_out_path``)."""
+    ``widen`` tries (``_held_out_path``); ``or_flat``: as ``_held_out_path``'s."""
     bottom = min(0, int(np.ceil(np.log(_least(problem, settings) / problem.alpha) / np.log(4.0))))
     return _held_out_path(problem, settings, problem.alpha, 0, bottom, CHECK_REACH_UP, by=CHECK_SIGNIFICANCE,
-                          widen=widen, rule=rule, ways=ways)
+                          widen=widen, rule=rule, ways=ways, or_flat=or_flat)
 
 
 def _least(problem, settings):
@@ -294,7 +300,7 @@ def _on_held_out_rows(problem, settings, widen=None):
 
 
 def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=None, rule=None, folds=True,
-                   ways=(NARROWER,)):
+                   ways=(NARROWER,), or_flat=False):
     """``(problem, start, n_iter, held_out)``: the problem at the ridge chosen by the log-loss of the groups of
     identical rows held out of each fold's fit (``_HeldOut``; one fold without ``folds``), its first fold's fit,
     and every fold's (``HeldOutFits``).
@@ -309,12 +315,16 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
     lowers the loss by ``CHECK_SIGNIFICANCE`` standard errors; the next way only where the first width of one did
     not. Without ``rule``, where the chosen ridge is ``flat``, the widths of ``ways[0]`` run the path from their
     own least ridge in turn, each kept where it lowers the loss by ``FLAT_SIGNIFICANCE`` standard errors and
-    ``informs``, tried on while the best is flat.
+    ``informs``, tried on while the best is flat. ``or_flat``: with ``rule``, where the chosen ridge is flat,
+    ``_on_held_out_rows``'s choice instead (no signal at the rule's ridge, as where the subsamples see none).
     """
     held = _HeldOut(problem, settings, folds, (top, bottom, highest, by))
     best = held.walk(problem, base, held.shared) if held.outs else None
     if best is None:
         return problem, None, held.n_iter, None
+    if or_flat and rule and widen is not None and held.flat(best):
+        chosen, start, n_iter, held_out = _on_held_out_rows(problem, settings, widen)
+        return chosen, start, n_iter + held.n_iter, held_out
     chosen, fits = replace(problem, alpha=float(base * 4.0 ** best[0])), best[1]
     multiple = chosen.alpha / rule if rule else None
     for factor in ways[0] if widen is not None and not rule and held.flat(best) else ():

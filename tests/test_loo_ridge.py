@@ -190,13 +190,14 @@ def test_larger_problems_take_the_median_multiple_of_paths_on_subsamples_of_the_
     # 600 rows of two classes: the dense system costs more than TINY_FLOPS per ridge, so each path runs
     # on a subsample of the largest size whose system is small, and its multiple scales the rule's ridge
     # (which the whole set's held-out rows then check, moving it by powers of 4)
+    monkeypatch.setattr(_loo_ridge, "WHOLE_SET_ROWS", 0)  # the subsamples, as from that many rows
     X, y = make_classification(n_samples=600, n_features=5, random_state=0)
     starts, sizes, multiples, checked = [], [], [], []
     choose, multiple_of, check = _loo_ridge.choose, _loo_ridge._subsample_multiple, _loo_ridge._checked_on_held_out_rows
     monkeypatch.setattr(_loo_ridge, "choose", lambda problem, settings, widen: starts.append(problem.alpha)
                         or choose(problem, settings, widen))
-    monkeypatch.setattr(_loo_ridge, "_checked_on_held_out_rows", lambda problem, *args: checked.append(problem.alpha)
-                        or check(problem, *args))
+    monkeypatch.setattr(_loo_ridge, "_checked_on_held_out_rows", lambda problem, *args, **kwargs:
+                        checked.append(problem.alpha) or check(problem, *args, **kwargs))
     monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda problem, settings, idx, *args: sizes.append(len(idx))
                         or multiples.append(multiple_of(problem, settings, idx, *args)[0]) or (multiples[-1], None))
     est = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
@@ -217,13 +218,14 @@ def test_larger_problems_take_the_median_multiple_of_paths_on_subsamples_of_the_
 def test_the_subsamples_are_drawn_until_a_majority_agrees_on_the_median(monkeypatch, script, drawn):
     # The median of DRAWS multiples is a majority's multiple wherever one agrees: the draws after it would
     # change nothing, and the draws made are those of a full run.
+    monkeypatch.setattr(_loo_ridge, "WHOLE_SET_ROWS", 0)  # the subsamples, as from that many rows
     X, y = make_classification(n_samples=600, n_features=5, random_state=0)
     rows, checked = [], []
     monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda problem, settings, idx, *args: rows.append(idx)
                         or (script[len(rows) - 1], None))
     check = _loo_ridge._checked_on_held_out_rows
-    monkeypatch.setattr(_loo_ridge, "_checked_on_held_out_rows", lambda problem, *args: checked.append(problem.alpha)
-                        or check(problem, *args))
+    monkeypatch.setattr(_loo_ridge, "_checked_on_held_out_rows", lambda problem, *args, **kwargs:
+                        checked.append(problem.alpha) or check(problem, *args, **kwargs))
     starts = []
     choose = _loo_ridge.choose
     monkeypatch.setattr(_loo_ridge, "choose", lambda problem, settings, widen: starts.append(problem.alpha)
@@ -238,11 +240,40 @@ def test_the_subsamples_are_drawn_until_a_majority_agrees_on_the_median(monkeypa
     assert len(rows) == _loo_ridge.DRAWS and all(np.array_equal(a, b) for a, b in zip(first, rows))
 
 
+def test_under_whole_set_rows_the_folds_check_the_rules_ridge_and_a_flat_kernel_narrows(monkeypatch):
+    # Below WHOLE_SET_ROWS distinct rows no subsample is drawn: the whole set's folds check the rule's ridge
+    # itself. A cosine of the features' sum varies too fast for sigma="scale": at the rule's ridge the kernel
+    # is flat (no better than the classes' shares), and narrower kernels run their own paths from their least
+    # ridges, as where the subsamples see no signal (checking widths at the rule's ridge alone kept the flat
+    # kernel: test log-loss log(2)).
+    r = np.random.RandomState(0)
+    X = r.standard_t(3, (3000, 8))
+    X = (X - X[:1000].mean(axis=0)) / X[:1000].std(axis=0)
+    f = np.cos(1.6 * X.sum(axis=1))
+    y = (f > np.median(f[:1000])).astype(int)
+    subsamples, checked, flat = [], [], []
+    check, on_held_out_rows = _loo_ridge._checked_on_held_out_rows, _loo_ridge._on_held_out_rows
+    monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda *args: subsamples.append(1) or (1.0, None))
+    monkeypatch.setattr(_loo_ridge, "_checked_on_held_out_rows", lambda problem, *args, **kwargs:
+                        checked.append(problem.alpha) or check(problem, *args, **kwargs))
+    monkeypatch.setattr(_loo_ridge, "_on_held_out_rows", lambda *args: flat.append(1) or on_held_out_rows(*args))
+    starts, choose = [], _loo_ridge.choose
+    monkeypatch.setattr(_loo_ridge, "choose", lambda problem, settings, widen: starts.append(problem.alpha)
+                        or choose(problem, settings, widen))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = KernelGDClassifier(loss="logistic", random_state=0).fit(X[:1000], y[:1000])
+    assert subsamples == [] and checked == [starts[0]] and flat == [1]
+    assert est.sigma_ <= 0.5 * np.sqrt(8.0) * (1 + 1e-12)
+    assert log_loss(y[1000:], est.predict_proba(X[1000:])) < np.log(2.0) - 0.02
+
+
 @pytest.mark.parametrize("name", ["circles", "sphere"])
 def test_the_subsamples_multiple_beats_the_rules_ridge_on_held_out_rows(monkeypatch, name):
     # The rule misjudges the curvature at the fitted model: too small a ridge for overlapping circles
     # (2,000 rows: 16 times it is best), too large for a sphere in 10 dimensions a noiseless boundary
     # splits (1/16 and below). The subsamples' paths must move it the right way on held-out rows.
+    monkeypatch.setattr(_loo_ridge, "WHOLE_SET_ROWS", 0)  # the subsamples, as from that many rows
     from sklearn.datasets import make_circles, make_hastie_10_2
 
     X, y = make_circles(3000, noise=0.1, factor=0.5, random_state=1) if name == "circles" else \
@@ -262,6 +293,7 @@ def test_the_subsamples_paths_go_up_past_the_small_sets_reach_while_the_loss_fal
     # times the one at 4**6. Labels independent of X make every larger ridge better (the intercept-only
     # model is the best): each subsample's path must go on up to its reach, on any CPU's BLAS. Paths that
     # all reach it saw no signal: the whole set's held-out rows then choose the ridge.
+    monkeypatch.setattr(_loo_ridge, "WHOLE_SET_ROWS", 0)  # the subsamples, as from that many rows
     rng = np.random.RandomState(0)
     X, y = rng.normal(size=(1500, 3)), rng.randint(0, 2, 1500)
     multiples, held_out = [], []
@@ -498,12 +530,14 @@ def test_with_many_classes_held_out_rows_of_a_subsample_move_the_rules_ridge_one
     # Six classes in nested shells: no subsample's coupled system is small, and the rule's ridge
     # smooths too much. The held-out rows of a subsample (here every row, to keep the test small)
     # move it by at most one factor of 4, toward the test log-loss's best of the three.
+    monkeypatch.setattr(_loo_ridge, "WHOLE_SET_ROWS", 0)  # the subsamples, as from that many rows
     from sklearn.datasets import make_gaussian_quantiles
 
     X, y = make_gaussian_quantiles(n_samples=3000, n_features=3, n_classes=6, random_state=0)
     X_tr, X_te, y_tr, y_te = X[:1500], X[1500:], y[:1500], y[1500:]
     with monkeypatch.context() as patched:  # no held-out rows: the rule's ridge
-        patched.setattr(_loo_ridge, "_checked_on_held_out_rows", lambda problem, *args: (problem, None, 0, None))
+        patched.setattr(_loo_ridge, "_checked_on_held_out_rows",
+                        lambda problem, *args, **kwargs: (problem, None, 0, None))
         rule = KernelGDClassifier(loss="logistic", random_state=0).fit(X_tr, y_tr)
     monkeypatch.setattr(_loo_ridge, "HELD_OUT_SUBSAMPLE", 1.0)
     capsys.readouterr()
@@ -535,7 +569,8 @@ def test_with_many_classes_on_a_few_hundred_rows_the_whole_sets_folds_check_the_
         chosen = KernelGDClassifier(loss="logistic", random_state=0, verbose=1, combine="argmax").fit(X_tr, y_tr)
     assert "held-out log-loss on 600 rows in 5 folds" in capsys.readouterr().out
     with monkeypatch.context() as patched:  # the rule's ridge, unchecked
-        patched.setattr(_loo_ridge, "_checked_on_held_out_rows", lambda problem, *args: (problem, None, 0, None))
+        patched.setattr(_loo_ridge, "_checked_on_held_out_rows",
+                        lambda problem, *args, **kwargs: (problem, None, 0, None))
         rule = KernelGDClassifier(loss="logistic", random_state=0, combine="argmax").fit(X_tr, y_tr)
     assert chosen.alpha_ > 4 * rule.alpha_
     assert log_loss(y_te, chosen.predict_proba(X_te)) < log_loss(y_te, rule.predict_proba(X_te)) - 0.05
@@ -552,6 +587,7 @@ def test_the_whole_sets_held_out_rows_correct_a_subsample_multiple_that_smooths_
     # Regression: on MNIST's odd against even digits (8,000 rows) the subsamples' paths (463 rows) took 4
     # times the rule's ridge, where a 64th of it halves the test log-loss (0.134 against 0.068). Here the
     # subsamples' multiple is forced far too large; the whole set's held-out rows bring the ridge down.
+    monkeypatch.setattr(_loo_ridge, "WHOLE_SET_ROWS", 0)  # the subsamples, as from that many rows
     X, y = make_classification(n_samples=4000, n_features=8, n_informative=6, flip_y=0.02, random_state=3)
     X_tr, X_te, y_tr, y_te = X[:2000], X[2000:], y[:2000], y[2000:]
     monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda *args: (256.0, None))
@@ -570,6 +606,7 @@ def test_the_whole_sets_held_out_rows_correct_a_subsample_multiple_that_smooths_
 def test_the_whole_sets_check_moves_only_on_a_significant_gain(monkeypatch, capsys, significance):
     # by=0 takes every cut in the held-out log-loss along the path (its least where the losses fall then
     # rise); an infinite significance never moves from the subsamples' ridge, whatever the losses say
+    monkeypatch.setattr(_loo_ridge, "WHOLE_SET_ROWS", 0)  # the subsamples, as from that many rows
     X, y = make_classification(n_samples=1500, n_features=8, n_informative=6, flip_y=0.05, random_state=4)
     monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda *args: (16.0, None))
     monkeypatch.setattr(_loo_ridge, "CHECK_SIGNIFICANCE", significance)
@@ -741,6 +778,7 @@ def test_widths_are_screened_on_a_subsample_of_the_multiple_chosen(monkeypatch):
     # The screen of other widths compares a subsample's leave-one-out losses at the width with those at another
     # width. It read the first subsample whatever its multiple: one whose path chose 16 times the median multiple
     # missed the wider kernel on gaussian quantiles (test log-loss 0.047 against 0.034 where it passes)
+    monkeypatch.setattr(_loo_ridge, "WHOLE_SET_ROWS", 0)  # the subsamples, as from that many rows
     from sklearn.datasets import make_gaussian_quantiles
 
     X, y = make_gaussian_quantiles(n_samples=1200, n_features=4, n_classes=2, random_state=2)
@@ -770,6 +808,7 @@ def test_subsamples_draw_groups_of_identical_rows_so_weights_and_the_rows_repeat
     # Regression: subsamples drew rows, so the rows repeated drew copies (a row with its twin in the subsample,
     # which leave-one-out then predicts by the twin) where the weighted rows drew distinct ones: the paths took
     # 1/256 and 4 times the rule's ridge, and predict_proba differed by 0.17.
+    monkeypatch.setattr(_loo_ridge, "WHOLE_SET_ROWS", 0)  # the subsamples, as from that many rows
     rng = np.random.RandomState(0)
     y = np.repeat([0, 1, 2], [30, 80, 690])
     X = 2 * rng.normal(size=(3, 2))[y] + rng.normal(size=(len(y), 2))
