@@ -273,10 +273,10 @@ def scaled(kernel, factor):
 
 
 def _checked_on_held_out_rows(problem, settings, widen=None, rule=None, ways=(NARROWER, WIDER), or_flat=False):
-    """``_held_out_path`` from the subsamples' ridge ``problem.alpha``: down while each factor of 4 lowers the
-    held-out log-loss significantly (``CHECK_SIGNIFICANCE``), not below the least ridge (``_least``), or up
-    as far as ``CHECK_REACH_UP`` factors of 4 where the first step down does not: a subsample's path sees a few
-    hundred rows, and the best multiple of the rule's ridge moves as the rows grow. ``ways``: the widths
+    """``_held_out_path`` from ``problem.alpha`` (the subsamples' ridge, or the rule's): down while each factor of
+    4 lowers the held-out log-loss significantly (``CHECK_SIGNIFICANCE``), not below the least ridge (``_least``),
+    or up as far as ``CHECK_REACH_UP`` factors of 4 where the first step down does not: a subsample's path sees a
+    few hundred rows, and the best multiple of the rule's ridge moves as the rows grow. ``ways``: the widths
     ``widen`` tries (``_held_out_path``); ``or_flat``: as ``_held_out_path``'s."""
     bottom = min(0, int(np.ceil(np.log(_least(problem, settings) / problem.alpha) / np.log(4.0))))
     return _held_out_path(problem, settings, problem.alpha, 0, bottom, CHECK_REACH_UP, by=CHECK_SIGNIFICANCE,
