@@ -50,8 +50,9 @@ HELD_OUT_ROWS = 500
 HELD_OUT_POWERS = (10, 16)
 # Held-out fits' tol: only their held-out losses are read, which a looser stop leaves to 4 digits.
 HELD_OUT_TOL = 1e-2
-# A held-out path's first ridge is reached by warm starts from up to this many factors of 4 above it: a cold
-# Newton start at a small ridge takes hundreds of CG iterations. A width tried at the ridge chosen (``ways``)
+# A held-out path's first ridge, where a subsample's multiple put it below the rule's, is reached by warm starts
+# from up to this many factors of 4 above it: a cold Newton start there takes hundreds of CG iterations, at the
+# rule's ridge or above a few steps more than the warm-up's fits take. A width tried at the ridge chosen (``ways``)
 # starts from one fit TRIAL_WARM_UP factors of 4 above it: a longer climb costs more fits than it saves.
 WARM_UP = 2
 TRIAL_WARM_UP = 1
@@ -279,8 +280,9 @@ def _checked_on_held_out_rows(problem, settings, widen=None, rule=None, ways=(NA
     few hundred rows, and the best multiple of the rule's ridge moves as the rows grow. ``ways``: the widths
     ``widen`` tries (``_held_out_path``); ``or_flat``: as ``_held_out_path``'s."""
     bottom = min(0, int(np.ceil(np.log(_least(problem, settings) / problem.alpha) / np.log(4.0))))
+    warm_up = WARM_UP if rule and problem.alpha < rule else 0
     return _held_out_path(problem, settings, problem.alpha, 0, bottom, CHECK_REACH_UP, by=CHECK_SIGNIFICANCE,
-                          widen=widen, rule=rule, ways=ways, or_flat=or_flat)
+                          widen=widen, rule=rule, ways=ways, or_flat=or_flat, warm_up=warm_up)
 
 
 def _least(problem, settings):
@@ -300,12 +302,12 @@ def _on_held_out_rows(problem, settings, widen=None):
 
 
 def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=None, rule=None, folds=True,
-                   ways=(NARROWER,), or_flat=False):
+                   ways=(NARROWER,), or_flat=False, warm_up=0):
     """``(problem, start, n_iter, held_out)``: the problem at the ridge chosen by the log-loss of the groups of
     identical rows held out of each fold's fit (``_HeldOut``; one fold without ``folds``), its first fold's fit,
     and every fold's (``HeldOutFits``).
 
-    The ridges are ``base * 4 ** top`` (reached by warm starts from up to ``WARM_UP`` larger ones), then a
+    The ridges are ``base * 4 ** top`` (reached by warm starts from up to ``warm_up`` larger ones), then a
     factor of 4 smaller while each lowers the held-out loss, down to ``base * 4 ** bottom``, or larger while
     each lowers it where the first step down did not, up to ``base * 4 ** highest``; the last that lowered it
     is taken. A step lowers the loss where it cuts the mean by more than ``by`` standard errors of the paired
@@ -319,7 +321,7 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
     ``_on_held_out_rows``'s choice instead (no signal at the rule's ridge, as where the subsamples see none).
     """
     held = _HeldOut(problem, settings, folds, (top, bottom, highest, by))
-    best = held.walk(problem, base, held.shared) if held.outs else None
+    best = held.walk(problem, base, held.shared, warm_up) if held.outs else None
     if best is None:
         return problem, None, held.n_iter, None
     if or_flat and rule and widen is not None and held.flat(best):
@@ -462,9 +464,9 @@ class _HeldOut:
         for the rows at any ridge."""
         return found[0] == self.bottom or not self.informs(found)
 
-    def walk(self, on, base, reuse):
-        """``[power, fits, losses]`` of the ridge ``base * 4 ** power`` the path chooses for ``on``; None where
-        its first ridge fails."""
+    def walk(self, on, base, reuse, warm_up=0):
+        """``[power, fits, losses]`` of the ridge ``base * 4 ** power`` the path chooses for ``on``, its first ridge
+        reached from up to ``warm_up`` larger ones; None where that ridge fails."""
         top, bottom, highest = self.top, self.bottom, self.highest
         path = []  # [power of 4, the folds' fits, held-out losses], every ridge fitted
 
@@ -476,7 +478,7 @@ class _HeldOut:
             return path[-1]
 
         starts = self.cold
-        for power in range(min(highest, top + WARM_UP), top, -1):  # the warm-up: the climb's ridges, made first
+        for power in range(min(highest, top + warm_up), top, -1):  # the warm-up: the climb's ridges, made first
             done = fit_at(power, starts)
             starts = starts if done is None else done[1]
         best = fit_at(top, starts)

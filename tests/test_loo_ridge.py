@@ -595,8 +595,8 @@ def test_the_whole_sets_held_out_rows_correct_a_subsample_multiple_that_smooths_
         warnings.simplefilter("error")
         model = KernelGDClassifier(loss="logistic", random_state=0, verbose=1).fit(X_tr, y_tr)
     path, chosen = _held_out_line(capsys.readouterr().out)
-    # the subsamples' ridge: the path's largest but for the warm-up's, WARM_UP factors of 4 above it
-    start = path[0][0] / 4.0**_loo_ridge.WARM_UP
+    # the subsamples' ridge, above the rule's: the path's largest (no warm-up: a cold start there is cheap)
+    start = path[0][0]
     assert model.alpha_ == pytest.approx(chosen, rel=5e-3) and chosen <= start / 16  # printed to 3 digits
     forced = KernelGDClassifier(loss="logistic", alpha=start, random_state=0).fit(X_tr, y_tr)
     assert log_loss(y_te, model.predict_proba(X_te)) < log_loss(y_te, forced.predict_proba(X_te)) - 0.02
@@ -617,19 +617,25 @@ def test_the_whole_sets_check_moves_only_on_a_significant_gain(monkeypatch, caps
         losses = [loss for _, loss in path]
         assert chosen == min(path, key=lambda pair: pair[1])[0] and np.argmin(losses) in (len(path) - 2, 0)
     else:
-        # the warm-up's larger ridges (the one step up among them), the start and one step down: none taken
-        assert len(path) == _loo_ridge.WARM_UP + 2 and chosen == path[_loo_ridge.WARM_UP][0]
+        # the start (above the rule's ridge: no warm-up), one step down, then one up: none taken
+        assert len(path) == 3 and chosen == path[1][0]
 
 
-def test_the_held_out_paths_first_ridge_is_reached_from_larger_ones_and_chosen_as_from_cold(monkeypatch):
+@pytest.mark.parametrize("multiple", [1.0 / 16, None])
+def test_the_held_out_path_warms_up_only_from_the_rules_ridge_down_to_a_smaller_start(monkeypatch, multiple):
     # Cold at a small ridge, Newton's first steps take hundreds of CG iterations (gaussian quantiles at
-    # 2.2e-7: 699 products against 321 from three larger ridges): the path fits WARM_UP larger ridges
-    # first, largest first, each starting the next, and the ridge chosen is the one a cold start chooses.
+    # 2.2e-7: 699 products against 321 from three larger ridges): where a subsample's multiple puts the path's
+    # first ridge below the rule's, the path fits WARM_UP larger ridges first, largest first, each starting the
+    # next, and chooses the ridge a cold start chooses. From the rule's own ridge (under WHOLE_SET_ROWS, None
+    # here) it starts cold there: a few steps more than the warm-up's fits would take.
     from sklearn.datasets import make_gaussian_quantiles
 
     X, y = make_gaussian_quantiles(n_samples=1500, n_features=4, n_classes=3, random_state=0)
-    calls, width = [], np.sqrt(np.sum(X.var(axis=0)))  # sigma="scale": the path's, before other widths
-    run = _loo_ridge.run_solver
+    if multiple is not None:
+        monkeypatch.setattr(_loo_ridge, "WHOLE_SET_ROWS", 0)  # the subsamples, as from that many rows
+        monkeypatch.setattr(_loo_ridge, "_subsample_multiple", lambda *args: (multiple, None))
+    calls, rules, width = [], [], np.sqrt(np.sum(X.var(axis=0)))  # sigma="scale": the path's, before other widths
+    run, choose = _loo_ridge.run_solver, _loo_ridge.choose
 
     def recorded(name, op, Y, w, settings):
         result = run(name, op, Y, w, settings)
@@ -638,7 +644,10 @@ def test_the_held_out_paths_first_ridge_is_reached_from_larger_ones_and_chosen_a
         return result
 
     monkeypatch.setattr(_loo_ridge, "run_solver", recorded)
+    monkeypatch.setattr(_loo_ridge, "choose", lambda problem, *args: rules.append(problem.alpha) or choose(problem, *args))
     warm = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
+    start = rules[0] * (multiple or 1.0)  # the path's first ridge
+    top = _loo_ridge.WARM_UP if multiple is not None else 0
     # the path's two folds (300 held-out rows each: two hold 500) come first; where the width stays, the output
     # layer's folds fit at it later
     folds = list(dict.fromkeys(fold for fold, *_ in calls))[:2]
@@ -646,15 +655,16 @@ def test_the_held_out_paths_first_ridge_is_reached_from_larger_ones_and_chosen_a
     for fold in folds:  # each fold's path on its own, warm-started from its own fits
         path = [call[1:] for call in calls if call[0] == fold]
         alphas = [alpha for alpha, _, _ in path]
-        top = _loo_ridge.WARM_UP  # the subsamples' ridge, the first after the warm-up; no later fit is larger
-        assert top > 0 and max(alphas[top:]) == alphas[top]
-        assert_allclose(np.diff(np.log(alphas[:top + 1]) / np.log(4.0)), -1.0)
-        assert path[0][1] is None and all(start is previous for (_, start, _), (_, _, previous)
+        assert alphas[top] == pytest.approx(start, rel=1e-12) and max(alphas[top:]) == alphas[top]
+        assert_allclose(np.log(np.divide(alphas[:top + 1], start)) / np.log(4.0), np.arange(top, -1, -1), atol=1e-12)
+        assert path[0][1] is None and all(begin is previous for (_, begin, _), (_, _, previous)
                                           in zip(path[1:top + 1], path[:top]))
+    if multiple is None:
+        return
     monkeypatch.setattr(_loo_ridge, "WARM_UP", 0)
     cold = KernelGDClassifier(loss="logistic", random_state=0).fit(X, y)
     assert warm.alpha_ == pytest.approx(cold.alpha_, rel=1e-9)
-    # the same objective; at a ridge near 5e-7 its flat directions leave probabilities a few 1e-3 apart
+    # the same objective; at a small ridge its flat directions leave probabilities a few 1e-3 apart
     assert warm.loss_curve_[-1] == pytest.approx(cold.loss_curve_[-1], rel=1e-9)
     assert_allclose(warm.predict_proba(X), cold.predict_proba(X), atol=5e-3)
 
