@@ -14,8 +14,8 @@ narrower (``NARROWER``) and wider (``WIDER``) kernels; from ``WHOLE_SET_ROWS`` r
 prefers (``_better_on``). With many classes the held-out
 rows of one larger subsample (``_held_out_multiple``), or of the whole set's folds, choose instead;
 where the rule's ridge is near the least (``NEAR_LEAST``), or the subsamples see no signal, held-out
-rows choose the ridge (``_on_held_out_rows``), and narrower kernels where its loss still falls at the least
-ridge or predicts no better than the classes' shares.
+rows choose the ridge (``_on_held_out_rows``), narrower kernels running that path too (kept by a stricter test
+where its loss still falls at the least ridge or predicts no better than the classes' shares).
 """
 
 from dataclasses import replace
@@ -297,7 +297,7 @@ def _on_held_out_rows(problem, settings, widen=None):
     """``(problem, start, n_iter, held_out)``: ``_held_out_path`` from the least ridge (``_least``) times
     ``4 ** HELD_OUT_POWERS[0]`` down to the least, or up to ``4 ** HELD_OUT_POWERS[1]`` times it. Powers
     of 4 from the least ridge, not from the rule's: weights and the rows repeated then try the same ridges.
-    Where the chosen ridge is flat (``_HeldOut.flat``), ``widen``'s narrower kernels run the path too."""
+    ``widen``'s narrower kernels run the path too (``_held_out_path``)."""
     top, highest = HELD_OUT_POWERS
     return _held_out_path(problem, settings, _least(problem, settings), top, 0, highest, widen=widen, warm_up=0)
 
@@ -316,9 +316,10 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
     ``ways`` are then tried in turn, each at its rule's ridge times the multiple of ``rule`` chosen (warm-started
     from ``TRIAL_WARM_UP`` factors of 4 above; its first fold racing the best, ``_HeldOut.trial``), while each
     lowers the loss by ``CHECK_SIGNIFICANCE`` standard errors; the next way only where the first width of one did
-    not. Without ``rule``, where the chosen ridge is ``flat``, the widths of ``ways[0]`` run the path from their
-    own least ridge in turn, each kept where it lowers the loss by ``FLAT_SIGNIFICANCE`` standard errors and
-    ``informs``, tried on while the best is flat. ``or_flat``: with ``rule``, where the chosen ridge is flat,
+    not. Without ``rule`` (no ridge of the rule's to scale), the widths of ``ways[0]`` run the path from their
+    own least ridge in turn, each kept where it lowers the loss by ``CHECK_SIGNIFICANCE`` standard errors
+    (``FLAT_SIGNIFICANCE`` while the best is ``flat``) and ``informs``, tried on while each is kept or the best
+    is flat. ``or_flat``: with ``rule``, where the chosen ridge is flat,
     ``_on_held_out_rows``'s choice instead (no signal at the rule's ridge, as where the subsamples see none).
     """
     held = _HeldOut(problem, settings, folds, (top, bottom, highest, by))
@@ -330,11 +331,12 @@ def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=
         return chosen, start, n_iter + held.n_iter, held_out
     chosen, fits = replace(problem, alpha=float(base * 4.0 ** best[0])), best[1]
     multiple = chosen.alpha / rule if rule else None
-    for factor in ways[0] if widen is not None and not rule and held.flat(best) else ():
+    for factor in ways[0] if widen is not None and not rule else ():
         other = widen(factor)
         other_base = _least(other, settings)
         found = held.walk(other, other_base, [{} for _ in held.outs])
-        better = held.lowers(found, best, FLAT_SIGNIFICANCE) and held.informs(found)
+        better = held.lowers(found, best, FLAT_SIGNIFICANCE if held.flat(best) else CHECK_SIGNIFICANCE) and \
+            held.informs(found)
         held.report(factor, found, best)
         if better:
             chosen, fits, best = replace(other, alpha=float(other_base * 4.0 ** found[0])), found[1], found
