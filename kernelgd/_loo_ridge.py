@@ -53,8 +53,9 @@ HELD_OUT_TOL = 1e-2
 # A held-out path's first ridge is reached by warm starts from up to this many factors of 4 above it where a cold
 # Newton start is slow: below the rule's ridge (a subsample's multiple under 1: hundreds of CG iterations), and on
 # the many classes' subsample (letter at the rule's ridge: 3.7 s cold against 3.3 s). On the whole set's folds
-# under WHOLE_SET_ROWS rows, at the rule's ridge or above, a cold start costs less than the warm-up's fits. A width tried at the ridge chosen (``ways``)
-# starts from one fit TRIAL_WARM_UP factors of 4 above it: a longer climb costs more fits than it saves.
+# under WHOLE_SET_ROWS rows, at the rule's ridge or above, a cold start costs less than the warm-up's fits.
+# A width tried at the ridge chosen (``ways``) starts from one fit TRIAL_WARM_UP factors of 4 above it: a longer
+# climb costs more fits than it saves.
 WARM_UP = 2
 TRIAL_WARM_UP = 1
 # A width trial's fits stop, as failed, after this many Newton steps (and CG iterations per step): a trial is a
