@@ -300,11 +300,11 @@ def _on_held_out_rows(problem, settings, widen=None):
     of 4 from the least ridge, not from the rule's: weights and the rows repeated then try the same ridges.
     ``widen``'s narrower kernels run the path too (``_held_out_path``)."""
     top, highest = HELD_OUT_POWERS
-    return _held_out_path(problem, settings, _least(problem, settings), top, 0, highest, widen=widen, warm_up=0)
+    return _held_out_path(problem, settings, _least(problem, settings), top, 0, highest, widen=widen)
 
 
 def _held_out_path(problem, settings, base, top, bottom, highest, by=0.0, widen=None, rule=None, folds=True,
-                   ways=(NARROWER,), or_flat=False, warm_up=WARM_UP):
+                   ways=(NARROWER,), or_flat=False, warm_up=0):
     """``(problem, start, n_iter, held_out)``: the problem at the ridge chosen by the log-loss of the groups of
     identical rows held out of each fold's fit (``_HeldOut``; one fold without ``folds``), its first fold's fit,
     and every fold's (``HeldOutFits``).
@@ -631,7 +631,7 @@ def _held_out_multiple(problem, settings, n_distinct, rng):
         return 1.0
     bottom = min(0, max(-HELD_OUT_REACH, int(np.ceil(np.log(_least(sub, settings) / sub.alpha) / np.log(4.0)))))
     settings = replace(settings, coef_init=None, intercept_init=None)
-    chosen = _held_out_path(sub, settings, sub.alpha, 0, bottom, HELD_OUT_REACH, folds=False)[0]
+    chosen = _held_out_path(sub, settings, sub.alpha, 0, bottom, HELD_OUT_REACH, folds=False, warm_up=WARM_UP)[0]
     multiple = chosen.alpha / sub.alpha
     if settings.verbose:
         print(f"[alpha] on held-out rows of a subsample of {n} rows: {multiple:g} times the rule's ridge")
